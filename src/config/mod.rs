@@ -1,0 +1,193 @@
+//! Configuration in two stages, as ripgrep does: `raw` mirrors the TOML file
+//! (with spans, for error messages), `validate` turns it into the typed `Config`
+//! below, which is all the rest of the program sees.
+
+mod error;
+mod raw;
+mod validate;
+
+pub use error::{ConfigError, ConfigProblem};
+pub use validate::{load, parse};
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Exit status for configuration errors (sysexits EX_CONFIG); systemd's
+/// `RestartPreventExitStatus=78` keeps a config typo from restart-looping.
+pub const EXIT_CONFIG: i32 = 78;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file this came from; relative paths inside were resolved against its folder.
+    pub path: PathBuf,
+    pub source: SourceConfig,
+    pub inference: InferenceConfig,
+    pub segmentation: SegmentationModel,
+    pub classifier: ClassifierModel,
+    pub decision: DecisionConfig,
+    pub output: OutputConfig,
+    pub logging: LoggingConfig,
+    pub service: ServiceConfig,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    /// GStreamer `videotestsrc`; `num_buffers` frames, then end of stream (0 = endless).
+    Test { pattern: String, width: u32, height: u32, framerate: u32, num_buffers: u32 },
+    /// Any file `decodebin` reads.
+    File { path: PathBuf },
+    /// A numbered image sequence for `multifilesrc`, e.g. `frame_%05d.jpg`.
+    Images { location: PathBuf, framerate: u32 },
+    /// A V4L2 camera.
+    V4l2 { device: PathBuf, caps: Option<String> },
+    /// An RTSP camera.
+    Rtsp { url: String, latency_ms: u32 },
+    /// A raw `gst-launch` description ending in `appsink name=sink`.
+    Pipeline { description: String },
+}
+
+impl SourceKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceKind::Test { .. } => "test",
+            SourceKind::File { .. } => "file",
+            SourceKind::Images { .. } => "images",
+            SourceKind::V4l2 { .. } => "v4l2",
+            SourceKind::Rtsp { .. } => "rtsp",
+            SourceKind::Pipeline { .. } => "pipeline",
+        }
+    }
+
+    /// Live sources drop frames by default; stored ones apply backpressure.
+    pub fn is_live(&self) -> bool {
+        matches!(self, SourceKind::V4l2 { .. } | SourceKind::Rtsp { .. })
+    }
+}
+
+/// What capture does when every frame slot is busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverflowPolicy {
+    /// Wait for a free slot (backpressure into GStreamer).
+    Block,
+    /// Drop the new frame; it still gets a `fail`/`not_inspected` result.
+    Drop,
+}
+
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    pub kind: SourceKind,
+    pub overflow: OverflowPolicy,
+    /// Number of preallocated frame slots (and ring capacity).
+    pub pool_size: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    TensorRt,
+    OnnxRuntime,
+    Tract,
+}
+
+impl BackendChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::TensorRt => "tensorrt",
+            BackendChoice::OnnxRuntime => "onnxruntime",
+            BackendChoice::Tract => "tract",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputeDevice {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Debug, Clone)]
+pub struct InferenceConfig {
+    pub backend: BackendChoice,
+    /// Where ONNX Runtime runs (`cpu` or `cuda`).
+    pub device: ComputeDevice,
+    /// Where preprocessing runs.
+    pub preprocess: ComputeDevice,
+    /// Intra-op threads for the inference engine (0 = engine default).
+    pub threads: usize,
+    /// Path of `libonnxruntime.so`, if the config names one.
+    pub onnxruntime_library: Option<PathBuf>,
+}
+
+/// Mean and standard deviation per channel, applied after x / 255.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Normalization {
+    pub mean: [f32; 3],
+    pub std: [f32; 3],
+}
+
+#[derive(Debug, Clone)]
+pub struct SegmentationModel {
+    pub path: PathBuf,
+    pub input: String,
+    pub output: String,
+    pub normalization: Normalization,
+    /// Class index of the seal in the logits.
+    pub mask_class: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClassifierModel {
+    pub path: PathBuf,
+    pub input: String,
+    pub output: String,
+    pub normalization: Normalization,
+    pub mask_mean: f32,
+    pub mask_std: f32,
+    /// Class index of "defective" in the logits.
+    pub defect_class: usize,
+}
+
+/// Thresholds an operator tunes; applied at once on reload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecisionConfig {
+    /// Fail when softmax(logits)[defect_class] >= this.
+    pub defect_threshold: f64,
+    /// Below this mask area fraction there is no seal (reason `no_seal`).
+    pub no_seal_below: f64,
+    /// Seal area fraction must lie in [min, max] (else reason `seal_area`).
+    pub min_seal_area: f64,
+    pub max_seal_area: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputConfig {
+    /// JSON lines, one per frame, appended.
+    pub results: PathBuf,
+    /// Flush the results file after every line (else on a short timer and at exit).
+    pub flush_each_line: bool,
+    /// Log every verdict as a structured line (at info for fails, debug for passes).
+    pub log_verdicts: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Logfmt,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggingConfig {
+    pub format: LogFormat,
+    /// Default filter when `RUST_LOG` is unset, e.g. `info` or `sealcheck=debug`.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceConfig {
+    /// On SIGTERM/SIGINT, how long frames in flight may take to finish.
+    pub drain_timeout: Duration,
+    /// A pipeline that moves no frame for this long while the source says it
+    /// is streaming is stalled: watchdog pings stop.
+    pub stall_timeout: Duration,
+}

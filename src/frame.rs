@@ -1,0 +1,196 @@
+//! What travels between stages: a captured frame (`FrameSlot`) and the per-frame
+//! work record (`FrameWork`) that preprocessing, inference and decision fill in.
+//!
+//! Both are allocated once at start and recycled, so the steady state allocates nothing.
+
+use std::time::{Instant, SystemTime};
+
+/// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
+/// the others exist for the GPU kernels, which read the camera's own layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PixelLayout {
+    Rgb,
+    Bgr,
+    Rgba,
+    Bgrx,
+}
+
+impl PixelLayout {
+    pub fn bytes_per_pixel(self) -> usize {
+        match self {
+            PixelLayout::Rgb | PixelLayout::Bgr => 3,
+            PixelLayout::Rgba | PixelLayout::Bgrx => 4,
+        }
+    }
+}
+
+/// Identity of one delivered frame: its place in the stream and when it was captured.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameMeta {
+    /// Counts every frame the source delivered, from 0, with no gaps.
+    pub seq: u64,
+    /// Wall-clock capture time, for the results file.
+    pub captured_at: SystemTime,
+    /// Monotonic capture time, for latency.
+    pub captured_instant: Instant,
+}
+
+impl FrameMeta {
+    pub fn now(seq: u64) -> Self {
+        FrameMeta { seq, captured_at: SystemTime::now(), captured_instant: Instant::now() }
+    }
+}
+
+/// One preallocated frame buffer. Rows may be padded: always index with `stride`.
+#[derive(Debug)]
+pub struct FrameSlot {
+    pub meta: FrameMeta,
+    pub width: u32,
+    pub height: u32,
+    /// Bytes from one row to the next (at least `width * bytes_per_pixel`).
+    pub stride: usize,
+    pub layout: PixelLayout,
+    /// Capacity is reserved at start; `len()` is `stride * height` of the current frame.
+    pub data: Vec<u8>,
+}
+
+impl FrameSlot {
+    pub fn with_capacity(bytes: usize) -> Self {
+        FrameSlot {
+            meta: FrameMeta::now(0),
+            width: 0,
+            height: 0,
+            stride: 0,
+            layout: PixelLayout::Rgb,
+            data: Vec::with_capacity(bytes),
+        }
+    }
+
+    /// A view of the pixels for preprocessing.
+    pub fn image(&self) -> ImageView<'_> {
+        ImageView {
+            width: self.width as usize,
+            height: self.height as usize,
+            stride: self.stride,
+            layout: self.layout,
+            data: &self.data,
+        }
+    }
+}
+
+/// Borrowed 8-bit image with row stride; what preprocessing reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageView<'a> {
+    pub width: usize,
+    pub height: usize,
+    pub stride: usize,
+    pub layout: PixelLayout,
+    pub data: &'a [u8],
+}
+
+/// Tensor shapes of the two models, read from the model files at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorGeometry {
+    /// Segmentation input height and width (640x640 for the demo models).
+    pub seg_hw: (usize, usize),
+    /// Number of classes in the segmentation logits.
+    pub seg_classes: usize,
+    /// Classifier input height and width (224x512 for the demo models).
+    pub cls_hw: (usize, usize),
+    /// Number of classes in the classifier logits.
+    pub cls_classes: usize,
+}
+
+impl TensorGeometry {
+    pub fn seg_input_len(&self) -> usize {
+        3 * self.seg_hw.0 * self.seg_hw.1
+    }
+    pub fn seg_logits_len(&self) -> usize {
+        self.seg_classes * self.seg_hw.0 * self.seg_hw.1
+    }
+    pub fn mask_len(&self) -> usize {
+        self.seg_hw.0 * self.seg_hw.1
+    }
+    pub fn cls_input_len(&self) -> usize {
+        4 * self.cls_hw.0 * self.cls_hw.1
+    }
+}
+
+/// Milliseconds spent in each stage for one frame.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimings {
+    pub preprocess_ms: f64,
+    pub segment_ms: f64,
+    pub classify_ms: f64,
+}
+
+/// Where in a frame's path something failed; becomes reason `error` (fail safe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedStage {
+    Capture,
+    Preprocess,
+    Segment,
+    Classify,
+}
+
+impl FailedStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailedStage::Capture => "capture",
+            FailedStage::Preprocess => "preprocess",
+            FailedStage::Segment => "segment",
+            FailedStage::Classify => "classify",
+        }
+    }
+}
+
+/// The per-frame work record. Buffers are sized once from `TensorGeometry`
+/// and reused for every frame.
+#[derive(Debug)]
+pub struct FrameWork {
+    pub meta: FrameMeta,
+    /// 1x3xHxW normalized segmentation input.
+    pub seg_input: Vec<f32>,
+    /// 1xCxHxW segmentation logits.
+    pub seg_logits: Vec<f32>,
+    /// HxW, 1.0 where the seal class wins, else 0.0.
+    pub mask: Vec<f32>,
+    /// Pixels of `mask` that are 1.0.
+    pub mask_pixels: u64,
+    /// 1x4xHxW classifier input: RGB filled by preprocess, mask channel by infer.
+    pub cls_input: Vec<f32>,
+    /// 1xC classifier logits.
+    pub cls_logits: Vec<f32>,
+    pub timings: StageTimings,
+    /// Set when a stage failed for this frame; the frame then fails with reason `error`.
+    pub error: Option<(FailedStage, String)>,
+}
+
+impl FrameWork {
+    pub fn new(geometry: &TensorGeometry) -> Self {
+        FrameWork {
+            meta: FrameMeta::now(0),
+            seg_input: vec![0.0; geometry.seg_input_len()],
+            seg_logits: vec![0.0; geometry.seg_logits_len()],
+            mask: vec![0.0; geometry.mask_len()],
+            mask_pixels: 0,
+            cls_input: vec![0.0; geometry.cls_input_len()],
+            cls_logits: vec![0.0; geometry.cls_classes],
+            timings: StageTimings::default(),
+            error: None,
+        }
+    }
+
+    /// Clears per-frame state before reuse (buffers are overwritten, not cleared).
+    pub fn reset(&mut self, meta: FrameMeta) {
+        self.meta = meta;
+        self.mask_pixels = 0;
+        self.timings = StageTimings::default();
+        self.error = None;
+    }
+
+    /// Fraction of the mask covered by the seal.
+    pub fn seal_area(&self) -> f64 {
+        if self.mask.is_empty() { 0.0 } else { self.mask_pixels as f64 / self.mask.len() as f64 }
+    }
+}

@@ -1,0 +1,23 @@
+//! sealcheck: camera-to-decision seal inspection.
+//!
+//! Where a frame goes, in order (each stage owns its thread):
+//!
+//! ```text
+//! capture (GStreamer appsink) --ring::FrameRing--> preprocess --channel--> infer
+//!     --channel--> decision + output (results file, log line) --recycle--> preprocess
+//! ```
+//!
+//! `pipeline` wires the stages; `main` only parses the command line.
+
+pub mod capture;
+pub mod config;
+pub mod decision;
+pub mod frame;
+pub mod infer;
+pub mod npy;
+pub mod output;
+pub mod pipeline;
+pub mod preprocess;
+pub mod ring;
+pub mod service;
+pub mod stats;
