@@ -194,3 +194,16 @@ impl FrameWork {
         if self.mask.is_empty() { 0.0 } else { self.mask_pixels as f64 / self.mask.len() as f64 }
     }
 }
+
+/// What flows from preprocess to infer to output, in capture order.
+#[derive(Debug)]
+pub enum StageMessage {
+    /// A frame to inspect (or, with `error` set, one that failed on the way).
+    Inspect(Box<FrameWork>),
+    /// `count` consecutive frames from `first.seq` were dropped under the drop policy.
+    NotInspected { first: FrameMeta, count: u64 },
+    /// A delivered frame that capture could not copy; it fails with reason `error`.
+    CaptureFailed { meta: FrameMeta, message: String },
+    /// No more frames will come.
+    End,
+}

@@ -12,8 +12,11 @@
 pub mod capture;
 pub mod config;
 pub mod decision;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod frame;
 pub mod infer;
+pub mod inspect;
 pub mod npy;
 pub mod output;
 pub mod pipeline;

@@ -1,3 +1,124 @@
-fn main() {
-    println!("Hello, world!");
+//! The `sealcheck` command line. Parsing only: the work is in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use sealcheck::config::{self, EXIT_CONFIG};
+use sealcheck::pipeline::{self, PipelineError, RunContext};
+use sealcheck::{bench, inspect, service};
+
+#[derive(Parser)]
+#[command(name = "sealcheck", about = "Real-time seal inspection: camera to pass/fail verdict")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the pipeline until the source ends or SIGINT/SIGTERM, then print a summary.
+    Run {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Validate a config file: exit 0, or exit 78 listing every problem.
+    CheckConfig {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Inspect image files with the same stages; one JSON result line per image.
+    Inspect {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Also write each image's tensors as .npy files under DIR/<image stem>/.
+        #[arg(long, value_name = "DIR")]
+        dump: Option<PathBuf>,
+        #[arg(value_name = "IMAGE", required = true)]
+        images: Vec<PathBuf>,
+    },
+    /// Measure throughput and per-stage latency on the configured source.
+    Bench {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Frames to process (the source is replayed from memory as needed).
+        #[arg(long, default_value_t = 300)]
+        frames: u64,
+        /// Frames to run first and leave out of the figures.
+        #[arg(long, default_value_t = 10)]
+        warmup: u64,
+        /// Print the result as one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let version = format!(
+        "{}\nbackends: {}\nGStreamer: {}",
+        env!("CARGO_PKG_VERSION"),
+        sealcheck::infer::available_backends().join(", "),
+        sealcheck::capture::gstreamer_version()
+    );
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    match execute(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = exit_code(&e);
+            log::error!(target: "sealcheck", error = format!("{e:#}").as_str(); "sealcheck stopped");
+            eprintln!("sealcheck: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Config and model problems exit 78 so systemd does not restart-loop on them.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    let config_problem = e.chain().any(|c| {
+        c.downcast_ref::<config::ConfigError>().is_some()
+            || matches!(c.downcast_ref::<PipelineError>(), Some(PipelineError::Config(_) | PipelineError::Inference(_)))
+            || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+    });
+    if config_problem { EXIT_CONFIG as u8 } else { 1 }
+}
+
+fn execute(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::CheckConfig { file } => {
+            service::init_logging(config::LogFormat::Logfmt, "warn");
+            let cfg = config::load(&file)?;
+            println!("{}: ok ({} source, backend {})", file.display(), cfg.source.kind.name(), cfg.inference.backend.as_str());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { config: path } => {
+            let cfg = load_and_log(&path)?;
+            let signals = service::watch_signals().context("cannot install signal handlers")?;
+            let summary = pipeline::run(cfg, RunContext { notifier: service::Notifier::from_env(), signals })?;
+            print!("{}", summary.render());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { config: path, dump, images } => {
+            let cfg = load_and_log(&path)?;
+            inspect::inspect(&cfg, &images, dump.as_deref(), |_, result| println!("{}", result.line))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench { config: path, frames, warmup, json } => {
+            let cfg = load_and_log(&path)?;
+            let report = bench::run(&cfg, frames, warmup)?;
+            println!("{}", if json { report.to_json() } else { report.render() });
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn load_and_log(path: &std::path::Path) -> anyhow::Result<config::Config> {
+    let cfg = config::load(path)?;
+    service::init_logging(cfg.logging.format, &cfg.logging.level);
+    Ok(cfg)
 }

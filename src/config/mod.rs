@@ -16,7 +16,7 @@ use std::time::Duration;
 /// `RestartPreventExitStatus=78` keeps a config typo from restart-looping.
 pub const EXIT_CONFIG: i32 = 78;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The file this came from; relative paths inside were resolved against its folder.
     pub path: PathBuf,
@@ -73,7 +73,7 @@ pub enum OverflowPolicy {
     Drop,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SourceConfig {
     pub kind: SourceKind,
     pub overflow: OverflowPolicy,
@@ -106,7 +106,7 @@ pub enum ComputeDevice {
     Cuda,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InferenceConfig {
     pub backend: BackendChoice,
     /// Where ONNX Runtime runs (`cpu` or `cuda`).
@@ -126,7 +126,7 @@ pub struct Normalization {
     pub std: [f32; 3],
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SegmentationModel {
     pub path: PathBuf,
     pub input: String,
@@ -136,7 +136,7 @@ pub struct SegmentationModel {
     pub mask_class: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClassifierModel {
     pub path: PathBuf,
     pub input: String,

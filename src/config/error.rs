@@ -1,0 +1,62 @@
+use std::fmt;
+use std::path::PathBuf;
+
+/// One thing wrong in a config file, located precisely enough for an operator
+/// to find it: `file:line:column: key: message`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigProblem {
+    /// 1-based; 0 when the problem has no place in the file (a missing section).
+    pub line: usize,
+    pub column: usize,
+    /// Dotted key, e.g. `decision.defect_threshold`.
+    pub key: String,
+    /// What is wrong and what is allowed.
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source} — check the path given with --config", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}", render(path, problems))]
+    Invalid { path: PathBuf, problems: Vec<ConfigProblem> },
+}
+
+impl ConfigError {
+    pub fn problems(&self) -> &[ConfigProblem] {
+        match self {
+            ConfigError::Read { .. } => &[],
+            ConfigError::Invalid { problems, .. } => problems,
+        }
+    }
+}
+
+fn render(path: &std::path::Path, problems: &[ConfigProblem]) -> String {
+    let mut text = format!(
+        "config file {} has {} problem{}:",
+        path.display(),
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in problems {
+        text.push_str(&format!("\n  {}", Located { path, problem: p }));
+    }
+    text
+}
+
+struct Located<'a> {
+    path: &'a std::path::Path,
+    problem: &'a ConfigProblem,
+}
+
+impl fmt::Display for Located<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.problem;
+        if p.line > 0 {
+            write!(f, "{}:{}:{}: ", self.path.display(), p.line, p.column)?;
+        } else {
+            write!(f, "{}: ", self.path.display())?;
+        }
+        if p.key.is_empty() { write!(f, "{}", p.message) } else { write!(f, "`{}`: {}", p.key, p.message) }
+    }
+}

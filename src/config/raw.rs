@@ -1,0 +1,294 @@
+//! The first stage: the TOML document with spans, read key by key.
+//!
+//! Serde stops at the first error; an operator fixing a config on a line wants
+//! every problem at once, each with its line and column. So sections are walked
+//! by hand: each `Section` hands out typed values, records a problem for every
+//! wrong type or out-of-range value, and at `finish` reports the keys nobody asked for.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::ops::{Range, RangeInclusive};
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::ConfigProblem;
+
+/// Collects problems and turns byte offsets into line and column.
+pub struct Problems<'s> {
+    text: &'s str,
+    list: RefCell<Vec<ConfigProblem>>,
+}
+
+impl<'s> Problems<'s> {
+    pub fn new(text: &'s str) -> Self {
+        Problems { text, list: RefCell::new(Vec::new()) }
+    }
+
+    pub fn at(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) {
+        let (line, column) = match span {
+            Some(span) => line_column(self.text, span.start),
+            None => (0, 0),
+        };
+        self.list.borrow_mut().push(ConfigProblem { line, column, key: key.to_string(), message: message.into() });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.borrow().is_empty()
+    }
+
+    pub fn into_vec(self) -> Vec<ConfigProblem> {
+        let mut list = self.list.into_inner();
+        list.sort_by_key(|p| (p.line == 0, p.line, p.column));
+        list
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// One TOML table being read. Every key read is marked; the rest are unknown.
+pub struct Section<'t, 'i> {
+    name: String,
+    table: Option<&'t DeTable<'i>>,
+    span: Option<Range<usize>>,
+    used: RefCell<BTreeSet<String>>,
+    problems: &'t Problems<'t>,
+}
+
+impl<'t, 'i> Section<'t, 'i> {
+    pub fn root(doc: &'t Spanned<DeTable<'i>>, problems: &'t Problems<'t>) -> Self {
+        Section {
+            name: String::new(),
+            table: Some(doc.get_ref()),
+            span: Some(doc.span()),
+            used: RefCell::new(BTreeSet::new()),
+            problems,
+        }
+    }
+
+    fn key_path(&self, key: &str) -> String {
+        if self.name.is_empty() { key.to_string() } else { format!("{}.{}", self.name, key) }
+    }
+
+    fn value(&self, key: &str) -> Option<&'t Spanned<DeValue<'i>>> {
+        self.used.borrow_mut().insert(key.to_string());
+        self.table?.get(key)
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.table.is_some_and(|t| t.contains_key(key))
+    }
+
+    /// A sub-table; a missing one reads as empty (its keys then take defaults or
+    /// report themselves missing).
+    pub fn section(&self, key: &str) -> Section<'t, 'i> {
+        let name = self.key_path(key);
+        let (table, span) = match self.value(key) {
+            Some(v) => match v.get_ref() {
+                DeValue::Table(t) => (Some(t), Some(v.span())),
+                other => {
+                    self.problems.at(Some(v.span()), &name, format!("must be a table ([{name}]), found {}", other.type_str()));
+                    (None, Some(v.span()))
+                }
+            },
+            None => (None, None),
+        };
+        Section { name, table, span, used: RefCell::new(BTreeSet::new()), problems: self.problems }
+    }
+
+    pub fn exists(&self) -> bool {
+        self.table.is_some()
+    }
+
+    fn missing(&self, key: &str, what: &str) {
+        let where_ = if self.name.is_empty() { String::new() } else { format!(" in [{}]", self.name) };
+        self.problems.at(self.span.clone(), &self.key_path(key), format!("is required{where_}: {what}"));
+    }
+
+    fn wrong(&self, v: &Spanned<DeValue<'_>>, key: &str, expected: &str) {
+        self.problems.at(Some(v.span()), &self.key_path(key), format!("must be {expected}, found {}", describe(v.get_ref())));
+    }
+
+    pub fn problem(&self, key: &str, message: impl Into<String>) {
+        let span = self.table.and_then(|t| t.get(key)).map(|v| v.span()).or(self.span.clone());
+        self.problems.at(span, &self.key_path(key), message);
+    }
+
+    pub fn opt_str(&self, key: &str) -> Option<String> {
+        let v = self.value(key)?;
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            _ => {
+                self.wrong(v, key, "a string");
+                None
+            }
+        }
+    }
+
+    pub fn str_required(&self, key: &str, what: &str) -> Option<String> {
+        if !self.has(key) {
+            self.missing(key, what);
+            return None;
+        }
+        self.opt_str(key)
+    }
+
+    pub fn str_or(&self, key: &str, default: &str) -> String {
+        self.opt_str(key).unwrap_or_else(|| default.to_string())
+    }
+
+    /// A string that must be one of `allowed`; returns its index in `allowed`.
+    pub fn choice(&self, key: &str, allowed: &[&str], default: Option<usize>) -> Option<usize> {
+        if !self.has(key) {
+            if default.is_none() {
+                self.missing(key, &format!("one of {}", quoted(allowed)));
+            }
+            self.value(key);
+            return default;
+        }
+        let v = self.value(key)?;
+        match v.get_ref() {
+            DeValue::String(s) => match allowed.iter().position(|a| *a == s.as_ref()) {
+                Some(i) => Some(i),
+                None => {
+                    self.problems.at(
+                        Some(v.span()),
+                        &self.key_path(key),
+                        format!("\"{s}\" is not allowed; use one of {}", quoted(allowed)),
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.wrong(v, key, &format!("one of {}", quoted(allowed)));
+                None
+            }
+        }
+    }
+
+    pub fn int_in(&self, key: &str, range: RangeInclusive<i64>, default: Option<i64>) -> Option<i64> {
+        if !self.has(key) {
+            if default.is_none() {
+                self.missing(key, &format!("an integer from {} to {}", range.start(), range.end()));
+            }
+            self.value(key);
+            return default;
+        }
+        let v = self.value(key)?;
+        let expected = format!("an integer from {} to {}", range.start(), range.end());
+        match v.get_ref() {
+            DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
+                Ok(n) if range.contains(&n) => Some(n),
+                _ => {
+                    self.problems.at(Some(v.span()), &self.key_path(key), format!("{} is out of range; use {expected}", i.as_str()));
+                    None
+                }
+            },
+            _ => {
+                self.wrong(v, key, &expected);
+                None
+            }
+        }
+    }
+
+    pub fn float_in(&self, key: &str, range: RangeInclusive<f64>, default: Option<f64>) -> Option<f64> {
+        if !self.has(key) {
+            if default.is_none() {
+                self.missing(key, &format!("a number from {} to {}", range.start(), range.end()));
+            }
+            self.value(key);
+            return default;
+        }
+        let v = self.value(key)?;
+        let expected = format!("a number from {} to {}", range.start(), range.end());
+        let n = match v.get_ref() {
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok().map(|n| n as f64),
+            _ => {
+                self.wrong(v, key, &expected);
+                return None;
+            }
+        };
+        match n {
+            Some(n) if range.contains(&n) => Some(n),
+            _ => {
+                self.problems.at(Some(v.span()), &self.key_path(key), format!("value is out of range; use {expected}"));
+                None
+            }
+        }
+    }
+
+    pub fn bool_or(&self, key: &str, default: bool) -> bool {
+        let Some(v) = self.value(key) else { return default };
+        match v.get_ref() {
+            DeValue::Boolean(b) => *b,
+            _ => {
+                self.wrong(v, key, "true or false");
+                default
+            }
+        }
+    }
+
+    /// Three numbers in `range`, one per RGB channel.
+    pub fn triple_in(&self, key: &str, range: RangeInclusive<f64>, default: [f32; 3]) -> Option<[f32; 3]> {
+        let Some(v) = self.value(key) else { return Some(default) };
+        let expected = format!("an array of 3 numbers (R, G, B), each from {} to {}", range.start(), range.end());
+        let DeValue::Array(items) = v.get_ref() else {
+            self.wrong(v, key, &expected);
+            return None;
+        };
+        let numbers: Vec<Option<f64>> = items
+            .iter()
+            .map(|item| match item.get_ref() {
+                DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+                DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok().map(|n| n as f64),
+                _ => None,
+            })
+            .collect();
+        match numbers.as_slice() {
+            [Some(a), Some(b), Some(c)] if [a, b, c].iter().all(|n| range.contains(n)) => {
+                Some([*a as f32, *b as f32, *c as f32])
+            }
+            _ => {
+                self.problems.at(Some(v.span()), &self.key_path(key), format!("must be {expected}"));
+                None
+            }
+        }
+    }
+
+    /// Reports every key in this table that no reader asked for.
+    pub fn finish(&self) {
+        let Some(table) = self.table else { return };
+        let used = self.used.borrow();
+        let known: Vec<&str> = used.iter().map(String::as_str).collect();
+        for (key, _) in table.iter() {
+            if !used.contains(key.get_ref().as_ref()) {
+                let where_ = if self.name.is_empty() { "at the top level".to_string() } else { format!("in [{}]", self.name) };
+                self.problems.at(
+                    Some(key.span()),
+                    &self.key_path(key.get_ref()),
+                    format!("unknown key {where_}; allowed keys: {}", known.join(", ")),
+                );
+            }
+        }
+    }
+}
+
+fn describe(v: &DeValue<'_>) -> String {
+    match v {
+        DeValue::String(s) => format!("the string \"{s}\""),
+        DeValue::Integer(i) => format!("the integer {}", i.as_str()),
+        DeValue::Float(f) => format!("the number {}", f.as_str()),
+        DeValue::Boolean(b) => format!("the boolean {b}"),
+        other => other.type_str().to_string(),
+    }
+}
+
+fn quoted(allowed: &[&str]) -> String {
+    allowed.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,264 @@
+//! The second stage: raw sections to the typed `Config`, with every path
+//! resolved against the config file's folder and every file checked to exist.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::de::DeTable;
+
+use super::raw::{Problems, Section};
+use super::*;
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    parse(&text, path)
+}
+
+/// Validates config text as if it were read from `path` (relative paths resolve
+/// against `path`'s folder). Returns every problem found, not just the first.
+pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let invalid = |problems| ConfigError::Invalid { path: path.to_path_buf(), problems };
+    let problems = Problems::new(text);
+    let doc = match DeTable::parse(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            problems.at(e.span(), "", format!("TOML syntax error: {}", e.message().trim()));
+            return Err(invalid(problems.into_vec()));
+        }
+    };
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let root = Section::root(&doc, &problems);
+    let files = Files { base: &base };
+
+    let source = read_source(&root.section("source"), &files);
+    let inference = read_inference(&root.section("inference"), &files);
+    let models = root.section("models");
+    let segmentation = read_segmentation(&models.section("segmentation"), &files);
+    let classifier = read_classifier(&models.section("classifier"), &files);
+    models.finish();
+    let decision = read_decision(&root.section("decision"));
+    let output = read_output(&root.section("output"), &files);
+    let logging = read_logging(&root.section("logging"));
+    let service = read_service(&root.section("service"));
+    root.finish();
+
+    match (source, inference, segmentation, classifier, decision, output, logging, service) {
+        (Some(source), Some(inference), Some(segmentation), Some(classifier), Some(decision), Some(output), Some(logging), Some(service))
+            if problems.is_empty() =>
+        {
+            Ok(Config { path: path.to_path_buf(), source, inference, segmentation, classifier, decision, output, logging, service })
+        }
+        _ => Err(invalid(problems.into_vec())),
+    }
+}
+
+/// Resolves paths against the config's folder and checks that inputs exist.
+struct Files<'a> {
+    base: &'a Path,
+}
+
+impl Files<'_> {
+    fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() { p.to_path_buf() } else { self.base.join(p) }
+    }
+
+    /// A file that must exist at start.
+    fn existing(&self, s: &Section, key: &str, what: &str) -> Option<PathBuf> {
+        let path = self.resolve(&s.str_required(key, what)?);
+        if path.is_file() {
+            Some(path)
+        } else {
+            s.problem(key, format!("file {} does not exist (relative paths resolve against the config file's folder)", path.display()));
+            None
+        }
+    }
+}
+
+fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
+    const KINDS: [&str; 6] = ["test", "file", "images", "v4l2", "rtsp", "pipeline"];
+    let kind = s.choice("kind", &KINDS, None).and_then(|kind| read_source_kind(s, files, kind));
+    let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) { 1 } else { 0 };
+    let overflow = s.choice("overflow", &["block", "drop"], Some(default_overflow)).map(|i| match i {
+        0 => OverflowPolicy::Block,
+        _ => OverflowPolicy::Drop,
+    });
+    let pool_size = s.int_in("pool_size", 2..=64, Some(4));
+    s.finish();
+    Some(SourceConfig { kind: kind?, overflow: overflow?, pool_size: pool_size? as usize })
+}
+
+fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKind> {
+    let kind = match kind {
+        0 => SourceKind::Test {
+            pattern: s.str_or("pattern", "smpte"),
+            width: s.int_in("width", 16..=7680, Some(1280))? as u32,
+            height: s.int_in("height", 16..=4320, Some(720))? as u32,
+            framerate: s.int_in("framerate", 1..=240, Some(30))? as u32,
+            num_buffers: s.int_in("num_buffers", 0..=u32::MAX as i64, Some(0))? as u32,
+        },
+        1 => SourceKind::File { path: files.existing(s, "path", "the video file to read")? },
+        2 => {
+            let location = files.resolve(&s.str_required("location", "a numbered file pattern such as \"frames/frame_%05d.jpg\"")?);
+            let framerate = s.int_in("framerate", 1..=240, Some(30))? as u32;
+            let first = first_image(&location);
+            if !location.to_string_lossy().contains('%') {
+                s.problem("location", "must contain a printf-style index such as %05d (e.g. \"frame_%05d.jpg\")");
+                return None;
+            }
+            if !first.is_file() {
+                s.problem("location", format!("the first image {} does not exist", first.display()));
+                return None;
+            }
+            SourceKind::Images { location, framerate }
+        }
+        3 => SourceKind::V4l2 {
+            device: PathBuf::from(s.str_or("device", "/dev/video0")),
+            caps: s.opt_str("caps"),
+        },
+        4 => {
+            let url = s.str_required("url", "the camera's rtsp:// URL")?;
+            if !url.starts_with("rtsp://") && !url.starts_with("rtsps://") {
+                s.problem("url", format!("\"{url}\" is not an rtsp:// or rtsps:// URL"));
+            }
+            SourceKind::Rtsp { url, latency_ms: s.int_in("latency_ms", 0..=10_000, Some(200))? as u32 }
+        }
+        _ => {
+            let description = s.str_required("pipeline", "a GStreamer launch description ending in \"appsink name=sink\"")?;
+            if !description.contains("name=sink") {
+                s.problem("pipeline", "must end in an appsink named sink (\"... ! appsink name=sink\")");
+            }
+            SourceKind::Pipeline { description }
+        }
+    };
+    Some(kind)
+}
+
+/// The file `multifilesrc` opens first (index 0).
+fn first_image(location: &Path) -> PathBuf {
+    let text = location.to_string_lossy();
+    let Some(start) = text.find('%') else { return location.to_path_buf() };
+    let Some(len) = text[start..].find('d') else { return location.to_path_buf() };
+    let spec = &text[start + 1..start + len];
+    let width: usize = spec.trim_start_matches('0').parse().unwrap_or(0);
+    let index = if spec.starts_with('0') { format!("{:0width$}", 0) } else { format!("{:width$}", 0) };
+    PathBuf::from(format!("{}{}{}", &text[..start], index, &text[start + len + 1..]))
+}
+
+fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
+    const BACKENDS: [BackendChoice; 4] =
+        [BackendChoice::Auto, BackendChoice::TensorRt, BackendChoice::OnnxRuntime, BackendChoice::Tract];
+    const DEVICES: [ComputeDevice; 2] = [ComputeDevice::Cpu, ComputeDevice::Cuda];
+    let backend = s.choice("backend", &["auto", "tensorrt", "onnxruntime", "tract"], Some(0)).map(|i| BACKENDS[i]);
+    let device = s.choice("device", &["cpu", "cuda"], Some(0)).map(|i| DEVICES[i]);
+    let preprocess = s.choice("preprocess", &["cpu", "cuda"], Some(0)).map(|i| DEVICES[i]);
+    let threads = s.int_in("threads", 0..=256, Some(0));
+    let onnxruntime_library = if s.has("onnxruntime_library") {
+        Some(files.existing(s, "onnxruntime_library", "path of libonnxruntime.so"))
+    } else {
+        s.opt_str("onnxruntime_library");
+        None
+    };
+    s.finish();
+    Some(InferenceConfig {
+        backend: backend?,
+        device: device?,
+        preprocess: preprocess?,
+        threads: threads? as usize,
+        onnxruntime_library: match onnxruntime_library {
+            Some(found) => Some(found?),
+            None => None,
+        },
+    })
+}
+
+const IMAGENET: Normalization = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+
+fn read_normalization(s: &Section) -> Option<Normalization> {
+    let mean = s.triple_in("mean", 0.0..=1.0, IMAGENET.mean);
+    let std = s.triple_in("std", 1e-6..=10.0, IMAGENET.std);
+    Some(Normalization { mean: mean?, std: std? })
+}
+
+fn read_segmentation(s: &Section, files: &Files) -> Option<SegmentationModel> {
+    let path = files.existing(s, "path", "the segmentation model (.onnx)");
+    let input = s.str_or("input", "images");
+    let output = s.str_or("output", "logits");
+    let normalization = read_normalization(s);
+    let mask_class = s.int_in("mask_class", 0..=255, Some(1));
+    s.finish();
+    Some(SegmentationModel { path: path?, input, output, normalization: normalization?, mask_class: mask_class? as usize })
+}
+
+fn read_classifier(s: &Section, files: &Files) -> Option<ClassifierModel> {
+    let path = files.existing(s, "path", "the classifier model (.onnx)");
+    let input = s.str_or("input", "input");
+    let output = s.str_or("output", "logits");
+    let normalization = read_normalization(s);
+    let mask_mean = s.float_in("mask_mean", -10.0..=10.0, Some(0.0));
+    let mask_std = s.float_in("mask_std", 1e-6..=10.0, Some(1.0));
+    let defect_class = s.int_in("defect_class", 0..=255, Some(1));
+    s.finish();
+    Some(ClassifierModel {
+        path: path?,
+        input,
+        output,
+        normalization: normalization?,
+        mask_mean: mask_mean? as f32,
+        mask_std: mask_std? as f32,
+        defect_class: defect_class? as usize,
+    })
+}
+
+fn read_decision(s: &Section) -> Option<DecisionConfig> {
+    let defect_threshold = s.float_in("defect_threshold", 0.0..=1.0, Some(0.5));
+    let no_seal_below = s.float_in("no_seal_below", 0.0..=1.0, Some(0.005));
+    let min_seal_area = s.float_in("min_seal_area", 0.0..=1.0, Some(0.01));
+    let max_seal_area = s.float_in("max_seal_area", 0.0..=1.0, Some(0.9));
+    s.finish();
+    let d = DecisionConfig {
+        defect_threshold: defect_threshold?,
+        no_seal_below: no_seal_below?,
+        min_seal_area: min_seal_area?,
+        max_seal_area: max_seal_area?,
+    };
+    if d.no_seal_below > d.min_seal_area {
+        s.problem("no_seal_below", format!("({}) must not exceed min_seal_area ({})", d.no_seal_below, d.min_seal_area));
+        return None;
+    }
+    if d.min_seal_area >= d.max_seal_area {
+        s.problem("min_seal_area", format!("({}) must be below max_seal_area ({})", d.min_seal_area, d.max_seal_area));
+        return None;
+    }
+    Some(d)
+}
+
+fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
+    let results = s.str_required("results", "the JSON-lines results file to append to");
+    let flush_each_line = s.bool_or("flush_each_line", false);
+    let log_verdicts = s.bool_or("log_verdicts", true);
+    s.finish();
+    let results = files.resolve(&results?);
+    match results.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
+            s.problem("results", format!("folder {} does not exist; create it or choose another path", dir.display()));
+            None
+        }
+        _ => Some(OutputConfig { results, flush_each_line, log_verdicts }),
+    }
+}
+
+fn read_logging(s: &Section) -> Option<LoggingConfig> {
+    let format = s.choice("format", &["logfmt", "json"], Some(0)).map(|i| [LogFormat::Logfmt, LogFormat::Json][i]);
+    let level = s.str_or("level", "info");
+    s.finish();
+    Some(LoggingConfig { format: format?, level })
+}
+
+fn read_service(s: &Section) -> Option<ServiceConfig> {
+    let drain = s.float_in("drain_timeout_s", 0.1..=600.0, Some(10.0));
+    let stall = s.float_in("stall_timeout_s", 0.1..=600.0, Some(5.0));
+    s.finish();
+    Some(ServiceConfig { drain_timeout: Duration::from_secs_f64(drain?), stall_timeout: Duration::from_secs_f64(stall?) })
+}

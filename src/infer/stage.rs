@@ -1,0 +1,65 @@
+//! The inference thread: segmentation, mask, mask channel, classification,
+//! for every frame in order.
+
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::InferenceBackend;
+use crate::frame::{FailedStage, FrameWork, StageMessage};
+use crate::preprocess::{Preprocessor, logits_to_mask};
+
+/// Runs both models on a preprocessed frame. Skips frames that already failed;
+/// a failure here marks the frame so it fails with reason `error`.
+pub fn infer_frame(backend: &mut dyn InferenceBackend, preprocessor: &Preprocessor, mask_class: usize, work: &mut FrameWork) {
+    if work.error.is_some() {
+        return;
+    }
+    let started = Instant::now();
+    if let Err(e) = backend.segment(&work.seg_input, &mut work.seg_logits) {
+        work.error = Some((FailedStage::Segment, e.to_string()));
+        return;
+    }
+    let classes = work.seg_logits.len() / work.mask.len().max(1);
+    work.mask_pixels = logits_to_mask(&work.seg_logits, classes, mask_class, &mut work.mask);
+    preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+    let segmented = Instant::now();
+    work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
+    if let Err(e) = backend.classify(&work.cls_input, &mut work.cls_logits) {
+        work.error = Some((FailedStage::Classify, e.to_string()));
+    }
+    work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
+}
+
+pub struct InferStage {
+    pub input: Receiver<StageMessage>,
+    pub output: Sender<StageMessage>,
+    pub backend: Box<dyn InferenceBackend>,
+    /// Only its mask-channel resize is used here; preprocess owns its own.
+    pub preprocessor: Preprocessor,
+    pub mask_class: usize,
+    pub liveness: crate::service::Liveness,
+}
+
+impl InferStage {
+    pub fn run(mut self) {
+        #[cfg(feature = "fault-injection")]
+        let stall_after = crate::fault::stall_infer_after();
+        for message in self.input.iter() {
+            let end = matches!(message, StageMessage::End);
+            let message = match message {
+                StageMessage::Inspect(mut work) => {
+                    #[cfg(feature = "fault-injection")]
+                    crate::fault::maybe_stall(stall_after, work.meta.seq);
+                    infer_frame(self.backend.as_mut(), &self.preprocessor, self.mask_class, &mut work);
+                    self.liveness.frame_inferred();
+                    StageMessage::Inspect(work)
+                }
+                other => other,
+            };
+            if self.output.send(message).is_err() || end {
+                return;
+            }
+        }
+    }
+}

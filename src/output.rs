@@ -1,0 +1,293 @@
+//! The last stage: decide each frame, append its JSON line to the results
+//! file, log it, count it, and hand its buffers back for the next frame.
+//!
+//! Results are written in capture order (the channel preserves it) and every
+//! delivered frame gets exactly one line: inspected, dropped or failed.
+
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::config::{DecisionConfig, OutputConfig};
+use crate::decision::{self, Decision};
+use crate::frame::{FrameMeta, FrameWork, StageMessage};
+use crate::service::Liveness;
+use crate::stats::RunStats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("cannot open results file {}: {source} — check the `results` path in [output] and that the service may write there", path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("cannot write results file {}: {source} — is the disk full?", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Settings the operator may change at run time (SIGHUP).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSettings {
+    pub decision: DecisionConfig,
+    pub output: OutputConfig,
+}
+
+/// The results file, appended to, one JSON object per line.
+pub struct ResultSink {
+    path: PathBuf,
+    file: BufWriter<File>,
+    flush_each_line: bool,
+    last_flush: Instant,
+}
+
+impl ResultSink {
+    pub fn open(output: &OutputConfig) -> Result<Self, OutputError> {
+        let path = output.results.clone();
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|source| OutputError::Open { path: path.clone(), source })?;
+        Ok(ResultSink {
+            path,
+            file: BufWriter::with_capacity(64 * 1024, file),
+            flush_each_line: output.flush_each_line,
+            last_flush: Instant::now(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn write_line(&mut self, line: &str) -> Result<(), OutputError> {
+        let result = self.file.write_all(line.as_bytes()).and_then(|()| self.file.write_all(b"\n"));
+        result.map_err(|source| OutputError::Write { path: self.path.clone(), source })?;
+        // A line on the factory floor wants results on disk promptly even when
+        // not flushing every line: at most a second behind.
+        if self.flush_each_line || self.last_flush.elapsed() >= Duration::from_secs(1) {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> Result<(), OutputError> {
+        self.last_flush = Instant::now();
+        self.file.flush().map_err(|source| OutputError::Write { path: self.path.clone(), source })
+    }
+}
+
+/// Latencies of one frame in milliseconds: preprocess, segment, classify, total.
+pub type FrameLatencies = [f64; 4];
+
+/// Formats one result line into `line` (cleared first). Reuses the buffer's
+/// capacity: no allocation once it has grown to a line's size.
+pub fn format_result(line: &mut String, meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) {
+    line.clear();
+    let _ = write!(line, "{{\"seq\":{},\"ts\":\"", meta.seq);
+    write_rfc3339(line, meta.captured_at);
+    let _ = write!(line, "\",\"verdict\":\"{}\",\"reason\":\"{}\"", decision.verdict.as_str(), decision.reason.as_str());
+    write_optional(line, "defect_prob", decision.defect_prob);
+    write_optional(line, "seal_area", decision.seal_area);
+    match latencies {
+        Some([p, s, c, t]) => {
+            let _ = write!(
+                line,
+                ",\"latency_ms\":{{\"preprocess\":{p:.3},\"segment\":{s:.3},\"classify\":{c:.3},\"total\":{t:.3}}}}}"
+            );
+        }
+        None => line.push_str(",\"latency_ms\":null}"),
+    }
+}
+
+fn write_optional(line: &mut String, key: &str, value: Option<f64>) {
+    match value {
+        Some(v) if v.is_finite() => {
+            let _ = write!(line, ",\"{key}\":{v:.6}");
+        }
+        _ => {
+            let _ = write!(line, ",\"{key}\":null");
+        }
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, e.g. `2026-11-23T04:05:06.789Z`, without allocating.
+pub fn write_rfc3339(out: &mut String, t: SystemTime) {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_millis()
+    );
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// What the output thread needs; built by `pipeline`.
+pub struct OutputStage {
+    pub input: Receiver<StageMessage>,
+    /// Work records go back to preprocess for the next frame.
+    pub recycle: Sender<Box<FrameWork>>,
+    /// New settings after a reload.
+    pub reload: Receiver<LiveSettings>,
+    pub settings: LiveSettings,
+    pub defect_class: usize,
+    pub sink: ResultSink,
+    pub stats: Arc<Mutex<RunStats>>,
+    pub liveness: Liveness,
+}
+
+impl OutputStage {
+    /// Runs until `End`; returns the number of result lines written.
+    pub fn run(mut self) -> Result<u64, OutputError> {
+        let mut line = String::with_capacity(512);
+        let mut written = 0u64;
+        loop {
+            let message = match self.input.recv_timeout(Duration::from_millis(500)) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.apply_reload()?;
+                    self.sink.flush()?;
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            self.apply_reload()?;
+            match message {
+                StageMessage::Inspect(work) => {
+                    let decision = decision::decide(&work, self.defect_class, &self.settings.decision);
+                    let t = &work.timings;
+                    let total = work.meta.captured_instant.elapsed().as_secs_f64() * 1e3;
+                    let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, total];
+                    if let Some((stage, message)) = &work.error {
+                        log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
+                    }
+                    self.emit(&mut line, &work.meta, &decision, Some(&latencies))?;
+                    written += 1;
+                    // The preprocess stage may already be gone at the end of a run.
+                    let _ = self.recycle.send(work);
+                }
+                StageMessage::NotInspected { first, count } => {
+                    for i in 0..count {
+                        let meta = FrameMeta { seq: first.seq + i, ..first };
+                        self.emit(&mut line, &meta, &Decision::not_inspected(), None)?;
+                        written += 1;
+                    }
+                }
+                StageMessage::CaptureFailed { meta, message } => {
+                    log::warn!(target: "sealcheck::verdict", seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
+                    self.emit(&mut line, &meta, &Decision::error(), None)?;
+                    written += 1;
+                }
+                StageMessage::End => break,
+            }
+        }
+        self.sink.flush()?;
+        Ok(written)
+    }
+
+    fn emit(&mut self, line: &mut String, meta: &FrameMeta, d: &Decision, latencies: Option<&FrameLatencies>) -> Result<(), OutputError> {
+        format_result(line, meta, d, latencies);
+        self.sink.write_line(line)?;
+        if self.settings.output.log_verdicts {
+            log::info!(
+                target: "sealcheck::verdict",
+                seq = meta.seq,
+                verdict = d.verdict.as_str(),
+                reason = d.reason.as_str(),
+                defect_prob = d.defect_prob.unwrap_or(f64::NAN),
+                seal_area = d.seal_area.unwrap_or(f64::NAN),
+                latency_ms = latencies.map_or(f64::NAN, |l| l[3]);
+                "verdict"
+            );
+        }
+        if let Ok(mut stats) = self.stats.lock() {
+            stats.record(d.verdict, d.reason, latencies.copied());
+        }
+        self.liveness.frame_finished();
+        Ok(())
+    }
+
+    fn apply_reload(&mut self) -> Result<(), OutputError> {
+        let Some(new) = self.reload.try_iter().last() else { return Ok(()) };
+        if new.output.results != self.settings.output.results || new.output.flush_each_line != self.settings.output.flush_each_line {
+            self.sink.flush()?;
+            let sink = ResultSink::open(&new.output)?;
+            log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
+            self.sink = sink;
+        }
+        if new.decision != self.settings.decision {
+            log::info!(
+                target: "sealcheck::decision",
+                defect_threshold = new.decision.defect_threshold,
+                no_seal_below = new.decision.no_seal_below,
+                min_seal_area = new.decision.min_seal_area,
+                max_seal_area = new.decision.max_seal_area;
+                "decision thresholds changed by reload"
+            );
+        }
+        self.settings = new;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Reason, Verdict};
+
+    #[test]
+    fn rfc3339_of_known_instants() {
+        let mut s = String::new();
+        write_rfc3339(&mut s, UNIX_EPOCH);
+        assert_eq!(s, "1970-01-01T00:00:00.000Z");
+        s.clear();
+        // 2024-02-29T12:34:56.789Z: a leap day.
+        write_rfc3339(&mut s, UNIX_EPOCH + Duration::from_millis(1_709_210_096_789));
+        assert_eq!(s, "2024-02-29T12:34:56.789Z");
+    }
+
+    #[test]
+    fn result_line_is_json_with_the_schema() {
+        let meta = FrameMeta { seq: 7, captured_at: UNIX_EPOCH, captured_instant: Instant::now() };
+        let d = Decision { verdict: Verdict::Fail, reason: Reason::Defect, defect_prob: Some(0.93), seal_area: Some(0.2) };
+        let mut line = String::new();
+        format_result(&mut line, &meta, &d, Some(&[1.0, 2.0, 3.0, 7.5]));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["ts"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(v["verdict"], "fail");
+        assert_eq!(v["reason"], "defect");
+        assert!((v["defect_prob"].as_f64().unwrap() - 0.93).abs() < 1e-9);
+        assert_eq!(v["latency_ms"]["total"], 7.5);
+    }
+
+    #[test]
+    fn not_inspected_line_has_nulls() {
+        let meta = FrameMeta { seq: 1, captured_at: UNIX_EPOCH, captured_instant: Instant::now() };
+        let mut line = String::new();
+        format_result(&mut line, &meta, &Decision::not_inspected(), None);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["reason"], "not_inspected");
+        assert!(v["defect_prob"].is_null() && v["latency_ms"].is_null());
+    }
+}

@@ -1,0 +1,301 @@
+//! Wires the stages together and drives a run.
+//!
+//! ```text
+//!  GStreamer streaming thread        preprocess thread        infer thread          output thread
+//!  capture::Capture ──FrameRing──▶ PreprocessStage ──chan──▶ InferStage ──chan──▶ OutputStage ──▶ results file, log
+//!        ▲  (SPSC, lock-free)            │  ▲                                            │
+//!        └──────── free slots ───────────┘  └──────────── free work records ─────────────┘
+//! ```
+//!
+//! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
+
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, bounded, select};
+
+use crate::capture::{Capture, CaptureError};
+use crate::config::{self, Config, ConfigError};
+use crate::frame::{FrameWork, StageMessage, TensorGeometry};
+use crate::infer::{self, InferError, InferStage};
+use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
+use crate::preprocess::{PreprocessStage, Preprocessor};
+use crate::ring::{self, EndOfStream};
+use crate::service::{Liveness, Notifier, ServiceSignal};
+use crate::stats::{RunStats, STAGES};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Inference(#[from] InferError),
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    #[error("cannot start the {0} thread: {1}")]
+    Spawn(&'static str, std::io::Error),
+    #[error("the {0} thread panicked; results up to the panic were written")]
+    Panicked(&'static str),
+}
+
+/// How a run ended, and what it did.
+pub struct RunSummary {
+    pub backend: String,
+    pub backend_reason: String,
+    pub frames_delivered: u64,
+    pub results_written: u64,
+    pub elapsed: Duration,
+    pub stats: RunStats,
+    pub end: EndOfStream,
+    /// True when the run ended because SIGTERM/SIGINT asked it to.
+    pub stopped_by_signal: bool,
+}
+
+impl RunSummary {
+    pub fn fps(&self) -> f64 {
+        self.results_written as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The summary printed at the end of `run` and `bench`.
+    pub fn render(&self) -> String {
+        let s = &self.stats;
+        let mut out = format!(
+            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\nlatency ms      p50      p95      p99\n",
+            self.backend,
+            self.backend_reason,
+            self.frames_delivered,
+            self.results_written,
+            s.status_line(self.fps()),
+            self.fps(),
+            self.elapsed.as_secs_f64(),
+        );
+        for (name, h) in STAGES.iter().zip(&s.latency) {
+            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
+            out.push_str(&format!("  {name:<11} {:>8} {:>8} {:>8}\n", q(0.5), q(0.95), q(0.99)));
+        }
+        out
+    }
+}
+
+/// Everything a run needs from outside the pipeline.
+pub struct RunContext {
+    pub notifier: Notifier,
+    /// Stop / reload / force-stop requests (from signals, or a test).
+    pub signals: Receiver<ServiceSignal>,
+}
+
+/// The started stages of one run.
+struct Stages {
+    capture: Capture,
+    preprocess: JoinHandle<EndOfStream>,
+    infer: JoinHandle<()>,
+    output: JoinHandle<Result<u64, OutputError>>,
+    output_done: Receiver<()>,
+}
+
+/// Runs the pipeline until the source ends or a stop is requested.
+pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineError> {
+    let started = Instant::now();
+    let selection = infer::open_backend(&config)?;
+    let backend_name = selection.backend.kind().as_str().to_string();
+    log::info!(target: "sealcheck::pipeline", backend = backend_name.as_str(), reason = selection.reason.as_str(); "inference backend chosen");
+    let geometry = infer::geometry(selection.backend.segmentation_io(), selection.backend.classifier_io())?;
+
+    let stats = Arc::new(Mutex::new(RunStats::default()));
+    let liveness = Liveness::new();
+    let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
+    let stages = start_stages(&config, geometry, selection.backend, &stats, &liveness, reload_rx)?;
+    let run_started = Instant::now();
+    context.notifier.ready();
+    log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
+
+    let watchdog = crate::service::spawn_watchdog(
+        context.notifier.clone(),
+        liveness.clone(),
+        config.service.stall_timeout,
+        stages.capture.health_probe(),
+        {
+            let stats = Arc::clone(&stats);
+            move || {
+                let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
+                stats.lock().map(|s| s.status_line(s.frames as f64 / fps_since)).unwrap_or_default()
+            }
+        },
+    );
+
+    let mut current = config;
+    let mut stopped_by_signal = false;
+    let mut drain_deadline: Option<Instant> = None;
+    loop {
+        let timeout = drain_deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
+        select! {
+            recv(stages.output_done) -> _ => break,
+            recv(context.signals) -> signal => match signal {
+                Ok(ServiceSignal::Stop) if drain_deadline.is_none() => {
+                    log::info!(target: "sealcheck::pipeline", drain_timeout_s = current.service.drain_timeout.as_secs_f64(); "stop requested: stopping the source and finishing frames in flight");
+                    context.notifier.stopping();
+                    stopped_by_signal = true;
+                    stages.capture.stop();
+                    drain_deadline = Some(Instant::now() + current.service.drain_timeout);
+                }
+                Ok(ServiceSignal::Stop) | Ok(ServiceSignal::ForceStop) => {
+                    log::warn!(target: "sealcheck::pipeline"; "second stop request: exiting without waiting for frames in flight");
+                    stopped_by_signal = true;
+                    break;
+                }
+                Ok(ServiceSignal::Reload) => {
+                    context.notifier.reloading();
+                    reload(&mut current, &reload_tx);
+                    context.notifier.ready();
+                }
+                Err(_) => {}
+            },
+            default(timeout) => {
+                if drain_deadline.is_some_and(|d| Instant::now() >= d) {
+                    log::error!(target: "sealcheck::pipeline", in_flight = liveness.in_flight(); "frames in flight did not finish within drain_timeout_s; exiting");
+                    break;
+                }
+            }
+        }
+    }
+    if drain_deadline.is_none() {
+        context.notifier.stopping();
+    }
+    drop(watchdog);
+    let frames_delivered = stages.capture.frames_delivered();
+    let drained = drain_deadline.is_none() || stages.output_done.try_recv().is_ok() || stages.output.is_finished();
+    let (end, results_written) = if drained {
+        let end = stages.preprocess.join().map_err(|_| PipelineError::Panicked("preprocess"))?;
+        stages.infer.join().map_err(|_| PipelineError::Panicked("infer"))?;
+        let written = stages.output.join().map_err(|_| PipelineError::Panicked("output"))??;
+        (end, written)
+    } else {
+        (EndOfStream::Stopped, liveness.finished())
+    };
+    stages.capture.shutdown();
+    let stats = Arc::try_unwrap(stats).map(|m| m.into_inner().unwrap_or_default()).unwrap_or_else(|shared| {
+        std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
+    });
+    Ok(RunSummary {
+        backend: backend_name,
+        backend_reason: selection.reason,
+        frames_delivered,
+        results_written,
+        elapsed: started.elapsed().min(run_started.elapsed()),
+        stats,
+        end,
+        stopped_by_signal,
+    })
+}
+
+fn start_stages(
+    config: &Config,
+    geometry: TensorGeometry,
+    backend: Box<dyn infer::InferenceBackend>,
+    stats: &Arc<Mutex<RunStats>>,
+    liveness: &Liveness,
+    reload: Receiver<LiveSettings>,
+) -> Result<Stages, PipelineError> {
+    let pool = config.source.pool_size;
+    let (producer, consumer) = ring::frame_ring(pool);
+    // One work record per frame in flight in each of the three later stages.
+    let work_records = pool + 2;
+    let (free_tx, free_rx) = bounded::<Box<FrameWork>>(work_records);
+    for _ in 0..work_records {
+        let _ = free_tx.send(Box::new(FrameWork::new(&geometry)));
+    }
+    let (to_infer, infer_in) = bounded::<StageMessage>(pool);
+    let (to_output, output_in) = bounded::<StageMessage>(pool);
+    let (done_tx, output_done) = bounded::<()>(1);
+    let preprocessor = || {
+        Preprocessor::new(
+            config.segmentation.normalization,
+            config.classifier.normalization,
+            config.classifier.mask_mean,
+            config.classifier.mask_std,
+            geometry,
+        )
+    };
+
+    let sink = ResultSink::open(&config.output)?;
+    let output = OutputStage {
+        input: output_in,
+        recycle: free_tx,
+        reload,
+        settings: LiveSettings { decision: config.decision, output: config.output.clone() },
+        defect_class: config.classifier.defect_class,
+        sink,
+        stats: Arc::clone(stats),
+        liveness: liveness.clone(),
+    };
+    let output = spawn("output", move || {
+        let result = output.run();
+        let _ = done_tx.send(());
+        result
+    })?;
+    let infer = InferStage {
+        input: infer_in,
+        output: to_output,
+        backend,
+        preprocessor: preprocessor(),
+        mask_class: config.segmentation.mask_class,
+        liveness: liveness.clone(),
+    };
+    let infer = spawn("infer", move || infer.run())?;
+    let preprocess = PreprocessStage { input: consumer, output: to_infer, free_work: free_rx, preprocessor: preprocessor() };
+    let preprocess = spawn("preprocess", move || preprocess.run())?;
+    let capture = Capture::start(&config.source, producer, liveness.clone())?;
+    Ok(Stages { capture, preprocess, infer, output, output_done })
+}
+
+fn spawn<T: Send + 'static>(name: &'static str, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>, PipelineError> {
+    thread::Builder::new().name(name.to_string()).spawn(f).map_err(|e| PipelineError::Spawn(name, e))
+}
+
+/// Re-reads the config file. Thresholds and output settings apply at once;
+/// anything else that changed is logged as needing a restart. An invalid
+/// file is rejected and the running config stays.
+fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>) {
+    let new = match config::load(&current.path) {
+        Ok(new) => new,
+        Err(e) => {
+            log::error!(target: "sealcheck::config", path = current.path.display().to_string().as_str(), error = e.to_string().as_str(); "reload rejected: the config file is invalid; the running config stays");
+            return;
+        }
+    };
+    for section in restart_sections(current, &new) {
+        log::warn!(target: "sealcheck::config", section = section; "reload: [{section}] changed but only applies after `systemctl restart sealcheck`");
+    }
+    let settings = LiveSettings { decision: new.decision, output: new.output.clone() };
+    if apply.send(settings).is_err() {
+        return;
+    }
+    log::info!(target: "sealcheck::config", path = new.path.display().to_string().as_str(); "config reloaded: decision and output settings applied");
+    // Keep the running values of what needs a restart, so the next reload compares against them.
+    current.decision = new.decision;
+    current.output = new.output;
+}
+
+/// Config sections that differ and cannot change while running.
+fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if old.source != new.source {
+        changed.push("source");
+    }
+    if old.inference != new.inference {
+        changed.push("inference");
+    }
+    if old.segmentation != new.segmentation || old.classifier != new.classifier {
+        changed.push("models");
+    }
+    if old.logging != new.logging {
+        changed.push("logging");
+    }
+    if old.service != new.service {
+        changed.push("service");
+    }
+    changed
+}

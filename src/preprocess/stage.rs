@@ -1,0 +1,60 @@
+//! The preprocess thread: takes frames off the capture ring, fills a work
+//! record's tensors, gives the frame slot straight back to capture, and passes
+//! the work record on to inference.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Preprocessor;
+use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
+use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
+
+/// Fills `work`'s segmentation input and the RGB channels of its classifier
+/// input from `frame`. A failure marks the frame (it will fail with `error`).
+pub fn preprocess_frame(preprocessor: &mut Preprocessor, frame: &FrameSlot, work: &mut FrameWork) {
+    let started = Instant::now();
+    work.reset(frame.meta);
+    if let Err(e) = preprocessor.frame_to_tensors(frame.image(), &mut work.seg_input, &mut work.cls_input) {
+        work.error = Some((FailedStage::Preprocess, e.to_string()));
+    }
+    work.timings.preprocess_ms = started.elapsed().as_secs_f64() * 1e3;
+}
+
+pub struct PreprocessStage {
+    pub input: RingConsumer,
+    pub output: Sender<StageMessage>,
+    /// Work records come back here from the output stage; waiting on this is
+    /// the backpressure that keeps at most `pool` frames in flight.
+    pub free_work: Receiver<Box<FrameWork>>,
+    pub preprocessor: Preprocessor,
+}
+
+impl PreprocessStage {
+    /// Runs until capture ends; returns how it ended.
+    pub fn run(mut self) -> EndOfStream {
+        loop {
+            let Some(event) = self.input.pop(Duration::from_millis(200)) else { continue };
+            let message = match event {
+                CaptureEvent::Frame(slot) => {
+                    let Ok(mut work) = self.free_work.recv() else {
+                        // The output stage is gone: nothing downstream can take more frames.
+                        return EndOfStream::Stopped;
+                    };
+                    preprocess_frame(&mut self.preprocessor, &slot, &mut work);
+                    self.input.recycle(slot);
+                    StageMessage::Inspect(work)
+                }
+                CaptureEvent::Dropped { meta, count } => StageMessage::NotInspected { first: meta, count },
+                CaptureEvent::Failed { meta, message } => StageMessage::CaptureFailed { meta, message },
+                CaptureEvent::End(end) => {
+                    let _ = self.output.send(StageMessage::End);
+                    return end;
+                }
+            };
+            if self.output.send(message).is_err() {
+                return EndOfStream::Stopped;
+            }
+        }
+    }
+}
