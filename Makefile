@@ -1,0 +1,67 @@
+# sealcheck: `make demo` runs the sample clip, `make test` runs every test.
+# Both install the system packages they need when missing (as root, or via sudo).
+
+CARGO      ?= cargo
+PYTHON     ?= python3
+BINARY     := target/release/sealcheck
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PKGS   := pkg-config libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
+              gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools \
+              python3 python3-pip python3-venv systemd
+PY_VENV    := .venv
+PY         := $(PY_VENV)/bin/python
+ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
+export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
+
+.PHONY: all build demo test deps python onnxruntime install uninstall demo-assets clean check-cuda
+
+all: build
+
+# System packages: installed only when something is missing.
+deps:
+	@if ! pkg-config --exists gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0 2>/dev/null \
+	   || ! command -v gst-inspect-1.0 >/dev/null || ! gst-inspect-1.0 jpegdec >/dev/null 2>&1 \
+	   || ! command -v python3 >/dev/null || ! python3 -m venv --help >/dev/null 2>&1 \
+	   || ! command -v systemd-analyze >/dev/null; then \
+	  echo "Installing system packages: $(APT_PKGS)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PKGS); \
+	fi
+
+# Python for the demo-world scripts, parity references and the Python peer.
+python: $(PY_VENV)/.done
+$(PY_VENV)/.done: scripts/requirements.txt | deps
+	$(PYTHON) -m venv $(PY_VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r scripts/requirements.txt
+	touch $@
+
+# ONNX Runtime 1.31.1 (CPU) from its PyPI wheel, into .ort/lib.
+onnxruntime: $(ORT_LIB)
+$(ORT_LIB): scripts/fetch_onnxruntime.sh | python
+	PYTHON=$(PY) scripts/fetch_onnxruntime.sh
+
+build: deps
+	$(CARGO) build --release --locked
+
+demo: build onnxruntime
+	@mkdir -p results && rm -f results/demo.jsonl
+	$(BINARY) run --config config/demo.toml
+	$(PY) scripts/score.py --results results/demo.jsonl --labels samples/demo_clip/labels.jsonl
+
+test: deps python onnxruntime
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" $(CARGO) test --release --locked --features fault-injection
+	scripts/verify_unit.sh
+
+install:
+	scripts/install.sh install
+
+uninstall:
+	scripts/install.sh uninstall
+
+# Regenerates the demo models, the sample clip and the model card's numbers.
+demo-assets: python
+	scripts/make_demo_assets.sh
+
+clean:
+	$(CARGO) clean
+	rm -rf $(PY_VENV) .ort results
