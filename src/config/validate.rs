@@ -78,30 +78,42 @@ impl Files<'_> {
 
 fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
     const KINDS: [&str; 6] = ["test", "file", "images", "v4l2", "rtsp", "pipeline"];
-    let kind = s.choice("kind", &KINDS, None).and_then(|kind| read_source_kind(s, files, kind));
+    let kind_index = s.choice("kind", &KINDS, None);
+    let kind = kind_index.and_then(|kind| read_source_kind(s, files, kind));
     let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) { 1 } else { 0 };
     let overflow = s.choice("overflow", &["block", "drop"], Some(default_overflow)).map(|i| match i {
         0 => OverflowPolicy::Block,
         _ => OverflowPolicy::Drop,
     });
     let pool_size = s.int_in("pool_size", 2..=64, Some(4));
-    s.finish();
+    // Which keys belong in [source] depends on the kind: judge them only once it is known.
+    if kind_index.is_some() {
+        s.finish();
+    }
     Some(SourceConfig { kind: kind?, overflow: overflow?, pool_size: pool_size? as usize })
 }
 
 fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKind> {
     let kind = match kind {
-        0 => SourceKind::Test {
-            pattern: s.str_or("pattern", "smpte"),
-            width: s.int_in("width", 16..=7680, Some(1280))? as u32,
-            height: s.int_in("height", 16..=4320, Some(720))? as u32,
-            framerate: s.int_in("framerate", 1..=240, Some(30))? as u32,
-            num_buffers: s.int_in("num_buffers", 0..=u32::MAX as i64, Some(0))? as u32,
-        },
+        0 => {
+            let pattern = s.str_or("pattern", "smpte");
+            let width = s.int_in("width", 16..=7680, Some(1280));
+            let height = s.int_in("height", 16..=4320, Some(720));
+            let framerate = s.int_in("framerate", 1..=240, Some(30));
+            let num_buffers = s.int_in("num_buffers", 0..=u32::MAX as i64, Some(0));
+            SourceKind::Test {
+                pattern,
+                width: width? as u32,
+                height: height? as u32,
+                framerate: framerate? as u32,
+                num_buffers: num_buffers? as u32,
+            }
+        }
         1 => SourceKind::File { path: files.existing(s, "path", "the video file to read")? },
         2 => {
-            let location = files.resolve(&s.str_required("location", "a numbered file pattern such as \"frames/frame_%05d.jpg\"")?);
-            let framerate = s.int_in("framerate", 1..=240, Some(30))? as u32;
+            let location = s.str_required("location", "a numbered file pattern such as \"frames/frame_%05d.jpg\"");
+            let framerate = s.int_in("framerate", 1..=240, Some(30));
+            let (location, framerate) = (files.resolve(&location?), framerate? as u32);
             let first = first_image(&location);
             if !location.to_string_lossy().contains('%') {
                 s.problem("location", "must contain a printf-style index such as %05d (e.g. \"frame_%05d.jpg\")");
@@ -118,11 +130,13 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
             caps: s.opt_str("caps"),
         },
         4 => {
-            let url = s.str_required("url", "the camera's rtsp:// URL")?;
+            let url = s.str_required("url", "the camera's rtsp:// URL");
+            let latency_ms = s.int_in("latency_ms", 0..=10_000, Some(200));
+            let url = url?;
             if !url.starts_with("rtsp://") && !url.starts_with("rtsps://") {
                 s.problem("url", format!("\"{url}\" is not an rtsp:// or rtsps:// URL"));
             }
-            SourceKind::Rtsp { url, latency_ms: s.int_in("latency_ms", 0..=10_000, Some(200))? as u32 }
+            SourceKind::Rtsp { url, latency_ms: latency_ms? as u32 }
         }
         _ => {
             let description = s.str_required("pipeline", "a GStreamer launch description ending in \"appsink name=sink\"")?;
