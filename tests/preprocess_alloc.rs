@@ -1,0 +1,96 @@
+//! The preprocessing steady state allocates nothing: a second frame of the
+//! same size reuses the tables and row caches of the first.
+//!
+//! A separate test binary because `#[global_allocator]` is per binary. The
+//! counter is per thread, so the test harness's own threads cannot disturb it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use sealcheck::config::Normalization;
+use sealcheck::frame::{ImageView, PixelLayout, TensorGeometry};
+use sealcheck::preprocess::{Preprocessor, logits_to_mask};
+
+/// Counts allocations made by the current thread, then defers to `System`.
+struct CountingAllocator;
+
+thread_local! {
+    // `const` initialisation: no lazy setup that could itself allocate.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // `try_with` fails only while the thread is being torn down; not counting then is fine.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged, so `System`'s guarantees carry over; counting touches only a
+// thread-local integer and never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: the caller upholds `alloc`'s contract; passed through as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        // SAFETY: `ptr` came from this allocator, which is `System` underneath.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, which is `System` underneath.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+#[test]
+fn second_frame_of_the_same_size_allocates_nothing() {
+    let norm = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+    let geometry = TensorGeometry { seg_hw: (640, 640), seg_classes: 2, cls_hw: (224, 512), cls_classes: 2 };
+    let mut pre = Preprocessor::new(norm, norm, 0.5, 0.5, geometry);
+    let (width, height, stride) = (1280, 720, 1280 * 4 + 64);
+    let data: Vec<u8> = (0..stride * height).map(|i| (i * 7 % 251) as u8).collect();
+    let frame = ImageView { width, height, stride, layout: PixelLayout::Bgrx, data: &data };
+    let mut seg = vec![0.0f32; geometry.seg_input_len()];
+    let mut cls = vec![0.0f32; geometry.cls_input_len()];
+    let mut logits = vec![0.0f32; geometry.seg_logits_len()];
+    logits[geometry.mask_len()..].iter_mut().step_by(3).for_each(|v| *v = 1.0);
+    let mut mask = vec![0.0f32; geometry.mask_len()];
+
+    // The counter must see this thread's allocations, or the test could not fail.
+    let before_box = allocations();
+    drop(std::hint::black_box(Box::new(1u64)));
+    assert_eq!(allocations(), before_box + 1, "the allocation counter does not count");
+
+    // First frame: tables are built for 1280x720.
+    pre.frame_to_tensors(frame, &mut seg, &mut cls).unwrap();
+
+    // Steady state: the same frame size again, then the mask steps.
+    let before = allocations();
+    pre.frame_to_tensors(frame, &mut seg, &mut cls).unwrap();
+    let set = logits_to_mask(&logits, 2, 1, &mut mask);
+    pre.mask_to_classifier_channel(&mask, &mut cls);
+    let during = allocations() - before;
+    assert!(set > 0);
+    assert_eq!(during, 0, "preprocessing a second frame of the same size allocated {during} times");
+
+    // A layout change at the same size keeps the tables too.
+    let rgb_data = &data[..width * 3 * height];
+    let rgb = ImageView { width, height, stride: width * 3, layout: PixelLayout::Rgb, data: rgb_data };
+    let before = allocations();
+    pre.frame_to_tensors(rgb, &mut seg, &mut cls).unwrap();
+    assert_eq!(allocations() - before, 0, "a layout change at the same size allocated");
+}
