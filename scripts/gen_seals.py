@@ -332,6 +332,9 @@ def generate(seed, count, out, defect_rate=0.5, quality=DEFAULT_QUALITY, workers
     else:
         res = [_job(j) for j in jobs]
     res.sort()
+    with open(os.path.join(out, "gen_meta.json"), "w") as f:
+        json.dump({"seed": seed, "count": count, "start": start, "defect_rate": defect_rate,
+                   "quality": quality, "format": fmt}, f)
     total = 0
     with open(os.path.join(out, labels_name), "w") as f:
         for idx, kind, label, nbytes in res:

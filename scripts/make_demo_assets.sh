@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Regenerates every sealcheck demo asset: training data -> train -> ONNX export + check ->
+# held-out evaluation -> demo clip.  Needs python3 with scripts/requirements-demo.txt.
+# A CUDA GPU is used for training when torch sees one (CPU works, but takes hours).
+#
+#   bash scripts/make_demo_assets.sh            # writes models/ and samples/demo_clip/
+#
+# Override with env vars: TRAIN_SEED TRAIN_COUNT TORCH_SEED EVAL_SEED EVAL_COUNT CLIP_SEED
+# WORK (scratch dir) MODELS (model dir) CLIP (clip dir) TRAIN_ARGS (extra train.py flags).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+TRAIN_SEED=${TRAIN_SEED:-1001}      # training frames (never used for evaluation or the clip)
+TRAIN_COUNT=${TRAIN_COUNT:-3000}
+TORCH_SEED=${TORCH_SEED:-1234}      # weight init + batch sampling
+EVAL_SEED=${EVAL_SEED:-2002}        # held-out evaluation frames
+EVAL_COUNT=${EVAL_COUNT:-1000}
+CLIP_SEED=${CLIP_SEED:-4004}        # samples/demo_clip
+WORK=${WORK:-/tmp/sealcheck-demo}
+MODELS=${MODELS:-models}
+CLIP=${CLIP:-samples/demo_clip}
+start=$SECONDS
+echo "[assets] $(date -u +%FT%TZ) train seed $TRAIN_SEED x$TRAIN_COUNT, torch seed $TORCH_SEED, eval seed $EVAL_SEED x$EVAL_COUNT, clip seed $CLIP_SEED"
+rm -rf "$WORK/train"
+python3 scripts/gen_seals.py --seed "$TRAIN_SEED" --count "$TRAIN_COUNT" --out "$WORK/train" --defect-rate 0.5
+echo "[assets] generated in $((SECONDS - start))s"
+python3 scripts/train.py --data "$WORK/train" --out "$MODELS" --seed "$TORCH_SEED" ${TRAIN_ARGS:-}
+echo "[assets] trained+exported at $((SECONDS - start))s"
+rc=0
+python3 scripts/evaluate.py --seed "$EVAL_SEED" --count "$EVAL_COUNT" --models "$MODELS" \
+  --json "$MODELS/eval_seed${EVAL_SEED}.json" || rc=$?
+echo "[assets] evaluated at $((SECONDS - start))s (rc $rc)"
+python3 scripts/make_clip.py --seed "$CLIP_SEED" --count 300 --out "$CLIP"
+echo "[assets] done in $((SECONDS - start))s $(date -u +%FT%TZ)"
+exit $rc
