@@ -386,9 +386,9 @@ fn channels_come_out_as_rgb_for_every_layout() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn logits_to_mask_two_and_three_classes_with_ties() {
+fn logits_to_mask_two_three_and_four_classes_with_ties() {
     let mut rng = Rng(7);
-    for classes in [2usize, 3] {
+    for classes in [2usize, 3, 4] {
         for mask_class in 0..classes {
             let pixels = 1000;
             // Small integers so ties are frequent.

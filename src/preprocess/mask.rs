@@ -28,6 +28,9 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
     if pixels == 0 {
         return 0;
     }
+    if classes == 2 {
+        return two_class_mask(logits.split_at(pixels), mask_class == 1, mask);
+    }
     let winner = mask_class as u32;
     let mut best = [0.0f32; ARGMAX_BLOCK];
     let mut arg = [0u32; ARGMAX_BLOCK];
@@ -45,11 +48,13 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
         for (class, plane) in (1u32..).zip(planes) {
             for ((best, arg), &value) in best.iter_mut().zip(arg.iter_mut()).zip(plane) {
                 // Strictly greater keeps ties on the lower index; a NaN wins
-                // over a number and, once best, is never replaced.
-                if value > *best || (value.is_nan() && !best.is_nan()) {
-                    *best = value;
-                    *arg = class;
-                }
+                // over a number and, once best, is never replaced. Written
+                // without branches (`|`, `&`, selects): logits are noise to a
+                // branch predictor, and this way the loop vectorizes.
+                let take = (value > *best) | (value.is_nan() & !best.is_nan());
+                let keep = u32::from(take).wrapping_sub(1); // all ones when not taken
+                *best = f32::from_bits((best.to_bits() & keep) | (value.to_bits() & !keep));
+                *arg = (*arg & keep) | (class & !keep);
             }
         }
         for (m, &a) in mask.iter_mut().zip(arg.iter()) {
@@ -57,6 +62,19 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
             *m = if hit { 1.0 } else { 0.0 };
             set += u64::from(hit);
         }
+    }
+    set
+}
+
+/// `logits_to_mask` for the common two-class model, in one pass over both
+/// planes: class 1 wins where it is strictly larger, or NaN over a number.
+fn two_class_mask((class0, class1): (&[f32], &[f32]), seal_is_class1: bool, mask: &mut [f32]) -> u64 {
+    let mut set = 0u64;
+    for ((m, &p0), &p1) in mask.iter_mut().zip(class0).zip(class1) {
+        let class1_wins = (p1 > p0) | (p1.is_nan() & !p0.is_nan());
+        let hit = class1_wins == seal_is_class1;
+        *m = f32::from(u8::from(hit));
+        set += u64::from(hit);
     }
     set
 }
@@ -142,15 +160,31 @@ mod tests {
     }
 
     #[test]
+    fn nan_wins_with_three_classes_too() {
+        let nan = f32::NAN;
+        // Pixel 0: NaN in class 2 beats 9. Pixel 1: NaN in class 1 and 2, class 1 wins.
+        // Pixel 2: NaN in class 0 wins over everything.
+        let logits = [0.0, 0.0, nan, /* 1 */ 9.0, nan, 9.0, /* 2 */ nan, nan, 9.0];
+        let mut mask = [0.0; 3];
+        assert_eq!(logits_to_mask(&logits, 3, 2, &mut mask), 1);
+        assert_eq!(mask, [1.0, 0.0, 0.0]);
+        assert_eq!(logits_to_mask(&logits, 3, 1, &mut mask), 1);
+        assert_eq!(mask, [0.0, 1.0, 0.0]);
+        assert_eq!(logits_to_mask(&logits, 3, 0, &mut mask), 1);
+        assert_eq!(mask, [0.0, 0.0, 1.0]);
+    }
+
+    #[test]
     fn blocks_cover_every_pixel() {
         // Longer than several blocks and not a multiple of the block size.
         let pixels = 3 * ARGMAX_BLOCK + 17;
-        let mut logits = vec![0.0f32; 2 * pixels];
+        let mut logits = vec![0.0f32; 3 * pixels];
         for i in (0..pixels).filter(|i| i % 3 == 0) {
             logits[pixels + i] = 1.0;
         }
         let mut mask = vec![0.0; pixels];
-        let set = logits_to_mask(&logits, 2, 1, &mut mask);
+        // Three classes: the blocked path (two take the single-pass one).
+        let set = logits_to_mask(&logits, 3, 1, &mut mask);
         assert_eq!(set, pixels.div_ceil(3) as u64);
         for (i, &m) in mask.iter().enumerate() {
             assert_eq!(m, if i % 3 == 0 { 1.0 } else { 0.0 }, "pixel {i}");

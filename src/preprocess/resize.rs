@@ -1,11 +1,11 @@
 //! Bilinear resize of an 8-bit frame straight into normalized, planar `f32`
 //! tensor channels (R, G, B), following the contract in `taps`.
 //!
-//! Separable, horizontal first: each source row the output needs is resampled
-//! once along x into a planar row cache (two slots: an output row blends two
-//! source rows), then every output row is a vertical blend of two cached rows
-//! fused with the normalization. The vertical blend runs over contiguous
-//! floats and vectorizes; the horizontal pass is the only gather.
+//! Separable, horizontal first: each source row the output needs is widened
+//! to `f32` and resampled once along x into a row cache (two slots: an output
+//! row blends two source rows), then every output row is a vertical blend of
+//! two cached rows fused with the normalization and the split into R, G, B
+//! planes. Pixels are handled as 4-float vectors so both blends vectorize.
 
 use super::frame_rows::FrameRows;
 use super::normalize::ChannelAffine;
@@ -41,6 +41,11 @@ impl PixelFormat for Bgrx {
     const RGB: [usize; 3] = [2, 1, 0];
 }
 
+/// Floats per pixel in the row caches: the frame's own channel order plus one
+/// spare lane (or the alpha/x byte), so each pixel is one 4-float vector and
+/// the horizontal blend compiles to vector multiply-adds.
+const LANES: usize = 4;
+
 /// Resizes frames to one output size (`out_h` x `out_w`, three planes).
 /// Tables are rebuilt by `prepare` when the frame size changes; after that
 /// nothing here allocates.
@@ -52,7 +57,10 @@ pub(crate) struct FrameResampler {
     rows: Vec<Tap>,
     /// Per output column: the two source columns and their weights.
     cols: Vec<Tap>,
-    /// Source rows resampled along x: three planes of `out_w` floats each.
+    /// One source row widened to `f32`, in the frame's byte order, with
+    /// `LANES` zeros after it so the last pixel can be read as a vector.
+    widened: Vec<f32>,
+    /// Source rows resampled along x: `LANES` floats per output column.
     slots: [Vec<f32>; 2],
     /// Which source row each slot holds in the current frame.
     slot_row: [Option<usize>; 2],
@@ -65,15 +73,19 @@ impl FrameResampler {
             out_w,
             rows: Vec::with_capacity(out_h),
             cols: Vec::with_capacity(out_w),
-            slots: [vec![0.0; 3 * out_w], vec![0.0; 3 * out_w]],
+            widened: Vec::new(),
+            slots: [vec![0.0; LANES * out_w], vec![0.0; LANES * out_w]],
             slot_row: [None; 2],
         }
     }
 
-    /// Rebuilds the tables for frames of `in_h` x `in_w` pixels.
+    /// Rebuilds the tables for frames of `in_h` x `in_w` pixels of up to
+    /// `LANES` bytes each.
     pub fn prepare(&mut self, in_h: usize, in_w: usize) {
         linear_taps(in_h, self.out_h, &mut self.rows);
         linear_taps(in_w, self.out_w, &mut self.cols);
+        self.widened.clear();
+        self.widened.resize(LANES * in_w + LANES, 0.0);
         self.slot_row = [None; 2];
     }
 
@@ -106,12 +118,14 @@ impl FrameResampler {
         let s0 = self.cache_source_row::<P>(tap.first, tap.second, frame);
         let s1 = self.cache_source_row::<P>(tap.second, tap.first, frame);
         let (w, plane) = (self.out_w, self.out_h * self.out_w);
-        for c in 0..3 {
-            let out = &mut planes[c * plane + oy * w..][..w];
-            let upper = &self.slots[s0][c * w..][..w];
-            let lower = &self.slots[s1][c * w..][..w];
-            blend_rows(out, upper, lower, tap.w_first, tap.w_second, affine.scale[c], affine.bias[c]);
-        }
+        let (r_plane, rest) = planes.split_at_mut(plane);
+        let (g_plane, b_plane) = rest.split_at_mut(plane);
+        let out = [
+            &mut r_plane[oy * w..][..w],
+            &mut g_plane[oy * w..][..w],
+            &mut b_plane[oy * w..][..w],
+        ];
+        blend_rows::<P>(out, &self.slots[s0], &self.slots[s1], tap.w_first, tap.w_second, affine);
     }
 
     /// Returns the slot holding source row `row` resampled along x, computing
@@ -123,40 +137,49 @@ impl FrameResampler {
             return slot;
         }
         let slot = if self.slot_row[0] == Some(keep) { 1 } else { 0 };
-        resample_columns::<P>(&self.cols, frame.row(row), &mut self.slots[slot]);
+        let source = frame.row(row);
+        // Widened in the frame's own byte order; the blend picks R, G, B out.
+        for (wide, &byte) in self.widened.iter_mut().zip(source) {
+            *wide = f32::from(byte);
+        }
+        resample_columns::<P>(&self.cols, &self.widened, &mut self.slots[slot]);
         self.slot_row[slot] = Some(row);
         slot
     }
 }
 
-/// One source row of interleaved 8-bit pixels to three planes of
-/// `cols.len()` floats (R, G, B), still on the 0..255 scale.
-fn resample_columns<P: PixelFormat>(cols: &[Tap], row: &[u8], out: &mut [f32]) {
-    let (r_out, rest) = out.split_at_mut(cols.len());
-    let (g_out, b_out) = rest.split_at_mut(cols.len());
-    let [r, g, b] = P::RGB;
-    for (((tap, r_out), g_out), b_out) in cols.iter().zip(r_out).zip(g_out).zip(b_out) {
-        // Each slice is known to be BYTES long, so the channel reads below
-        // need no further bounds check.
-        let p0 = &row[tap.first * P::BYTES..][..P::BYTES];
-        let p1 = &row[tap.second * P::BYTES..][..P::BYTES];
+/// One widened source row (`P::BYTES` floats per pixel, `LANES` spare at the
+/// end) to `LANES` floats per output column, still on the 0..255 scale and in
+/// the frame's channel order.
+fn resample_columns<P: PixelFormat>(cols: &[Tap], widened: &[f32], out: &mut [f32]) {
+    for (tap, out) in cols.iter().zip(out.chunks_exact_mut(LANES)) {
+        // Fixed-length slices: one bounds check each, then the lanes below
+        // are a single vector multiply-add.
+        let p0 = &widened[tap.first * P::BYTES..][..LANES];
+        let p1 = &widened[tap.second * P::BYTES..][..LANES];
         let (w0, w1) = (tap.w_first, tap.w_second);
-        *r_out = w0 * f32::from(p0[r]) + w1 * f32::from(p1[r]);
-        *g_out = w0 * f32::from(p0[g]) + w1 * f32::from(p1[g]);
-        *b_out = w0 * f32::from(p0[b]) + w1 * f32::from(p1[b]);
+        for lane in 0..LANES {
+            out[lane] = w0 * p0[lane] + w1 * p1[lane];
+        }
     }
 }
 
-/// `out = (w_upper * upper + w_lower * lower) * scale + bias`, elementwise.
-fn blend_rows(out: &mut [f32], upper: &[f32], lower: &[f32], w_upper: f32, w_lower: f32, scale: f32, bias: f32) {
-    if w_lower == 0.0 {
-        // Identity rows and rows at the bottom edge: same value, half the reads.
-        for (o, &u) in out.iter_mut().zip(upper) {
-            *o = (w_upper * u) * scale + bias;
-        }
-    } else {
-        for ((o, &u), &l) in out.iter_mut().zip(upper).zip(lower) {
-            *o = (w_upper * u + w_lower * l) * scale + bias;
-        }
+/// Vertical blend of two resampled rows into one row of each R, G, B plane:
+/// `out = (w_upper * upper + w_lower * lower) * scale + bias`.
+fn blend_rows<P: PixelFormat>(
+    [r_out, g_out, b_out]: [&mut [f32]; 3],
+    upper: &[f32],
+    lower: &[f32],
+    w_upper: f32,
+    w_lower: f32,
+    affine: &ChannelAffine,
+) {
+    let [r, g, b] = P::RGB;
+    let ChannelAffine { scale, bias } = *affine;
+    let pixels = upper.chunks_exact(LANES).zip(lower.chunks_exact(LANES));
+    for (((r_out, g_out), b_out), (up, low)) in r_out.iter_mut().zip(g_out).zip(b_out).zip(pixels) {
+        *r_out = (w_upper * up[r] + w_lower * low[r]) * scale[0] + bias[0];
+        *g_out = (w_upper * up[g] + w_lower * low[g]) * scale[1] + bias[1];
+        *b_out = (w_upper * up[b] + w_lower * low[b]) * scale[2] + bias[2];
     }
 }
