@@ -1,0 +1,408 @@
+//! Inference with ONNX Runtime (crate `ort`, library loaded at run time), on the
+//! CPU or through the CUDA execution provider.
+//!
+//! Loading has three steps, each with its own error:
+//!
+//! ```text
+//! find libonnxruntime.so (config, ORT_DYLIB_PATH, .ort/lib, system)
+//!   -> pre-check it ourselves (ort panics on some bad libraries)
+//!   -> one ort Environment for the process -> one Session per model
+//! ```
+//!
+//! Per frame, the input slice is lent to ONNX Runtime without a copy and the
+//! output lands in a tensor allocated once per model, then is copied out.
+//! Device buffers with IO binding (and a CUDA stream shared with preprocessing)
+//! would replace `OrtModel::run` and the preallocated output; nothing else here
+//! depends on where the tensors live.
+
+use std::ffi::CStr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ort::environment::Environment;
+use ort::ep::ExecutionProvider;
+use ort::memory::Allocator;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
+use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
+
+use super::error::InferError;
+use super::model_io::{DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io};
+use super::{BackendKind, InferenceBackend};
+use crate::config::{ComputeDevice, Config};
+
+const ENGINE: &str = "ONNX Runtime";
+
+/// The library file name `scripts/fetch_onnxruntime.sh` installs into `.ort/lib/`.
+pub const PINNED_LIBRARY: &str = "libonnxruntime.so.1.31.1";
+
+/// Name looked up on the system's library search path as the last resort.
+const SYSTEM_LIBRARY: &str = "libonnxruntime.so";
+
+/// Both models in ONNX Runtime sessions on one device.
+pub struct OrtBackend {
+    kind: BackendKind,
+    segmentation: OrtModel,
+    classifier: OrtModel,
+}
+
+impl OrtBackend {
+    /// Opens both models on `device`; CUDA must register or this fails
+    /// (`InferError::CudaUnavailable`), never silently running on the CPU.
+    pub fn open(cfg: &Config, device: ComputeDevice) -> Result<Self, InferError> {
+        let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
+        let cls_spec = ModelSpec::classifier(&cfg.classifier);
+        seg_spec.require_file()?;
+        cls_spec.require_file()?;
+        let runtime = OrtRuntime::get(cfg.inference.onnxruntime_library.as_deref())?;
+        let options = SessionSettings { device, threads: cfg.inference.threads };
+        let segmentation = OrtModel::load(&runtime, &seg_spec, &options)?;
+        let classifier = OrtModel::load(&runtime, &cls_spec, &options)?;
+        let kind = match device {
+            ComputeDevice::Cpu => BackendKind::OnnxRuntimeCpu,
+            ComputeDevice::Cuda => BackendKind::OnnxRuntimeCuda,
+        };
+        log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str();
+            "ONNX Runtime sessions ready");
+        Ok(OrtBackend { kind, segmentation, classifier })
+    }
+
+    /// The library this process loaded (for logs and `--version`).
+    pub fn loaded_library() -> Option<(PathBuf, String)> {
+        let loaded = LOADED.lock().ok()?;
+        loaded.as_ref().map(|rt| (rt.library.clone(), rt.version.clone()))
+    }
+}
+
+impl InferenceBackend for OrtBackend {
+    fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    fn segmentation_io(&self) -> &ModelIo {
+        &self.segmentation.io
+    }
+
+    fn classifier_io(&self) -> &ModelIo {
+        &self.classifier.io
+    }
+
+    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        self.segmentation.run(input, logits_out)
+    }
+
+    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        self.classifier.run(input, logits_out)
+    }
+}
+
+struct SessionSettings {
+    device: ComputeDevice,
+    /// Intra-op threads; 0 leaves ONNX Runtime's default.
+    threads: usize,
+}
+
+/// One model's session, with the run options that carry its preallocated output.
+struct OrtModel {
+    role: ModelRole,
+    io: ModelIo,
+    session: Session,
+    run_options: RunOptions<HasSelectedOutputs>,
+}
+
+impl OrtModel {
+    fn load(runtime: &OrtRuntime, spec: &ModelSpec<'_>, settings: &SessionSettings) -> Result<Self, InferError> {
+        let session = create_session(runtime, spec, settings)?;
+        let inputs = declared(session.inputs());
+        let outputs = declared(session.outputs());
+        let io = resolve_model_io(spec, &inputs, &outputs)?;
+
+        let engine_error = |action: &str, e: ort::Error| InferError::OrtEngine {
+            library: runtime.library.clone(),
+            action: format!("{action} for {} model {}", spec.role, spec.path.display()),
+            message: e.to_string(),
+        };
+        // ONNX Runtime writes the output into this tensor on every run instead of allocating one.
+        let output = Tensor::<f32>::new(&Allocator::default(), io.output_shape.clone())
+            .map_err(|e| engine_error("allocate the output tensor", e))?;
+        let run_options = RunOptions::new().map_err(|e| engine_error("create run options", e))?.with_outputs(
+            OutputSelector::no_default().with(io.output_name.clone()).preallocate(io.output_name.clone(), output),
+        );
+        Ok(OrtModel { role: spec.role, io, session, run_options })
+    }
+
+    fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        check_buffers(self.role, &self.io, input, logits_out)?;
+        let role = self.role;
+        let run_error = |e: ort::Error| InferError::Run { role, engine: ENGINE, message: e.to_string() };
+        let tensor = TensorRef::from_array_view((self.io.input_shape.as_slice(), input)).map_err(run_error)?;
+        let outputs = self.session.run_with_options(ort::inputs![tensor], &self.run_options).map_err(run_error)?;
+        let (_, logits) = outputs[0].try_extract_tensor::<f32>().map_err(run_error)?;
+        if logits.len() != logits_out.len() {
+            return Err(InferError::Run {
+                role,
+                engine: ENGINE,
+                message: format!("output has {} values, expected {}", logits.len(), logits_out.len()),
+            });
+        }
+        logits_out.copy_from_slice(logits);
+        Ok(())
+    }
+}
+
+fn create_session(
+    runtime: &OrtRuntime,
+    spec: &ModelSpec<'_>,
+    settings: &SessionSettings,
+) -> Result<Session, InferError> {
+    let library = &runtime.library;
+    let engine_error = |action: &str, message: String| InferError::OrtEngine {
+        library: library.clone(),
+        action: format!("{action} for {} model {}", spec.role, spec.path.display()),
+        message,
+    };
+    let mut builder = Session::builder(&runtime.env)
+        .map_err(|e| engine_error("create session options", e.to_string()))?
+        .with_optimization_level(GraphOptimizationLevel::All)
+        .map_err(|e| engine_error("set the graph optimization level", e.to_string()))?;
+    if settings.threads > 0 {
+        builder = builder
+            .with_intra_threads(settings.threads)
+            .map_err(|e| engine_error("set intra-op threads", e.to_string()))?;
+    }
+    if settings.device == ComputeDevice::Cuda {
+        builder = register_cuda(builder, library)?;
+    }
+    builder.commit_from_file(spec.path).map_err(|e| {
+        let message = e.to_string();
+        match e.code() {
+            ort::ErrorCode::InvalidProtobuf | ort::ErrorCode::NoSuchFile | ort::ErrorCode::NoModel => {
+                InferError::ModelLoad { role: spec.role, path: spec.path.to_path_buf(), engine: ENGINE, message }
+            }
+            ort::ErrorCode::ExecutionProviderFailure if settings.device == ComputeDevice::Cuda => {
+                InferError::CudaUnavailable { library: library.clone(), message }
+            }
+            _ => InferError::EnginePrepare { role: spec.role, path: spec.path.to_path_buf(), engine: ENGINE, message },
+        }
+    })
+}
+
+fn register_cuda(builder: SessionBuilder, library: &Path) -> Result<SessionBuilder, InferError> {
+    let unavailable = |message: String| InferError::CudaUnavailable { library: library.to_path_buf(), message };
+    // Ask first: the library says whether it was built with the provider at all,
+    // which reads better than the registration error.
+    match ort::ep::CUDA::is_available() {
+        Ok(true) => {}
+        Ok(false) => return Err(unavailable("this ONNX Runtime build has no CUDA execution provider".into())),
+        Err(e) => return Err(unavailable(format!("cannot list execution providers: {e}"))),
+    }
+    builder
+        .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+        .map_err(|e| unavailable(e.to_string()))
+}
+
+/// What the session reports about its graph inputs or outputs, for the shared check.
+fn declared(outlets: &[Outlet]) -> Vec<DeclaredTensor> {
+    outlets
+        .iter()
+        .map(|outlet| match outlet.dtype() {
+            ValueType::Tensor { ty, shape, dimension_symbols } => DeclaredTensor {
+                name: outlet.name().to_string(),
+                dims: Some(
+                    shape
+                        .iter()
+                        .enumerate()
+                        .map(|(ix, d)| match usize::try_from(*d) {
+                            Ok(n) => Dim::Fixed(n),
+                            Err(_) => Dim::Symbolic(match dimension_symbols.get(ix) {
+                                Some(name) if !name.is_empty() => name.clone(),
+                                _ => "?".to_string(),
+                            }),
+                        })
+                        .collect(),
+                ),
+                element: ty.to_string(),
+                is_f32: *ty == TensorElementType::Float32,
+            },
+            other => DeclaredTensor {
+                name: outlet.name().to_string(),
+                dims: None,
+                element: other.to_string(),
+                is_f32: false,
+            },
+        })
+        .collect()
+}
+
+/// The process's one ONNX Runtime: ort allows a single library and a single
+/// environment per process, so both are made once and shared by every session.
+#[derive(Clone)]
+struct OrtRuntime {
+    library: PathBuf,
+    version: String,
+    env: Environment,
+}
+
+static LOADED: Mutex<Option<OrtRuntime>> = Mutex::new(None);
+
+impl OrtRuntime {
+    fn get(configured: Option<&Path>) -> Result<OrtRuntime, InferError> {
+        // A poisoned lock only means another thread panicked while loading; the
+        // value inside is still either None or a complete runtime.
+        let mut loaded = LOADED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let explicit = explicit_library(configured);
+        if let Some(runtime) = loaded.as_ref() {
+            if let Some(choice) = &explicit {
+                let requested = absolute(&choice.path);
+                if requested != runtime.library {
+                    precheck(&requested).map_err(|reason| choice.invalid(reason))?;
+                    return Err(InferError::OrtLibraryConflict {
+                        loaded: runtime.library.clone(),
+                        requested,
+                        origin: choice.origin.to_string(),
+                    });
+                }
+            }
+            return Ok(runtime.clone());
+        }
+        let (library, version) = match explicit {
+            Some(choice) => {
+                let path = absolute(&choice.path);
+                let version = precheck(&path).map_err(|reason| choice.invalid(reason))?;
+                (path, version)
+            }
+            None => discover()?,
+        };
+        let env = create_environment(&library)?;
+        let runtime = OrtRuntime { library, version, env };
+        *loaded = Some(runtime.clone());
+        Ok(runtime)
+    }
+}
+
+/// A library the operator named; used as given, never replaced by another.
+struct ExplicitLibrary {
+    path: PathBuf,
+    origin: &'static str,
+}
+
+impl ExplicitLibrary {
+    fn invalid(&self, reason: String) -> InferError {
+        InferError::OrtLibraryInvalid { path: self.path.clone(), origin: self.origin.to_string(), reason }
+    }
+}
+
+fn explicit_library(configured: Option<&Path>) -> Option<ExplicitLibrary> {
+    if let Some(path) = configured {
+        return Some(ExplicitLibrary { path: path.to_path_buf(), origin: "[inference] onnxruntime_library" });
+    }
+    match std::env::var_os("ORT_DYLIB_PATH") {
+        Some(value) if !value.is_empty() => {
+            Some(ExplicitLibrary { path: PathBuf::from(value), origin: "environment variable ORT_DYLIB_PATH" })
+        }
+        _ => None,
+    }
+}
+
+/// The places a library is looked for when none is named, in order.
+pub fn discovery_candidates() -> Vec<(PathBuf, &'static str)> {
+    let local = Path::new(".ort").join("lib").join(PINNED_LIBRARY);
+    let mut candidates = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        candidates.push((cwd.join(&local), "project-local, current directory"));
+    }
+    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join(&local);
+    if !candidates.iter().any(|(p, _)| *p == source_tree) {
+        candidates.push((source_tree, "project-local, source tree this binary was built from"));
+    }
+    candidates.push((PathBuf::from(SYSTEM_LIBRARY), "system library search path"));
+    candidates
+}
+
+fn discover() -> Result<(PathBuf, String), InferError> {
+    let mut tried = Vec::new();
+    for (path, origin) in discovery_candidates() {
+        let on_search_path = path.parent().is_none_or(|p| p.as_os_str().is_empty());
+        if !on_search_path && !path.is_file() {
+            tried.push((format!("{} ({origin})", path.display()), "does not exist".to_string()));
+            continue;
+        }
+        match precheck(&path) {
+            Ok(version) => return Ok((path, version)),
+            Err(reason) => tried.push((format!("{} ({origin})", path.display()), reason)),
+        }
+    }
+    Err(InferError::OrtLibraryNotFound { tried })
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Opens the library and asks it for its version, so a wrong file becomes a
+/// message instead of a panic inside ort. Returns the version string.
+fn precheck(path: &Path) -> Result<String, String> {
+    let named = path.parent().is_none_or(|p| p.as_os_str().is_empty());
+    if !named && !path.is_file() {
+        return Err("file does not exist".into());
+    }
+    // SAFETY: loading a shared library runs its initializers. The file is one the
+    // operator named (or the project's own copy) and is meant to be loaded into
+    // this process; ort would load the same file next.
+    let library = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime release
+    // (onnxruntime_c_api.h); the type matches ort-sys's declaration.
+    let get_api_base =
+        unsafe { library.get::<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase>(b"OrtGetApiBase\0") }
+            .map_err(|_| "it does not export OrtGetApiBase: not an ONNX Runtime library".to_string())?;
+    // SAFETY: OrtGetApiBase takes no arguments and returns a pointer to a static table.
+    let base = unsafe { get_api_base() };
+    if base.is_null() {
+        return Err("OrtGetApiBase returned null".into());
+    }
+    // SAFETY: `base` is non-null and points to the library's static OrtApiBase;
+    // GetVersionString returns a static NUL-terminated string.
+    let version = unsafe { CStr::from_ptr(((*base).GetVersionString)()) }.to_string_lossy().into_owned();
+    let minor = version.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
+    if minor < ort::MINOR_VERSION {
+        return Err(format!("it is ONNX Runtime {version}; sealcheck needs 1.{} or newer", ort::MINOR_VERSION));
+    }
+    // SAFETY: as above; GetApi returns null for API versions the library lacks.
+    let api = unsafe { ((*base).GetApi)(ort::sys::ORT_API_VERSION) };
+    if api.is_null() {
+        return Err(format!("ONNX Runtime {version} does not offer C API version {}", ort::sys::ORT_API_VERSION));
+    }
+    // Keep the library mapped: ort opens the same file next and gets this handle.
+    std::mem::forget(library);
+    Ok(version)
+}
+
+fn create_environment(library: &Path) -> Result<Environment, InferError> {
+    let engine_error = |action: &str, message: String| InferError::OrtEngine {
+        library: library.to_path_buf(),
+        action: action.to_string(),
+        message,
+    };
+    // ort panics (rather than erring) on a few malformed libraries; the pre-check
+    // rules out the ones we know of, and this catches the rest.
+    let built = catch_unwind(AssertUnwindSafe(|| {
+        ort::init_from(library)
+            .map_err(|e| engine_error("load", e.to_string()))?
+            .with_name("sealcheck")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| engine_error("create its environment", e.to_string()))
+    }));
+    match built {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("panic without a message");
+            Err(engine_error("load", format!("ort panicked: {message}")))
+        }
+    }
+}
