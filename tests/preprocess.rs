@@ -108,12 +108,33 @@ const DEMO: TensorGeometry = TensorGeometry { seg_hw: (640, 640), seg_classes: 2
 // The float64 reference: the contract written as plainly as possible
 // ---------------------------------------------------------------------------
 
+/// How a reference computes source coordinates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Coordinates {
+    /// As PyTorch: `scale = f32(in) / f32(out)`, `src = scale * (dst + 0.5) - 0.5`,
+    /// each operation rounded to f32. Part of the contract ("exactly PyTorch").
+    Torch,
+    /// The same formula in exact (f64) arithmetic, as OpenCV computes it.
+    Exact,
+}
+
+/// Source coordinate of output coordinate `dst`, clamped at 0.
+fn source_coordinate(input: usize, output: usize, dst: usize, coords: Coordinates) -> f64 {
+    let src = match coords {
+        Coordinates::Torch => {
+            let scale = input as f32 / output as f32;
+            f64::from(scale * (dst as f32 + 0.5) - 0.5)
+        }
+        Coordinates::Exact => (dst as f64 + 0.5) * (input as f64 / output as f64) - 0.5,
+    };
+    src.max(0.0)
+}
+
 /// Per output coordinate: i0, i1, lambda.
-fn reference_axis(input: usize, output: usize) -> Vec<(usize, usize, f64)> {
-    let scale = input as f64 / output as f64;
+fn reference_axis(input: usize, output: usize, coords: Coordinates) -> Vec<(usize, usize, f64)> {
     (0..output)
         .map(|dst| {
-            let src = ((dst as f64 + 0.5) * scale - 0.5).max(0.0);
+            let src = source_coordinate(input, output, dst, coords);
             let i0 = (src.floor() as usize).min(input - 1);
             let i1 = (i0 + 1).min(input - 1);
             (i0, i1, src - i0 as f64)
@@ -126,9 +147,10 @@ fn reference_resize(
     value: impl Fn(usize, usize) -> f64,
     in_hw: (usize, usize),
     out_hw: (usize, usize),
+    coords: Coordinates,
 ) -> Vec<f64> {
-    let rows = reference_axis(in_hw.0, out_hw.0);
-    let cols = reference_axis(in_hw.1, out_hw.1);
+    let rows = reference_axis(in_hw.0, out_hw.0, coords);
+    let cols = reference_axis(in_hw.1, out_hw.1, coords);
     let mut out = Vec::with_capacity(out_hw.0 * out_hw.1);
     for &(y0, y1, ly) in &rows {
         for &(x0, x1, lx) in &cols {
@@ -141,10 +163,10 @@ fn reference_resize(
 }
 
 /// 1x3xHxW: the frame resized, /255, normalized.
-fn reference_rgb(frame: &TestFrame, out_hw: (usize, usize), norm: &Normalization) -> Vec<f64> {
+fn reference_rgb(frame: &TestFrame, out_hw: (usize, usize), norm: &Normalization, coords: Coordinates) -> Vec<f64> {
     let mut out = Vec::new();
     for c in 0..3 {
-        let plane = reference_resize(|y, x| frame.value(y, x, c), (frame.height, frame.width), out_hw);
+        let plane = reference_resize(|y, x| frame.value(y, x, c), (frame.height, frame.width), out_hw, coords);
         let (mean, std) = (f64::from(norm.mean[c]), f64::from(norm.std[c]));
         out.extend(plane.into_iter().map(|v| (v / 255.0 - mean) / std));
     }
@@ -153,7 +175,7 @@ fn reference_rgb(frame: &TestFrame, out_hw: (usize, usize), norm: &Normalization
 
 fn reference_mask_channel(mask: &[f32], in_hw: (usize, usize), out_hw: (usize, usize)) -> Vec<f64> {
     let (mean, std) = (f64::from(MASK_MEAN), f64::from(MASK_STD));
-    reference_resize(|y, x| f64::from(mask[y * in_hw.1 + x]), in_hw, out_hw)
+    reference_resize(|y, x| f64::from(mask[y * in_hw.1 + x]), in_hw, out_hw, Coordinates::Torch)
         .into_iter()
         .map(|m| (m - mean) / std)
         .collect()
@@ -198,11 +220,11 @@ fn check_against_reference(pre: &mut Preprocessor, frame: &TestFrame, what: &str
     let g = *pre.geometry();
     let (seg, cls) = run_frame(pre, frame);
     let plane = g.cls_hw.0 * g.cls_hw.1;
-    let seg_diff = assert_close(&format!("{what} seg"), &seg, &reference_rgb(frame, g.seg_hw, &IMAGENET), 1e-4);
+    let seg_diff = assert_close(&format!("{what} seg"), &seg, &reference_rgb(frame, g.seg_hw, &IMAGENET, Coordinates::Torch), 1e-4);
     let cls_diff = assert_close(
         &format!("{what} cls rgb"),
         &cls[..3 * plane],
-        &reference_rgb(frame, g.cls_hw, &CLS_NORM),
+        &reference_rgb(frame, g.cls_hw, &CLS_NORM, Coordinates::Torch),
         1e-4,
     );
     seg_diff.max(cls_diff)
@@ -591,17 +613,27 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
         let g = geometry(out_hw, (1, 1));
         let mut pre = preprocessor(g);
         let (seg, _) = run_frame(&mut pre, &frame);
-        let reference = reference_rgb(&frame, out_hw, &IMAGENET);
         let what = format!("{width}x{height} -> {out_hw:?}");
+        // OpenCV against the contract's formula in exact arithmetic: this is
+        // what shows that INTER_LINEAR on floats is F.interpolate without
+        // antialias, downscaling included.
+        let exact = reference_rgb(&frame, out_hw, &IMAGENET, Coordinates::Exact);
+        let theirs = assert_close(&format!("{what}: OpenCV vs exact-coordinate contract"), &cv2, &exact, 1e-4);
+        // Ours against OpenCV: the two differ only by PyTorch's f32 sample
+        // positions. The interpolant moves at most 255 per pixel of shift, so
+        // the bound is the largest shift on each axis, over 255 * min(std).
+        let shift = |input, output| {
+            (0..output)
+                .map(|dst| {
+                    let torch = source_coordinate(input, output, dst, Coordinates::Torch);
+                    (torch - source_coordinate(input, output, dst, Coordinates::Exact)).abs()
+                })
+                .fold(0.0, f64::max)
+        };
+        let bound = (shift(height, out_hw.0) + shift(width, out_hw.1)) / 0.224 + 1e-5;
         let cv2_f64: Vec<f64> = cv2.iter().map(|&v| f64::from(v)).collect();
-        // OpenCV rounds the source coordinate to f32 before taking the weight:
-        // up to half an ulp of the coordinate, times a 255 step between
-        // neighbours, times 1/(255 std). Exact for power-of-two-friendly ratios.
-        let max_coordinate = width.max(height) as f32;
-        let cv2_tolerance = 1e-5 + f64::from(max_coordinate.next_up() - max_coordinate) / 2.0 / 0.224;
-        let ours = assert_close(&format!("{what}: ours vs OpenCV"), &seg, &cv2_f64, cv2_tolerance.max(1e-4));
-        let theirs = assert_close(&format!("{what}: OpenCV vs f64 contract"), &cv2, &reference, cv2_tolerance.max(1e-4));
-        println!("opencv {what}: ours vs cv2 {ours:e}, cv2 vs f64 contract {theirs:e}");
+        let ours = assert_close(&format!("{what}: ours vs OpenCV"), &seg, &cv2_f64, bound.max(1e-4));
+        println!("opencv {what}: cv2 vs exact contract {theirs:e}; ours vs cv2 {ours:e} (f32-coordinate bound {bound:e})");
     }
 }
 
@@ -635,5 +667,93 @@ print("ok", a.shape)
         let dims = shape.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         let printed = run_python(script, &[&path, Path::new(&dims)]);
         assert!(printed.starts_with("ok"), "{printed}");
+    }
+}
+
+const TORCH_CONTRACT: &str = r#"
+import sys, os, numpy as np, torch
+import torch.nn.functional as F
+torch.set_num_threads(1)
+folder, cases = sys.argv[1], int(sys.argv[2])
+seg_mean, seg_std = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1), torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+cls_mean, cls_std = torch.tensor([0.5, 0.4, 0.3]).view(1, 3, 1, 1), torch.tensor([0.25, 0.2, 0.3]).view(1, 3, 1, 1)
+mask_mean, mask_std, mask_class = float(sys.argv[3]), float(sys.argv[4]), 1
+def resize(x, hw):
+    return F.interpolate(x, size=hw, mode="bilinear", align_corners=False)
+for i in range(cases):
+    p = lambda name: os.path.join(folder, f"{i}_{name}.npy")
+    frame = torch.from_numpy(np.load(p("frame"))).permute(2, 0, 1)[None]      # 1x3xHxW, 0..255
+    logits = torch.from_numpy(np.load(p("logits")))                          # 1xCxHsxWs
+    hs, ws, hc, wc = (int(v) for v in open(os.path.join(folder, f"{i}_hw.txt")).read().split())
+    seg = (resize(frame, (hs, ws)) / 255.0 - seg_mean) / seg_std
+    mask = (logits.argmax(dim=1) == mask_class).to(torch.float32)            # 1xHsxWs
+    rgb = (resize(frame, (hc, wc)) / 255.0 - cls_mean) / cls_std
+    m = (resize(mask[:, None], (hc, wc)) - mask_mean) / mask_std
+    cls = torch.cat([rgb, m], dim=1)
+    for name, t in (("seg", seg), ("mask", mask), ("cls", cls)):
+        np.save(p("torch_" + name), np.ascontiguousarray(t.numpy(), dtype="<f4"))
+print("torch", torch.__version__)
+"#;
+
+#[test]
+fn pytorch_contract_agrees_end_to_end() {
+    if let Err(reason) = python_with("numpy, torch") {
+        println!("SKIPPED: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(10);
+    // Demo sizes, an inexact-ratio frame, upscaling, three classes.
+    let cases = [
+        ((1280, 720), DEMO, 2),
+        ((1281, 719), DEMO, 2),
+        ((97, 61), geometry((128, 160), (50, 120)), 3),
+        ((333, 201), geometry((201, 333), (77, 31)), 2),
+    ];
+    let mut prepared = Vec::new();
+    for (i, &((width, height), g, classes)) in cases.iter().enumerate() {
+        let frame = TestFrame::random(&mut rng, width, height, LAYOUTS[i % 4], 3);
+        let hwc: Vec<f32> =
+            (0..height * width * 3).map(|k| frame.value(k / 3 / width, k / 3 % width, k % 3) as f32).collect();
+        write_npy_f32(&dir.path().join(format!("{i}_frame.npy")), &[height, width, 3], &hwc).unwrap();
+        // Small integers: many ties for argmax to settle.
+        let logits: Vec<f32> = (0..classes * g.mask_len()).map(|_| rng.below(3) as f32).collect();
+        write_npy_f32(&dir.path().join(format!("{i}_logits.npy")), &[1, classes, g.seg_hw.0, g.seg_hw.1], &logits)
+            .unwrap();
+        let hw = format!("{} {} {} {}", g.seg_hw.0, g.seg_hw.1, g.cls_hw.0, g.cls_hw.1);
+        std::fs::write(dir.path().join(format!("{i}_hw.txt")), hw).unwrap();
+        prepared.push((frame, logits));
+    }
+    let count = cases.len().to_string();
+    let (mean, std) = (MASK_MEAN.to_string(), MASK_STD.to_string());
+    let printed = run_python(TORCH_CONTRACT, &[dir.path(), Path::new(&count), Path::new(&mean), Path::new(&std)]);
+
+    for (i, (&(_, g, classes), (frame, logits))) in cases.iter().zip(&prepared).enumerate() {
+        let mut pre = preprocessor(g);
+        let (seg, mut cls) = run_frame(&mut pre, frame);
+        let mut mask = vec![f32::NAN; g.mask_len()];
+        let set = logits_to_mask(logits, classes, 1, &mut mask);
+        pre.mask_to_classifier_channel(&mask, &mut cls);
+
+        let load = |name: &str| read_npy_f32(&dir.path().join(format!("{i}_torch_{name}.npy")));
+        let what = format!("case {i} ({}x{} {:?} -> {g:?})", frame.width, frame.height, frame.layout);
+        let (torch_mask_shape, torch_mask) = load("mask");
+        assert_eq!(torch_mask_shape, [1, g.seg_hw.0, g.seg_hw.1]);
+        assert_eq!(mask, torch_mask, "{what}: mask differs from torch.argmax");
+        assert_eq!(set, torch_mask.iter().filter(|&&m| m == 1.0).count() as u64, "{what}: mask count");
+        let to_f64 = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
+        let (seg_shape, torch_seg) = load("seg");
+        assert_eq!(seg_shape, [1, 3, g.seg_hw.0, g.seg_hw.1]);
+        // Torch itself against the float64 contract (with its own f32 sample positions).
+        let reference = reference_rgb(frame, g.seg_hw, &IMAGENET, Coordinates::Torch);
+        let torch_diff = assert_close(&format!("{what}: torch seg vs f64 contract"), &torch_seg, &reference, 1e-4);
+        let seg_diff = assert_close(&format!("{what}: seg vs torch"), &seg, &to_f64(torch_seg), 1e-4);
+        let (cls_shape, torch_cls) = load("cls");
+        assert_eq!(cls_shape, [1, 4, g.cls_hw.0, g.cls_hw.1]);
+        let cls_diff = assert_close(&format!("{what}: cls vs torch"), &cls, &to_f64(torch_cls), 1e-4);
+        println!(
+            "{} {what}: ours vs torch: seg {seg_diff:e}, cls {cls_diff:e}, mask exact ({set} set); torch seg vs f64 contract {torch_diff:e}",
+            printed.trim()
+        );
     }
 }

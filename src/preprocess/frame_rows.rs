@@ -4,9 +4,9 @@
 use super::PreprocessError;
 use crate::frame::ImageView;
 
-/// Frames wider or taller than this are refused: no camera comes close, so
-/// such a size is a mis-stated frame (and this keeps the index maths far
-/// from overflow).
+/// Frames wider or taller than this are refused: the resize coordinates are
+/// computed in `f32` (as PyTorch does), which counts pixels exactly only up
+/// to 2^24; no camera comes close, so such a size is a mis-stated frame.
 pub const MAX_FRAME_SIDE: usize = 1 << 24;
 
 /// The rows of a frame whose stride and data length were checked.

@@ -12,12 +12,16 @@
 //! value = (1 - lambda) * p[i0] + lambda * p[i1],   lambda = src - i0
 //! ```
 //!
-//! The coordinates are computed in `f64` and only the weights rounded to
-//! `f32`, so the weights are the formula's to within 6e-8. PyTorch does this
-//! arithmetic in `f32`, which near coordinate 1000 rounds `src` by up to
-//! ~6e-5 of a pixel (inexact ratios only; the demo's 1280->640, 720->640 and
-//! 1280->512 are exact in both). A GPU kernel should take these tables, or
-//! compute `src` in `f64`, to agree with this reference to ~1e-6.
+//! The coordinate arithmetic is PyTorch's, in `f32` with each operation
+//! rounded on its own (no fused multiply-add): `scale = f32(in) / f32(out)`,
+//! `src = scale * (f32(dst) + 0.5) - 0.5`. Measured against torch 2.x on CPU,
+//! this reproduces its sample positions exactly; exact arithmetic would differ
+//! by up to ~5e-5 of a pixel at inexact ratios near coordinate 700 (720->224).
+//! (Whole tensors from torch's channels-last kernel, which `contract.py`'s
+//! permuted frames take, still differ from this formula by up to ~1e-5 after
+//! normalization: rounding inside that kernel. Ours stays within ~1e-6.)
+//! A GPU kernel must do the same (nvcc contracts `a * b - c` into an FMA by
+//! default: use `__fmul_rn`, or take these tables).
 
 /// One output coordinate's two input neighbours and their weights.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,18 +45,20 @@ pub(crate) fn linear_taps(input: usize, output: usize, taps: &mut Vec<Tap>) {
         return;
     }
     let last = input - 1;
-    let scale = input as f64 / output as f64;
+    // `as f32` of a size is exact below 2^24 (frames are refused above that).
+    let scale = input as f32 / output as f32;
     taps.extend((0..output).map(|dst| {
-        let src = ((dst as f64 + 0.5) * scale - 0.5).max(0.0);
+        let src = (scale * (dst as f32 + 0.5) - 0.5).max(0.0);
         // `src` is finite and non-negative, so the cast truncates to floor(src).
         // The `min` only guards against rounding pushing `src` past the last pixel.
         let first = (src as usize).min(last);
-        let lambda = (src - first as f64).clamp(0.0, 1.0);
+        // Exact in f32: `first` is within one of `src`.
+        let lambda = (src - first as f32).clamp(0.0, 1.0);
         Tap {
             first,
             second: if first < last { first + 1 } else { first },
-            w_first: (1.0 - lambda) as f32,
-            w_second: lambda as f32,
+            w_first: 1.0 - lambda,
+            w_second: lambda,
         }
     }));
 }
@@ -100,6 +106,21 @@ mod tests {
         for tap in taps(1, 5) {
             assert_eq!((tap.first, tap.second), (0, 0));
         }
+    }
+
+    #[test]
+    fn sample_positions_are_pytorch_f32_ones() {
+        // Resizing the signal i % 2 from 720 to 224 rows with torch 2.15 on CPU
+        // yields lambda itself; it equals this f32 formula on every row, and
+        // differs from exact arithmetic on rows such as this one.
+        let t = taps(720, 224);
+        // Row 214: exact src = 214.5 * 720 / 224 - 0.5 = 688.9464285714...
+        assert_eq!(t[214].first, 688);
+        let exact = 214.5f64 * 720.0 / 224.0 - 0.5 - 688.0;
+        let f32_scale = 720.0f32 / 224.0;
+        let f32_src = f32_scale * 214.5 - 0.5;
+        assert_eq!(t[214].w_second, f32_src - 688.0);
+        assert!((f64::from(t[214].w_second) - exact).abs() > 1e-6, "this row should show the f32 rounding");
     }
 
     #[test]
