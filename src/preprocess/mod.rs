@@ -22,11 +22,13 @@ mod frame_rows;
 mod mask;
 mod normalize;
 mod resize;
+mod stage;
 mod taps;
 
 pub use error::PreprocessError;
 pub use frame_rows::MAX_FRAME_SIDE;
 pub use mask::logits_to_mask;
+pub use stage::{PreprocessStage, preprocess_frame};
 
 use crate::config::Normalization;
 use crate::frame::{ImageView, PixelLayout, TensorGeometry};
