@@ -58,7 +58,7 @@ pub enum InferError {
     #[error("{0}")]
     Mismatch(String),
 
-    #[error("ONNX Runtime library not found; tried:\n{}\n{ORT_LIBRARY_FIX}", render_tried(tried))]
+    #[error("ONNX Runtime library not found; tried {}; {ORT_LIBRARY_FIX}", render_tried(tried))]
     OrtLibraryNotFound { tried: Vec<(String, String)> },
 
     #[error("{} (set by {origin}) is not a usable ONNX Runtime library: {reason}; {ORT_LIBRARY_FIX}", path.display())]
@@ -116,6 +116,6 @@ impl InferError {
 }
 
 fn render_tried(tried: &[(String, String)]) -> String {
-    let lines: Vec<String> = tried.iter().map(|(what, why)| format!("  {what}: {why}")).collect();
-    lines.join("\n")
+    let lines: Vec<String> = tried.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+    lines.join("; ")
 }

@@ -101,13 +101,15 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
                 let reason = format!("auto: {}; using ONNX Runtime {}", skipped.join("; "), device_label(device));
                 return Ok(BackendSelection { backend: Box::new(backend), reason });
             }
+            Err(e @ InferError::CudaUnavailable { .. }) => {
+                log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable, trying ONNX Runtime CPU");
+                skipped.push(format!("ONNX Runtime CUDA unavailable ({e})"));
+            }
+            // Without a usable library there is no point asking it about the CPU.
             Err(e) if e.is_engine_unavailable() => {
-                log::info!(device = device_name(device), error:% = e; "auto: ONNX Runtime not usable, trying the next engine");
-                skipped.push(format!("ONNX Runtime {} unavailable ({e})", device_label(device)));
-                // Without a library there is no point asking it about the CPU.
-                if !matches!(e, InferError::CudaUnavailable { .. }) {
-                    break;
-                }
+                log::info!(error:% = e; "auto: ONNX Runtime not usable, using tract");
+                skipped.push(format!("ONNX Runtime unavailable ({e})"));
+                break;
             }
             Err(e) => return Err(e),
         }

@@ -350,7 +350,11 @@ fn precheck(path: &Path) -> Result<String, String> {
     // SAFETY: loading a shared library runs its initializers. The file is one the
     // operator named (or the project's own copy) and is meant to be loaded into
     // this process; ort would load the same file next.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| e.to_string())?;
+    let library = unsafe { libloading::Library::new(path) }.map_err(|e| match std::error::Error::source(&e) {
+        // libloading's own text is only "dlopen failed"; the loader's reason is the source.
+        Some(reason) => format!("{e}: {reason}"),
+        None => e.to_string(),
+    })?;
     // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime release
     // (onnxruntime_c_api.h); the type matches ort-sys's declaration.
     let get_api_base =
