@@ -19,11 +19,19 @@ const ALIGNMENT: usize = 64;
 #[derive(Debug, thiserror::Error)]
 pub enum NpyError {
     #[error("cannot dump tensor to {}: shape {shape:?} holds {elements} values but {data_len} were given", path.display())]
-    ShapeMismatch { path: PathBuf, shape: Vec<usize>, elements: usize, data_len: usize },
+    ShapeMismatch {
+        path: PathBuf,
+        shape: Vec<usize>,
+        elements: usize,
+        data_len: usize,
+    },
     #[error("cannot dump tensor to {}: shape {shape:?} does not fit a version 1.0 .npy header", path.display())]
     HeaderTooLong { path: PathBuf, shape: Vec<usize> },
     #[error("cannot write {}: {source} — check that the dump folder exists and is writable", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Writes `data` (C order) as a `float32` array of `shape` to `path`,
@@ -38,9 +46,14 @@ pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), N
             data_len: data.len(),
         });
     }
-    let header = npy_header_f32(shape)
-        .ok_or_else(|| NpyError::HeaderTooLong { path: path.to_path_buf(), shape: shape.to_vec() })?;
-    let write_error = |source| NpyError::Write { path: path.to_path_buf(), source };
+    let header = npy_header_f32(shape).ok_or_else(|| NpyError::HeaderTooLong {
+        path: path.to_path_buf(),
+        shape: shape.to_vec(),
+    })?;
+    let write_error = |source| NpyError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = File::create(path).map_err(write_error)?;
     let mut out = BufWriter::new(file);
     out.write_all(&header).map_err(write_error)?;
@@ -53,7 +66,10 @@ pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), N
         }
         out.write_all(bytes).map_err(write_error)?;
     }
-    out.into_inner().map_err(|e| write_error(e.into_error()))?.sync_all().map_err(write_error)?;
+    out.into_inner()
+        .map_err(|e| write_error(e.into_error()))?
+        .sync_all()
+        .map_err(write_error)?;
     Ok(())
 }
 
@@ -62,12 +78,22 @@ pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), N
 pub fn npy_header_f32(shape: &[usize]) -> Option<Vec<u8>> {
     let dims = match shape {
         [single] => format!("({single},)"),
-        _ => format!("({})", shape.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut dict = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
     // Pad with spaces so preamble + dict + '\n' ends on the alignment.
     let unpadded = PREAMBLE_LEN + dict.len() + 1;
-    dict.extend(std::iter::repeat_n(' ', unpadded.next_multiple_of(ALIGNMENT) - unpadded));
+    dict.extend(std::iter::repeat_n(
+        ' ',
+        unpadded.next_multiple_of(ALIGNMENT) - unpadded,
+    ));
     dict.push('\n');
     let header_len = u16::try_from(dict.len()).ok()?;
     let mut header = Vec::with_capacity(PREAMBLE_LEN + dict.len());
@@ -84,7 +110,12 @@ mod tests {
 
     #[test]
     fn header_is_aligned_and_ends_with_newline() {
-        for shape in [&[][..], &[5], &[1, 3, 640, 640], &[123_456_789, 7, 1, 2, 3, 4, 5, 6]] {
+        for shape in [
+            &[][..],
+            &[5],
+            &[1, 3, 640, 640],
+            &[123_456_789, 7, 1, 2, 3, 4, 5, 6],
+        ] {
             let header = npy_header_f32(shape).unwrap();
             assert_eq!(header.len() % ALIGNMENT, 0, "{shape:?}");
             assert_eq!(&header[..8], b"\x93NUMPY\x01\x00");
@@ -96,8 +127,14 @@ mod tests {
 
     #[test]
     fn header_spells_the_shape_as_a_python_tuple() {
-        let text = |shape: &[usize]| String::from_utf8(npy_header_f32(shape).unwrap()[10..].to_vec()).unwrap();
-        assert!(text(&[1, 3, 640, 640]).starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 640, 640), }"));
+        let text = |shape: &[usize]| {
+            String::from_utf8(npy_header_f32(shape).unwrap()[10..].to_vec()).unwrap()
+        };
+        assert!(
+            text(&[1, 3, 640, 640]).starts_with(
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 640, 640), }"
+            )
+        );
         assert!(text(&[5]).contains("'shape': (5,),"));
         assert!(text(&[]).contains("'shape': (),"));
     }

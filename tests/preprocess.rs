@@ -37,7 +37,12 @@ impl Rng {
     }
 }
 
-const LAYOUTS: [PixelLayout; 4] = [PixelLayout::Rgb, PixelLayout::Bgr, PixelLayout::Rgba, PixelLayout::Bgrx];
+const LAYOUTS: [PixelLayout; 4] = [
+    PixelLayout::Rgb,
+    PixelLayout::Bgr,
+    PixelLayout::Rgba,
+    PixelLayout::Bgrx,
+];
 
 /// Byte offsets of R, G, B in a pixel: written out here independently of the product.
 fn rgb_offsets(layout: PixelLayout) -> [usize; 3] {
@@ -58,14 +63,31 @@ struct TestFrame {
 }
 
 impl TestFrame {
-    fn random(rng: &mut Rng, width: usize, height: usize, layout: PixelLayout, row_padding: usize) -> Self {
+    fn random(
+        rng: &mut Rng,
+        width: usize,
+        height: usize,
+        layout: PixelLayout,
+        row_padding: usize,
+    ) -> Self {
         let stride = width * layout.bytes_per_pixel() + row_padding;
         let data = (0..stride * height).map(|_| rng.byte()).collect();
-        TestFrame { width, height, stride, layout, data }
+        TestFrame {
+            width,
+            height,
+            stride,
+            layout,
+            data,
+        }
     }
 
     /// A frame whose R, G, B values are `f(y, x, c)`.
-    fn from_fn(width: usize, height: usize, layout: PixelLayout, f: impl Fn(usize, usize, usize) -> u8) -> Self {
+    fn from_fn(
+        width: usize,
+        height: usize,
+        layout: PixelLayout,
+        f: impl Fn(usize, usize, usize) -> u8,
+    ) -> Self {
         let bpp = layout.bytes_per_pixel();
         let stride = width * bpp;
         let mut data = vec![0xEE; stride * height];
@@ -76,33 +98,65 @@ impl TestFrame {
                 }
             }
         }
-        TestFrame { width, height, stride, layout, data }
+        TestFrame {
+            width,
+            height,
+            stride,
+            layout,
+            data,
+        }
     }
 
     fn view(&self) -> ImageView<'_> {
-        ImageView { width: self.width, height: self.height, stride: self.stride, layout: self.layout, data: &self.data }
+        ImageView {
+            width: self.width,
+            height: self.height,
+            stride: self.stride,
+            layout: self.layout,
+            data: &self.data,
+        }
     }
 
     /// Channel `c` (0 = R) at row `y`, column `x`.
     fn value(&self, y: usize, x: usize, c: usize) -> f64 {
-        let offset = y * self.stride + x * self.layout.bytes_per_pixel() + rgb_offsets(self.layout)[c];
+        let offset =
+            y * self.stride + x * self.layout.bytes_per_pixel() + rgb_offsets(self.layout)[c];
         f64::from(self.data[offset])
     }
 }
 
-const IMAGENET: Normalization = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+const IMAGENET: Normalization = Normalization {
+    mean: [0.485, 0.456, 0.406],
+    std: [0.229, 0.224, 0.225],
+};
 /// Different numbers for the classifier, so mixing the two up fails.
-const CLS_NORM: Normalization = Normalization { mean: [0.5, 0.4, 0.3], std: [0.25, 0.2, 0.3] };
+const CLS_NORM: Normalization = Normalization {
+    mean: [0.5, 0.4, 0.3],
+    std: [0.25, 0.2, 0.3],
+};
 /// Leaves values as x / 255, for hand-checked numbers.
-const UNIT: Normalization = Normalization { mean: [0.0; 3], std: [1.0; 3] };
+const UNIT: Normalization = Normalization {
+    mean: [0.0; 3],
+    std: [1.0; 3],
+};
 const MASK_MEAN: f32 = 0.3;
 const MASK_STD: f32 = 0.45;
 
 fn geometry(seg_hw: (usize, usize), cls_hw: (usize, usize)) -> TensorGeometry {
-    TensorGeometry { seg_hw, seg_classes: 2, cls_hw, cls_classes: 2 }
+    TensorGeometry {
+        seg_hw,
+        seg_classes: 2,
+        cls_hw,
+        cls_classes: 2,
+    }
 }
 
-const DEMO: TensorGeometry = TensorGeometry { seg_hw: (640, 640), seg_classes: 2, cls_hw: (224, 512), cls_classes: 2 };
+const DEMO: TensorGeometry = TensorGeometry {
+    seg_hw: (640, 640),
+    seg_classes: 2,
+    cls_hw: (224, 512),
+    cls_classes: 2,
+};
 
 // ---------------------------------------------------------------------------
 // The float64 reference: the contract written as plainly as possible
@@ -163,10 +217,20 @@ fn reference_resize(
 }
 
 /// 1x3xHxW: the frame resized, /255, normalized.
-fn reference_rgb(frame: &TestFrame, out_hw: (usize, usize), norm: &Normalization, coords: Coordinates) -> Vec<f64> {
+fn reference_rgb(
+    frame: &TestFrame,
+    out_hw: (usize, usize),
+    norm: &Normalization,
+    coords: Coordinates,
+) -> Vec<f64> {
     let mut out = Vec::new();
     for c in 0..3 {
-        let plane = reference_resize(|y, x| frame.value(y, x, c), (frame.height, frame.width), out_hw, coords);
+        let plane = reference_resize(
+            |y, x| frame.value(y, x, c),
+            (frame.height, frame.width),
+            out_hw,
+            coords,
+        );
         let (mean, std) = (f64::from(norm.mean[c]), f64::from(norm.std[c]));
         out.extend(plane.into_iter().map(|v| (v / 255.0 - mean) / std));
     }
@@ -175,10 +239,15 @@ fn reference_rgb(frame: &TestFrame, out_hw: (usize, usize), norm: &Normalization
 
 fn reference_mask_channel(mask: &[f32], in_hw: (usize, usize), out_hw: (usize, usize)) -> Vec<f64> {
     let (mean, std) = (f64::from(MASK_MEAN), f64::from(MASK_STD));
-    reference_resize(|y, x| f64::from(mask[y * in_hw.1 + x]), in_hw, out_hw, Coordinates::Torch)
-        .into_iter()
-        .map(|m| (m - mean) / std)
-        .collect()
+    reference_resize(
+        |y, x| f64::from(mask[y * in_hw.1 + x]),
+        in_hw,
+        out_hw,
+        Coordinates::Torch,
+    )
+    .into_iter()
+    .map(|m| (m - mean) / std)
+    .collect()
 }
 
 /// Largest |a - b| and where it is; panics with context above `tolerance`.
@@ -210,8 +279,12 @@ fn run_frame(pre: &mut Preprocessor, frame: &TestFrame) -> (Vec<f32>, Vec<f32>) 
     let mut cls = vec![f32::NAN; g.cls_input_len()];
     let plane = g.cls_hw.0 * g.cls_hw.1;
     cls[3 * plane..].fill(-7.0);
-    pre.frame_to_tensors(frame.view(), &mut seg, &mut cls).unwrap();
-    assert!(cls[3 * plane..].iter().all(|&v| v == -7.0), "frame_to_tensors wrote into the mask channel");
+    pre.frame_to_tensors(frame.view(), &mut seg, &mut cls)
+        .unwrap();
+    assert!(
+        cls[3 * plane..].iter().all(|&v| v == -7.0),
+        "frame_to_tensors wrote into the mask channel"
+    );
     (seg, cls)
 }
 
@@ -220,7 +293,12 @@ fn check_against_reference(pre: &mut Preprocessor, frame: &TestFrame, what: &str
     let g = *pre.geometry();
     let (seg, cls) = run_frame(pre, frame);
     let plane = g.cls_hw.0 * g.cls_hw.1;
-    let seg_diff = assert_close(&format!("{what} seg"), &seg, &reference_rgb(frame, g.seg_hw, &IMAGENET, Coordinates::Torch), 1e-4);
+    let seg_diff = assert_close(
+        &format!("{what} seg"),
+        &seg,
+        &reference_rgb(frame, g.seg_hw, &IMAGENET, Coordinates::Torch),
+        1e-4,
+    );
     let cls_diff = assert_close(
         &format!("{what} cls rgb"),
         &cls[..3 * plane],
@@ -242,8 +320,21 @@ fn preprocessor(g: TensorGeometry) -> Preprocessor {
 fn odd_frame_sizes_match_the_f64_reference_in_every_layout() {
     let mut rng = Rng(1);
     // Up- and downscaling on each axis, degenerate sizes, the demo size.
-    let sizes = [(1, 1), (3, 2), (2, 3), (333, 201), (1281, 719), (1280, 720), (7, 900), (640, 640)];
-    let geometries = [geometry((640, 640), (224, 512)), geometry((5, 3), (2, 7)), geometry((1, 1), (3, 1))];
+    let sizes = [
+        (1, 1),
+        (3, 2),
+        (2, 3),
+        (333, 201),
+        (1281, 719),
+        (1280, 720),
+        (7, 900),
+        (640, 640),
+    ];
+    let geometries = [
+        geometry((640, 640), (224, 512)),
+        geometry((5, 3), (2, 7)),
+        geometry((1, 1), (3, 1)),
+    ];
     let mut worst = 0.0f64;
     for &(width, height) in &sizes {
         for (li, &layout) in LAYOUTS.iter().enumerate() {
@@ -252,7 +343,10 @@ fn odd_frame_sizes_match_the_f64_reference_in_every_layout() {
             let frame = TestFrame::random(&mut rng, width, height, layout, padding);
             for g in geometries {
                 let mut pre = preprocessor(g);
-                let what = format!("{width}x{height} {layout:?} stride {} -> {g:?}", frame.stride);
+                let what = format!(
+                    "{width}x{height} {layout:?} stride {} -> {g:?}",
+                    frame.stride
+                );
                 worst = worst.max(check_against_reference(&mut pre, &frame, &what));
             }
         }
@@ -269,7 +363,10 @@ fn random_sizes_and_geometries_match_the_f64_reference() {
         let layout = LAYOUTS[rng.below(4)];
         let padding = rng.below(9);
         let frame = TestFrame::random(&mut rng, width, height, layout, padding);
-        let g = geometry((1 + rng.below(70), 1 + rng.below(70)), (1 + rng.below(70), 1 + rng.below(70)));
+        let g = geometry(
+            (1 + rng.below(70), 1 + rng.below(70)),
+            (1 + rng.below(70), 1 + rng.below(70)),
+        );
         let mut pre = preprocessor(g);
         let what = format!("round {round}: {width}x{height} {layout:?} -> {g:?}");
         worst = worst.max(check_against_reference(&mut pre, &frame, &what));
@@ -296,7 +393,12 @@ fn changing_frame_size_and_layout_rebuilds_the_tables() {
 #[test]
 fn mask_channel_matches_the_f64_reference() {
     let mut rng = Rng(4);
-    for g in [DEMO, geometry((7, 5), (3, 11)), geometry((1, 1), (4, 4)), geometry((9, 9), (9, 9))] {
+    for g in [
+        DEMO,
+        geometry((7, 5), (3, 11)),
+        geometry((1, 1), (4, 4)),
+        geometry((9, 9), (9, 9)),
+    ] {
         let pre = preprocessor(g);
         // A blob plus scattered pixels: sharp edges in both directions.
         let (h, w) = g.seg_hw;
@@ -311,8 +413,16 @@ fn mask_channel_matches_the_f64_reference() {
         let plane = g.cls_hw.0 * g.cls_hw.1;
         cls[..3 * plane].fill(5.0);
         pre.mask_to_classifier_channel(&mask, &mut cls);
-        assert!(cls[..3 * plane].iter().all(|&v| v == 5.0), "mask channel spilled into RGB");
-        assert_close(&format!("mask {g:?}"), &cls[3 * plane..], &reference_mask_channel(&mask, g.seg_hw, g.cls_hw), 1e-5);
+        assert!(
+            cls[..3 * plane].iter().all(|&v| v == 5.0),
+            "mask channel spilled into RGB"
+        );
+        assert_close(
+            &format!("mask {g:?}"),
+            &cls[3 * plane..],
+            &reference_mask_channel(&mask, g.seg_hw, g.cls_hw),
+            1e-5,
+        );
     }
 }
 
@@ -341,7 +451,10 @@ fn identity_resize_reproduces_the_pixels() {
                     let got = seg[(c * 23 + y) * 37 + x];
                     let want = frame.value(y, x, c);
                     // x / 255 * 255 may differ from x by float rounding only.
-                    assert!((got - want).abs() < 1e-4, "{layout:?} c{c} y{y} x{x}: {got} vs {want}");
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "{layout:?} c{c} y{y} x{x}: {got} vs {want}"
+                    );
                 }
             }
         }
@@ -361,7 +474,11 @@ fn exact_halving_is_the_mean_of_each_2x2_block() {
                     + frame.value(2 * y + 1, 2 * x, c)
                     + frame.value(2 * y + 1, 2 * x + 1, c);
                 let got = seg[(c * 5 + y) * 8 + x];
-                assert!((got - block / 4.0).abs() < 1e-4, "c{c} y{y} x{x}: {got} vs {}", block / 4.0);
+                assert!(
+                    (got - block / 4.0).abs() < 1e-4,
+                    "c{c} y{y} x{x}: {got} vs {}",
+                    block / 4.0
+                );
             }
         }
     }
@@ -378,16 +495,26 @@ fn doubling_gives_the_known_pytorch_values() {
         [200.0, 160.0, 80.0, 40.0],
     ];
     let pixels = [[0u8, 100], [200, 40]];
-    let frame = TestFrame::from_fn(2, 2, PixelLayout::Rgb, |y, x, c| pixels[y][x] / (c as u8 + 1));
+    let frame = TestFrame::from_fn(2, 2, PixelLayout::Rgb, |y, x, c| {
+        pixels[y][x] / (c as u8 + 1)
+    });
     let seg = unit_seg(&frame, (4, 4));
     for y in 0..4 {
         for x in 0..4 {
             let got = seg[y * 4 + x];
-            assert!((got - known[y][x]).abs() < 1e-4, "y{y} x{x}: {got} vs {}", known[y][x]);
+            assert!(
+                (got - known[y][x]).abs() < 1e-4,
+                "y{y} x{x}: {got} vs {}",
+                known[y][x]
+            );
         }
     }
     // G is the frame halved: the same weights on other values.
-    assert!((seg[16 + 5] - 29.375).abs() < 1e-4, "G at (1,1): {}", seg[16 + 5]);
+    assert!(
+        (seg[16 + 5] - 29.375).abs() < 1e-4,
+        "G at (1,1): {}",
+        seg[16 + 5]
+    );
 }
 
 #[test]
@@ -397,7 +524,10 @@ fn channels_come_out_as_rgb_for_every_layout() {
         let seg = unit_seg(&frame, (2, 3));
         for c in 0..3 {
             for v in &seg[c * 6..(c + 1) * 6] {
-                assert!((v - [10.0, 20.0, 30.0][c]).abs() < 1e-4, "{layout:?} channel {c}: {v}");
+                assert!(
+                    (v - [10.0, 20.0, 30.0][c]).abs() < 1e-4,
+                    "{layout:?} channel {c}: {v}"
+                );
             }
         }
     }
@@ -425,7 +555,10 @@ fn logits_to_mask_two_three_and_four_classes_with_ties() {
                 let winner = values.iter().position(|&v| v == max).unwrap();
                 let want = if winner == mask_class { 1.0 } else { 0.0 };
                 expected_set += (winner == mask_class) as u64;
-                assert_eq!(mask[i], want, "C={classes} class {mask_class} pixel {i}: logits {values:?}");
+                assert_eq!(
+                    mask[i], want,
+                    "C={classes} class {mask_class} pixel {i}: logits {values:?}"
+                );
             }
             assert_eq!(set, expected_set, "C={classes} class {mask_class}");
         }
@@ -459,27 +592,90 @@ fn bad_frames_and_buffers_are_refused_with_their_numbers() {
     let mut pre = preprocessor(g);
     let data = vec![0u8; 100];
     let (mut seg, mut cls) = (vec![0.0; g.seg_input_len()], vec![0.0; g.cls_input_len()]);
-    let view = |width, height, stride, len| ImageView { width, height, stride, layout: PixelLayout::Rgba, data: &data[..len] };
+    let view = |width, height, stride, len| ImageView {
+        width,
+        height,
+        stride,
+        layout: PixelLayout::Rgba,
+        data: &data[..len],
+    };
 
-    let err = pre.frame_to_tensors(view(0, 3, 12, 100), &mut seg, &mut cls).unwrap_err();
-    assert_eq!(err, PreprocessError::EmptyFrame { width: 0, height: 3 });
+    let err = pre
+        .frame_to_tensors(view(0, 3, 12, 100), &mut seg, &mut cls)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PreprocessError::EmptyFrame {
+            width: 0,
+            height: 3
+        }
+    );
 
-    let err = pre.frame_to_tensors(view(3, 3, 11, 100), &mut seg, &mut cls).unwrap_err();
-    assert_eq!(err, PreprocessError::StrideTooSmall { stride: 11, width: 3, layout: PixelLayout::Rgba, row_bytes: 12 });
-    assert!(err.to_string().contains("stride 11") && err.to_string().contains("12 bytes"), "{err}");
+    let err = pre
+        .frame_to_tensors(view(3, 3, 11, 100), &mut seg, &mut cls)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PreprocessError::StrideTooSmall {
+            stride: 11,
+            width: 3,
+            layout: PixelLayout::Rgba,
+            row_bytes: 12
+        }
+    );
+    assert!(
+        err.to_string().contains("stride 11") && err.to_string().contains("12 bytes"),
+        "{err}"
+    );
 
-    let err = pre.frame_to_tensors(view(3, 3, 16, 43), &mut seg, &mut cls).unwrap_err();
-    assert_eq!(err, PreprocessError::DataTooShort { len: 43, width: 3, height: 3, stride: 16, needed: 44 });
-    assert!(err.to_string().contains("43 bytes") && err.to_string().contains("44"), "{err}");
+    let err = pre
+        .frame_to_tensors(view(3, 3, 16, 43), &mut seg, &mut cls)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PreprocessError::DataTooShort {
+            len: 43,
+            width: 3,
+            height: 3,
+            stride: 16,
+            needed: 44
+        }
+    );
+    assert!(
+        err.to_string().contains("43 bytes") && err.to_string().contains("44"),
+        "{err}"
+    );
     // Exactly enough (no padding after the last row) is accepted.
-    pre.frame_to_tensors(view(3, 3, 16, 44), &mut seg, &mut cls).unwrap();
+    pre.frame_to_tensors(view(3, 3, 16, 44), &mut seg, &mut cls)
+        .unwrap();
 
-    let err = pre.frame_to_tensors(view(3, 3, 16, 44), &mut seg[..47], &mut cls).unwrap_err();
-    assert_eq!(err, PreprocessError::BufferLength { buffer: "segmentation input", len: 47, expected: 48 });
+    let err = pre
+        .frame_to_tensors(view(3, 3, 16, 44), &mut seg[..47], &mut cls)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PreprocessError::BufferLength {
+            buffer: "segmentation input",
+            len: 47,
+            expected: 48
+        }
+    );
     let mut long_cls = vec![0.0; 17];
-    let err = pre.frame_to_tensors(view(3, 3, 16, 44), &mut seg, &mut long_cls).unwrap_err();
-    assert_eq!(err, PreprocessError::BufferLength { buffer: "classifier input", len: 17, expected: 16 });
-    assert!(err.to_string().contains("17 floats") && err.to_string().contains("needs 16"), "{err}");
+    let err = pre
+        .frame_to_tensors(view(3, 3, 16, 44), &mut seg, &mut long_cls)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        PreprocessError::BufferLength {
+            buffer: "classifier input",
+            len: 17,
+            expected: 16
+        }
+    );
+    assert!(
+        err.to_string().contains("17 floats") && err.to_string().contains("needs 16"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -497,16 +693,20 @@ fn timing_of_a_1280x720_frame() {
     let mut pre = preprocessor(DEMO);
     let mut seg = vec![0.0; DEMO.seg_input_len()];
     let mut cls = vec![0.0; DEMO.cls_input_len()];
-    let logits: Vec<f32> = (0..DEMO.seg_logits_len()).map(|_| rng.below(100) as f32).collect();
+    let logits: Vec<f32> = (0..DEMO.seg_logits_len())
+        .map(|_| rng.below(100) as f32)
+        .collect();
     let mut mask = vec![0.0; DEMO.mask_len()];
-    pre.frame_to_tensors(frame.view(), &mut seg, &mut cls).unwrap();
+    pre.frame_to_tensors(frame.view(), &mut seg, &mut cls)
+        .unwrap();
 
     let runs = 30;
     let mut best = [f64::MAX; 3];
     let mut total = [0.0; 3];
     for _ in 0..runs {
         let t0 = Instant::now();
-        pre.frame_to_tensors(frame.view(), &mut seg, &mut cls).unwrap();
+        pre.frame_to_tensors(frame.view(), &mut seg, &mut cls)
+            .unwrap();
         let t1 = Instant::now();
         std::hint::black_box(logits_to_mask(&logits, 2, 1, &mut mask));
         let t2 = Instant::now();
@@ -519,9 +719,18 @@ fn timing_of_a_1280x720_frame() {
         }
     }
     std::hint::black_box((&seg, &cls));
-    let names = ["frame_to_tensors 1280x720 RGB -> 640x640 + 224x512", "logits_to_mask 2x640x640", "mask_to_classifier_channel"];
+    let names = [
+        "frame_to_tensors 1280x720 RGB -> 640x640 + 224x512",
+        "logits_to_mask 2x640x640",
+        "mask_to_classifier_channel",
+    ];
     for i in 0..3 {
-        println!("timing: {}: best {:.3} ms, mean {:.3} ms over {runs} runs", names[i], best[i], total[i] / runs as f64);
+        println!(
+            "timing: {}: best {:.3} ms, mean {:.3} ms over {runs} runs",
+            names[i],
+            best[i],
+            total[i] / runs as f64
+        );
     }
 }
 
@@ -531,15 +740,26 @@ fn timing_of_a_1280x720_frame() {
 
 /// Ok when `python3` can import `modules`; else the reason to print.
 fn python_with(modules: &str) -> Result<(), String> {
-    match Command::new("python3").args(["-c", &format!("import {modules}")]).output() {
+    match Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+    {
         Ok(out) if out.status.success() => Ok(()),
-        Ok(out) => Err(format!("python3 cannot import {modules}: {}", String::from_utf8_lossy(&out.stderr).trim())),
+        Ok(out) => Err(format!(
+            "python3 cannot import {modules}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
         Err(e) => Err(format!("python3 not found ({e})")),
     }
 }
 
 fn run_python(script: &str, args: &[&Path]) -> String {
-    let out = Command::new("python3").arg("-c").arg(script).args(args).output().unwrap();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "python3 failed:\n{}\n{}",
@@ -555,15 +775,28 @@ fn read_npy_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
     assert_eq!(&bytes[..6], b"\x93NUMPY", "{}", path.display());
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        _ => (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12),
+        _ => (
+            u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
+            12,
+        ),
     };
     let header = std::str::from_utf8(&bytes[start..start + header_len]).unwrap();
-    assert!(header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"), "{header}");
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
+        "{header}"
+    );
     let dims = &header[header.find("'shape': (").unwrap() + 10..];
     let dims = &dims[..dims.find(')').unwrap()];
-    let shape: Vec<usize> = dims.split(',').map(str::trim).filter(|d| !d.is_empty()).map(|d| d.parse().unwrap()).collect();
-    let data: Vec<f32> =
-        bytes[start + header_len..].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let shape: Vec<usize> = dims
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse().unwrap())
+        .collect();
+    let data: Vec<f32> = bytes[start + header_len..]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
     assert_eq!(data.len(), shape.iter().product::<usize>());
     (shape, data)
 }
@@ -602,7 +835,9 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
     ];
     for ((width, height), out_hw) in cases {
         let frame = TestFrame::random(&mut rng, width, height, PixelLayout::Bgr, 7);
-        let hwc: Vec<f32> = (0..height * width * 3).map(|i| frame.value(i / 3 / width, i / 3 % width, i % 3) as f32).collect();
+        let hwc: Vec<f32> = (0..height * width * 3)
+            .map(|i| frame.value(i / 3 / width, i / 3 % width, i % 3) as f32)
+            .collect();
         let (input, output) = (dir.path().join("frame.npy"), dir.path().join("cv2.npy"));
         write_npy_f32(&input, &[height, width, 3], &hwc).unwrap();
         let (h, w) = (out_hw.0.to_string(), out_hw.1.to_string());
@@ -618,7 +853,12 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
         // what shows that INTER_LINEAR on floats is F.interpolate without
         // antialias, downscaling included.
         let exact = reference_rgb(&frame, out_hw, &IMAGENET, Coordinates::Exact);
-        let theirs = assert_close(&format!("{what}: OpenCV vs exact-coordinate contract"), &cv2, &exact, 1e-4);
+        let theirs = assert_close(
+            &format!("{what}: OpenCV vs exact-coordinate contract"),
+            &cv2,
+            &exact,
+            1e-4,
+        );
         // Ours against OpenCV: the two differ only by PyTorch's f32 sample
         // positions. The interpolant moves at most 255 per pixel of shift, so
         // the bound is the largest shift on each axis, over 255 * min(std).
@@ -632,8 +872,15 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
         };
         let bound = (shift(height, out_hw.0) + shift(width, out_hw.1)) / 0.224 + 1e-5;
         let cv2_f64: Vec<f64> = cv2.iter().map(|&v| f64::from(v)).collect();
-        let ours = assert_close(&format!("{what}: ours vs OpenCV"), &seg, &cv2_f64, bound.max(1e-4));
-        println!("opencv {what}: cv2 vs exact contract {theirs:e}; ours vs cv2 {ours:e} (f32-coordinate bound {bound:e})");
+        let ours = assert_close(
+            &format!("{what}: ours vs OpenCV"),
+            &seg,
+            &cv2_f64,
+            bound.max(1e-4),
+        );
+        println!(
+            "opencv {what}: cv2 vs exact contract {theirs:e}; ours vs cv2 {ours:e} (f32-coordinate bound {bound:e})"
+        );
     }
 }
 
@@ -644,7 +891,13 @@ fn numpy_reads_what_write_npy_f32_writes() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let shapes: [&[usize]; 5] = [&[1, 3, 5, 7], &[11], &[], &[2, 0, 3], &[4, 1, 1, 1, 1, 1, 1, 2]];
+    let shapes: [&[usize]; 5] = [
+        &[1, 3, 5, 7],
+        &[11],
+        &[],
+        &[2, 0, 3],
+        &[4, 1, 1, 1, 1, 1, 1, 2],
+    ];
     for shape in shapes {
         let len: usize = shape.iter().product();
         let data: Vec<f32> = (0..len).map(|i| i as f32 * 0.37 - 3.0).collect();
@@ -664,7 +917,11 @@ buf = io.BytesIO(); np.save(buf, expect)
 assert ours == buf.getvalue(), "file differs from np.save"
 print("ok", a.shape)
 "#;
-        let dims = shape.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        let dims = shape
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         let printed = run_python(script, &[&path, Path::new(&dims)]);
         assert!(printed.starts_with("ok"), "{printed}");
     }
@@ -713,20 +970,43 @@ fn pytorch_contract_agrees_end_to_end() {
     let mut prepared = Vec::new();
     for (i, &((width, height), g, classes)) in cases.iter().enumerate() {
         let frame = TestFrame::random(&mut rng, width, height, LAYOUTS[i % 4], 3);
-        let hwc: Vec<f32> =
-            (0..height * width * 3).map(|k| frame.value(k / 3 / width, k / 3 % width, k % 3) as f32).collect();
-        write_npy_f32(&dir.path().join(format!("{i}_frame.npy")), &[height, width, 3], &hwc).unwrap();
+        let hwc: Vec<f32> = (0..height * width * 3)
+            .map(|k| frame.value(k / 3 / width, k / 3 % width, k % 3) as f32)
+            .collect();
+        write_npy_f32(
+            &dir.path().join(format!("{i}_frame.npy")),
+            &[height, width, 3],
+            &hwc,
+        )
+        .unwrap();
         // Small integers: many ties for argmax to settle.
-        let logits: Vec<f32> = (0..classes * g.mask_len()).map(|_| rng.below(3) as f32).collect();
-        write_npy_f32(&dir.path().join(format!("{i}_logits.npy")), &[1, classes, g.seg_hw.0, g.seg_hw.1], &logits)
-            .unwrap();
-        let hw = format!("{} {} {} {}", g.seg_hw.0, g.seg_hw.1, g.cls_hw.0, g.cls_hw.1);
+        let logits: Vec<f32> = (0..classes * g.mask_len())
+            .map(|_| rng.below(3) as f32)
+            .collect();
+        write_npy_f32(
+            &dir.path().join(format!("{i}_logits.npy")),
+            &[1, classes, g.seg_hw.0, g.seg_hw.1],
+            &logits,
+        )
+        .unwrap();
+        let hw = format!(
+            "{} {} {} {}",
+            g.seg_hw.0, g.seg_hw.1, g.cls_hw.0, g.cls_hw.1
+        );
         std::fs::write(dir.path().join(format!("{i}_hw.txt")), hw).unwrap();
         prepared.push((frame, logits));
     }
     let count = cases.len().to_string();
     let (mean, std) = (MASK_MEAN.to_string(), MASK_STD.to_string());
-    let printed = run_python(TORCH_CONTRACT, &[dir.path(), Path::new(&count), Path::new(&mean), Path::new(&std)]);
+    let printed = run_python(
+        TORCH_CONTRACT,
+        &[
+            dir.path(),
+            Path::new(&count),
+            Path::new(&mean),
+            Path::new(&std),
+        ],
+    );
 
     for (i, (&(_, g, classes), (frame, logits))) in cases.iter().zip(&prepared).enumerate() {
         let mut pre = preprocessor(g);
@@ -736,21 +1016,43 @@ fn pytorch_contract_agrees_end_to_end() {
         pre.mask_to_classifier_channel(&mask, &mut cls);
 
         let load = |name: &str| read_npy_f32(&dir.path().join(format!("{i}_torch_{name}.npy")));
-        let what = format!("case {i} ({}x{} {:?} -> {g:?})", frame.width, frame.height, frame.layout);
+        let what = format!(
+            "case {i} ({}x{} {:?} -> {g:?})",
+            frame.width, frame.height, frame.layout
+        );
         let (torch_mask_shape, torch_mask) = load("mask");
         assert_eq!(torch_mask_shape, [1, g.seg_hw.0, g.seg_hw.1]);
         assert_eq!(mask, torch_mask, "{what}: mask differs from torch.argmax");
-        assert_eq!(set, torch_mask.iter().filter(|&&m| m == 1.0).count() as u64, "{what}: mask count");
+        assert_eq!(
+            set,
+            torch_mask.iter().filter(|&&m| m == 1.0).count() as u64,
+            "{what}: mask count"
+        );
         let to_f64 = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
         let (seg_shape, torch_seg) = load("seg");
         assert_eq!(seg_shape, [1, 3, g.seg_hw.0, g.seg_hw.1]);
         // Torch itself against the float64 contract (with its own f32 sample positions).
         let reference = reference_rgb(frame, g.seg_hw, &IMAGENET, Coordinates::Torch);
-        let torch_diff = assert_close(&format!("{what}: torch seg vs f64 contract"), &torch_seg, &reference, 1e-4);
-        let seg_diff = assert_close(&format!("{what}: seg vs torch"), &seg, &to_f64(torch_seg), 1e-4);
+        let torch_diff = assert_close(
+            &format!("{what}: torch seg vs f64 contract"),
+            &torch_seg,
+            &reference,
+            1e-4,
+        );
+        let seg_diff = assert_close(
+            &format!("{what}: seg vs torch"),
+            &seg,
+            &to_f64(torch_seg),
+            1e-4,
+        );
         let (cls_shape, torch_cls) = load("cls");
         assert_eq!(cls_shape, [1, 4, g.cls_hw.0, g.cls_hw.1]);
-        let cls_diff = assert_close(&format!("{what}: cls vs torch"), &cls, &to_f64(torch_cls), 1e-4);
+        let cls_diff = assert_close(
+            &format!("{what}: cls vs torch"),
+            &cls,
+            &to_f64(torch_cls),
+            1e-4,
+        );
         println!(
             "{} {what}: ours vs torch: seg {seg_diff:e}, cls {cls_diff:e}, mask exact ({set} set); torch seg vs f64 contract {torch_diff:e}",
             printed.trim()

@@ -58,22 +58,43 @@ fn allocations() -> u64 {
 
 #[test]
 fn second_frame_of_the_same_size_allocates_nothing() {
-    let norm = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
-    let geometry = TensorGeometry { seg_hw: (640, 640), seg_classes: 2, cls_hw: (224, 512), cls_classes: 2 };
+    let norm = Normalization {
+        mean: [0.485, 0.456, 0.406],
+        std: [0.229, 0.224, 0.225],
+    };
+    let geometry = TensorGeometry {
+        seg_hw: (640, 640),
+        seg_classes: 2,
+        cls_hw: (224, 512),
+        cls_classes: 2,
+    };
     let mut pre = Preprocessor::new(norm, norm, 0.5, 0.5, geometry);
     let (width, height, stride) = (1280, 720, 1280 * 4 + 64);
     let data: Vec<u8> = (0..stride * height).map(|i| (i * 7 % 251) as u8).collect();
-    let frame = ImageView { width, height, stride, layout: PixelLayout::Bgrx, data: &data };
+    let frame = ImageView {
+        width,
+        height,
+        stride,
+        layout: PixelLayout::Bgrx,
+        data: &data,
+    };
     let mut seg = vec![0.0f32; geometry.seg_input_len()];
     let mut cls = vec![0.0f32; geometry.cls_input_len()];
     let mut logits = vec![0.0f32; geometry.seg_logits_len()];
-    logits[geometry.mask_len()..].iter_mut().step_by(3).for_each(|v| *v = 1.0);
+    logits[geometry.mask_len()..]
+        .iter_mut()
+        .step_by(3)
+        .for_each(|v| *v = 1.0);
     let mut mask = vec![0.0f32; geometry.mask_len()];
 
     // The counter must see this thread's allocations, or the test could not fail.
     let before_box = allocations();
     drop(std::hint::black_box(Box::new(1u64)));
-    assert_eq!(allocations(), before_box + 1, "the allocation counter does not count");
+    assert_eq!(
+        allocations(),
+        before_box + 1,
+        "the allocation counter does not count"
+    );
 
     // First frame: tables are built for 1280x720.
     pre.frame_to_tensors(frame, &mut seg, &mut cls).unwrap();
@@ -85,12 +106,25 @@ fn second_frame_of_the_same_size_allocates_nothing() {
     pre.mask_to_classifier_channel(&mask, &mut cls);
     let during = allocations() - before;
     assert!(set > 0);
-    assert_eq!(during, 0, "preprocessing a second frame of the same size allocated {during} times");
+    assert_eq!(
+        during, 0,
+        "preprocessing a second frame of the same size allocated {during} times"
+    );
 
     // A layout change at the same size keeps the tables too.
     let rgb_data = &data[..width * 3 * height];
-    let rgb = ImageView { width, height, stride: width * 3, layout: PixelLayout::Rgb, data: rgb_data };
+    let rgb = ImageView {
+        width,
+        height,
+        stride: width * 3,
+        layout: PixelLayout::Rgb,
+        data: rgb_data,
+    };
     let before = allocations();
     pre.frame_to_tensors(rgb, &mut seg, &mut cls).unwrap();
-    assert_eq!(allocations() - before, 0, "a layout change at the same size allocated");
+    assert_eq!(
+        allocations() - before,
+        0,
+        "a layout change at the same size allocated"
+    );
 }

@@ -6,20 +6,45 @@ use crate::frame::PixelLayout;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PreprocessError {
-    #[error("frame is empty ({width}x{height} pixels); the source delivered no image — check the capture caps")]
+    #[error(
+        "frame is empty ({width}x{height} pixels); the source delivered no image — check the capture caps"
+    )]
     EmptyFrame { width: usize, height: usize },
-    #[error("frame of {width}x{height} pixels exceeds {max} pixels per side; check the capture caps")]
-    FrameTooLarge { width: usize, height: usize, max: usize },
+    #[error(
+        "frame of {width}x{height} pixels exceeds {max} pixels per side; check the capture caps"
+    )]
+    FrameTooLarge {
+        width: usize,
+        height: usize,
+        max: usize,
+    },
     #[error(
         "frame row stride {stride} bytes is smaller than one row of {width} {layout:?} pixels ({row_bytes} bytes); \
          capture mis-stated the frame layout"
     )]
-    StrideTooSmall { stride: usize, width: usize, layout: PixelLayout, row_bytes: usize },
+    StrideTooSmall {
+        stride: usize,
+        width: usize,
+        layout: PixelLayout,
+        row_bytes: usize,
+    },
     #[error(
         "frame data has {len} bytes but {width}x{height} pixels with row stride {stride} need at least {needed}; \
          capture mis-stated the frame size"
     )]
-    DataTooShort { len: usize, width: usize, height: usize, stride: usize, needed: usize },
-    #[error("{buffer} buffer holds {len} floats but the model geometry needs {expected}; it was sized for other models")]
-    BufferLength { buffer: &'static str, len: usize, expected: usize },
+    DataTooShort {
+        len: usize,
+        width: usize,
+        height: usize,
+        stride: usize,
+        needed: usize,
+    },
+    #[error(
+        "{buffer} buffer holds {len} floats but the model geometry needs {expected}; it was sized for other models"
+    )]
+    BufferLength {
+        buffer: &'static str,
+        len: usize,
+        expected: usize,
+    },
 }

@@ -27,18 +27,31 @@ impl<'a> FrameRows<'a> {
             return Err(PreprocessError::EmptyFrame { width, height });
         }
         if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
-            return Err(PreprocessError::FrameTooLarge { width, height, max: MAX_FRAME_SIDE });
+            return Err(PreprocessError::FrameTooLarge {
+                width,
+                height,
+                max: MAX_FRAME_SIDE,
+            });
         }
         // Both factors are below 2^24 and bytes per pixel is at most 4: no overflow.
         let row_bytes = width * frame.layout.bytes_per_pixel();
         if stride < row_bytes {
-            return Err(PreprocessError::StrideTooSmall { stride, width, layout: frame.layout, row_bytes });
+            return Err(PreprocessError::StrideTooSmall {
+                stride,
+                width,
+                layout: frame.layout,
+                row_bytes,
+            });
         }
         // The last row needs no padding after it.
         let needed = stride
             .checked_mul(height - 1)
             .and_then(|bytes| bytes.checked_add(row_bytes))
-            .ok_or(PreprocessError::FrameTooLarge { width, height, max: MAX_FRAME_SIDE })?;
+            .ok_or(PreprocessError::FrameTooLarge {
+                width,
+                height,
+                max: MAX_FRAME_SIDE,
+            })?;
         if frame.data.len() < needed {
             return Err(PreprocessError::DataTooShort {
                 len: frame.data.len(),
@@ -48,7 +61,13 @@ impl<'a> FrameRows<'a> {
                 needed,
             });
         }
-        Ok(FrameRows { data: frame.data, stride, row_bytes, width, height })
+        Ok(FrameRows {
+            data: frame.data,
+            stride,
+            row_bytes,
+            width,
+            height,
+        })
     }
 
     /// The pixels of row `y` (without row padding). `y` must be below `height`;
@@ -65,7 +84,13 @@ mod tests {
     use crate::frame::PixelLayout;
 
     fn view(width: usize, height: usize, stride: usize, data: &[u8]) -> ImageView<'_> {
-        ImageView { width, height, stride, layout: PixelLayout::Rgb, data }
+        ImageView {
+            width,
+            height,
+            stride,
+            layout: PixelLayout::Rgb,
+            data,
+        }
     }
 
     #[test]
@@ -78,11 +103,17 @@ mod tests {
     #[test]
     fn refusals_name_the_numbers() {
         let data = vec![0u8; 13];
-        let err = FrameRows::new(&view(2, 2, 5, &data)).unwrap_err().to_string();
+        let err = FrameRows::new(&view(2, 2, 5, &data))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("stride 5") && err.contains("6 bytes"), "{err}");
-        let err = FrameRows::new(&view(2, 2, 8, &data)).unwrap_err().to_string();
+        let err = FrameRows::new(&view(2, 2, 8, &data))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("13 bytes") && err.contains("14"), "{err}");
-        let err = FrameRows::new(&view(0, 2, 8, &data)).unwrap_err().to_string();
+        let err = FrameRows::new(&view(0, 2, 8, &data))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("0x2"), "{err}");
     }
 }

@@ -24,7 +24,10 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
         "segmentation logits have {} floats, expected {classes} classes x {pixels} mask pixels",
         logits.len()
     );
-    assert!(mask_class < classes, "mask class {mask_class} is not below the model's {classes} classes");
+    assert!(
+        mask_class < classes,
+        "mask class {mask_class} is not below the model's {classes} classes"
+    );
     if pixels == 0 {
         return 0;
     }
@@ -39,7 +42,9 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
         let start = block * ARGMAX_BLOCK;
         let len = mask.len();
         let (best, arg) = (&mut best[..len], &mut arg[..len]);
-        let mut planes = logits.chunks_exact(pixels).map(|plane| &plane[start..start + len]);
+        let mut planes = logits
+            .chunks_exact(pixels)
+            .map(|plane| &plane[start..start + len]);
         // `classes > 0` was checked, so the first plane exists.
         if let Some(first) = planes.next() {
             best.copy_from_slice(first);
@@ -68,7 +73,11 @@ pub fn logits_to_mask(logits: &[f32], classes: usize, mask_class: usize, mask: &
 
 /// `logits_to_mask` for the common two-class model, in one pass over both
 /// planes: class 1 wins where it is strictly larger, or NaN over a number.
-fn two_class_mask((class0, class1): (&[f32], &[f32]), seal_is_class1: bool, mask: &mut [f32]) -> u64 {
+fn two_class_mask(
+    (class0, class1): (&[f32], &[f32]),
+    seal_is_class1: bool,
+    mask: &mut [f32],
+) -> u64 {
     let mut set = 0u64;
     for ((m, &p0), &p1) in mask.iter_mut().zip(class0).zip(class1) {
         let class1_wins = (p1 > p0) | (p1.is_nan() & !p0.is_nan());
@@ -95,7 +104,12 @@ impl MaskResampler {
         let (mut rows, mut cols) = (Vec::new(), Vec::new());
         linear_taps(in_hw.0, out_hw.0, &mut rows);
         linear_taps(in_hw.1, out_hw.1, &mut cols);
-        MaskResampler { in_w: in_hw.1, out_w: out_hw.1, rows, cols }
+        MaskResampler {
+            in_w: in_hw.1,
+            out_w: out_hw.1,
+            rows,
+            cols,
+        }
     }
 
     /// Writes the resized, normalized mask (`out_h * out_w` floats) into `out`.
@@ -138,7 +152,9 @@ mod tests {
     fn three_classes_with_ties_between_later_classes() {
         // Pixel 0: classes 1 and 2 tie above 0 -> 1. Pixel 1: all tie -> 0.
         // Pixel 2: class 2 alone is largest.
-        let logits = [0.0, 5.0, 0.0, /* 1 */ 3.0, 5.0, 1.0, /* 2 */ 3.0, 5.0, 2.0];
+        let logits = [
+            0.0, 5.0, 0.0, /* 1 */ 3.0, 5.0, 1.0, /* 2 */ 3.0, 5.0, 2.0,
+        ];
         let mut mask = [0.0; 3];
         assert_eq!(logits_to_mask(&logits, 3, 1, &mut mask), 1);
         assert_eq!(mask, [1.0, 0.0, 0.0]);
@@ -164,7 +180,9 @@ mod tests {
         let nan = f32::NAN;
         // Pixel 0: NaN in class 2 beats 9. Pixel 1: NaN in class 1 and 2, class 1 wins.
         // Pixel 2: NaN in class 0 wins over everything.
-        let logits = [0.0, 0.0, nan, /* 1 */ 9.0, nan, 9.0, /* 2 */ nan, nan, 9.0];
+        let logits = [
+            0.0, 0.0, nan, /* 1 */ 9.0, nan, 9.0, /* 2 */ nan, nan, 9.0,
+        ];
         let mut mask = [0.0; 3];
         assert_eq!(logits_to_mask(&logits, 3, 2, &mut mask), 1);
         assert_eq!(mask, [1.0, 0.0, 0.0]);

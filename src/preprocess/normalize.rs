@@ -15,7 +15,10 @@ impl ChannelAffine {
         // Folded in f64 so the only rounding is the final cast.
         let scale = |c: usize| (1.0 / (255.0 * f64::from(norm.std[c]))) as f32;
         let bias = |c: usize| (-f64::from(norm.mean[c]) / f64::from(norm.std[c])) as f32;
-        ChannelAffine { scale: [scale(0), scale(1), scale(2)], bias: [bias(0), bias(1), bias(2)] }
+        ChannelAffine {
+            scale: [scale(0), scale(1), scale(2)],
+            bias: [bias(0), bias(1), bias(2)],
+        }
     }
 }
 
@@ -41,13 +44,20 @@ mod tests {
 
     #[test]
     fn folded_form_matches_the_written_formula() {
-        let norm = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+        let norm = Normalization {
+            mean: [0.485, 0.456, 0.406],
+            std: [0.229, 0.224, 0.225],
+        };
         let affine = ChannelAffine::from_normalization(&norm);
         for c in 0..3 {
             for x in [0.0f32, 1.0, 17.0, 128.0, 254.5, 255.0] {
-                let written = (f64::from(x) / 255.0 - f64::from(norm.mean[c])) / f64::from(norm.std[c]);
+                let written =
+                    (f64::from(x) / 255.0 - f64::from(norm.mean[c])) / f64::from(norm.std[c]);
                 let folded = f64::from(x * affine.scale[c] + affine.bias[c]);
-                assert!((written - folded).abs() < 1e-6, "channel {c}, x {x}: {written} vs {folded}");
+                assert!(
+                    (written - folded).abs() < 1e-6,
+                    "channel {c}, x {x}: {written} vs {folded}"
+                );
             }
         }
     }

@@ -57,10 +57,7 @@ pub(crate) struct FrameResampler {
     rows: Vec<Tap>,
     /// Per output column: the two source columns and their weights.
     cols: Vec<Tap>,
-    /// One source row widened to `f32`, in the frame's byte order, with
-    /// `LANES` zeros after it so the last pixel can be read as a vector.
-    widened: Vec<f32>,
-    /// Source rows resampled along x: `LANES` floats per output column.
+    /// Source rows resampled along x: three planes (R, G, B) of `out_w` floats.
     slots: [Vec<f32>; 2],
     /// Which source row each slot holds in the current frame.
     slot_row: [Option<usize>; 2],
@@ -73,19 +70,15 @@ impl FrameResampler {
             out_w,
             rows: Vec::with_capacity(out_h),
             cols: Vec::with_capacity(out_w),
-            widened: Vec::new(),
-            slots: [vec![0.0; LANES * out_w], vec![0.0; LANES * out_w]],
+            slots: [vec![0.0; 3 * out_w], vec![0.0; 3 * out_w]],
             slot_row: [None; 2],
         }
     }
 
-    /// Rebuilds the tables for frames of `in_h` x `in_w` pixels of up to
-    /// `LANES` bytes each.
+    /// Rebuilds the tables for frames of `in_h` x `in_w` pixels.
     pub fn prepare(&mut self, in_h: usize, in_w: usize) {
         linear_taps(in_h, self.out_h, &mut self.rows);
         linear_taps(in_w, self.out_w, &mut self.cols);
-        self.widened.clear();
-        self.widened.resize(LANES * in_w + LANES, 0.0);
         self.slot_row = [None; 2];
     }
 
@@ -110,76 +103,135 @@ impl FrameResampler {
     pub fn emit_row<P: PixelFormat>(
         &mut self,
         oy: usize,
+        source: &mut WidenedRows,
         frame: &FrameRows<'_>,
         affine: &ChannelAffine,
         planes: &mut [f32],
     ) {
         let tap = self.rows[oy];
-        let s0 = self.cache_source_row::<P>(tap.first, tap.second, frame);
-        let s1 = self.cache_source_row::<P>(tap.second, tap.first, frame);
+        let s0 = self.cache_source_row::<P>(tap.first, tap.second, source, frame);
+        let s1 = self.cache_source_row::<P>(tap.second, tap.first, source, frame);
         let (w, plane) = (self.out_w, self.out_h * self.out_w);
-        let (r_plane, rest) = planes.split_at_mut(plane);
-        let (g_plane, b_plane) = rest.split_at_mut(plane);
-        let out = [
-            &mut r_plane[oy * w..][..w],
-            &mut g_plane[oy * w..][..w],
-            &mut b_plane[oy * w..][..w],
-        ];
-        blend_rows::<P>(out, &self.slots[s0], &self.slots[s1], tap.w_first, tap.w_second, affine);
+        for c in 0..3 {
+            let out = &mut planes[c * plane + oy * w..][..w];
+            let upper = &self.slots[s0][c * w..][..w];
+            let lower = &self.slots[s1][c * w..][..w];
+            blend_rows(
+                out,
+                upper,
+                lower,
+                tap.w_first,
+                tap.w_second,
+                affine.scale[c],
+                affine.bias[c],
+            );
+        }
     }
 
     /// Returns the slot holding source row `row` resampled along x, computing
     /// it if needed into the slot that does not hold `keep` (the other row the
     /// current output row needs). Output rows read source rows in
     /// non-decreasing order, so each source row is resampled once per frame.
-    fn cache_source_row<P: PixelFormat>(&mut self, row: usize, keep: usize, frame: &FrameRows<'_>) -> usize {
+    fn cache_source_row<P: PixelFormat>(
+        &mut self,
+        row: usize,
+        keep: usize,
+        source: &mut WidenedRows,
+        frame: &FrameRows<'_>,
+    ) -> usize {
         if let Some(slot) = self.slot_row.iter().position(|&held| held == Some(row)) {
             return slot;
         }
         let slot = if self.slot_row[0] == Some(keep) { 1 } else { 0 };
-        let source = frame.row(row);
-        // Widened in the frame's own byte order; the blend picks R, G, B out.
-        for (wide, &byte) in self.widened.iter_mut().zip(source) {
-            *wide = f32::from(byte);
-        }
-        resample_columns::<P>(&self.cols, &self.widened, &mut self.slots[slot]);
+        resample_columns::<P>(&self.cols, source.row(frame, row), &mut self.slots[slot]);
         self.slot_row[slot] = Some(row);
         slot
     }
 }
 
+/// Source rows widened to `f32` in the frame's byte order, each followed by
+/// `LANES` zeros so its last pixel can be read as a vector. Shared by the
+/// resamplers: in the fused pass both ask for the same rows close together,
+/// so the two most recent rows are kept and each row is widened once.
+#[derive(Debug, Default)]
+pub(crate) struct WidenedRows {
+    bufs: [Vec<f32>; 2],
+    held: [Option<usize>; 2],
+}
+
+impl WidenedRows {
+    /// Sizes the buffers for rows of `in_w` pixels of up to `LANES` bytes.
+    pub fn prepare(&mut self, in_w: usize) {
+        for buf in &mut self.bufs {
+            buf.clear();
+            buf.resize(LANES * in_w + LANES, 0.0);
+        }
+        self.held = [None; 2];
+    }
+
+    /// Forgets the held rows: they belong to the previous frame.
+    pub fn start_frame(&mut self) {
+        self.held = [None; 2];
+    }
+
+    /// Source row `y` widened, converting it into the slot holding the older
+    /// row if it is not held. Rows are asked for in nearly ascending order.
+    pub fn row(&mut self, frame: &FrameRows<'_>, y: usize) -> &[f32] {
+        let slot = match self.held {
+            [Some(held), _] if held == y => 0,
+            [_, Some(held)] if held == y => 1,
+            [None, _] => self.widen(frame, y, 0),
+            [_, None] => self.widen(frame, y, 1),
+            [Some(a), Some(b)] => self.widen(frame, y, if a <= b { 0 } else { 1 }),
+        };
+        &self.bufs[slot]
+    }
+
+    fn widen(&mut self, frame: &FrameRows<'_>, y: usize, slot: usize) -> usize {
+        // Floats past this row's pixels keep zeros or an earlier row's values
+        // (always finite); they are read only into the spare lane, never used.
+        for (wide, &byte) in self.bufs[slot].iter_mut().zip(frame.row(y)) {
+            *wide = f32::from(byte);
+        }
+        self.held[slot] = Some(y);
+        slot
+    }
+}
+
 /// One widened source row (`P::BYTES` floats per pixel, `LANES` spare at the
-/// end) to `LANES` floats per output column, still on the 0..255 scale and in
-/// the frame's channel order.
+/// end) to three planes of `cols.len()` floats (R, G, B), still on the 0..255
+/// scale.
 fn resample_columns<P: PixelFormat>(cols: &[Tap], widened: &[f32], out: &mut [f32]) {
-    for (tap, out) in cols.iter().zip(out.chunks_exact_mut(LANES)) {
+    let (r_out, rest) = out.split_at_mut(cols.len());
+    let (g_out, b_out) = rest.split_at_mut(cols.len());
+    let [r, g, b] = P::RGB;
+    for (((tap, r_out), g_out), b_out) in cols.iter().zip(r_out).zip(g_out).zip(b_out) {
         // Fixed-length slices: one bounds check each, then the lanes below
         // are a single vector multiply-add.
         let p0 = &widened[tap.first * P::BYTES..][..LANES];
         let p1 = &widened[tap.second * P::BYTES..][..LANES];
         let (w0, w1) = (tap.w_first, tap.w_second);
+        let mut pixel = [0.0f32; LANES];
         for lane in 0..LANES {
-            out[lane] = w0 * p0[lane] + w1 * p1[lane];
+            pixel[lane] = w0 * p0[lane] + w1 * p1[lane];
         }
+        *r_out = pixel[r];
+        *g_out = pixel[g];
+        *b_out = pixel[b];
     }
 }
 
-/// Vertical blend of two resampled rows into one row of each R, G, B plane:
-/// `out = (w_upper * upper + w_lower * lower) * scale + bias`.
-fn blend_rows<P: PixelFormat>(
-    [r_out, g_out, b_out]: [&mut [f32]; 3],
+/// `out = (w_upper * upper + w_lower * lower) * scale + bias`, elementwise.
+fn blend_rows(
+    out: &mut [f32],
     upper: &[f32],
     lower: &[f32],
     w_upper: f32,
     w_lower: f32,
-    affine: &ChannelAffine,
+    scale: f32,
+    bias: f32,
 ) {
-    let [r, g, b] = P::RGB;
-    let ChannelAffine { scale, bias } = *affine;
-    let pixels = upper.chunks_exact(LANES).zip(lower.chunks_exact(LANES));
-    for (((r_out, g_out), b_out), (up, low)) in r_out.iter_mut().zip(g_out).zip(b_out).zip(pixels) {
-        *r_out = (w_upper * up[r] + w_lower * low[r]) * scale[0] + bias[0];
-        *g_out = (w_upper * up[g] + w_lower * low[g]) * scale[1] + bias[1];
-        *b_out = (w_upper * up[b] + w_lower * low[b]) * scale[2] + bias[2];
+    for ((o, &u), &l) in out.iter_mut().zip(upper).zip(lower) {
+        *o = (w_upper * u + w_lower * l) * scale + bias;
     }
 }

@@ -120,7 +120,10 @@ mod tests {
         let f32_scale = 720.0f32 / 224.0;
         let f32_src = f32_scale * 214.5 - 0.5;
         assert_eq!(t[214].w_second, f32_src - 688.0);
-        assert!((f64::from(t[214].w_second) - exact).abs() > 1e-6, "this row should show the f32 rounding");
+        assert!(
+            (f64::from(t[214].w_second) - exact).abs() > 1e-6,
+            "this row should show the f32 rounding"
+        );
     }
 
     #[test]
@@ -134,7 +137,10 @@ mod tests {
         for input in 1..40 {
             for output in 1..40 {
                 for tap in taps(input, output) {
-                    assert!(tap.first <= tap.second && tap.second < input, "{input}->{output}: {tap:?}");
+                    assert!(
+                        tap.first <= tap.second && tap.second < input,
+                        "{input}->{output}: {tap:?}"
+                    );
                     assert!((0.0..=1.0).contains(&tap.w_second));
                 }
             }
