@@ -445,11 +445,20 @@ fn identity_resize_reproduces_the_pixels() {
     for layout in LAYOUTS {
         let frame = TestFrame::random(&mut rng, 37, 23, layout, 5);
         let seg = unit_seg(&frame, (23, 37));
+        // Exactly: each output depends on its own pixel value alone, to the
+        // bit (no neighbour leaks in at all), and that value is x / 255.
+        let mut output_of_value = [None::<f64>; 256];
         for c in 0..3 {
             for y in 0..23 {
                 for x in 0..37 {
                     let got = seg[(c * 23 + y) * 37 + x];
                     let want = frame.value(y, x, c);
+                    let seen = output_of_value[want as usize].get_or_insert(got);
+                    assert_eq!(
+                        got.to_bits(),
+                        seen.to_bits(),
+                        "{layout:?} c{c} y{y} x{x}: value {want}"
+                    );
                     // x / 255 * 255 may differ from x by float rounding only.
                     assert!(
                         (got - want).abs() < 1e-4,
@@ -459,6 +468,12 @@ fn identity_resize_reproduces_the_pixels() {
             }
         }
     }
+}
+
+#[test]
+fn preprocessor_can_move_to_its_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Preprocessor>();
 }
 
 #[test]
