@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! capture --frame_captured--> preprocess --frame_preprocessed--> infer --frame_inferred-->
-//!     output --frame_finished(inspected)--> Liveness <--health()-- watchdog thread
+//!     output --frame_finished--> Liveness <--is_alive()-- watchdog thread (+ source probe)
 //! ```
 //!
 //! Each stage marks its frames on shared atomics (a few relaxed stores and one clock read
@@ -12,7 +12,7 @@
 //! restarts the service: the one remedy an unattended machine has.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -47,54 +47,21 @@ impl Stage {
     }
 }
 
-/// What capture says about the source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceState {
-    /// Models loading, pipeline not built yet.
-    NotStarted,
-    /// Opening the camera, or reconnecting after a loss with capture's own backoff: alive.
-    Connecting,
-    /// PLAYING without error.
-    Streaming,
-    /// Capture gave up (or its thread died) and will not recover by itself.
-    Failed,
-}
-
-impl SourceState {
-    fn to_u8(self) -> u8 {
-        match self {
-            SourceState::NotStarted => 0,
-            SourceState::Connecting => 1,
-            SourceState::Streaming => 2,
-            SourceState::Failed => 3,
-        }
-    }
-
-    fn from_u8(v: u8) -> SourceState {
-        match v {
-            1 => SourceState::Connecting,
-            2 => SourceState::Streaming,
-            3 => SourceState::Failed,
-            _ => SourceState::NotStarted,
-        }
-    }
-}
-
 /// The verdict on the pipeline at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Health {
-    /// Before the source was first started (models loading). systemd's start timeout,
-    /// not the watchdog, bounds this phase.
-    Starting,
-    /// Inspected results moved within the stall timeout.
+    /// Inspected results moved within the stall timeout (or frames entered the pipeline
+    /// less than a stall timeout ago).
     Alive { in_flight: u64 },
     /// Nothing in flight and the source is streaming: waiting for frames (a triggered
     /// camera, a paused line).
     Idle,
-    /// Nothing in flight and capture is (re)connecting on its own.
+    /// Nothing in flight and the source is not streaming, for less than the stall timeout
+    /// (opening the camera, a short reconnect).
     WaitingForSource { for_: Duration },
-    /// No inspected result for `for_` (longer than the stall timeout) while frames were in
-    /// flight, or the source failed for good; `stage` is where frames most likely stopped.
+    /// Frames in flight but no inspected result for `for_` (longer than the stall
+    /// timeout), or the source not streaming for that long; `stage` is where frames most
+    /// likely stopped.
     Stalled {
         stage: Stage,
         for_: Duration,
@@ -123,25 +90,35 @@ struct Shared {
     finished: AtomicU64,
     /// Last time each stage handed a frame on, indexed by `Stage as usize`.
     last_advance: [AtomicU64; 4],
-    /// Last time a frame finished with a real verdict from the models.
+    /// Last time a frame finished with a verdict from the models.
     last_inspected: AtomicU64,
-    source: AtomicU8,
-    /// When the source last changed state.
+    /// When the pipeline last went from empty to holding a frame: a frame arriving after
+    /// a long idle spell gets a full stall timeout, not the idle time held against it.
+    busy_since: AtomicU64,
+    source_streaming: AtomicBool,
+    /// When `source_streaming` last changed (or the Liveness was made).
     source_since: AtomicU64,
-    stall_timeout_ns: AtomicU64,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness::new()
+    }
 }
 
 impl Liveness {
-    pub fn new(stall_timeout: Duration) -> Liveness {
+    /// A fresh record; the source counts as not streaming until told otherwise, and gets
+    /// one stall timeout from now to start.
+    pub fn new() -> Liveness {
         let shared = Shared {
             origin: Instant::now(),
             captured: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             last_advance: Default::default(),
             last_inspected: AtomicU64::new(0),
-            source: AtomicU8::new(SourceState::NotStarted.to_u8()),
-            source_since: AtomicU64::new(0),
-            stall_timeout_ns: AtomicU64::new(duration_ns(stall_timeout)),
+            busy_since: AtomicU64::new(0),
+            source_streaming: AtomicBool::new(false),
+            source_since: AtomicU64::new(1),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -150,8 +127,14 @@ impl Liveness {
 
     /// Capture delivered a frame (including one it then drops under overflow=drop).
     pub fn frame_captured(&self) {
-        self.shared.captured.fetch_add(1, Ordering::Relaxed);
-        self.mark(Stage::Capture);
+        // `finished` before `captured`, as in `in_flight`, so the emptiness test errs
+        // towards "was empty" (a fresh stall clock), never towards a false stall.
+        let finished = self.shared.finished.load(Ordering::Relaxed);
+        let captured = self.shared.captured.fetch_add(1, Ordering::Relaxed);
+        let now = self.mark(Stage::Capture);
+        if captured <= finished {
+            self.shared.busy_since.store(now, Ordering::Relaxed);
+        }
     }
 
     /// Preprocessing finished a frame.
@@ -164,41 +147,35 @@ impl Liveness {
         self.mark(Stage::Infer);
     }
 
-    /// Output wrote the frame's result. `inspected` is true when the verdict came from the
-    /// models (reason ok, defect, no_seal, seal_area) and false for not_inspected and
-    /// error results: a pipeline that only produces those is not doing its job, and a
-    /// restart is the remedy worth trying.
-    pub fn frame_finished(&self, inspected: bool) {
+    /// Output wrote the result of a frame the models judged (reason ok, defect, no_seal,
+    /// seal_area): progress.
+    pub fn frame_finished(&self) {
         self.shared.finished.fetch_add(1, Ordering::Relaxed);
         let now = self.mark(Stage::Output);
-        if inspected {
-            self.shared.last_inspected.store(now, Ordering::Relaxed);
-        }
+        self.shared.last_inspected.store(now, Ordering::Relaxed);
     }
 
-    /// Capture reports the source's state; only changes are recorded.
-    pub fn set_source(&self, state: SourceState) {
-        let new = state.to_u8();
-        if self.shared.source.swap(new, Ordering::Relaxed) != new {
+    /// Output wrote a not_inspected or error result. The frame leaves the pipeline, but
+    /// this is not progress: a pipeline that only produces these (inference hung under
+    /// overflow=drop, every frame failing) is not doing its job, and a restart is the
+    /// remedy worth trying.
+    pub fn frame_finished_uninspected(&self) {
+        self.shared.finished.fetch_add(1, Ordering::Relaxed);
+        self.mark(Stage::Output);
+    }
+
+    /// Records whether the source is streaming; only changes restart its clock.
+    pub fn set_source_streaming(&self, streaming: bool) {
+        if self
+            .shared
+            .source_streaming
+            .swap(streaming, Ordering::Relaxed)
+            != streaming
+        {
             self.shared
                 .source_since
                 .store(self.stamp(Instant::now()), Ordering::Relaxed);
         }
-    }
-
-    pub fn source(&self) -> SourceState {
-        SourceState::from_u8(self.shared.source.load(Ordering::Relaxed))
-    }
-
-    /// A reload may change `[service] stall_timeout_s`.
-    pub fn set_stall_timeout(&self, stall_timeout: Duration) {
-        self.shared
-            .stall_timeout_ns
-            .store(duration_ns(stall_timeout), Ordering::Relaxed);
-    }
-
-    pub fn stall_timeout(&self) -> Duration {
-        Duration::from_nanos(self.shared.stall_timeout_ns.load(Ordering::Relaxed))
     }
 
     /// Frames capture delivered so far.
@@ -211,52 +188,61 @@ impl Liveness {
         self.shared.finished.load(Ordering::Relaxed)
     }
 
-    /// Health at `now` with the configured stall timeout.
-    pub fn health(&self, now: Instant) -> Health {
-        self.is_alive(now, self.stall_timeout())
+    /// Frames delivered whose result is not written yet.
+    pub fn in_flight(&self) -> u64 {
+        // `finished` first: a frame captured in between then only looks in flight,
+        // never the reverse.
+        let finished = self.finished();
+        self.captured().saturating_sub(finished)
     }
 
-    /// Health at `now`: alive while inspected results moved within `stall_timeout`, or
-    /// while nothing is in flight and the source is streaming or reconnecting.
-    pub fn is_alive(&self, now: Instant, stall_timeout: Duration) -> Health {
+    /// Health at `now`, after recording `source_streaming` (see `set_source_streaming`):
+    /// alive while inspected results moved within `stall_timeout`, or while nothing is
+    /// in flight and the source is streaming.
+    pub fn is_alive(
+        &self,
+        now: Instant,
+        stall_timeout: Duration,
+        source_streaming: bool,
+    ) -> Health {
+        self.set_source_streaming(source_streaming);
+        self.health(now, stall_timeout)
+    }
+
+    /// Health at `now` with the source state last recorded.
+    pub fn health(&self, now: Instant, stall_timeout: Duration) -> Health {
         let s = &self.shared;
-        // Read `finished` before `captured`: a frame captured in between then only looks
-        // in flight, never the reverse (finished > captured).
-        let finished = s.finished.load(Ordering::Relaxed);
-        let captured = s.captured.load(Ordering::Relaxed);
-        let in_flight = captured.saturating_sub(finished);
-        let source = self.source();
-        let source_since = s.source_since.load(Ordering::Relaxed);
+        let in_flight = self.in_flight();
         let last_inspected = s.last_inspected.load(Ordering::Relaxed);
         let now_stamp = self.stamp(now);
+        let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
 
-        if source == SourceState::NotStarted && captured == 0 {
-            return Health::Starting;
-        }
-        // The stall clock runs from the last inspected result, or from when the source
-        // last changed state (a fresh start or reconnect gets a full stall timeout).
-        let since = now_stamp.saturating_sub(last_inspected.max(source_since));
-        let quiet_for = Duration::from_nanos(since);
-        if quiet_for <= stall_timeout {
-            return Health::Alive { in_flight };
-        }
         if in_flight > 0 {
+            let quiet_for = ago(last_inspected.max(s.busy_since.load(Ordering::Relaxed)));
+            if quiet_for <= stall_timeout {
+                return Health::Alive { in_flight };
+            }
             return Health::Stalled {
                 stage: self.stuck_stage(),
                 for_: quiet_for,
                 in_flight,
             };
         }
-        match source {
-            SourceState::Streaming => Health::Idle,
-            SourceState::Connecting | SourceState::NotStarted => Health::WaitingForSource {
-                for_: Duration::from_nanos(now_stamp.saturating_sub(source_since)),
-            },
-            SourceState::Failed => Health::Stalled {
+        if last_inspected != 0 && ago(last_inspected) <= stall_timeout {
+            return Health::Alive { in_flight: 0 };
+        }
+        if s.source_streaming.load(Ordering::Relaxed) {
+            return Health::Idle;
+        }
+        let down_for = ago(s.source_since.load(Ordering::Relaxed));
+        if down_for <= stall_timeout {
+            Health::WaitingForSource { for_: down_for }
+        } else {
+            Health::Stalled {
                 stage: Stage::Capture,
-                for_: quiet_for,
-                in_flight,
-            },
+                for_: down_for,
+                in_flight: 0,
+            }
         }
     }
 
@@ -282,24 +268,20 @@ impl Liveness {
     }
 
     fn stamp(&self, t: Instant) -> u64 {
-        duration_ns(t.saturating_duration_since(self.shared.origin)).saturating_add(1)
+        let ns = t.saturating_duration_since(self.shared.origin).as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX - 1).saturating_add(1)
     }
-}
-
-fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The status line systemd shows: what `status_text` says (fps, verdict counts), and
 /// what is wrong, when something is.
 pub fn status_line(health: &Health, status_text: &str) -> String {
     match health {
-        Health::Starting => format!("starting: loading models; {status_text}"),
         Health::Alive { .. } => status_text.to_string(),
         Health::Idle => format!("idle: source streaming, no frames; {status_text}"),
         Health::WaitingForSource { for_ } => {
             format!(
-                "waiting for the camera for {:.0} s; {status_text}",
+                "waiting for the source for {:.0} s; {status_text}",
                 for_.as_secs_f64()
             )
         }
@@ -315,22 +297,23 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
     }
 }
 
-/// Runs until `stop` receives or disconnects: every `interval`, pings the watchdog if the
-/// pipeline is alive and sends a STATUS line built from `status_text()`. While stalled it
-/// logs (at most once a minute) and sends no ping, so systemd's `WatchdogSec=` expires and
-/// the service is restarted. Run it on its own thread from process start to exit; start
-/// it before loading models so systemd hears from the process at once.
+/// Runs until `stop` receives or disconnects: every `interval`, asks `source_streaming()`,
+/// pings the watchdog if the pipeline is alive and sends a STATUS line built from
+/// `status_text()`. While stalled it logs (at most once a minute) and sends no ping, so
+/// systemd's `WatchdogSec=` expires and the service is restarted.
 pub fn run_watchdog(
     notifier: &Notifier,
     liveness: &Liveness,
     interval: Duration,
+    stall_timeout: Duration,
     stop: Receiver<()>,
+    source_streaming: impl Fn() -> bool,
     status_text: impl Fn() -> String,
 ) {
     let mut stall_log = RateLimiter::new(Duration::from_secs(60));
     let mut was_alive = true;
     loop {
-        let health = liveness.health(Instant::now());
+        let health = liveness.is_alive(Instant::now(), stall_timeout, source_streaming());
         let alive = health.is_alive();
         if alive {
             notifier.watchdog();
@@ -360,40 +343,78 @@ pub fn run_watchdog(
     }
 }
 
-/// `run_watchdog` on its own thread; stopping (or dropping) the handle ends it.
+/// Starts `run_watchdog` on its own thread, pinging at `notifier`'s ping interval (half
+/// `WatchdogSec=`), or every `DEFAULT_PING_INTERVAL` when systemd set no watchdog.
+/// Dropping (or `stop`ping) the handle ends the thread. Start it right after READY=1 and
+/// keep it until the drain is over: systemd watches from READY=1 on.
+pub fn spawn_watchdog(
+    notifier: Notifier,
+    liveness: Liveness,
+    stall_timeout: Duration,
+    source_streaming: impl Fn() -> bool + Send + 'static,
+    status_text: impl Fn() -> String + Send + 'static,
+) -> std::io::Result<WatchdogThread> {
+    let interval = notifier
+        .ping_interval()
+        .unwrap_or(super::DEFAULT_PING_INTERVAL);
+    WatchdogThread::spawn_with_interval(
+        notifier,
+        liveness,
+        interval,
+        stall_timeout,
+        source_streaming,
+        status_text,
+    )
+}
+
+/// The watchdog thread; stopping (or dropping) the handle ends it.
 pub struct WatchdogThread {
     stop: Option<crossbeam_channel::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl WatchdogThread {
-    pub fn spawn(
-        notifier: Arc<Notifier>,
+    /// As `spawn_watchdog`, with an explicit interval.
+    pub fn spawn_with_interval(
+        notifier: Notifier,
         liveness: Liveness,
         interval: Duration,
+        stall_timeout: Duration,
+        source_streaming: impl Fn() -> bool + Send + 'static,
         status_text: impl Fn() -> String + Send + 'static,
     ) -> std::io::Result<WatchdogThread> {
         let (stop_tx, stop_rx) = crossbeam_channel::bounded(1);
         let thread = std::thread::Builder::new()
             .name("watchdog".into())
-            .spawn(move || run_watchdog(&notifier, &liveness, interval, stop_rx, status_text))?;
+            .spawn(move || {
+                run_watchdog(
+                    &notifier,
+                    &liveness,
+                    interval,
+                    stall_timeout,
+                    stop_rx,
+                    source_streaming,
+                    status_text,
+                )
+            })?;
         Ok(WatchdogThread {
             stop: Some(stop_tx),
             thread: Some(thread),
         })
     }
 
-    /// Ends the loop and waits for the thread. Call it after the drain, just before exit:
-    /// systemd may still watch the process while it stops.
+    /// Ends the loop and waits for the thread.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {
+            // The thread may already have ended; then there is nobody to tell.
             let _ = stop.send(());
         }
         if let Some(thread) = self.thread.take() {
+            // A panic in the loop has nothing left to clean up.
             let _ = thread.join();
         }
     }
@@ -414,8 +435,8 @@ mod tests {
     const STALL: Duration = Duration::from_secs(5);
 
     fn streaming() -> Liveness {
-        let l = Liveness::new(STALL);
-        l.set_source(SourceState::Streaming);
+        let l = Liveness::new();
+        l.set_source_streaming(true);
         l
     }
 
@@ -423,15 +444,11 @@ mod tests {
         l.frame_captured();
         l.frame_preprocessed();
         l.frame_inferred();
-        l.frame_finished(true);
+        l.frame_finished();
     }
 
-    #[test]
-    fn starting_until_the_source_is_started() {
-        let l = Liveness::new(STALL);
-        let later = Instant::now() + Duration::from_secs(600);
-        assert_eq!(l.is_alive(later, STALL), Health::Starting);
-        assert!(Health::Starting.is_alive());
+    fn after(secs: u64) -> Instant {
+        Instant::now() + Duration::from_secs(secs)
     }
 
     #[test]
@@ -439,9 +456,12 @@ mod tests {
         let l = streaming();
         full_frame(&l);
         l.frame_captured();
-        let now = Instant::now();
-        assert_eq!(l.is_alive(now, STALL), Health::Alive { in_flight: 1 });
-        assert!(l.is_alive(now + Duration::from_secs(4), STALL).is_alive());
+        assert_eq!(
+            l.health(Instant::now(), STALL),
+            Health::Alive { in_flight: 1 }
+        );
+        assert!(l.health(after(4), STALL).is_alive());
+        assert_eq!((l.captured(), l.finished(), l.in_flight()), (2, 1, 1));
     }
 
     #[test]
@@ -449,12 +469,11 @@ mod tests {
         let l = streaming();
         full_frame(&l);
         // Two frames reach inference and never come out.
-        l.frame_captured();
-        l.frame_preprocessed();
-        l.frame_captured();
-        l.frame_preprocessed();
-        let later = Instant::now() + Duration::from_secs(6);
-        match l.is_alive(later, STALL) {
+        for _ in 0..2 {
+            l.frame_captured();
+            l.frame_preprocessed();
+        }
+        match l.health(after(6), STALL) {
             Health::Stalled {
                 stage,
                 for_,
@@ -466,15 +485,15 @@ mod tests {
             }
             other => panic!("expected a stall, got {other:?}"),
         }
+        assert!(!l.health(after(6), STALL).is_alive());
     }
 
     #[test]
     fn stall_hint_names_the_first_stage_that_never_moved() {
         let l = streaming();
         l.frame_captured(); // stuck in preprocess from the very first frame
-        let later = Instant::now() + Duration::from_secs(6);
         assert!(matches!(
-            l.is_alive(later, STALL),
+            l.health(after(6), STALL),
             Health::Stalled {
                 stage: Stage::Preprocess,
                 ..
@@ -487,13 +506,12 @@ mod tests {
         let l = streaming();
         full_frame(&l);
         std::thread::sleep(Duration::from_millis(5));
-        // Later frames pass inference but output hangs (a blocked disk).
+        // A later frame passes inference but output hangs (a blocked disk).
         l.frame_captured();
         l.frame_preprocessed();
         l.frame_inferred();
-        let later = Instant::now() + Duration::from_secs(6);
         assert!(matches!(
-            l.is_alive(later, STALL),
+            l.health(after(6), STALL),
             Health::Stalled {
                 stage: Stage::Output,
                 ..
@@ -502,20 +520,23 @@ mod tests {
     }
 
     #[test]
-    fn only_uninspected_results_do_not_count_as_progress() {
+    fn uninspected_results_are_not_progress() {
         let l = streaming();
         full_frame(&l);
-        // overflow=drop with inference hung: every new frame ends as not_inspected.
+        // overflow=drop with inference hung: one frame stuck, every new one not_inspected.
         l.frame_captured();
-        l.frame_preprocessed(); // stuck in inference
-        let later = Instant::now() + Duration::from_secs(6);
+        l.frame_preprocessed();
         for _ in 0..50 {
             l.frame_captured();
-            l.frame_finished(false);
+            l.frame_finished_uninspected();
         }
         assert!(matches!(
-            l.is_alive(later, STALL),
-            Health::Stalled { in_flight: 1, .. }
+            l.health(after(6), STALL),
+            Health::Stalled {
+                stage: Stage::Infer,
+                in_flight: 1,
+                ..
+            }
         ));
     }
 
@@ -523,28 +544,59 @@ mod tests {
     fn idle_when_nothing_in_flight_and_source_streaming() {
         let l = streaming();
         full_frame(&l);
-        let later = Instant::now() + Duration::from_secs(3600);
-        assert_eq!(l.is_alive(later, STALL), Health::Idle);
+        assert_eq!(l.health(after(3600), STALL), Health::Idle);
         assert!(Health::Idle.is_alive());
     }
 
     #[test]
-    fn reconnecting_source_is_waited_for_failed_one_is_a_stall() {
+    fn a_frame_after_a_long_idle_spell_gets_a_full_stall_timeout() {
         let l = streaming();
         full_frame(&l);
-        l.set_source(SourceState::Connecting);
-        let later = Instant::now() + Duration::from_secs(60);
+        std::thread::sleep(Duration::from_millis(30));
+        l.frame_captured(); // the first frame in a while, just entered
+        let now = Instant::now();
+        assert_eq!(
+            l.health(now, Duration::from_millis(20)),
+            Health::Alive { in_flight: 1 }
+        );
+    }
+
+    #[test]
+    fn source_not_streaming_is_waited_for_one_stall_timeout() {
+        let l = Liveness::new(); // not streaming yet: opening the camera
         assert!(matches!(
-            l.is_alive(later, STALL),
+            l.health(after(1), STALL),
             Health::WaitingForSource { .. }
         ));
-        l.set_source(SourceState::Failed);
-        // A fresh state change restarts the stall clock...
-        assert!(l.is_alive(Instant::now(), STALL).is_alive());
-        // ...which then runs out.
-        let later = Instant::now() + Duration::from_secs(6);
         assert!(matches!(
-            l.is_alive(later, STALL),
+            l.health(after(6), STALL),
+            Health::Stalled {
+                stage: Stage::Capture,
+                in_flight: 0,
+                ..
+            }
+        ));
+        // It comes up: idle until frames arrive.
+        assert_eq!(l.is_alive(after(6), STALL, true), Health::Idle);
+    }
+
+    #[test]
+    fn a_source_loss_restarts_the_clock_once() {
+        let stall = Duration::from_millis(20);
+        let l = streaming();
+        full_frame(&l);
+        std::thread::sleep(Duration::from_millis(30));
+        // Idle for longer than the stall timeout, then the camera drops: it gets a fresh
+        // stall timeout to come back.
+        let dropped = Instant::now();
+        assert!(matches!(
+            l.is_alive(dropped, stall, false),
+            Health::WaitingForSource { .. }
+        ));
+        // Still down: reporting "not streaming" again does not reset the clock.
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(matches!(
+            l.is_alive(Instant::now(), stall, false),
             Health::Stalled {
                 stage: Stage::Capture,
                 in_flight: 0,
@@ -554,32 +606,14 @@ mod tests {
     }
 
     #[test]
-    fn a_source_restart_gets_a_full_stall_timeout() {
-        let l = streaming();
-        l.frame_captured();
-        let t0 = Instant::now();
-        assert!(matches!(
-            l.is_alive(t0 + Duration::from_secs(6), STALL),
-            Health::Stalled { .. }
-        ));
-        std::thread::sleep(Duration::from_millis(20));
-        l.set_source(SourceState::Connecting);
-        l.set_source(SourceState::Streaming);
-        assert!(
-            l.is_alive(Instant::now() + Duration::from_secs(4), STALL)
-                .is_alive()
-        );
-    }
-
-    #[test]
-    fn counters_and_stall_timeout_are_shared_between_clones() {
+    fn counters_are_shared_between_clones() {
         let l = streaming();
         let other = l.clone();
         other.frame_captured();
-        other.frame_finished(true);
-        assert_eq!((l.captured(), l.finished()), (1, 1));
-        other.set_stall_timeout(Duration::from_millis(250));
-        assert_eq!(l.stall_timeout(), Duration::from_millis(250));
+        other.frame_finished();
+        other.frame_captured();
+        other.frame_finished_uninspected();
+        assert_eq!((l.captured(), l.finished(), l.in_flight()), (2, 2, 0));
     }
 
     #[test]
@@ -631,15 +665,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify.sock");
         let systemd = ListenerForTest::bind(&path);
-        let notifier = Arc::new(Notifier::connect(NotifyAddress::Path(path), None).unwrap());
-        let liveness = Liveness::new(Duration::from_millis(150));
-        liveness.set_source(SourceState::Streaming);
+        let notifier = Notifier::connect(NotifyAddress::Path(path), None).unwrap();
+        let liveness = Liveness::new();
         full_frame(&liveness);
 
-        let watchdog = WatchdogThread::spawn(
+        let watchdog = WatchdogThread::spawn_with_interval(
             notifier,
             liveness.clone(),
             Duration::from_millis(20),
+            Duration::from_millis(150),
+            || true,
             || "30.0 fps".to_string(),
         )
         .unwrap();
@@ -653,7 +688,7 @@ mod tests {
         assert!(alive.iter().any(|m| m == "STATUS=30.0 fps"), "{alive:?}");
 
         // Stalled: one frame enters and never finishes. After the stall timeout plus one
-        // interval (and some slack for a busy machine), no more pings.
+        // interval (and slack for a busy machine), no more pings.
         liveness.frame_captured();
         std::thread::sleep(Duration::from_millis(300));
         systemd.take();
@@ -671,7 +706,7 @@ mod tests {
         );
 
         // It recovers when results move again.
-        liveness.frame_finished(true);
+        liveness.frame_finished();
         std::thread::sleep(Duration::from_millis(100));
         assert!(systemd.take().iter().any(|m| m == "WATCHDOG=1"));
         watchdog.stop();

@@ -20,16 +20,12 @@ use log::kv::{Key, Value, VisitSource, VisitValue};
 
 pub use crate::config::LogFormat;
 
-#[derive(Debug, thiserror::Error)]
-pub enum LoggingError {
-    #[error("logging was already set up in this process: {0}")]
-    AlreadyInitialized(#[from] log::SetLoggerError),
-}
-
 /// Installs the logger for the whole process. `default_level` is an env_logger filter
 /// (`info`, `sealcheck=debug,warn`) used when `RUST_LOG` is unset; `RUST_LOG` replaces it.
 /// Logging format and level are read once: changing them needs a restart, not a reload.
-pub fn init_logging(format: LogFormat, default_level: &str) -> Result<(), LoggingError> {
+/// A second call keeps the first logger (and says so on stderr): logging never stops the
+/// service.
+pub fn init_logging(format: LogFormat, default_level: &str) {
     let journal = stderr_is_journal();
     let mut builder = env_logger::Builder::new();
     builder
@@ -49,8 +45,9 @@ pub fn init_logging(format: LogFormat, default_level: &str) -> Result<(), Loggin
                 buf.write_all(line.as_bytes())
             })
         });
-    builder.try_init()?;
-    Ok(())
+    if let Err(e) = builder.try_init() {
+        eprintln!("sealcheck: logging was already set up; keeping the first setup ({e})");
+    }
 }
 
 /// Reusable per-thread buffers, so logging a line does not allocate once warmed up.

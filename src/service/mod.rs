@@ -6,13 +6,12 @@
 //!
 //! ```text
 //! init_logging(cfg.logging.format, &cfg.logging.level)
-//! notifier = Arc::new(Notifier::from_env()); liveness = Liveness::new(cfg.service.stall_timeout)
-//! WatchdogThread::spawn(notifier, liveness, ping interval, status text)   <- before loading models
-//! (listener, signals) = SignalListener::start()
-//! build pipeline (stages mark `liveness`) -> notifier.ready()
+//! signals = watch_signals()?; notifier = Notifier::from_env(); liveness = Liveness::new()
+//! load models, start stages (each marks `liveness`), notifier.ready()
+//! watchdog = spawn_watchdog(notifier.clone(), liveness.clone(), stall_timeout, source probe, status text)
 //! loop on `signals`:
-//!     Reload    -> notifier.reloading(); load + apply or reject; notifier.ready()
-//!     Stop      -> notifier.stopping(); drain up to drain_timeout (ForceStop cuts it short)
+//!     Reload -> notifier.reloading(); load + apply, or reject and keep the old; notifier.ready()
+//!     Stop   -> notifier.stopping(); drain up to drain_timeout (ForceStop cuts it short)
 //! watchdog.stop(); exit 0
 //! ```
 
@@ -23,21 +22,15 @@ pub mod ratelimit;
 pub mod signals;
 
 pub use liveness::{
-    Health, Liveness, SourceState, Stage, WatchdogThread, run_watchdog, status_line,
+    Health, Liveness, Stage, WatchdogThread, run_watchdog, spawn_watchdog, status_line,
 };
-pub use logging::{LoggingError, format_record, init_logging, stderr_is_journal};
+pub use logging::{LogFormat, format_record, init_logging, stderr_is_journal};
 pub use notify::{Notifier, NotifyAddress, NotifyError};
 pub use ratelimit::{Admission, Clock, MonotonicClock, RateLimiter, Suppressed};
-pub use signals::{ServiceSignal, SignalError, SignalListener};
+pub use signals::{ServiceSignal, SignalError, SignalListener, watch_signals};
 
 use std::time::Duration;
 
-/// Ping interval when systemd set no watchdog (run by hand): STATUS lines and stall
-/// warnings still come at this pace.
+/// Watchdog loop interval when systemd set no watchdog (run by hand): STATUS lines and
+/// stall warnings still come at this pace.
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(5);
-
-/// How often the watchdog thread should run: half systemd's watchdog timeout, or
-/// `DEFAULT_PING_INTERVAL` without one.
-pub fn ping_interval(notifier: &Notifier) -> Duration {
-    notifier.ping_interval().unwrap_or(DEFAULT_PING_INTERVAL)
-}

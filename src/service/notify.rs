@@ -16,7 +16,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::ratelimit::RateLimiter;
@@ -89,12 +89,13 @@ struct Channel {
     socket_addr: SocketAddr,
 }
 
-/// Sends service state to systemd. Shared between threads (`Arc<Notifier>`): the watchdog
-/// thread pings while the main thread reports ready/reloading/stopping.
+/// Sends service state to systemd. Clones share one socket, so the watchdog thread can
+/// ping while the main thread reports ready/reloading/stopping.
+#[derive(Clone)]
 pub struct Notifier {
-    channel: Option<Channel>,
+    channel: Option<Arc<Channel>>,
     watchdog: Option<Duration>,
-    send_errors: Mutex<RateLimiter>,
+    send_errors: Arc<Mutex<RateLimiter>>,
 }
 
 impl fmt::Debug for Notifier {
@@ -115,7 +116,7 @@ impl Notifier {
         Notifier {
             channel: None,
             watchdog: None,
-            send_errors: Mutex::new(RateLimiter::new(ERROR_LOG_WINDOW)),
+            send_errors: Arc::new(Mutex::new(RateLimiter::new(ERROR_LOG_WINDOW))),
         }
     }
 
@@ -156,13 +157,13 @@ impl Notifier {
             .set_write_timeout(Some(SEND_TIMEOUT))
             .map_err(|source| NotifyError::Socket { source })?;
         Ok(Notifier {
-            channel: Some(Channel {
+            channel: Some(Arc::new(Channel {
                 socket,
                 address,
                 socket_addr,
-            }),
+            })),
             watchdog,
-            send_errors: Mutex::new(RateLimiter::new(ERROR_LOG_WINDOW)),
+            send_errors: Arc::new(Mutex::new(RateLimiter::new(ERROR_LOG_WINDOW))),
         })
     }
 
@@ -354,6 +355,18 @@ mod tests {
         assert_eq!(recv(&socket), "STOPPING=1");
         n.extend_timeout(Duration::from_secs(30));
         assert_eq!(recv(&socket), "EXTEND_TIMEOUT_USEC=30000000");
+    }
+
+    #[test]
+    fn clones_send_to_the_same_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, address) = listener_in(dir.path());
+        let n = Notifier::connect(address, Some(Duration::from_secs(10))).unwrap();
+        let clone = n.clone();
+        std::thread::spawn(move || clone.watchdog()).join().unwrap();
+        assert_eq!(recv(&socket), "WATCHDOG=1");
+        n.ready();
+        assert_eq!(recv(&socket), "READY=1");
     }
 
     #[test]

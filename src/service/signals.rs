@@ -73,6 +73,19 @@ impl Drop for SignalListener {
     }
 }
 
+/// Starts forwarding signals for the rest of the process's life and returns the channel.
+/// The thread ends by itself once the receiver is dropped and another signal arrives.
+pub fn watch_signals() -> Result<Receiver<ServiceSignal>, SignalError> {
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])
+        .map_err(|source| SignalError::Register { source })?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || forward(&mut signals, &tx))
+        .map_err(|source| SignalError::Thread { source })?;
+    Ok(rx)
+}
+
 fn forward(signals: &mut Signals, tx: &Sender<ServiceSignal>) {
     let mut stops_seen = 0u32;
     for signal in signals.forever() {
