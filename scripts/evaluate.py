@@ -2,6 +2,12 @@
 """Evaluate the exported sealcheck demo models with onnxruntime on held-out synthetic frames.
 
   python3 scripts/evaluate.py --seed 2002 --count 1000 [--models models] [--threshold 0.5]
+  python3 scripts/evaluate.py --frames samples/demo_clip [--per-frame OUT.jsonl]
+
+With --frames DIR the frames come from DIR (labels.jsonl + frame_NNNNN.jpg or NNNNNN.jpg);
+no ground-truth masks there, so no IoU. --per-frame writes one JSON line per frame
+(frame, kind, p_defect, verdict, seal_area = fraction of the 640x640 mask that is seal):
+the reference output for checking another implementation of the pipeline.
 
 Frames are generated in memory by scripts/gen_seals.py (same JPEG encoding as training and the
 clip), decoded, preprocessed with scripts/contract.py, run through models/seg.onnx and
@@ -45,6 +51,8 @@ def main():
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0 = default)")
     ap.add_argument("--json", default=None, help="write the numbers here")
+    ap.add_argument("--frames", default=None, help="evaluate the frames in this directory instead")
+    ap.add_argument("--per-frame", default=None, help="write per-frame results (jsonl) here")
     a = ap.parse_args()
 
     import torch
@@ -66,30 +74,53 @@ def main():
     inter = union = 0
     per_img_iou = []
     rows = []
-    jobs = [(a.seed, i, a.defect_rate, a.quality) for i in range(a.count)]
-    with Pool(a.workers) as pool:
-        for k, (idx, data, packed, kind) in enumerate(pool.imap(_gen, jobs, chunksize=4)):
-            frame = G.decode(data)
-            gt_hw = np.unpackbits(packed)[: G.H * G.W].reshape(G.H, G.W).astype(bool)
-            x = C.frames_to_tensor(frame)
-            with torch.no_grad():
-                si = C.seg_input(x)
-                logits = seg.run(None, {"images": si.numpy()})[0]
-                mask = C.mask_from_logits(torch.from_numpy(logits))
+    if a.frames:
+        labels = [json.loads(line) for line in open(os.path.join(a.frames, "labels.jsonl"))]
+
+        def source():
+            for r in labels:
+                f = r["frame"]
+                path = os.path.join(a.frames, f"frame_{f:05d}.jpg")
+                if not os.path.exists(path):
+                    path = os.path.join(a.frames, f"{f:06d}.jpg")
+                with open(path, "rb") as fh:
+                    yield f, fh.read(), None, r["kind"]
+        total = len(labels)
+        pool = None
+        it = source()
+    else:
+        jobs = [(a.seed, i, a.defect_rate, a.quality) for i in range(a.count)]
+        total = a.count
+        pool = Pool(a.workers)
+        it = pool.imap(_gen, jobs, chunksize=4)
+    for k, (idx, data, packed, kind) in enumerate(it):
+        frame = G.decode(data)
+        x = C.frames_to_tensor(frame)
+        with torch.no_grad():
+            si = C.seg_input(x)
+            logits = seg.run(None, {"images": si.numpy()})[0]
+            mask = C.mask_from_logits(torch.from_numpy(logits))
+            i_ = u_ = gt_px = None
+            if packed is not None:
+                gt_hw = np.unpackbits(packed)[: G.H * G.W].reshape(G.H, G.W).astype(bool)
                 gt = C.gt_mask_640(gt_hw)
                 i_ = int((mask.bool() & gt).sum())
                 u_ = int((mask.bool() | gt).sum())
+                gt_px = int(gt.sum())
                 inter += i_
                 union += u_
                 if u_:
                     per_img_iou.append(i_ / u_)
-                ci = C.cls_input(x, mask)
-                cl = cls.run(None, {"input": ci.numpy()})[0]
-                p = float(C.p_defect(torch.from_numpy(cl))[0])
-            rows.append({"frame": idx, "kind": kind, "p_defect": p, "pred": "defect" if p >= thr else "ok",
-                         "iou": (i_ / u_) if u_ else None, "mask_px": int(mask.sum()), "gt_px": int(gt.sum())})
-            if (k + 1) % 100 == 0:
-                print(f"[eval] {k + 1}/{a.count} {time.time() - t0:.0f}s", flush=True)
+            ci = C.cls_input(x, mask)
+            cl = cls.run(None, {"input": ci.numpy()})[0]
+            p = float(C.p_defect(torch.from_numpy(cl))[0])
+        rows.append({"frame": idx, "kind": kind, "p_defect": p, "pred": "defect" if p >= thr else "ok",
+                     "iou": (i_ / u_) if u_ else None, "mask_px": int(mask.sum()), "gt_px": gt_px,
+                     "logits": [float(v) for v in cl[0]]})
+        if (k + 1) % 100 == 0:
+            print(f"[eval] {k + 1}/{total} {time.time() - t0:.0f}s", flush=True)
+    if pool is not None:
+        pool.close()
 
     n = len(rows)
     y = np.array([r["kind"] != "ok" for r in rows])
@@ -97,8 +128,8 @@ def main():
     tp, tn = int((y & pr).sum()), int((~y & ~pr).sum())
     fp, fn = int((~y & pr).sum()), int((y & ~pr).sum())
     res = {
-        "seed": a.seed, "count": n, "threshold": thr,
-        "iou": inter / max(1, union),
+        "seed": None if a.frames else a.seed, "frames": a.frames, "count": n, "threshold": thr,
+        "iou": inter / max(1, union) if not a.frames else None,
         "iou_mean_per_image": float(np.mean(per_img_iou)) if per_img_iou else None,
         "accuracy": (tp + tn) / n,
         "recall": tp / max(1, tp + fn),
@@ -118,12 +149,24 @@ def main():
     for kind in G.KINDS + ["ok"]:
         ious = [r["iou"] for r in rows if r["kind"] == kind and r["iou"] is not None]
         res["per_kind"][kind]["iou_mean"] = float(np.mean(ious)) if ious else None
-    res["pass"] = {k: res[k] >= v for k, v in BARS.items()}
+    res["pass"] = {k: res[k] >= v for k, v in BARS.items() if res[k] is not None}
+    areas = {}
+    for r in rows:
+        areas.setdefault(r["kind"], []).append(r["mask_px"] / (640 * 640))
+    res["seal_area_range"] = {k: [round(min(v), 5), round(max(v), 5)] for k, v in areas.items()}
+    if a.per_frame:
+        with open(a.per_frame, "w") as f:
+            for r in rows:
+                f.write(json.dumps({"frame": r["frame"], "kind": r["kind"], "p_defect": round(r["p_defect"], 6),
+                                    "logits": [round(v, 5) for v in r["logits"]],
+                                    "verdict": r["pred"], "seal_area": round(r["mask_px"] / (640 * 640), 6)}) + "\n")
     wrong = [(r["frame"], r["kind"], round(r["p_defect"], 3)) for r in rows if (r["kind"] != "ok") != (r["pred"] == "defect")]
 
-    print(f"\n== sealcheck demo models, held-out seed {a.seed}, {n} frames, threshold {thr} ==")
-    print(f"seal IoU (aggregate, 640x640): {res['iou']:.4f}   (mean per image {res['iou_mean_per_image']:.4f})"
-          f"   bar >= {BARS['iou']}: {'PASS' if res['pass']['iou'] else 'FAIL'}")
+    src = f"frames {a.frames}" if a.frames else f"held-out seed {a.seed}"
+    print(f"\n== sealcheck demo models, {src}, {n} frames, threshold {thr} ==")
+    if res["iou"] is not None:
+        print(f"seal IoU (aggregate, 640x640): {res['iou']:.4f}   (mean per image {res['iou_mean_per_image']:.4f})"
+              f"   bar >= {BARS['iou']}: {'PASS' if res['pass']['iou'] else 'FAIL'}")
     print(f"accuracy: {res['accuracy']:.4f}   bar >= {BARS['accuracy']}: {'PASS' if res['pass']['accuracy'] else 'FAIL'}")
     print(f"recall (defective): {res['recall']:.4f}   bar >= {BARS['recall']}: {'PASS' if res['pass']['recall'] else 'FAIL'}")
     print(f"precision (defective): {res['precision']:.4f}   false-reject rate on good seals: {res['false_reject_rate']:.4f}")
@@ -133,6 +176,8 @@ def main():
         mi = "-" if v["iou_mean"] is None else f"{v['iou_mean']:.3f}"
         print(f"{kind:<14}{v['n']:>6}{v['pred_ok']:>9}{v['pred_defect']:>13}{mi:>10}")
     print(f"missing-seal frames: mean predicted seal pixels {res['missing_mean_pred_px']}")
+    print("seal area (fraction of 640x640 mask) min..max per kind: "
+          + ", ".join(f"{k} {v[0]:.4f}..{v[1]:.4f}" for k, v in res["seal_area_range"].items()))
     print(f"misclassified (frame, kind, p_defect): {wrong[:40]}{' ...' if len(wrong) > 40 else ''}")
     print(f"time {res['seconds']}s")
     ok = all(res["pass"].values())
