@@ -256,8 +256,8 @@ fn assert_close(what: &str, actual: &[f32], expected: &[f64], tolerance: f64) ->
     let (mut worst, mut at) = (0.0f64, 0);
     for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
         let diff = (f64::from(a) - e).abs();
-        // NaN must fail too.
-        if !(diff <= worst) {
+        // A NaN anywhere must fail: it becomes the worst.
+        if diff.is_nan() || diff > worst {
             worst = diff;
             at = i;
         }
@@ -605,7 +605,7 @@ fn logits_to_mask_on_demo_geometry_counts_the_seal() {
 fn bad_frames_and_buffers_are_refused_with_their_numbers() {
     let g = geometry((4, 4), (2, 2));
     let mut pre = preprocessor(g);
-    let data = vec![0u8; 100];
+    let data = [0u8; 100];
     let (mut seg, mut cls) = (vec![0.0; g.seg_input_len()], vec![0.0; g.cls_input_len()]);
     let view = |width, height, stride, len| ImageView {
         width,

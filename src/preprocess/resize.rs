@@ -2,10 +2,10 @@
 //! tensor channels (R, G, B), following the contract in `taps`.
 //!
 //! Separable, horizontal first: each source row the output needs is widened
-//! to `f32` and resampled once along x into a row cache (two slots: an output
-//! row blends two source rows), then every output row is a vertical blend of
-//! two cached rows fused with the normalization and the split into R, G, B
-//! planes. Pixels are handled as 4-float vectors so both blends vectorize.
+//! to `f32` once (a vectorized pass shared by both output sizes), resampled
+//! along x into planar R, G, B rows kept in a two-slot cache (an output row
+//! blends two source rows), and every output row is then a vertical blend of
+//! two cached rows fused with the normalization: contiguous, vectorized.
 
 use super::frame_rows::FrameRows;
 use super::normalize::ChannelAffine;
@@ -41,10 +41,9 @@ impl PixelFormat for Bgrx {
     const RGB: [usize; 3] = [2, 1, 0];
 }
 
-/// Floats per pixel in the row caches: the frame's own channel order plus one
-/// spare lane (or the alpha/x byte), so each pixel is one 4-float vector and
-/// the horizontal blend compiles to vector multiply-adds.
-const LANES: usize = 4;
+/// Most bytes per pixel of any layout: the widened-row buffers fit any frame
+/// of the prepared width.
+const MAX_BYTES_PER_PIXEL: usize = 4;
 
 /// Resizes frames to one output size (`out_h` x `out_w`, three planes).
 /// Tables are rebuilt by `prepare` when the frame size changes; after that
@@ -149,8 +148,7 @@ impl FrameResampler {
     }
 }
 
-/// Source rows widened to `f32` in the frame's byte order, each followed by
-/// `LANES` zeros so its last pixel can be read as a vector. Shared by the
+/// Source rows widened to `f32` in the frame's byte order. Shared by the
 /// resamplers: in the fused pass both ask for the same rows close together,
 /// so the two most recent rows are kept and each row is widened once.
 #[derive(Debug, Default)]
@@ -160,11 +158,11 @@ pub(crate) struct WidenedRows {
 }
 
 impl WidenedRows {
-    /// Sizes the buffers for rows of `in_w` pixels of up to `LANES` bytes.
+    /// Sizes the buffers for rows of `in_w` pixels of any layout.
     pub fn prepare(&mut self, in_w: usize) {
         for buf in &mut self.bufs {
             buf.clear();
-            buf.resize(LANES * in_w + LANES, 0.0);
+            buf.resize(MAX_BYTES_PER_PIXEL * in_w, 0.0);
         }
         self.held = [None; 2];
     }
@@ -188,8 +186,8 @@ impl WidenedRows {
     }
 
     fn widen(&mut self, frame: &FrameRows<'_>, y: usize, slot: usize) -> usize {
-        // Floats past this row's pixels keep zeros or an earlier row's values
-        // (always finite); they are read only into the spare lane, never used.
+        // A 3-byte row fills only the front of the buffer; the resampler reads
+        // only that front.
         for (wide, &byte) in self.bufs[slot].iter_mut().zip(frame.row(y)) {
             *wide = f32::from(byte);
         }
@@ -198,26 +196,21 @@ impl WidenedRows {
     }
 }
 
-/// One widened source row (`P::BYTES` floats per pixel, `LANES` spare at the
-/// end) to three planes of `cols.len()` floats (R, G, B), still on the 0..255
-/// scale.
+/// One widened source row (`P::BYTES` floats per pixel) to three planes of
+/// `cols.len()` floats (R, G, B), still on the 0..255 scale.
 fn resample_columns<P: PixelFormat>(cols: &[Tap], widened: &[f32], out: &mut [f32]) {
     let (r_out, rest) = out.split_at_mut(cols.len());
     let (g_out, b_out) = rest.split_at_mut(cols.len());
     let [r, g, b] = P::RGB;
     for (((tap, r_out), g_out), b_out) in cols.iter().zip(r_out).zip(g_out).zip(b_out) {
-        // Fixed-length slices: one bounds check each, then the lanes below
-        // are a single vector multiply-add.
-        let p0 = &widened[tap.first * P::BYTES..][..LANES];
-        let p1 = &widened[tap.second * P::BYTES..][..LANES];
+        // Slices of a compile-time length: one bounds check each, none on
+        // the channel reads below.
+        let p0 = &widened[tap.first * P::BYTES..][..P::BYTES];
+        let p1 = &widened[tap.second * P::BYTES..][..P::BYTES];
         let (w0, w1) = (tap.w_first, tap.w_second);
-        let mut pixel = [0.0f32; LANES];
-        for lane in 0..LANES {
-            pixel[lane] = w0 * p0[lane] + w1 * p1[lane];
-        }
-        *r_out = pixel[r];
-        *g_out = pixel[g];
-        *b_out = pixel[b];
+        *r_out = w0 * p0[r] + w1 * p1[r];
+        *g_out = w0 * p0[g] + w1 * p1[g];
+        *b_out = w0 * p0[b] + w1 * p1[b];
     }
 }
 
