@@ -53,6 +53,8 @@ say() { printf '%s\n' "$*"; }
 die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 
 live_system() { [[ -z "$DESTDIR" ]]; }
+# sd_booted(3): systemd is the init system here (not a container or chroot without it).
+systemd_running() { [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; }
 is_root() { [[ "$(id -u)" == 0 ]]; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -131,7 +133,7 @@ do_install() {
         die "installing on this machine needs root: sudo make install (or set DESTDIR to stage it)"
     fi
 
-    local work
+    # Global, so the EXIT trap still sees it after this function returns.
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
 
@@ -194,10 +196,12 @@ do_install() {
     write_manifest
     say "manifest: $manifest"
 
-    if live_system; then
+    if live_system && systemd_running; then
         systemctl daemon-reload
         say "systemd reloaded. Next: edit $config, check it with" \
             "'sealcheck check-config $config', then: systemctl enable --now sealcheck"
+    elif live_system; then
+        say "systemd is not running here: run 'systemctl daemon-reload' on the target system"
     else
         say "staged under $DESTDIR (no user created, systemd not reloaded)"
     fi
@@ -211,7 +215,7 @@ do_uninstall() {
         die "no install manifest at $DESTDIR$manifest: nothing installed with this PREFIX/DESTDIR"
     load_manifest
 
-    if live_system && command -v systemctl >/dev/null; then
+    if live_system && systemd_running; then
         if systemctl is-enabled --quiet sealcheck.service 2>/dev/null ||
             systemctl is-active --quiet sealcheck.service 2>/dev/null; then
             systemctl disable --now sealcheck.service
@@ -243,7 +247,7 @@ do_uninstall() {
 
     local dirs
     dirs=$(for path in "${entry_order[@]}"; do
-        [[ "${entry_type[$path]}" == dir ]] && printf '%s\n' "$path"
+        if [[ "${entry_type[$path]}" == dir ]]; then printf '%s\n' "$path"; fi
     done | awk '{ print length($0) "\t" $0 }' | sort -rn | cut -f2-)
     while IFS= read -r path; do
         [[ -z "$path" ]] && continue
@@ -252,7 +256,7 @@ do_uninstall() {
         fi
     done <<<"$dirs"
 
-    if live_system && command -v systemctl >/dev/null; then
+    if live_system && systemd_running; then
         systemctl daemon-reload
     fi
     if [[ $kept -gt 0 ]]; then
