@@ -24,12 +24,9 @@ pub use stage::{InferStage, infer_frame};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::TensorGeometry;
 
-// The TensorRT backend (src/infer/tensorrt.rs over trt_bridge/) is not in this
-// tree yet; a build that asks for it must not quietly run something else.
+// The TensorRT backend (src/infer/tensorrt/ over trt_bridge/).
 #[cfg(feature = "tensorrt")]
-compile_error!(
-    "feature `tensorrt` is set but the TensorRT backend (src/infer/tensorrt.rs) is not written yet; build without it"
-);
+pub mod tensorrt;
 
 /// Which engine runs the models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +70,9 @@ pub struct BackendSelection {
 /// the module comment and records why each earlier engine was skipped; an
 /// explicit backend that cannot run is an error, never a fallback. Problems
 /// with the models themselves stop the start whatever the backend.
+///
+/// `[inference] device` applies to `backend = "onnxruntime"`; `auto` always
+/// tries CUDA first and says in `reason` why it did not use it.
 pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
     let selection = match cfg.inference.backend {
         BackendChoice::Tract => BackendSelection {
@@ -86,7 +86,7 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
                 reason: format!("backend = \"onnxruntime\", device = \"{}\" in [inference]", device_name(device)),
             }
         }
-        BackendChoice::TensorRt => return Err(InferError::TensorRtNotBuilt),
+        BackendChoice::TensorRt => open_tensorrt(cfg)?,
         BackendChoice::Auto => open_auto(cfg)?,
     };
     check_class_indices(cfg, selection.backend.as_ref())?;
@@ -94,7 +94,15 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
 }
 
 fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
-    let mut skipped = vec!["TensorRT not built in (no `tensorrt` feature)".to_string()];
+    let mut skipped = Vec::new();
+    #[cfg(feature = "tensorrt")]
+    match tensorrt::open_backend(cfg) {
+        Ok(backend) => return Ok(BackendSelection { backend, reason: "auto: TensorRT".to_string() }),
+        Err(e) if e.is_unavailable() => skipped.push(format!("TensorRT unavailable ({e})")),
+        Err(e) => return Err(e.into()),
+    }
+    #[cfg(not(feature = "tensorrt"))]
+    skipped.push("TensorRT not built in (no `tensorrt` feature)".to_string());
     for device in [ComputeDevice::Cuda, ComputeDevice::Cpu] {
         match onnxruntime::OrtBackend::open(cfg, device) {
             Ok(backend) => {
@@ -116,6 +124,19 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
     }
     let backend = tract::TractBackend::open(cfg)?;
     Ok(BackendSelection { backend: Box::new(backend), reason: format!("auto: {}; using tract", skipped.join("; ")) })
+}
+
+/// `backend = "tensorrt"`: exactly TensorRT, or an error saying why not
+/// (library or GPU missing, model problem), never a fallback.
+#[cfg(feature = "tensorrt")]
+fn open_tensorrt(cfg: &Config) -> Result<BackendSelection, InferError> {
+    let backend = tensorrt::open_backend(cfg)?;
+    Ok(BackendSelection { backend, reason: "backend = \"tensorrt\" in [inference]".to_string() })
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn open_tensorrt(_cfg: &Config) -> Result<BackendSelection, InferError> {
+    Err(InferError::TensorRtNotBuilt)
 }
 
 /// The class indices the decision reads must exist in the models' logits.
