@@ -902,7 +902,7 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
 #[test]
 fn numpy_reads_what_write_npy_f32_writes() {
     if let Err(reason) = python_with("numpy") {
-        println!("SKIPPED: {reason}");
+        println!("SKIPPED: python3 with numpy not found ({reason})");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
