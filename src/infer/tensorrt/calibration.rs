@@ -1,0 +1,220 @@
+//! INT8 calibration batches for TensorRT's (implicit-quantization) calibrator,
+//! made by sealcheck's own preprocessing from a folder of images, so that
+//! calibration sees exactly the tensors inference will see. The calibration
+//! cache TensorRT writes is kept next to the engines and reused.
+//!
+//! ```text
+//! image file -> capture::decode_image_file -> Preprocessor (segmentation input)
+//!                                           -> + CPU reference segmentation -> mask channel (classifier input)
+//!            -> host batch -> device buffer -> TensorRT's getBatch
+//! ```
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::engine_cache::write_atomically;
+use super::error::TrtError;
+use crate::gpu::{DeviceBuffer, GpuContext, Stream};
+
+/// Image files a calibration set may contain.
+const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "bmp"];
+
+/// Fills one sample's tensor (the model input, f32) from an image file.
+pub type SampleMaker = Box<dyn FnMut(&Path, &mut [f32]) -> Result<(), String>>;
+
+/// What TensorRT's calibrator asks for, answered from Rust.
+pub struct CalibrationFeed {
+    batch_size: usize,
+    /// f32 values of one sample (the model input's length).
+    sample_len: usize,
+    images: Vec<PathBuf>,
+    next_image: usize,
+    make_sample: Option<SampleMaker>,
+    host_batch: Vec<f32>,
+    device: Option<(Arc<GpuContext>, DeviceBuffer<f32>)>,
+    cache_path: Option<PathBuf>,
+}
+
+impl CalibrationFeed {
+    /// The feed for a build without INT8: TensorRT never asks it for anything.
+    pub fn none() -> Self {
+        CalibrationFeed {
+            batch_size: 1,
+            sample_len: 0,
+            images: Vec::new(),
+            next_image: 0,
+            make_sample: None,
+            host_batch: Vec::new(),
+            device: None,
+            cache_path: None,
+        }
+    }
+
+    /// Batches of `batch_size` samples from `images`, each made by
+    /// `make_sample` into a tensor of `sample_len` floats and uploaded to `gpu`.
+    pub fn new(
+        gpu: &Arc<GpuContext>,
+        images: Vec<PathBuf>,
+        batch_size: usize,
+        sample_len: usize,
+        make_sample: SampleMaker,
+        cache_path: PathBuf,
+    ) -> Result<Self, TrtError> {
+        let batch_size = batch_size.max(1);
+        let device = DeviceBuffer::new(gpu, batch_size * sample_len).map_err(TrtError::gpu("allocate a calibration batch"))?;
+        Ok(CalibrationFeed {
+            batch_size,
+            sample_len,
+            images,
+            next_image: 0,
+            make_sample: Some(make_sample),
+            host_batch: vec![0.0; batch_size * sample_len],
+            device: Some((Arc::clone(gpu), device)),
+            cache_path: Some(cache_path),
+        })
+    }
+
+    pub fn batch_size(&self) -> i32 {
+        i32::try_from(self.batch_size).unwrap_or(i32::MAX)
+    }
+
+    /// Device address of the next full batch, 0 when the images run out
+    /// (a last partial batch is dropped, as TensorRT wants full batches).
+    pub fn next_batch(&mut self, input: &str) -> Result<usize, String> {
+        let (Some(make_sample), Some((gpu, device))) = (self.make_sample.as_mut(), self.device.as_ref()) else {
+            return Ok(0);
+        };
+        if self.next_image + self.batch_size > self.images.len() {
+            return Ok(0);
+        }
+        let batch = &self.images[self.next_image..self.next_image + self.batch_size];
+        for (slot, image) in batch.iter().enumerate() {
+            let sample = &mut self.host_batch[slot * self.sample_len..(slot + 1) * self.sample_len];
+            make_sample(image, sample).map_err(|e| format!("input \"{input}\", image {}: {e}", image.display()))?;
+        }
+        self.next_image += self.batch_size;
+        let stream = Stream::new(gpu).map_err(|e| e.to_string())?;
+        // SAFETY: `host_batch` and `device` outlive the copy, which is complete
+        // when `synchronize` returns, before either is touched again.
+        unsafe { stream.upload(&self.host_batch, device, 0) }.map_err(|e| e.to_string())?;
+        stream.synchronize().map_err(|e| e.to_string())?;
+        log::info!(target: "sealcheck::tensorrt", input, images = self.next_image, total = self.images.len(); "INT8 calibration batch");
+        usize::try_from(device.device_ptr()).map_err(|_| "device address does not fit a pointer".to_string())
+    }
+
+    /// The cache of an earlier calibration, to skip the batches (empty when none).
+    pub fn read_cache(&mut self) -> Vec<u8> {
+        match &self.cache_path {
+            Some(path) => match fs::read(path) {
+                Ok(bytes) => {
+                    log::info!(target: "sealcheck::tensorrt", cache:% = path.display(); "reusing the INT8 calibration cache");
+                    bytes
+                }
+                Err(_) => Vec::new(),
+            },
+            None => Vec::new(),
+        }
+    }
+
+    pub fn write_cache(&mut self, cache: &[u8]) -> Result<(), String> {
+        match &self.cache_path {
+            Some(path) => write_atomically(path, cache).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The image files of a calibration folder, sorted by name (so every build
+/// sees them in the same order).
+pub fn calibration_images(folder: &Path) -> Result<Vec<PathBuf>, TrtError> {
+    let entries = fs::read_dir(folder).map_err(|source| TrtError::Io {
+        action: "cannot list the INT8 calibration images in",
+        path: folder.to_path_buf(),
+        source,
+    })?;
+    let mut images: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        })
+        .collect();
+    images.sort();
+    if images.is_empty() {
+        return Err(TrtError::Calibration(format!(
+            "no images ({}) in {}; put a few hundred typical frames there",
+            IMAGE_EXTENSIONS.join(", "),
+            folder.display()
+        )));
+    }
+    Ok(images)
+}
+
+/// SHA-256 over the calibration images' names and contents: part of the
+/// engine key, so a changed calibration set rebuilds the INT8 engine.
+pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
+    let mut hasher = Sha256::new();
+    for image in images {
+        let name = image.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        hasher.update(name.as_bytes());
+        hasher.update([0u8]);
+        let bytes = fs::read(image).map_err(|source| TrtError::Io {
+            action: "cannot read the calibration image",
+            path: image.clone(),
+            source,
+        })?;
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_listed_sorted_and_filtered() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["b.jpg", "a.PNG", "notes.txt", "c.jpeg"] {
+            fs::write(dir.path().join(name), name).unwrap();
+        }
+        let images = calibration_images(dir.path()).unwrap();
+        let names: Vec<String> = images.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["a.PNG", "b.jpg", "c.jpeg"]);
+    }
+
+    #[test]
+    fn empty_folder_says_what_to_put_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = calibration_images(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("no images"), "{err}");
+    }
+
+    #[test]
+    fn digest_follows_contents_and_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.jpg");
+        fs::write(&a, b"one").unwrap();
+        let first = calibration_digest(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(first, calibration_digest(std::slice::from_ref(&a)).unwrap());
+        fs::write(&a, b"two").unwrap();
+        assert_ne!(first, calibration_digest(std::slice::from_ref(&a)).unwrap());
+        let b = dir.path().join("b.jpg");
+        fs::write(&b, b"two").unwrap();
+        assert_ne!(calibration_digest(std::slice::from_ref(&a)).unwrap(), calibration_digest(&[b]).unwrap());
+    }
+
+    #[test]
+    fn feed_without_int8_has_no_batches() {
+        let mut feed = CalibrationFeed::none();
+        assert_eq!(feed.next_batch("images"), Ok(0));
+        assert!(feed.read_cache().is_empty());
+        assert_eq!(feed.write_cache(b"x"), Ok(()));
+    }
+}

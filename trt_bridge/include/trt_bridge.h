@@ -1,0 +1,136 @@
+// trt_bridge: the small C++ side of sealcheck's TensorRT backend.
+//
+// Rust (src/infer/tensorrt/bridge.rs, a #[cxx::bridge]) calls the functions
+// below; they wrap the TensorRT 10 C++ API:
+//
+//   load_library(paths)           dlopen libnvinfer + libnvonnxparser, check versions
+//   new_builder() -> Builder      build_serialized_network(onnx bytes, options) -> plan bytes
+//   new_runtime() -> Runtime      deserialize(plan bytes) -> Engine
+//   Engine                        io_tensors(), device_memory_size(), create_context()
+//   Context                       set_tensor_address(), set_input_shape(), enqueue(stream)
+//
+// libnvinfer is loaded at run time (dlopen), never linked: the TensorRT C++
+// API is inline methods over virtual calls, so only the few extern "C" entry
+// points (createInferBuilder_INTERNAL, createInferRuntime_INTERNAL,
+// createNvOnnxParser_INTERNAL, getInferLibVersion) are looked up. A binary
+// built with the `tensorrt` feature therefore starts on a machine without
+// TensorRT and reports a clear error when the backend is asked for.
+//
+// Every class hides its TensorRT objects behind a private pointer; factories
+// return std::unique_ptr; every failure throws std::runtime_error carrying
+// TensorRT's own message, which cxx turns into a Rust Err.
+
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "rust/cxx.h"
+
+namespace sealcheck {
+namespace trt {
+
+// Shared with Rust: defined by the bridge's generated header.
+struct BuildOptions;
+struct TensorInfo;
+struct LibraryInfo;
+// Rust types C++ calls back into.
+struct BuildProgress;
+struct CalibrationFeed;
+
+// Loads libnvinfer and libnvonnxparser (first path of each list that opens)
+// once per process; later calls return the same info. Throws with every
+// dlopen error when none opens, or when the library's major version differs
+// from the headers this was compiled against (or is older than them).
+LibraryInfo load_library(rust::Slice<const rust::String> nvinfer_candidates,
+                         rust::Slice<const rust::String> onnxparser_candidates);
+
+// NV_TENSORRT_VERSION of the headers this bridge was compiled against
+// (major * 10000 + minor * 100 + patch).
+int32_t header_version() noexcept;
+
+// Whether these headers still have implicit-quantization INT8 calibration.
+bool int8_calibration_supported() noexcept;
+
+class Builder {
+public:
+    Builder();
+    ~Builder();
+    Builder(const Builder&) = delete;
+    Builder& operator=(const Builder&) = delete;
+
+    // Parses `onnx`, applies `options` (precision, workspace, one optimization
+    // profile per listed input) and builds a serialized engine ("plan").
+    // Progress goes to `progress`; with INT8, batches come from `calibration`.
+    rust::Vec<uint8_t> build_serialized_network(rust::Slice<const uint8_t> onnx,
+                                                const BuildOptions& options,
+                                                BuildProgress& progress,
+                                                CalibrationFeed& calibration) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+class Engine;
+
+class Runtime {
+public:
+    Runtime();
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    // Throws (never returns null) when the plan is corrupt, truncated, or was
+    // built by another TensorRT version or for another GPU.
+    std::unique_ptr<Engine> deserialize(rust::Slice<const uint8_t> plan) const;
+
+    // Public so an Engine can share ownership of its runtime.
+    struct Impl;
+
+private:
+    std::shared_ptr<Impl> impl_;
+};
+
+class Context;
+
+class Engine {
+public:
+    struct Impl;
+    explicit Engine(std::unique_ptr<Impl> impl);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    rust::Vec<TensorInfo> io_tensors() const;
+    // Device memory an execution context needs beyond the weights, in bytes.
+    int64_t device_memory_size() const;
+    std::unique_ptr<Context> create_context() const;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// Borrows its engine: Rust's Context<'engine> keeps the engine alive.
+class Context {
+public:
+    struct Impl;
+    explicit Context(std::unique_ptr<Impl> impl);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    void set_tensor_address(rust::Str name, std::size_t device_address);
+    void set_input_shape(rust::Str name, rust::Slice<const int64_t> dims);
+    // enqueueV3 on `stream` (a cudaStream_t, 0 = the legacy default stream).
+    void enqueue(std::size_t stream);
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Builder> new_builder();
+std::unique_ptr<Runtime> new_runtime();
+
+}  // namespace trt
+}  // namespace sealcheck
