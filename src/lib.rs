@@ -15,6 +15,8 @@ pub mod decision;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod infer;
 pub mod inspect;
 pub mod npy;

@@ -1,0 +1,353 @@
+//! The kernels compiled by build.rs from `kernels/*.cu`, embedded in the
+//! binary and loaded with the driver (`cuModuleLoadData`, no NVRTC): the
+//! `Kernel` enum names each one, `KernelSet` loads them all at start (so a
+//! missing one is reported then, not mid-stream), and the `#[repr(C)]`
+//! parameter blocks mirror the structs in `kernels/tensors.cuh` field for field.
+
+use std::ffi::{CStr, c_void};
+use std::sync::Arc;
+
+use super::driver::{self, Function, Module};
+use super::stream::Stream;
+use super::{GpuContext, GpuError};
+use crate::frame::PixelLayout;
+
+/// Element type of a tensor on the device, as the engine's input or output wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorElement {
+    F32,
+    /// IEEE half precision (carried as `u16` bits on the host).
+    F16,
+}
+
+impl TensorElement {
+    pub fn bytes(self) -> usize {
+        match self {
+            TensorElement::F32 => 4,
+            TensorElement::F16 => 2,
+        }
+    }
+}
+
+/// The compiled kernel files (one fatbin per `kernels/*.cu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFile {
+    FrameToTensors,
+    Mask,
+    BenchDelay,
+}
+
+/// 16-byte alignment for the embedded images: the driver reads the fatbin
+/// header with wide loads.
+#[repr(C, align(16))]
+struct Aligned<B: ?Sized>(B);
+
+static FRAME_TO_TENSORS_FATBIN: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/frame_to_tensors.fatbin"
+)));
+static MASK_FATBIN: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/mask.fatbin")));
+static BENCH_DELAY_FATBIN: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/bench_delay.fatbin"
+)));
+
+impl KernelFile {
+    pub const ALL: [KernelFile; 3] = [
+        KernelFile::FrameToTensors,
+        KernelFile::Mask,
+        KernelFile::BenchDelay,
+    ];
+
+    pub fn source(self) -> &'static str {
+        match self {
+            KernelFile::FrameToTensors => "kernels/frame_to_tensors.cu",
+            KernelFile::Mask => "kernels/mask.cu",
+            KernelFile::BenchDelay => "kernels/bench_delay.cu",
+        }
+    }
+
+    fn image(self) -> &'static [u8] {
+        match self {
+            KernelFile::FrameToTensors => &FRAME_TO_TENSORS_FATBIN.0,
+            KernelFile::Mask => &MASK_FATBIN.0,
+            KernelFile::BenchDelay => &BENCH_DELAY_FATBIN.0,
+        }
+    }
+}
+
+/// Every kernel the crate launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// Frame to the segmentation input and the classifier's RGB channels.
+    FrameToTensors(PixelLayout, TensorElement),
+    /// Segmentation logits (of the given element type) to the mask and its pixel count.
+    LogitsToMask(TensorElement),
+    /// Mask to channel 3 of the classifier input (of the given element type).
+    MaskToChannel(TensorElement),
+    /// Busy-waits a number of GPU cycles (benchmark only).
+    BenchDelay,
+}
+
+const LAYOUTS: [PixelLayout; 4] = [
+    PixelLayout::Rgb,
+    PixelLayout::Bgr,
+    PixelLayout::Rgba,
+    PixelLayout::Bgrx,
+];
+const ELEMENTS: [TensorElement; 2] = [TensorElement::F32, TensorElement::F16];
+
+impl Kernel {
+    pub const COUNT: usize = 4 * 2 + 2 + 2 + 1;
+
+    /// Every kernel, in `index` order.
+    pub fn all() -> impl Iterator<Item = Kernel> {
+        let frame = ELEMENTS.into_iter().flat_map(|e| {
+            LAYOUTS
+                .into_iter()
+                .map(move |l| Kernel::FrameToTensors(l, e))
+        });
+        frame
+            .chain(ELEMENTS.map(Kernel::LogitsToMask))
+            .chain(ELEMENTS.map(Kernel::MaskToChannel))
+            .chain([Kernel::BenchDelay])
+    }
+
+    /// Position in `KernelSet`'s table.
+    pub fn index(self) -> usize {
+        let layout = |l: PixelLayout| match l {
+            PixelLayout::Rgb => 0,
+            PixelLayout::Bgr => 1,
+            PixelLayout::Rgba => 2,
+            PixelLayout::Bgrx => 3,
+        };
+        let element = |e: TensorElement| match e {
+            TensorElement::F32 => 0,
+            TensorElement::F16 => 1,
+        };
+        match self {
+            Kernel::FrameToTensors(l, e) => element(e) * 4 + layout(l),
+            Kernel::LogitsToMask(e) => 8 + element(e),
+            Kernel::MaskToChannel(e) => 10 + element(e),
+            Kernel::BenchDelay => 12,
+        }
+    }
+
+    pub fn file(self) -> KernelFile {
+        match self {
+            Kernel::FrameToTensors(..) => KernelFile::FrameToTensors,
+            Kernel::LogitsToMask(_) | Kernel::MaskToChannel(_) => KernelFile::Mask,
+            Kernel::BenchDelay => KernelFile::BenchDelay,
+        }
+    }
+
+    /// The `extern "C"` name in the .cu file.
+    pub fn symbol(self) -> &'static CStr {
+        use PixelLayout::*;
+        use TensorElement::*;
+        match self {
+            Kernel::FrameToTensors(Rgb, F32) => c"frame_to_tensors_rgb_f32",
+            Kernel::FrameToTensors(Bgr, F32) => c"frame_to_tensors_bgr_f32",
+            Kernel::FrameToTensors(Rgba, F32) => c"frame_to_tensors_rgba_f32",
+            Kernel::FrameToTensors(Bgrx, F32) => c"frame_to_tensors_bgrx_f32",
+            Kernel::FrameToTensors(Rgb, F16) => c"frame_to_tensors_rgb_f16",
+            Kernel::FrameToTensors(Bgr, F16) => c"frame_to_tensors_bgr_f16",
+            Kernel::FrameToTensors(Rgba, F16) => c"frame_to_tensors_rgba_f16",
+            Kernel::FrameToTensors(Bgrx, F16) => c"frame_to_tensors_bgrx_f16",
+            Kernel::LogitsToMask(F32) => c"logits_to_mask_f32",
+            Kernel::LogitsToMask(F16) => c"logits_to_mask_f16",
+            Kernel::MaskToChannel(F32) => c"mask_to_channel_f32",
+            Kernel::MaskToChannel(F16) => c"mask_to_channel_f16",
+            Kernel::BenchDelay => c"bench_delay",
+        }
+    }
+}
+
+/// Block sizes; the kernels are compiled with the same numbers
+/// (`FRAME_BLOCK`, `MASK_BLOCK`, `CHANNEL_BLOCK`, `MASK_PIXELS_PER_THREAD`).
+pub const FRAME_BLOCK: u32 = 128;
+pub const MASK_BLOCK: u32 = 256;
+pub const MASK_PIXELS_PER_THREAD: u64 = 4;
+pub const CHANNEL_BLOCK: u32 = 128;
+
+/// `ResizeTarget` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ResizeTarget {
+    pub out: u64,
+    pub rows: u64,
+    pub cols: u64,
+    pub out_h: u32,
+    pub out_w: u32,
+    pub scale: [f32; 3],
+    pub bias: [f32; 3],
+}
+const _: () = assert!(size_of::<ResizeTarget>() == 56);
+
+/// `FrameParams` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FrameParams {
+    pub frame: u64,
+    pub stride: u64,
+    pub schedule: u64,
+    pub seg: ResizeTarget,
+    pub cls: ResizeTarget,
+    pub aligned4: u32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<FrameParams>() == 24 + 2 * 56 + 8);
+
+/// `MaskParams` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MaskParams {
+    pub logits: u64,
+    pub mask: u64,
+    pub count: u64,
+    pub pixels: u64,
+    pub classes: u32,
+    pub mask_class: u32,
+}
+const _: () = assert!(size_of::<MaskParams>() == 40);
+
+/// `MaskChannelParams` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MaskChannelParams {
+    pub mask: u64,
+    pub out: u64,
+    pub rows: u64,
+    pub cols: u64,
+    pub in_w: u32,
+    pub out_h: u32,
+    pub out_w: u32,
+    pub scale: f32,
+    pub bias: f32,
+    pub reserved: u32,
+}
+const _: () = assert!(size_of::<MaskChannelParams>() == 56);
+
+/// The loaded kernel modules and a function handle for every `Kernel`.
+#[derive(Debug)]
+pub struct KernelSet {
+    gpu: Arc<GpuContext>,
+    modules: Vec<Module>,
+    functions: [Function; Kernel::COUNT],
+}
+
+// SAFETY: module and function handles may be used from any thread once their
+// context is current (every launch binds it); they are never mutated after load.
+unsafe impl Send for KernelSet {}
+// SAFETY: as above; `&KernelSet` only reads the handles.
+unsafe impl Sync for KernelSet {}
+
+impl KernelSet {
+    /// Loads every embedded kernel file and looks up every kernel.
+    pub fn load(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        gpu.bind()?;
+        let mut set = KernelSet {
+            gpu: Arc::clone(gpu),
+            modules: Vec::with_capacity(KernelFile::ALL.len()),
+            functions: [std::ptr::null_mut(); Kernel::COUNT],
+        };
+        let mut loaded = [std::ptr::null_mut(); KernelFile::ALL.len()];
+        for (slot, file) in KernelFile::ALL.into_iter().enumerate() {
+            // SAFETY: the context is current; the image is a complete fatbin
+            // written by build.rs, embedded 16-byte aligned.
+            let module =
+                unsafe { driver::module_load_data(file.image().as_ptr().cast::<c_void>()) }
+                    .map_err(|source| GpuError::ModuleLoad {
+                        file: file.source(),
+                        source,
+                    })?;
+            // Pushed at once so Drop unloads it even if a later step fails.
+            set.modules.push(module);
+            loaded[slot] = module;
+        }
+        for kernel in Kernel::all() {
+            let file_slot = KernelFile::ALL
+                .iter()
+                .position(|&f| f == kernel.file())
+                .unwrap_or(0);
+            // SAFETY: the module was loaded above and is live.
+            let function = unsafe { driver::module_function(loaded[file_slot], kernel.symbol()) }
+                .map_err(|source| GpuError::KernelMissing {
+                symbol: kernel.symbol().to_str().unwrap_or("?"),
+                file: kernel.file().source(),
+                source,
+            })?;
+            set.functions[kernel.index()] = function;
+        }
+        Ok(set)
+    }
+
+    /// Queues `kernel` with one by-value parameter block.
+    ///
+    /// # Safety
+    /// `P` must be the kernel's parameter struct (`FrameParams` for
+    /// `FrameToTensors`, `MaskParams` for `LogitsToMask`, `MaskChannelParams`
+    /// for `MaskToChannel`, `u64` for `BenchDelay`); every device address in
+    /// it must point to memory of the size the kernel reads or writes for
+    /// this grid, and stay alive until the stream has passed the launch.
+    pub unsafe fn launch<P: Copy>(
+        &self,
+        kernel: Kernel,
+        grid: (u32, u32, u32),
+        block: u32,
+        stream: &Stream,
+        params: &P,
+    ) -> Result<(), GpuError> {
+        self.gpu.bind()?;
+        let mut args = [std::ptr::from_ref(params).cast_mut().cast::<c_void>()];
+        // SAFETY: the function belongs to a module this set keeps loaded; the
+        // caller vouches for the parameter block and the memory it names; the
+        // driver copies the block during the call.
+        unsafe {
+            driver::launch(
+                self.functions[kernel.index()],
+                grid,
+                (block, 1, 1),
+                stream.raw(),
+                &mut args,
+            )
+        }
+        .map_err(GpuError::driver("cuLaunchKernel"))
+    }
+}
+
+impl Drop for KernelSet {
+    fn drop(&mut self) {
+        if let Err(e) = self.gpu.bind() {
+            self.gpu
+                .record_drop_error("binding the context to unload kernels", e);
+            return;
+        }
+        for &module in &self.modules {
+            // SAFETY: each module was loaded once and is unloaded once, here;
+            // the owners that launch from this set synchronize their streams
+            // before dropping it, so no queued launch still needs the code.
+            if let Err(e) = unsafe { driver::module_unload(module) } {
+                self.gpu.record_drop_error("cuModuleUnload", e);
+            }
+        }
+    }
+}
+
+/// The geometry of one launch of a frame kernel: one block per output row of
+/// either tensor.
+pub fn frame_grid(seg_h: usize, cls_h: usize) -> (u32, u32, u32) {
+    ((seg_h + cls_h) as u32, 1, 1)
+}
+
+/// One thread per 4 mask pixels.
+pub fn mask_grid(pixels: usize) -> (u32, u32, u32) {
+    let threads = (pixels as u64).div_ceil(MASK_PIXELS_PER_THREAD);
+    (threads.div_ceil(u64::from(MASK_BLOCK)) as u32, 1, 1)
+}
+
+/// One thread per classifier pixel.
+pub fn channel_grid(out_h: usize, out_w: usize) -> (u32, u32, u32) {
+    ((out_w as u32).div_ceil(CHANNEL_BLOCK), out_h as u32, 1)
+}
