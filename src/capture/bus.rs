@@ -1,0 +1,173 @@
+//! Watching the pipeline's bus: during start (did it start?) and afterwards on
+//! the capture thread (EOS, errors, PLAYING), which turns the end of the stream
+//! into the ring's `End` event and sets the pipeline to NULL.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+
+use super::error::CaptureError;
+use super::state::CaptureShared;
+use crate::ring::EndOfStream;
+
+/// How long `stop()` waits for the EOS it sent to come out of the pipeline.
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest the capture thread blocks on the bus before re-checking its flags
+/// (it is normally woken by a message; `wake` posts one).
+const BUS_POLL: Duration = Duration::from_secs(1);
+/// Name of the application message that wakes the capture thread.
+const WAKE: &str = "sealcheck-capture-wake";
+
+/// What a bus message means for us.
+pub(crate) enum BusEvent {
+    Eos,
+    Error(CaptureError),
+    /// The pipeline finished prerolling.
+    AsyncDone,
+    Other,
+}
+
+/// Interprets one message; keeps `shared`'s streaming flag current.
+pub(crate) fn handle(
+    message: &gst::Message,
+    pipeline: &gst::Pipeline,
+    shared: &CaptureShared,
+    hint: &'static str,
+) -> BusEvent {
+    use gst::MessageView;
+    let from_pipeline = message
+        .src()
+        .is_some_and(|src| src == pipeline.upcast_ref::<gst::Object>());
+    match message.view() {
+        MessageView::Eos(..) => BusEvent::Eos,
+        MessageView::Error(err) => BusEvent::Error(CaptureError::Bus {
+            origin: shared.origin.clone(),
+            element: element_path(message),
+            message: err.error().to_string(),
+            debug: err.debug().map(|d| d.to_string()),
+            hint,
+        }),
+        MessageView::Warning(warning) => {
+            log::warn!(target: "sealcheck::capture",
+                source = shared.origin.as_str(), element = element_path(message).as_str(),
+                debug = warning.debug().map(|d| d.to_string()).unwrap_or_default().as_str();
+                "GStreamer warning: {}", warning.error());
+            BusEvent::Other
+        }
+        MessageView::AsyncDone(..) if from_pipeline => BusEvent::AsyncDone,
+        MessageView::StateChanged(change) if from_pipeline => {
+            shared.set_streaming(change.current() == gst::State::Playing);
+            BusEvent::Other
+        }
+        // A live source joined or left: latency must be computed again.
+        MessageView::Latency(..) => {
+            let _ = pipeline.recalculate_latency();
+            BusEvent::Other
+        }
+        // The clock went away (e.g. an RTSP source was removed): select a new one.
+        MessageView::ClockLost(..) => {
+            let _ = pipeline.set_state(gst::State::Paused);
+            let _ = pipeline.set_state(gst::State::Playing);
+            BusEvent::Other
+        }
+        _ => BusEvent::Other,
+    }
+}
+
+/// The element that posted a message, as a pipeline path.
+fn element_path(message: &gst::Message) -> String {
+    message.src().map_or_else(
+        || "(unknown)".to_string(),
+        |src| src.path_string().to_string(),
+    )
+}
+
+/// Makes the capture thread look at its flags now.
+pub(crate) fn wake(bus: &gst::Bus) {
+    let _ = bus.post(gst::message::Application::new(gst::Structure::new_empty(
+        WAKE,
+    )));
+}
+
+/// The capture thread: runs until the stream ends, then pushes `End` and sets
+/// the pipeline to NULL. `saw_eos` is set when EOS was already seen during start.
+pub(crate) fn watch(
+    pipeline: gst::Pipeline,
+    bus: gst::Bus,
+    shared: Arc<CaptureShared>,
+    hint: &'static str,
+    saw_eos: bool,
+) {
+    let mut stop_deadline: Option<Instant> = None;
+    let mut eos = saw_eos;
+    let end = loop {
+        if eos || shared.sink_eos.load(Ordering::Acquire) {
+            break if shared.stop_requested.load(Ordering::Acquire) {
+                EndOfStream::Stopped
+            } else {
+                EndOfStream::Finished
+            };
+        }
+        if shared.shutdown_requested.load(Ordering::Acquire) {
+            break EndOfStream::Stopped;
+        }
+        if stop_deadline.is_none() && shared.stop_requested.load(Ordering::Acquire) {
+            stop_deadline = Some(Instant::now() + STOP_TIMEOUT);
+            send_eos_to_sources(&pipeline, &shared);
+        }
+        let mut wait = BUS_POLL;
+        if let Some(deadline) = stop_deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(), waited_ms = STOP_TIMEOUT.as_millis() as u64;
+                    "the source did not finish within the stop timeout after end-of-stream was sent; shutting it down");
+                break EndOfStream::Stopped;
+            }
+            wait = wait.min(deadline - now);
+        }
+        let Some(message) = bus.timed_pop(gst::ClockTime::from_nseconds(wait.as_nanos() as u64))
+        else {
+            continue;
+        };
+        match handle(&message, &pipeline, &shared, hint) {
+            BusEvent::Eos => eos = true,
+            BusEvent::Error(e) => break EndOfStream::Error(e),
+            BusEvent::AsyncDone | BusEvent::Other => {}
+        }
+    };
+    finish(&pipeline, &shared, end);
+}
+
+/// Sends end-of-stream to the pipeline's source elements. Sent to each source
+/// rather than to the pipeline, whose `send_event` takes the pipeline's state
+/// lock and so waits for any state change in progress.
+fn send_eos_to_sources(pipeline: &gst::Pipeline, shared: &CaptureShared) {
+    let mut sent = false;
+    let mut sources = pipeline.iterate_sources();
+    loop {
+        match sources.next() {
+            Ok(Some(source)) => sent |= source.send_event(gst::event::Eos::new()),
+            Ok(None) => break,
+            // The pipeline changed while iterating: start over.
+            Err(gst::IteratorError::Resync) => sources.resync(),
+            Err(gst::IteratorError::Error) => break,
+        }
+    }
+    if !sent && !pipeline.send_event(gst::event::Eos::new()) {
+        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "no source element took the end-of-stream event; the stop timeout will end capture");
+    }
+}
+
+/// Stops the pipeline and pushes `End`. After an error or a forced stop the
+/// streaming thread may be waiting for a slot: it is woken first, so setting
+/// NULL (which waits for streaming threads) cannot hang.
+pub(crate) fn finish(pipeline: &gst::Pipeline, shared: &CaptureShared, end: EndOfStream) {
+    shared.abort_waits();
+    if pipeline.set_state(gst::State::Null).is_err() {
+        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "the pipeline refused to go to NULL");
+    }
+    shared.end(end);
+}

@@ -1,0 +1,97 @@
+//! What can go wrong getting frames out of GStreamer, worded for the technician
+//! who has to fix it: which source, what GStreamer said, and what to check.
+
+/// Errors from capture. Every variant names the source (as `SourceKind` is
+/// described in messages, e.g. "v4l2 device /dev/video9") and says what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CaptureError {
+    /// `gst::init` failed: the GStreamer installation itself is broken.
+    #[error(
+        "GStreamer cannot be initialised: {message} — check the GStreamer installation \
+         (`gst-inspect-1.0 --version`; on Debian/JetPack the gstreamer1.0-tools and \
+         gstreamer1.0-plugins-base packages)"
+    )]
+    Init { message: String },
+
+    /// An element of the launch description does not exist: its plugin is not installed.
+    #[error(
+        "{origin} needs the GStreamer element `{element}`, which is not installed — \
+         install {package} (check with `gst-inspect-1.0 {element}`)"
+    )]
+    MissingElement {
+        origin: String,
+        element: String,
+        package: &'static str,
+    },
+
+    /// The launch description cannot be parsed or built.
+    #[error("{origin}: the GStreamer pipeline cannot be built: {message} — {hint}")]
+    Launch {
+        origin: String,
+        message: String,
+        hint: &'static str,
+    },
+
+    /// A `[source] pipeline` description without an `appsink` named `sink`.
+    #[error(
+        "the [source] pipeline has {found}: it must end in `appsink name=sink` \
+         (e.g. \"... ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\")"
+    )]
+    NoAppsink { found: String },
+
+    /// The pipeline did not start (PLAYING refused, or an error while prerolling).
+    #[error("{origin} cannot be {verb}: {reason} — {hint}")]
+    Start {
+        origin: String,
+        verb: &'static str,
+        reason: String,
+        hint: &'static str,
+    },
+
+    /// An error message on the bus while running.
+    #[error("{origin}: error from GStreamer element {element}: {message}{} — {hint}", debug_suffix(.debug))]
+    Bus {
+        origin: String,
+        element: String,
+        message: String,
+        debug: Option<String>,
+        hint: &'static str,
+    },
+
+    /// The capture thread watching the bus could not be started.
+    #[error("{origin}: cannot start the capture thread: {reason}")]
+    Thread { origin: String, reason: String },
+
+    /// `decode_image_file` could not read or decode an image.
+    #[error("image {} cannot be decoded: {reason}", path.display())]
+    Image {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+}
+
+fn debug_suffix(debug: &Option<String>) -> String {
+    match debug {
+        Some(debug) if !debug.is_empty() => format!(" (debug: {debug})"),
+        _ => String::new(),
+    }
+}
+
+/// The package that provides a GStreamer element, on Debian and JetPack.
+pub(crate) fn package_for(element: &str) -> &'static str {
+    match element {
+        "filesrc" | "fakesink" | "queue" | "capsfilter" | "identity" | "tee" => {
+            "gstreamer1.0 (core)"
+        }
+        "videotestsrc" | "videoconvert" | "videoscale" | "decodebin" | "uridecodebin"
+        | "appsink" | "appsrc" | "playbin" => "gstreamer1.0-plugins-base",
+        "v4l2src" | "rtspsrc" | "multifilesrc" | "multifilesink" | "jpegdec" | "jpegenc"
+        | "pngdec" | "pngenc" | "qtdemux" | "matroskademux" | "rtph264depay" | "rtph265depay" => {
+            "gstreamer1.0-plugins-good"
+        }
+        "h264parse" | "h265parse" | "jpegparse" | "pngparse" => "gstreamer1.0-plugins-bad",
+        e if e.starts_with("avdec_") => "gstreamer1.0-libav",
+        e if e.starts_with("nv") => "the NVIDIA GStreamer plugins (JetPack nvidia-l4t-gstreamer)",
+        _ => "the GStreamer plugin package that provides it",
+    }
+}

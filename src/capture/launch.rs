@@ -1,0 +1,352 @@
+//! `[source]` to a GStreamer pipeline. Every source ends in the same tail, so
+//! frames always reach us as tightly negotiated RGB:
+//!
+//! ```text
+//! test:     {videotestsrc} - {capsfilter WxH@N} -.
+//! file:     {filesrc} - {decodebin} ---------------+
+//! images:   {multifilesrc image/jpeg|png} - {decodebin} -+- {videoconvert} - {video/x-raw,format=RGB} - {appsink "sink"}
+//! v4l2:     {v4l2src} [- {capsfilter} [- {decodebin}]] -+
+//! rtsp:     {rtspsrc} - {decodebin} ---------------'
+//! pipeline: the user's description, which must contain {appsink name=sink}
+//! ```
+//!
+//! Paths, URLs, devices and caps never go into the launch string: they are set as
+//! properties on named elements after parsing, so no quoting or escaping can break
+//! them (a path with spaces, quotes or `!` is just a path).
+
+use std::path::Path;
+use std::str::FromStr;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use gstreamer_video as gst_video;
+
+use super::error::{CaptureError, package_for};
+use crate::config::SourceKind;
+
+/// The common tail: convert to RGB and hand frames to our appsink.
+const RGB_TAIL: &str = "videoconvert ! video/x-raw,format=RGB ! appsink name=sink";
+
+/// How a source is named in messages, e.g. "v4l2 device /dev/video9".
+/// Credentials in an RTSP URL are hidden.
+pub(crate) fn describe(kind: &SourceKind) -> String {
+    match kind {
+        SourceKind::Test {
+            pattern,
+            width,
+            height,
+            framerate,
+            ..
+        } => {
+            format!("test source (videotestsrc {pattern} {width}x{height}@{framerate})")
+        }
+        SourceKind::File { path } => format!("video file {}", path.display()),
+        SourceKind::Images { location, .. } => format!("image sequence {}", location.display()),
+        SourceKind::V4l2 { device, .. } => format!("v4l2 device {}", device.display()),
+        SourceKind::Rtsp { url, .. } => format!("RTSP camera {}", redact_url(url)),
+        SourceKind::Pipeline { .. } => "[source] pipeline".to_string(),
+    }
+}
+
+/// What a technician should check when the source fails.
+pub(crate) fn hint(kind: &SourceKind) -> &'static str {
+    match kind {
+        SourceKind::Test { .. } => {
+            "check the test settings in [source] (pattern, width, height, framerate)"
+        }
+        SourceKind::File { .. } => {
+            "check the `path` key in [source] and that GStreamer can play the file (`gst-play-1.0 FILE`)"
+        }
+        SourceKind::Images { .. } => {
+            "check the `location` key in [source]: a printf pattern such as frame_%05d.jpg, \
+             files numbered from 0, .jpg/.jpeg or .png"
+        }
+        SourceKind::V4l2 { .. } => {
+            "check the camera is connected and the `device` key in [source] (`v4l2-ctl --list-devices`), \
+             that the service may open it (group video) and, if set, that the camera supports the `caps` key"
+        }
+        SourceKind::Rtsp { .. } => {
+            "check the camera is powered and reachable, and the `url` (with its credentials) and `latency_ms` keys in [source]"
+        }
+        SourceKind::Pipeline { .. } => {
+            "check the `pipeline` key in [source]: try it with gst-launch-1.0 (appsink replaced by fakesink), \
+             and make it deliver video/x-raw,format=RGB to appsink name=sink"
+        }
+    }
+}
+
+/// The verb for "cannot be ...": what starting means for this source.
+pub(crate) fn start_verb(kind: &SourceKind) -> &'static str {
+    match kind {
+        SourceKind::File { .. } | SourceKind::Images { .. } => "read",
+        SourceKind::V4l2 { .. } => "opened",
+        SourceKind::Rtsp { .. } => "reached",
+        SourceKind::Test { .. } | SourceKind::Pipeline { .. } => "started",
+    }
+}
+
+/// `rtsp://user:secret@host/...` → `rtsp://user:***@host/...`.
+fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let authority_end = url[scheme_end..]
+        .find('/')
+        .map_or(url.len(), |i| scheme_end + i);
+    let Some(at) = url[scheme_end..authority_end]
+        .rfind('@')
+        .map(|i| scheme_end + i)
+    else {
+        return url.to_string();
+    };
+    match url[scheme_end..at].find(':') {
+        Some(colon) => format!("{}:***{}", &url[..scheme_end + colon], &url[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// The caps `multifilesrc` announces for an image sequence, from its extension.
+fn image_caps(location: &Path, framerate: u32, origin: &str) -> Result<gst::Caps, CaptureError> {
+    let extension = location
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let media = match extension.as_deref() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        other => {
+            return Err(CaptureError::Launch {
+                origin: origin.to_string(),
+                message: format!(
+                    "image files must be .jpg, .jpeg or .png, not {}",
+                    other.unwrap_or("(no extension)")
+                ),
+                hint: "name the files with a .jpg, .jpeg or .png extension in the `location` key in [source]",
+            });
+        }
+    };
+    Ok(gst::Caps::builder(media)
+        .field("framerate", gst::Fraction::new(framerate as i32, 1))
+        .build())
+}
+
+/// Builds (does not start) the pipeline for `kind`, with the appsink named `sink`
+/// asking for RGB. `origin` is `describe(kind)`.
+pub(crate) fn create_pipeline(
+    kind: &SourceKind,
+    origin: &str,
+) -> Result<(gst::Pipeline, gst_app::AppSink), CaptureError> {
+    let description = match kind {
+        SourceKind::Test {
+            pattern,
+            width,
+            height,
+            framerate,
+            num_buffers,
+        } => {
+            // The pattern is the only user text that goes into the string: allow names only.
+            if pattern.is_empty()
+                || !pattern
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(CaptureError::Launch {
+                    origin: origin.to_string(),
+                    message: format!("\"{pattern}\" is not a videotestsrc pattern name"),
+                    hint: "set `pattern` in [source] to a name such as smpte, ball or snow (`gst-inspect-1.0 videotestsrc`)",
+                });
+            }
+            // num_buffers 0 means endless, which is videotestsrc's default (-1).
+            let buffers = if *num_buffers == 0 {
+                String::new()
+            } else {
+                format!(" num-buffers={num_buffers}")
+            };
+            format!(
+                "videotestsrc name=src pattern={pattern}{buffers} ! \
+                 video/x-raw,width={width},height={height},framerate={framerate}/1 ! {RGB_TAIL} sync=false"
+            )
+        }
+        SourceKind::File { .. } => format!("filesrc name=src ! decodebin ! {RGB_TAIL} sync=false"),
+        SourceKind::Images { .. } => {
+            format!(
+                "multifilesrc name=src index=0 start-index=0 ! decodebin ! {RGB_TAIL} sync=false"
+            )
+        }
+        SourceKind::V4l2 { caps: None, .. } => format!("v4l2src name=src ! {RGB_TAIL} sync=false"),
+        SourceKind::V4l2 {
+            caps: Some(caps), ..
+        } => {
+            // A camera asked for compressed frames (MJPEG) needs a decoder before conversion.
+            let decode = if caps.trim_start().starts_with("video/x-raw") {
+                ""
+            } else {
+                "decodebin ! "
+            };
+            format!(
+                "v4l2src name=src ! capsfilter name=camera_caps ! {decode}{RGB_TAIL} sync=false"
+            )
+        }
+        SourceKind::Rtsp { .. } => format!("rtspsrc name=src ! decodebin ! {RGB_TAIL} sync=false"),
+        SourceKind::Pipeline { description } => description.clone(),
+    };
+
+    let mut context = gst::ParseContext::new();
+    let element = gst::parse::launch_full(
+        &description,
+        Some(&mut context),
+        gst::ParseFlags::FATAL_ERRORS,
+    )
+    .map_err(|e| launch_error(kind, origin, &context, &e))?;
+    let pipeline = match element.downcast::<gst::Pipeline>() {
+        Ok(pipeline) => pipeline,
+        Err(element) => {
+            // A description with a single element parses to that element alone.
+            let pipeline = gst::Pipeline::new();
+            pipeline.add(&element).map_err(|e| CaptureError::Launch {
+                origin: origin.to_string(),
+                message: e.to_string(),
+                hint: hint(kind),
+            })?;
+            pipeline
+        }
+    };
+
+    let appsink = find_appsink(&pipeline)?;
+    // Our own ring does the buffering and the overflow policy: appsink keeps no
+    // extra buffer (which would also pin a camera's buffer-pool buffer).
+    appsink.set_property("enable-last-sample", false);
+    appsink.set_caps(Some(
+        &gst_video::VideoCapsBuilder::new()
+            .format(gst_video::VideoFormat::Rgb)
+            .build(),
+    ));
+
+    configure_source(kind, &pipeline, origin)?;
+    Ok((pipeline, appsink))
+}
+
+fn launch_error(
+    kind: &SourceKind,
+    origin: &str,
+    context: &gst::ParseContext,
+    error: &gst::glib::Error,
+) -> CaptureError {
+    if let Some(element) = context.missing_elements().into_iter().next() {
+        let package = package_for(&element);
+        return CaptureError::MissingElement {
+            origin: origin.to_string(),
+            element,
+            package,
+        };
+    }
+    CaptureError::Launch {
+        origin: origin.to_string(),
+        message: error.to_string(),
+        hint: hint(kind),
+    }
+}
+
+fn find_appsink(pipeline: &gst::Pipeline) -> Result<gst_app::AppSink, CaptureError> {
+    let Some(sink) = pipeline.by_name("sink") else {
+        return Err(CaptureError::NoAppsink {
+            found: "no element named sink".to_string(),
+        });
+    };
+    let factory = sink.factory().map_or_else(
+        || "an unknown element".to_string(),
+        |f| format!("a {}", f.name()),
+    );
+    sink.downcast::<gst_app::AppSink>()
+        .map_err(|_| CaptureError::NoAppsink {
+            found: format!("an element named sink that is {factory}, not an appsink"),
+        })
+}
+
+/// Sets the properties that carry user text (paths, URLs, devices, caps) on the
+/// named elements, where no quoting is needed.
+fn configure_source(
+    kind: &SourceKind,
+    pipeline: &gst::Pipeline,
+    origin: &str,
+) -> Result<(), CaptureError> {
+    let element = |name: &str| {
+        pipeline.by_name(name).ok_or_else(|| CaptureError::Launch {
+            origin: origin.to_string(),
+            message: format!("the pipeline has no element named {name}"),
+            hint: hint(kind),
+        })
+    };
+    match kind {
+        SourceKind::Test { .. } | SourceKind::Pipeline { .. } => {}
+        SourceKind::File { path } => {
+            element("src")?.set_property("location", path_text(path, origin, kind)?)
+        }
+        SourceKind::Images {
+            location,
+            framerate,
+        } => {
+            let src = element("src")?;
+            src.set_property("location", path_text(location, origin, kind)?);
+            src.set_property("caps", image_caps(location, *framerate, origin)?);
+        }
+        SourceKind::V4l2 { device, caps } => {
+            element("src")?.set_property("device", path_text(device, origin, kind)?);
+            if let Some(caps) = caps {
+                let parsed = gst::Caps::from_str(caps).map_err(|e| CaptureError::Launch {
+                    origin: origin.to_string(),
+                    message: format!("\"{caps}\" is not valid GStreamer caps ({e})"),
+                    hint: "fix the `caps` key in [source], e.g. \"video/x-raw,width=1280,height=720,framerate=30/1\" \
+                           (list what the camera offers with `v4l2-ctl --list-formats-ext`)",
+                })?;
+                element("camera_caps")?.set_property("caps", parsed);
+            }
+        }
+        SourceKind::Rtsp { url, latency_ms } => {
+            let src = element("src")?;
+            src.set_property("location", url.as_str());
+            src.set_property("latency", *latency_ms);
+        }
+    }
+    Ok(())
+}
+
+/// GStreamer takes file names as UTF-8 strings.
+fn path_text<'a>(path: &'a Path, origin: &str, kind: &SourceKind) -> Result<&'a str, CaptureError> {
+    path.to_str().ok_or_else(|| CaptureError::Launch {
+        origin: origin.to_string(),
+        message: format!("the path {} is not valid UTF-8", path.display()),
+        hint: hint(kind),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rtsp_credentials_are_hidden() {
+        assert_eq!(
+            redact_url("rtsp://admin:hunter2@10.0.0.5:554/stream1"),
+            "rtsp://admin:***@10.0.0.5:554/stream1"
+        );
+        assert_eq!(
+            redact_url("rtsp://10.0.0.5/stream@1"),
+            "rtsp://10.0.0.5/stream@1"
+        );
+        assert_eq!(redact_url("rtsp://viewer@cam/s"), "rtsp://viewer@cam/s");
+    }
+
+    #[test]
+    fn image_caps_follow_the_extension() {
+        gst::init().unwrap();
+        let caps = image_caps(Path::new("/x/frame_%05d.JPG"), 15, "seq").unwrap();
+        assert_eq!(caps.structure(0).unwrap().name(), "image/jpeg");
+        let caps = image_caps(Path::new("frame_%05d.png"), 15, "seq").unwrap();
+        assert_eq!(caps.structure(0).unwrap().name(), "image/png");
+        assert!(matches!(
+            image_caps(Path::new("frame_%05d.bmp"), 15, "seq"),
+            Err(CaptureError::Launch { .. })
+        ));
+    }
+}

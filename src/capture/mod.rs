@@ -1,0 +1,348 @@
+//! Capture: a GStreamer source into the frame ring.
+//!
+//! ```text
+//! {source per [source] kind} - ... - {videoconvert} - {video/x-raw,format=RGB} - {appsink "sink"}
+//!                                                                                   │ new-sample (streaming thread)
+//!                                                                                   ▼
+//!                     FrameSink: seq, capture time, slot (overflow policy), row copy ──▶ ring::RingProducer
+//! bus ──▶ capture thread: PLAYING → streaming; EOS → End(Finished|Stopped); error → End(Error); then NULL
+//! ```
+//!
+//! `launch` turns `[source]` into a pipeline, `frame_sink` is the appsink
+//! callback, `bus` watches the pipeline, `decode` reads single image files for
+//! `sealcheck inspect`. `Capture::start` returns only once the source has shown
+//! it works (prerolled, first frame, or a short grace for live sources), so a
+//! missing file or camera fails the start with a clear error, not a late `End`.
+
+mod bus;
+mod decode;
+mod error;
+mod frame_sink;
+mod launch;
+mod rgb_plane;
+mod state;
+
+pub use decode::decode_image_file;
+pub use error::CaptureError;
+pub use state::CaptureProbe;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+
+use crate::config::SourceConfig;
+use crate::ring::{EndOfStream, RingProducer};
+use crate::service::Liveness;
+use bus::BusEvent;
+use frame_sink::FrameSink;
+use state::CaptureShared;
+
+/// Longest a stored source (file, images, test) may take to preroll at start.
+const PREROLL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long start watches a live source (camera, RTSP, or a user pipeline that
+/// does not preroll) for an early error before handing over to the capture thread.
+const LIVE_START_GRACE: Duration = Duration::from_secs(2);
+/// Bus polling slice while start waits (it also watches for the first frame).
+const START_POLL: Duration = Duration::from_millis(20);
+
+/// Initialises GStreamer once per process.
+pub(crate) fn init() -> Result<(), CaptureError> {
+    gst::init().map_err(|e| CaptureError::Init {
+        message: e.to_string(),
+    })
+}
+
+/// The GStreamer library version in use, e.g. "GStreamer 1.22.0", for `--version`.
+pub fn gstreamer_version() -> String {
+    gst::version_string().to_string()
+}
+
+/// A running source. Frames go into the ring given to `start`; the stream ends
+/// with exactly one `End` event. Dropping it shuts the source down.
+pub struct Capture {
+    pipeline: gst::Pipeline,
+    bus: gst::Bus,
+    shared: Arc<CaptureShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("source", &self.shared.origin)
+            .field("frames_delivered", &self.frames_delivered())
+            .field("streaming", &self.is_streaming())
+            .field("ended", &self.shared.has_ended())
+            .finish()
+    }
+}
+
+impl Capture {
+    /// Builds the pipeline for `source`, sets it PLAYING and waits until it has
+    /// shown it works. Marks `liveness` for every delivered frame and with the
+    /// source's state. On error the ring gets `End(Error)` too and the error
+    /// says which source failed and what to check.
+    pub fn start(
+        source: &SourceConfig,
+        producer: RingProducer,
+        liveness: Liveness,
+    ) -> Result<Capture, CaptureError> {
+        let origin = launch::describe(&source.kind);
+        let shared = Arc::new(CaptureShared::new(
+            origin,
+            source.overflow,
+            source.pool_size,
+            source.kind.is_live(),
+            producer,
+            liveness,
+        ));
+        match Self::start_pipeline(source, &shared) {
+            Ok(capture) => Ok(capture),
+            Err(e) => {
+                shared.end(EndOfStream::Error(e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    fn start_pipeline(
+        source: &SourceConfig,
+        shared: &Arc<CaptureShared>,
+    ) -> Result<Capture, CaptureError> {
+        init()?;
+        let kind = &source.kind;
+        let hint = launch::hint(kind);
+        let (pipeline, appsink) = launch::create_pipeline(kind, &shared.origin)?;
+        let bus = pipeline
+            .bus()
+            .ok_or_else(|| start_error(kind, &shared.origin, "the pipeline has no bus".into()))?;
+        let mut sink = FrameSink::new(Arc::clone(shared));
+        let eos = {
+            let (shared, bus) = (Arc::clone(shared), bus.clone());
+            move |_: &gst_app::AppSink| {
+                shared.sink_eos.store(true, Ordering::Release);
+                bus::wake(&bus);
+            }
+        };
+        appsink.set_callbacks(
+            gst_app::AppSinkCallbacks::builder()
+                .new_sample(move |appsink| sink.on_new_sample(appsink))
+                .eos(eos)
+                .build(),
+        );
+        log::info!(target: "sealcheck::capture", source = shared.origin.as_str(), overflow = format!("{:?}", source.overflow).as_str(), pool_size = source.pool_size; "starting capture");
+
+        let started = match pipeline.set_state(gst::State::Playing) {
+            Ok(success) => success,
+            Err(_) => {
+                let reason = first_error(&bus)
+                    .unwrap_or_else(|| "the pipeline refused to start".to_string());
+                let _ = pipeline.set_state(gst::State::Null);
+                return Err(start_error(kind, &shared.origin, reason));
+            }
+        };
+        // A live pipeline does not preroll; give it a short grace to fail or deliver.
+        let live = shared.live || started == gst::StateChangeSuccess::NoPreroll;
+        let saw_eos = match wait_until_running(&pipeline, &bus, shared, hint, live) {
+            Ok(saw_eos) => saw_eos,
+            Err(reason) => {
+                shared.abort_waits();
+                let _ = pipeline.set_state(gst::State::Null);
+                return Err(start_error(kind, &shared.origin, reason));
+            }
+        };
+
+        let thread = {
+            let (pipeline, bus, shared) = (pipeline.clone(), bus.clone(), Arc::clone(shared));
+            std::thread::Builder::new()
+                .name("capture".into())
+                .spawn(move || bus::watch(pipeline, bus, shared, hint, saw_eos))
+        };
+        let thread = match thread {
+            Ok(thread) => thread,
+            Err(e) => {
+                shared.abort_waits();
+                let _ = pipeline.set_state(gst::State::Null);
+                return Err(CaptureError::Thread {
+                    origin: shared.origin.clone(),
+                    reason: e.to_string(),
+                });
+            }
+        };
+        Ok(Capture {
+            pipeline,
+            bus,
+            shared: Arc::clone(shared),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks the source to finish: end-of-stream is sent to the source, so frames
+    /// already in the pipeline still arrive; then the ring gets `End(Stopped)`.
+    /// If EOS does not come out within a few seconds the pipeline is shut down.
+    /// Returns at once: the capture thread sends the event, because sending it
+    /// can wait for a state change that itself waits for the consumer (a
+    /// consumer calling `stop` must not deadlock with a streaming thread that
+    /// waits for a free slot).
+    pub fn stop(&self) {
+        if self.shared.stop_requested.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        log::info!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "stopping capture: sending end-of-stream to the source");
+        bus::wake(&self.bus);
+    }
+
+    /// Ends capture now (no waiting for frames in the pipeline): `End(Stopped)`
+    /// unless the stream already ended, pipeline to NULL, capture thread joined.
+    pub fn shutdown(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        self.shared
+            .shutdown_requested
+            .store(true, Ordering::Release);
+        self.shared.abort_waits();
+        bus::wake(&self.bus);
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "the capture thread panicked");
+        }
+        // Also covers a capture thread that died before finishing.
+        bus::finish(&self.pipeline, &self.shared, EndOfStream::Stopped);
+    }
+
+    /// Frames the source delivered so far (inspected, dropped and failed alike).
+    pub fn frames_delivered(&self) -> u64 {
+        self.shared.frames_delivered()
+    }
+
+    /// The pipeline is PLAYING and has reported no error.
+    pub fn is_streaming(&self) -> bool {
+        self.shared.is_streaming()
+    }
+
+    /// When the source last delivered a frame.
+    pub fn last_frame_at(&self) -> Option<Instant> {
+        self.shared.last_frame_at()
+    }
+
+    /// `End` was pushed.
+    pub fn has_ended(&self) -> bool {
+        self.shared.has_ended()
+    }
+
+    /// The source as named in messages, e.g. "v4l2 device /dev/video0".
+    pub fn source_name(&self) -> &str {
+        &self.shared.origin
+    }
+
+    /// A cloneable view of capture's state for another thread (the watchdog).
+    pub fn health_probe(&self) -> CaptureProbe {
+        CaptureProbe {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// Waits until the pipeline works: prerolled or first frame (stored sources,
+/// up to `PREROLL_TIMEOUT`), or no error within `LIVE_START_GRACE` (live). Returns
+/// whether EOS was already seen; `Err` with GStreamer's reason on an error.
+fn wait_until_running(
+    pipeline: &gst::Pipeline,
+    bus: &gst::Bus,
+    shared: &CaptureShared,
+    hint: &'static str,
+    live: bool,
+) -> Result<bool, String> {
+    let started = Instant::now();
+    let limit = if live {
+        LIVE_START_GRACE
+    } else {
+        PREROLL_TIMEOUT
+    };
+    loop {
+        if shared.sink_eos.load(Ordering::Acquire) {
+            return Ok(true);
+        }
+        if shared.frames_delivered() > 0 {
+            return Ok(false);
+        }
+        let elapsed = started.elapsed();
+        if elapsed >= limit {
+            if !live {
+                log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(), waited_s = limit.as_secs_f64();
+                    "the source has not prerolled yet; continuing to wait for frames");
+            }
+            return Ok(false);
+        }
+        let slice = START_POLL.min(limit - elapsed);
+        let Some(message) = bus.timed_pop(gst::ClockTime::from_nseconds(slice.as_nanos() as u64))
+        else {
+            continue;
+        };
+        match bus::handle(&message, pipeline, shared, hint) {
+            BusEvent::Eos => return Ok(true),
+            BusEvent::AsyncDone if !live => return Ok(false),
+            BusEvent::Error(CaptureError::Bus {
+                element,
+                message,
+                debug,
+                ..
+            }) => {
+                return Err(bus_reason(&element, &message, debug.as_deref()));
+            }
+            BusEvent::Error(other) => return Err(other.to_string()),
+            BusEvent::AsyncDone | BusEvent::Other => {}
+        }
+    }
+}
+
+/// The first error already posted on the bus, as a reason.
+fn first_error(bus: &gst::Bus) -> Option<String> {
+    let message = bus.timed_pop_filtered(
+        gst::ClockTime::from_mseconds(100),
+        &[gst::MessageType::Error],
+    )?;
+    match message.view() {
+        gst::MessageView::Error(err) => {
+            let element = message
+                .src()
+                .map_or_else(|| "(unknown)".to_string(), |s| s.path_string().to_string());
+            Some(bus_reason(
+                &element,
+                &err.error().to_string(),
+                err.debug().as_deref(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+fn bus_reason(element: &str, message: &str, debug: Option<&str>) -> String {
+    match debug {
+        Some(debug) if !debug.is_empty() => format!("{message} (from {element}; {debug})"),
+        _ => format!("{message} (from {element})"),
+    }
+}
+
+fn start_error(kind: &crate::config::SourceKind, origin: &str, reason: String) -> CaptureError {
+    CaptureError::Start {
+        origin: origin.to_string(),
+        verb: launch::start_verb(kind),
+        reason,
+        hint: launch::hint(kind),
+    }
+}

@@ -1,0 +1,207 @@
+//! What the appsink callback, the bus thread and the `Capture` handle share.
+//!
+//! The ring is single-producer: the appsink callback pushes frames on the
+//! GStreamer streaming thread, and the bus thread pushes `End` once streaming
+//! has stopped. The producer therefore sits behind a `Mutex` that only these two
+//! ever take, and never at the same time while streaming (the bus thread takes
+//! it after the pipeline reached NULL or posted EOS, when no callback runs): an
+//! uncontended lock, one atomic exchange per frame. The ring itself stays lock-free.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::config::OverflowPolicy;
+use crate::ring::{CaptureEvent, EndOfStream, RingProducer, StopHandle};
+use crate::service::Liveness;
+
+#[derive(Debug)]
+pub(crate) struct CaptureShared {
+    /// The source as named in messages.
+    pub(crate) origin: String,
+    pub(crate) policy: OverflowPolicy,
+    pub(crate) pool_size: usize,
+    /// Live sources (camera, RTSP) may be idle without being stalled.
+    pub(crate) live: bool,
+    /// `None` once `End` was pushed.
+    producer: Mutex<Option<RingProducer>>,
+    ring_stop: StopHandle,
+    pub(crate) liveness: Liveness,
+    /// Frames the source delivered; the next frame's `seq`.
+    delivered: AtomicU64,
+    /// Origin of `last_frame_ns`.
+    epoch: Instant,
+    /// Nanoseconds from `epoch` to the last delivered frame, plus one; 0 = none yet.
+    last_frame_ns: AtomicU64,
+    /// PLAYING and no error.
+    streaming: AtomicBool,
+    /// The source failed (`End(Error)`).
+    failed: AtomicBool,
+    /// `End` was pushed.
+    ended: AtomicBool,
+    /// `stop()` asked for a graceful end.
+    pub(crate) stop_requested: AtomicBool,
+    /// `shutdown()` / drop: end now.
+    pub(crate) shutdown_requested: AtomicBool,
+    /// The appsink received EOS: every frame before it has been delivered. This,
+    /// not only the pipeline's EOS message, ends the stream: a pipeline does not
+    /// post EOS when its sink's EOS races with the PAUSED→PLAYING change (an EOS
+    /// sent by `stop()` right after start), and a user pipeline may have other sinks.
+    pub(crate) sink_eos: AtomicBool,
+}
+
+impl CaptureShared {
+    pub(crate) fn new(
+        origin: String,
+        policy: OverflowPolicy,
+        pool_size: usize,
+        live: bool,
+        producer: RingProducer,
+        liveness: Liveness,
+    ) -> Self {
+        CaptureShared {
+            origin,
+            policy,
+            pool_size,
+            live,
+            ring_stop: producer.stop_handle(),
+            producer: Mutex::new(Some(producer)),
+            liveness,
+            delivered: AtomicU64::new(0),
+            epoch: Instant::now(),
+            last_frame_ns: AtomicU64::new(0),
+            streaming: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            stop_requested: AtomicBool::new(false),
+            shutdown_requested: AtomicBool::new(false),
+            sink_eos: AtomicBool::new(false),
+        }
+    }
+
+    /// The producer, if the stream has not ended. A panic elsewhere while it was
+    /// held does not leave the ring unusable: the ring's state is consistent
+    /// between calls, so the poison is ignored.
+    pub(crate) fn producer(&self) -> MutexGuard<'_, Option<RingProducer>> {
+        self.producer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a delivered frame and returns its sequence number.
+    pub(crate) fn next_seq(&self, at: Instant) -> u64 {
+        let since = u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1);
+        self.last_frame_ns.store(since + 1, Ordering::Relaxed);
+        self.liveness.frame_captured();
+        // Frames moving means streaming, even before the pipeline reports PLAYING
+        // (a fast source can deliver while the state change is still completing).
+        if !self.streaming.load(Ordering::Relaxed) {
+            self.set_streaming(true);
+        }
+        self.delivered.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_streaming(&self, streaming: bool) {
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        self.streaming.store(streaming, Ordering::Release);
+        self.liveness.set_source_streaming(streaming);
+    }
+
+    /// Wakes the streaming thread if it waits for a slot, so the pipeline can stop.
+    pub(crate) fn abort_waits(&self) {
+        self.ring_stop.request_stop();
+    }
+
+    /// Pushes `End` (after any pending drops) once; later calls do nothing.
+    /// Call only when no appsink callback can run any more.
+    pub(crate) fn end(&self, end: EndOfStream) {
+        let Some(mut producer) = self.producer().take() else {
+            return;
+        };
+        self.streaming.store(false, Ordering::Release);
+        self.liveness.set_source_streaming(false);
+        match &end {
+            EndOfStream::Error(e) => {
+                self.failed.store(true, Ordering::Release);
+                log::error!(target: "sealcheck::capture", source = self.origin.as_str(), error = e.to_string().as_str(); "capture failed");
+            }
+            EndOfStream::Finished => {
+                log::info!(target: "sealcheck::capture", source = self.origin.as_str(), frames = self.frames_delivered(); "end of stream")
+            }
+            EndOfStream::Stopped => {
+                log::info!(target: "sealcheck::capture", source = self.origin.as_str(), frames = self.frames_delivered(); "capture stopped")
+            }
+        }
+        producer.push(CaptureEvent::End(end));
+        self.ended.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn frames_delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_streaming(&self) -> bool {
+        self.streaming.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn last_frame_at(&self) -> Option<Instant> {
+        match self.last_frame_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(self.epoch + Duration::from_nanos(ns - 1)),
+        }
+    }
+}
+
+/// A cheap, cloneable view of capture's state for the watchdog thread.
+#[derive(Debug, Clone)]
+pub struct CaptureProbe {
+    pub(crate) shared: Arc<CaptureShared>,
+}
+
+impl CaptureProbe {
+    /// Frames the source delivered so far (inspected, dropped and failed alike).
+    pub fn frames_delivered(&self) -> u64 {
+        self.shared.frames_delivered()
+    }
+
+    /// The pipeline is PLAYING and has reported no error.
+    pub fn is_streaming(&self) -> bool {
+        self.shared.is_streaming()
+    }
+
+    /// When the source last delivered a frame.
+    pub fn last_frame_at(&self) -> Option<Instant> {
+        self.shared.last_frame_at()
+    }
+
+    /// `End` was pushed: the source finished, was stopped, or failed.
+    pub fn has_ended(&self) -> bool {
+        self.shared.has_ended()
+    }
+
+    /// The source ended with an error.
+    pub fn has_failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
+    /// Whether capture looks healthy at `now`: a frame arrived within
+    /// `stall_timeout`, or a live source is PLAYING without error (a camera may
+    /// legitimately be idle), or the stream ended without error.
+    pub fn is_healthy(&self, now: Instant, stall_timeout: Duration) -> bool {
+        if self.has_failed() {
+            return false;
+        }
+        if self.has_ended() {
+            return true;
+        }
+        let recent = self
+            .last_frame_at()
+            .is_some_and(|t| now.saturating_duration_since(t) <= stall_timeout);
+        recent || (self.shared.live && self.is_streaming())
+    }
+}

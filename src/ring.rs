@@ -1,0 +1,768 @@
+//! The frame pool and the two lock-free SPSC rings between capture and preprocessing.
+//!
+//! ```text
+//!   GStreamer streaming thread                         preprocess thread
+//!   RingProducer ──"full": CaptureEvent (Frame, Dropped, Failed, End)──▶ RingConsumer
+//!        ▲                                                                  │
+//!        └───────────────"free": Box<FrameSlot> (recycled slots)────────────┘
+//! ```
+//!
+//! `pool_size` slots are allocated once; afterwards a `Box<FrameSlot>` only moves
+//! between the rings, which allocates nothing. Each side parks its thread when it
+//! has to wait and the other side unparks it after handing something over, so
+//! nobody spins and nobody takes a lock.
+//!
+//! Accounting: every frame the source delivers reaches the consumer exactly once,
+//! as a `Frame`, as part of a `Dropped` run, or as `Failed`, in capture order, and
+//! `End` comes last. The "full" ring holds at most `pool_size` frames (there are
+//! no more slots) plus at most `MARKER_ROOM` markers, plus two entries kept for
+//! the final flush of pending drops and `End`, so pushing a frame or the end never
+//! fails. When the marker room is used up (a consumer far behind), drops are
+//! coalesced into one pending run, which is flushed before the next event.
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use ringbuf::traits::{Consumer, Observer, Producer, Split};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
+
+use crate::capture::CaptureError;
+use crate::config::OverflowPolicy;
+use crate::frame::{FrameMeta, FrameSlot};
+
+/// Markers (`Dropped`, `Failed`) that may wait in the "full" ring at once.
+const MARKER_ROOM: usize = 16;
+/// Entries kept free for the last flush of pending drops and for `End`.
+const END_ROOM: usize = 2;
+/// Longest a producer waiting for a free slot sleeps before looking at the stop
+/// flag again (it is normally woken at once by `recycle` or `StopHandle`).
+const PRODUCER_PARK: Duration = Duration::from_millis(20);
+/// Park slice for a thread that is not the one registered to be woken (should not
+/// happen: each side is used from one thread), so it still sees events promptly.
+const UNREGISTERED_PARK: Duration = Duration::from_millis(1);
+
+/// What capture hands to preprocessing, in capture order.
+#[derive(Debug)]
+pub enum CaptureEvent {
+    /// A captured frame; give the slot back with `RingConsumer::recycle`.
+    Frame(Box<FrameSlot>),
+    /// Consecutive frames `meta.seq .. meta.seq + count - 1` were dropped under
+    /// the drop policy (every slot was busy); `meta` is the first one's.
+    Dropped { meta: FrameMeta, count: u64 },
+    /// A delivered frame that could not be copied or mapped: it gets an `error` result.
+    Failed { meta: FrameMeta, message: String },
+    /// No more events will come.
+    End(EndOfStream),
+}
+
+/// Why the stream of frames ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EndOfStream {
+    /// The source reached its end (EOS): a clip or an image sequence ran out.
+    Finished,
+    /// We asked the source to stop.
+    Stopped,
+    /// The source failed.
+    Error(CaptureError),
+}
+
+/// State both ends share: who to wake, and the stop request.
+#[derive(Debug)]
+struct Shared {
+    /// The thread that waits in `acquire_slot` (the GStreamer streaming thread).
+    producer_thread: OnceLock<Thread>,
+    /// The thread that waits in `pop` (the preprocess thread).
+    consumer_thread: OnceLock<Thread>,
+    /// Set by `StopHandle::request_stop`: a producer waiting for a slot gives up.
+    stop: AtomicBool,
+    /// `Dropped` and `Failed` events currently in the "full" ring.
+    markers_in_ring: AtomicUsize,
+}
+
+impl Shared {
+    fn wake_consumer(&self) {
+        // Pairs with the fence in `RingConsumer::pop`: either the consumer sees what
+        // was just pushed, or we see its registration and unpark it.
+        fence(Ordering::SeqCst);
+        if let Some(thread) = self.consumer_thread.get() {
+            thread.unpark();
+        }
+    }
+
+    fn wake_producer(&self) {
+        fence(Ordering::SeqCst);
+        if let Some(thread) = self.producer_thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// Registers the calling thread as the one to wake, on first use. Returns how
+/// long this thread may park at most: unbounded (`None`) when it is the
+/// registered thread, a short slice otherwise.
+fn register(slot: &OnceLock<Thread>) -> Option<Duration> {
+    let registered = slot.get_or_init(thread::current);
+    if registered.id() == thread::current().id() {
+        None
+    } else {
+        Some(UNREGISTERED_PARK)
+    }
+}
+
+/// Creates the pool (`pool_size` empty slots; each grows to the frame size on
+/// its first frame) and the two rings. `pool_size` is at least 1.
+pub fn frame_ring(pool_size: usize) -> (RingProducer, RingConsumer) {
+    frame_ring_with_capacity(pool_size, 0)
+}
+
+/// As `frame_ring`, with each slot's buffer reserved to `slot_bytes` up front
+/// (for a source whose frame size is known before it starts).
+pub fn frame_ring_with_capacity(
+    pool_size: usize,
+    slot_bytes: usize,
+) -> (RingProducer, RingConsumer) {
+    let pool_size = pool_size.max(1);
+    let full = HeapRb::<CaptureEvent>::new(pool_size + MARKER_ROOM + END_ROOM);
+    let free = HeapRb::<Box<FrameSlot>>::new(pool_size);
+    let (full_prod, full_cons) = full.split();
+    let (mut free_prod, free_cons) = free.split();
+    for _ in 0..pool_size {
+        // The free ring holds exactly `pool_size`: this cannot be full.
+        let _ = free_prod.try_push(Box::new(FrameSlot::with_capacity(slot_bytes)));
+    }
+    let shared = Arc::new(Shared {
+        producer_thread: OnceLock::new(),
+        consumer_thread: OnceLock::new(),
+        stop: AtomicBool::new(false),
+        markers_in_ring: AtomicUsize::new(0),
+    });
+    let producer = RingProducer {
+        full: full_prod,
+        free: free_cons,
+        shared: Arc::clone(&shared),
+        pending_drops: None,
+        spare: None,
+        ended: false,
+    };
+    let consumer = RingConsumer {
+        full: full_cons,
+        free: free_prod,
+        shared,
+    };
+    (producer, consumer)
+}
+
+/// Capture's end: takes free slots, pushes events. Dropping it without `End`
+/// having been pushed pushes `End(Stopped)`, so the consumer always sees an end.
+pub struct RingProducer {
+    full: HeapProd<CaptureEvent>,
+    free: HeapCons<Box<FrameSlot>>,
+    shared: Arc<Shared>,
+    /// A run of dropped frames not yet in the ring: the first one's meta and the count.
+    pending_drops: Option<(FrameMeta, u64)>,
+    /// A slot taken from the pool whose frame was folded into the drops (see `push`);
+    /// the next `acquire_slot` returns it.
+    spare: Option<Box<FrameSlot>>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for RingProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingProducer")
+            .field("capacity", &self.full.capacity())
+            .field("free_slots", &self.free.occupied_len())
+            .field(
+                "pending_drops",
+                &self.pending_drops.map(|(meta, count)| (meta.seq, count)),
+            )
+            .field("ended", &self.ended)
+            .finish()
+    }
+}
+
+impl RingProducer {
+    /// A free slot for the next frame. `Block` waits (parked, woken by `recycle`)
+    /// until one is free, stop is requested or the consumer is gone; `Drop`
+    /// returns `None` at once when none is free. `None` after `End` was pushed.
+    pub fn acquire_slot(&mut self, policy: OverflowPolicy) -> Option<Box<FrameSlot>> {
+        if self.ended {
+            return None;
+        }
+        if let Some(slot) = self.spare.take() {
+            return Some(slot);
+        }
+        if let Some(slot) = self.free.try_pop() {
+            return Some(slot);
+        }
+        if policy == OverflowPolicy::Drop {
+            return None;
+        }
+        let park_limit = register(&self.shared.producer_thread);
+        fence(Ordering::SeqCst);
+        loop {
+            if let Some(slot) = self.free.try_pop() {
+                return Some(slot);
+            }
+            if self.shared.stop.load(Ordering::Acquire) || !self.free.write_is_held() {
+                // Stopping, or no consumer left to give slots back.
+                return None;
+            }
+            thread::park_timeout(park_limit.unwrap_or(PRODUCER_PARK));
+        }
+    }
+
+    /// Pushes an event in order. Never fails and never blocks:
+    /// - `Dropped` joins the pending run of drops, flushed before the next event;
+    /// - `Frame` always fits; but when pending drops cannot be flushed first (the
+    ///   marker room is used up) the frame joins the drops too, so order holds,
+    ///   and its slot is reused for the next frame;
+    /// - `Failed` likewise joins the drops when no marker fits (logged);
+    /// - `End` flushes pending drops and ends the stream; later events are ignored.
+    pub fn push(&mut self, event: CaptureEvent) {
+        if self.ended {
+            if let CaptureEvent::Frame(slot) = event {
+                self.spare = Some(slot);
+            }
+            return;
+        }
+        match event {
+            CaptureEvent::Dropped { meta, count } => self.note_dropped(meta, count),
+            CaptureEvent::Frame(slot) => {
+                if !self.flush_pending_drops() {
+                    let meta = slot.meta;
+                    self.spare = Some(slot);
+                    self.note_dropped(meta, 1);
+                    return;
+                }
+                // Room is guaranteed: at most pool_size frames exist.
+                match self.full.try_push(CaptureEvent::Frame(slot)) {
+                    Ok(()) => self.shared.wake_consumer(),
+                    Err(event) => {
+                        log::error!(target: "sealcheck::ring", "frame ring full despite its reserve; counting the frame as dropped");
+                        if let CaptureEvent::Frame(slot) = event {
+                            let meta = slot.meta;
+                            self.spare = Some(slot);
+                            self.note_dropped(meta, 1);
+                        }
+                    }
+                }
+            }
+            CaptureEvent::Failed { meta, message } => {
+                let pushed = self.flush_pending_drops()
+                    && self.push_marker(CaptureEvent::Failed { meta, message }).map_err(|event| {
+                        if let CaptureEvent::Failed { message, .. } = event {
+                            log::warn!(target: "sealcheck::ring", seq = meta.seq, error = message.as_str(); "no room for a capture failure marker: the frame is reported as dropped");
+                        }
+                    }).is_ok();
+                if !pushed {
+                    self.note_dropped(meta, 1);
+                }
+            }
+            CaptureEvent::End(end) => self.finish(end),
+        }
+    }
+
+    /// Whether `End` was pushed.
+    pub fn has_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// A handle that wakes a producer waiting in `acquire_slot` and makes it give up.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Whether the consumer still exists.
+    pub fn consumer_alive(&self) -> bool {
+        self.full.read_is_held()
+    }
+
+    fn note_dropped(&mut self, meta: FrameMeta, count: u64) {
+        if count == 0 {
+            return;
+        }
+        match &mut self.pending_drops {
+            Some((first, pending)) if first.seq + *pending == meta.seq => *pending += count,
+            Some(_) => {
+                // Not consecutive (the caller skipped a sequence number): start a new run
+                // if the old one can go; otherwise keep counting so nothing is lost.
+                if self.flush_pending_drops() {
+                    self.pending_drops = Some((meta, count));
+                } else if let Some((first, pending)) = &mut self.pending_drops {
+                    log::warn!(target: "sealcheck::ring", first = first.seq, next = meta.seq; "non-consecutive drops merged into one run");
+                    *pending += count;
+                }
+            }
+            None => self.pending_drops = Some((meta, count)),
+        }
+    }
+
+    /// Pushes the pending run of drops if there is room for a marker. True when
+    /// nothing is pending any more.
+    fn flush_pending_drops(&mut self) -> bool {
+        let Some((meta, count)) = self.pending_drops else {
+            return true;
+        };
+        if self
+            .push_marker(CaptureEvent::Dropped { meta, count })
+            .is_ok()
+        {
+            self.pending_drops = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Pushes a marker if the marker room allows it; gives it back otherwise.
+    fn push_marker(&mut self, marker: CaptureEvent) -> Result<(), CaptureEvent> {
+        if self.shared.markers_in_ring.load(Ordering::Acquire) >= MARKER_ROOM {
+            return Err(marker);
+        }
+        // Count before pushing: the consumer decrements after popping, so the
+        // count never goes below zero.
+        self.shared.markers_in_ring.fetch_add(1, Ordering::AcqRel);
+        match self.full.try_push(marker) {
+            Ok(()) => {
+                self.shared.wake_consumer();
+                Ok(())
+            }
+            Err(marker) => {
+                self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
+                Err(marker)
+            }
+        }
+    }
+
+    fn finish(&mut self, end: EndOfStream) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        // The END_ROOM reserve takes the last drop marker and End whatever the marker room.
+        if let Some((meta, count)) = self.pending_drops.take() {
+            self.shared.markers_in_ring.fetch_add(1, Ordering::AcqRel);
+            if self
+                .full
+                .try_push(CaptureEvent::Dropped { meta, count })
+                .is_err()
+            {
+                self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
+                log::error!(target: "sealcheck::ring", first = meta.seq, count = count; "frame ring full at the end: a run of dropped frames is lost");
+            }
+        }
+        self.shared.markers_in_ring.fetch_add(1, Ordering::AcqRel);
+        if self.full.try_push(CaptureEvent::End(end)).is_err() {
+            self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
+            log::error!(target: "sealcheck::ring", "frame ring full at the end: the end marker is lost");
+        }
+        self.shared.wake_consumer();
+    }
+}
+
+impl Drop for RingProducer {
+    fn drop(&mut self) {
+        self.finish(EndOfStream::Stopped);
+    }
+}
+
+/// Wakes a producer waiting for a free slot and makes it return `None`; capture
+/// uses it when the source fails or is shut down.
+#[derive(Debug, Clone)]
+pub struct StopHandle {
+    shared: Arc<Shared>,
+}
+
+impl StopHandle {
+    pub fn request_stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake_producer();
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
+    }
+}
+
+/// Preprocessing's end: pops events, gives slots back.
+pub struct RingConsumer {
+    full: HeapCons<CaptureEvent>,
+    free: HeapProd<Box<FrameSlot>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for RingConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingConsumer")
+            .field("queued", &self.full.occupied_len())
+            .finish()
+    }
+}
+
+impl RingConsumer {
+    /// The next event, waiting (parked, woken by the producer) up to `timeout`.
+    /// `None` on timeout, or at once when the ring is empty and the producer is gone.
+    pub fn pop(&mut self, timeout: Duration) -> Option<CaptureEvent> {
+        let deadline = Instant::now().checked_add(timeout);
+        let park_limit = register(&self.shared.consumer_thread);
+        fence(Ordering::SeqCst);
+        loop {
+            if let Some(event) = self.full.try_pop() {
+                if !matches!(event, CaptureEvent::Frame(_)) {
+                    self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
+                }
+                return Some(event);
+            }
+            if !self.full.write_is_held() {
+                return None;
+            }
+            let wait = match deadline {
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return None;
+                    }
+                    deadline - now
+                }
+                None => Duration::from_secs(3600),
+            };
+            thread::park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
+        }
+    }
+
+    /// Gives a slot back to capture.
+    pub fn recycle(&mut self, slot: Box<FrameSlot>) {
+        if self.free.try_push(slot).is_err() {
+            // Only a slot from another pool could overflow the free ring.
+            log::warn!(target: "sealcheck::ring", "recycled a frame slot that is not from this pool; it is freed");
+        }
+        self.shared.wake_producer();
+    }
+
+    /// Slots currently free (waiting for capture).
+    pub fn free_slots(&self) -> usize {
+        self.free.occupied_len()
+    }
+
+    /// Events waiting to be popped.
+    pub fn queued(&self) -> usize {
+        self.full.occupied_len()
+    }
+
+    /// Capacity of the "full" ring: frames, markers and the end reserve.
+    pub fn capacity(&self) -> NonZeroUsize {
+        self.full.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// What the capture callback does with one delivered frame.
+    fn deliver(producer: &mut RingProducer, seq: u64, policy: OverflowPolicy) -> bool {
+        let meta = FrameMeta::now(seq);
+        match producer.acquire_slot(policy) {
+            Some(mut slot) => {
+                slot.meta = meta;
+                slot.data.clear();
+                slot.data.extend_from_slice(&seq.to_le_bytes());
+                producer.push(CaptureEvent::Frame(slot));
+                true
+            }
+            None => {
+                producer.push(CaptureEvent::Dropped { meta, count: 1 });
+                false
+            }
+        }
+    }
+
+    /// Checks the events cover `0..delivered` in order with no gap; returns
+    /// (frames, dropped, failed) counts and how the stream ended.
+    fn account(events: &[CaptureEvent]) -> (u64, u64, u64, Option<EndOfStream>) {
+        let (mut next, mut frames, mut dropped, mut failed, mut end) = (0u64, 0, 0, 0, None);
+        for event in events {
+            assert!(end.is_none(), "event after End: {event:?}");
+            match event {
+                CaptureEvent::Frame(slot) => {
+                    assert_eq!(slot.meta.seq, next, "frame out of order");
+                    assert_eq!(
+                        slot.data,
+                        next.to_le_bytes(),
+                        "slot carries another frame's data"
+                    );
+                    next += 1;
+                    frames += 1;
+                }
+                CaptureEvent::Dropped { meta, count } => {
+                    assert_eq!(meta.seq, next, "drop run out of order");
+                    assert!(*count > 0);
+                    next += count;
+                    dropped += count;
+                }
+                CaptureEvent::Failed { meta, .. } => {
+                    assert_eq!(meta.seq, next, "failure out of order");
+                    next += 1;
+                    failed += 1;
+                }
+                CaptureEvent::End(e) => end = Some(e.clone()),
+            }
+        }
+        assert_eq!(next, frames + dropped + failed);
+        (frames, dropped, failed, end)
+    }
+
+    fn drain(consumer: &mut RingConsumer, recycle: bool) -> Vec<CaptureEvent> {
+        let mut events = Vec::new();
+        while let Some(event) = consumer.pop(WAIT) {
+            let done = matches!(event, CaptureEvent::End(_));
+            match event {
+                CaptureEvent::Frame(slot) if recycle => {
+                    events.push(CaptureEvent::Frame(Box::new(FrameSlot {
+                        meta: slot.meta,
+                        width: 0,
+                        height: 0,
+                        stride: 0,
+                        layout: slot.layout,
+                        data: slot.data.clone(),
+                    })));
+                    consumer.recycle(slot);
+                }
+                other => events.push(other),
+            }
+            if done {
+                break;
+            }
+        }
+        events
+    }
+
+    #[test]
+    fn events_arrive_in_push_order() {
+        let (mut producer, mut consumer) = frame_ring(3);
+        assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));
+        producer.push(CaptureEvent::Failed {
+            meta: FrameMeta::now(1),
+            message: "cannot map".into(),
+        });
+        assert!(deliver(&mut producer, 2, OverflowPolicy::Drop));
+        producer.push(CaptureEvent::Dropped {
+            meta: FrameMeta::now(3),
+            count: 2,
+        });
+        assert!(deliver(&mut producer, 5, OverflowPolicy::Drop));
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let events = drain(&mut consumer, true);
+        let kinds: Vec<String> = events
+            .iter()
+            .map(|e| match e {
+                CaptureEvent::Frame(s) => format!("F{}", s.meta.seq),
+                CaptureEvent::Dropped { meta, count } => format!("D{}x{count}", meta.seq),
+                CaptureEvent::Failed { meta, message } => format!("X{}:{message}", meta.seq),
+                CaptureEvent::End(e) => format!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["F0", "X1:cannot map", "F2", "D3x2", "F5", "Finished"]
+        );
+        assert_eq!(account(&events), (3, 2, 1, Some(EndOfStream::Finished)));
+    }
+
+    #[test]
+    fn end_comes_after_pending_drops() {
+        let (mut producer, mut consumer) = frame_ring(1);
+        assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));
+        for seq in 1..6 {
+            assert!(
+                !deliver(&mut producer, seq, OverflowPolicy::Drop),
+                "pool of one is busy"
+            );
+        }
+        // The drops are coalesced and wait for the next event.
+        assert_eq!(consumer.queued(), 1);
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let events = drain(&mut consumer, false);
+        assert!(
+            matches!(&events[1], CaptureEvent::Dropped { meta, count: 5 } if meta.seq == 1),
+            "{events:?}"
+        );
+        assert_eq!(account(&events), (1, 5, 0, Some(EndOfStream::Finished)));
+    }
+
+    #[test]
+    fn dropping_the_producer_ends_the_stream() {
+        let (mut producer, mut consumer) = frame_ring(2);
+        assert!(deliver(&mut producer, 0, OverflowPolicy::Block));
+        drop(producer);
+        let events = drain(&mut consumer, true);
+        assert_eq!(account(&events), (1, 0, 0, Some(EndOfStream::Stopped)));
+        assert!(
+            consumer.pop(Duration::from_secs(60)).is_none(),
+            "an ended ring must not make pop wait"
+        );
+    }
+
+    #[test]
+    fn drop_policy_loses_no_frame_with_a_slow_consumer() {
+        const DELIVERED: u64 = 20_000;
+        let (mut producer, mut consumer) = frame_ring(3);
+        let taken = Arc::new(AtomicU64::new(0));
+        let producer_thread = thread::spawn(move || {
+            let mut passed = 0;
+            for seq in 0..DELIVERED {
+                if deliver(&mut producer, seq, OverflowPolicy::Drop) {
+                    passed += 1;
+                }
+                if seq % 64 == 0 {
+                    thread::yield_now();
+                }
+            }
+            producer.push(CaptureEvent::End(EndOfStream::Finished));
+            passed
+        });
+        let mut events = Vec::new();
+        while let Some(event) = consumer.pop(WAIT) {
+            let done = matches!(event, CaptureEvent::End(_));
+            if let CaptureEvent::Frame(slot) = event {
+                // Slow: hold each frame a little before giving the slot back.
+                thread::sleep(Duration::from_micros(200));
+                taken.fetch_add(1, Ordering::Relaxed);
+                events.push(CaptureEvent::Frame(Box::new(FrameSlot {
+                    meta: slot.meta,
+                    width: 0,
+                    height: 0,
+                    stride: 0,
+                    layout: slot.layout,
+                    data: slot.data.clone(),
+                })));
+                consumer.recycle(slot);
+            } else {
+                events.push(event);
+            }
+            if done {
+                break;
+            }
+        }
+        let passed = producer_thread.join().unwrap();
+        let (frames, dropped, failed, end) = account(&events);
+        assert_eq!(end, Some(EndOfStream::Finished));
+        assert_eq!(frames + dropped + failed, DELIVERED);
+        assert!(dropped > 0, "a slow consumer should have caused drops");
+        // Frames folded into drops (marker room used up) are counted as dropped.
+        assert!(frames <= passed);
+        assert_eq!(taken.load(Ordering::Relaxed), frames);
+    }
+
+    #[test]
+    fn markers_never_overflow_a_stuck_consumer() {
+        // Consumer pops nothing until the end: alternating frames (recycled by hand)
+        // and drops would need far more markers than the ring holds.
+        let (mut producer, mut consumer) = frame_ring(2);
+        let mut seq = 0;
+        for _ in 0..200 {
+            deliver(&mut producer, seq, OverflowPolicy::Drop);
+            seq += 1;
+            producer.push(CaptureEvent::Dropped {
+                meta: FrameMeta::now(seq),
+                count: 1,
+            });
+            seq += 1;
+            producer.push(CaptureEvent::Failed {
+                meta: FrameMeta::now(seq),
+                message: "bad buffer".into(),
+            });
+            seq += 1;
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        assert!(consumer.queued() <= consumer.capacity().get());
+        let events = drain(&mut consumer, false);
+        let (frames, dropped, failed, end) = account(&events);
+        assert_eq!(end, Some(EndOfStream::Finished));
+        assert_eq!(frames + dropped + failed, seq);
+        assert_eq!(frames, 2, "only the pool's two slots can be in the ring");
+    }
+
+    #[test]
+    fn block_policy_waits_for_a_recycled_slot() {
+        let (mut producer, mut consumer) = frame_ring(2);
+        let delivered = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&delivered);
+        let producer_thread = thread::spawn(move || {
+            for seq in 0..5 {
+                assert!(
+                    deliver(&mut producer, seq, OverflowPolicy::Block),
+                    "block never drops"
+                );
+                counter.store(seq + 1, Ordering::SeqCst);
+            }
+            producer.push(CaptureEvent::End(EndOfStream::Finished));
+        });
+        let first = consumer.pop(WAIT).unwrap();
+        let second = consumer.pop(WAIT).unwrap();
+        thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            delivered.load(Ordering::SeqCst),
+            2,
+            "producer must wait while both slots are held"
+        );
+        assert!(consumer.pop(Duration::from_millis(50)).is_none());
+        let mut events = vec![first, second];
+        for event in events.iter_mut() {
+            if let CaptureEvent::Frame(slot) = event {
+                let copy = Box::new(FrameSlot {
+                    meta: slot.meta,
+                    width: 0,
+                    height: 0,
+                    stride: 0,
+                    layout: slot.layout,
+                    data: slot.data.clone(),
+                });
+                let held = std::mem::replace(slot, copy);
+                consumer.recycle(held);
+            }
+        }
+        events.extend(drain(&mut consumer, true));
+        producer_thread.join().unwrap();
+        assert_eq!(account(&events), (5, 0, 0, Some(EndOfStream::Finished)));
+    }
+
+    #[test]
+    fn stop_wakes_a_producer_blocked_on_a_full_pool() {
+        let (mut producer, mut consumer) = frame_ring(1);
+        let stop = producer.stop_handle();
+        let producer_thread = thread::spawn(move || {
+            assert!(deliver(&mut producer, 0, OverflowPolicy::Block));
+            let started = Instant::now();
+            let got = producer.acquire_slot(OverflowPolicy::Block).is_some();
+            (got, started.elapsed())
+        });
+        let held = consumer.pop(WAIT).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        stop.request_stop();
+        let (got, waited) = producer_thread.join().unwrap();
+        assert!(!got, "a stopped producer gets no slot");
+        assert!(waited < WAIT);
+        drop(held);
+    }
+
+    #[test]
+    fn pop_times_out_without_spinning_past_the_deadline() {
+        let (_producer, mut consumer) = frame_ring(2);
+        let started = Instant::now();
+        assert!(consumer.pop(Duration::from_millis(30)).is_none());
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(30) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+    }
+}
