@@ -17,8 +17,12 @@
 //! `End` comes last. The "full" ring holds at most `pool_size` frames (there are
 //! no more slots) plus at most `MARKER_ROOM` markers, plus two entries kept for
 //! the final flush of pending drops and `End`, so pushing a frame or the end never
-//! fails. When the marker room is used up (a consumer far behind), drops are
-//! coalesced into one pending run, which is flushed before the next event.
+//! fails. Consecutive drops are coalesced into one pending run, pushed as one
+//! `Dropped` marker before the next event, at `End`, or when capture calls
+//! `flush_pending_drops` (its bus thread does so at least once a second, for a
+//! source that went quiet). When the marker room is used up (a consumer far
+//! behind), a frame that arrives while a run is pending joins the run, so that
+//! order holds; its slot is kept for the next frame.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
@@ -265,6 +269,11 @@ impl RingProducer {
         }
     }
 
+    /// Frames counted as dropped but not yet in the ring.
+    pub fn pending_drops(&self) -> u64 {
+        self.pending_drops.map_or(0, |(_, count)| count)
+    }
+
     /// Whether `End` was pushed.
     pub fn has_ended(&self) -> bool {
         self.ended
@@ -303,8 +312,10 @@ impl RingProducer {
     }
 
     /// Pushes the pending run of drops if there is room for a marker. True when
-    /// nothing is pending any more.
-    fn flush_pending_drops(&mut self) -> bool {
+    /// nothing is pending any more. `push` does this before every event; call
+    /// it also when the source may go quiet (an idle camera), so a run of drops
+    /// does not wait for the next frame to be reported.
+    pub fn flush_pending_drops(&mut self) -> bool {
         let Some((meta, count)) = self.pending_drops else {
             return true;
         };
@@ -596,6 +607,26 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(account(&events), (1, 5, 0, Some(EndOfStream::Finished)));
+    }
+
+    #[test]
+    fn a_pending_run_of_drops_can_be_flushed_without_a_next_frame() {
+        let (mut producer, mut consumer) = frame_ring(1);
+        assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));
+        assert!(!deliver(&mut producer, 1, OverflowPolicy::Drop));
+        assert!(!deliver(&mut producer, 2, OverflowPolicy::Drop));
+        assert_eq!(producer.pending_drops(), 2);
+        assert!(matches!(consumer.pop(WAIT), Some(CaptureEvent::Frame(_))));
+        assert!(
+            consumer.pop(Duration::from_millis(10)).is_none(),
+            "drops wait for the next event"
+        );
+        // The source goes quiet: capture's periodic flush reports the run anyway.
+        assert!(producer.flush_pending_drops());
+        assert_eq!(producer.pending_drops(), 0);
+        assert!(
+            matches!(consumer.pop(WAIT), Some(CaptureEvent::Dropped { meta, count: 2 }) if meta.seq == 1)
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ fn test_pattern(width: u32, height: u32, num_buffers: u32) -> SourceKind {
 /// previous one ended.
 #[derive(Default)]
 struct Received {
+    /// The slots as the consumer got them: a consumer that never recycles keeps them.
+    #[expect(clippy::vec_box, reason = "these are the pool's own boxes, held like a real consumer would")]
     frames: Vec<Box<FrameSlot>>,
     dropped: u64,
     failed: u64,

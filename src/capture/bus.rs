@@ -16,7 +16,9 @@ use crate::ring::EndOfStream;
 /// How long `stop()` waits for the EOS it sent to come out of the pipeline.
 pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest the capture thread blocks on the bus before re-checking its flags
-/// (it is normally woken by a message; `wake` posts one).
+/// (it is normally woken by a message; `wake` posts one) and flushing pending
+/// drops: a run of dropped frames is reported within this time even when the
+/// source goes quiet.
 const BUS_POLL: Duration = Duration::from_secs(1);
 /// Name of the application message that wakes the capture thread.
 const WAKE: &str = "sealcheck-capture-wake";
@@ -118,6 +120,7 @@ pub(crate) fn watch(
             stop_deadline = Some(Instant::now() + STOP_TIMEOUT);
             send_eos_to_sources(&pipeline, &shared);
         }
+        shared.flush_pending_drops();
         let mut wait = BUS_POLL;
         if let Some(deadline) = stop_deadline {
             let now = Instant::now();

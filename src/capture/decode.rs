@@ -88,7 +88,7 @@ pub fn decode_image_file(path: &Path, slot: &mut FrameSlot) -> Result<(), Captur
     );
     match done.as_ref().map(|m| m.view()) {
         Some(gst::MessageView::AsyncDone(..)) => {}
-        Some(gst::MessageView::Error(err)) => return Err(fail(error_text(&err))),
+        Some(gst::MessageView::Error(err)) => return Err(fail(error_text(err))),
         Some(_) => return Err(fail("the file holds no image".to_string())),
         None => {
             return Err(fail(format!(
@@ -119,7 +119,7 @@ pub fn decode_image_file(path: &Path, slot: &mut FrameSlot) -> Result<(), Captur
 fn bus_error(bus: &gst::Bus) -> Option<String> {
     let message = bus.timed_pop_filtered(gst::ClockTime::ZERO, &[gst::MessageType::Error])?;
     match message.view() {
-        gst::MessageView::Error(err) => Some(error_text(&err)),
+        gst::MessageView::Error(err) => Some(error_text(err)),
         _ => None,
     }
 }

@@ -19,11 +19,13 @@ mod decode;
 mod error;
 mod frame_sink;
 mod launch;
+mod replay;
 mod rgb_plane;
 mod state;
 
 pub use decode::decode_image_file;
 pub use error::CaptureError;
+pub use replay::{Replay, load_frames};
 pub use state::CaptureProbe;
 
 use std::sync::Arc;

@@ -86,6 +86,20 @@ impl CaptureShared {
         self.producer.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Reports a pending run of dropped frames now rather than with the next
+    /// frame (which may not come soon from an idle camera). Skipped when the
+    /// streaming thread holds the producer: it flushes by itself.
+    pub(crate) fn flush_pending_drops(&self) {
+        let mut guard = match self.producer.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if let Some(producer) = guard.as_mut() {
+            producer.flush_pending_drops();
+        }
+    }
+
     /// Counts a delivered frame and returns its sequence number.
     pub(crate) fn next_seq(&self, at: Instant) -> u64 {
         let since = u64::try_from(at.saturating_duration_since(self.epoch).as_nanos())
