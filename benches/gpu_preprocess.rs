@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use sealcheck::config::Normalization;
 use sealcheck::frame::{PixelLayout, TensorGeometry};
-use sealcheck::gpu::kernels::{self, FrameParams, MaskChannelParams, MaskParams, ResizeTarget};
+use sealcheck::gpu::kernels::{self, FrameParams, MaskParams, ResizeTarget};
 use sealcheck::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 use sealcheck::gpu::{
     DeviceBuffer, DeviceValue, Event, GpuContext, GpuError, Kernel, KernelSet, PinnedBuffer,
@@ -282,7 +282,7 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
                     reserved: 0,
                 };
                 let kernel = Kernel::FrameToTensors(layout, element);
-                let grid = kernels::frame_grid(GEOMETRY.seg_hw.0, GEOMETRY.cls_hw.0);
+                let grid = kernels::frame_grid(GEOMETRY.seg_hw, GEOMETRY.cls_hw);
                 let [median, p10, p90, batch] = bench.time(|b, i| {
                     let p = params(i);
                     // SAFETY: the frame holds stride*h bytes for these tables;
@@ -322,7 +322,8 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
         }
     }
 
-    // Mask kernel: logits -> mask + count; then mask -> classifier channel 3.
+    // Mask kernel: logits -> mask + count, alone and with the classifier's
+    // channel 3 (the fused launch the pipeline uses).
     let pixels = GEOMETRY.mask_len();
     let mask_affine = MaskAffine::new(0.5, 0.5);
     let mut mask_taps: [Vec<DeviceTap>; 2] = Default::default();
@@ -341,77 +342,72 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
         let logits = (0..SETS)
             .map(|_| bench.filled(&random_logits(&mut rng, GEOMETRY.seg_logits_len(), element)))
             .collect::<Result<Vec<DeviceBuffer<u8>>, _>>()?;
-        let [median, p10, p90, batch] = bench.time(|b, i| {
-            let p = MaskParams {
-                logits: logits[i % SETS].device_ptr(),
-                mask: masks[i % SETS].device_ptr(),
-                count: counts[i % SETS].device_ptr(),
-                pixels: pixels as u64,
-                classes: GEOMETRY.seg_classes as u32,
-                mask_class: 1,
-            };
-            // SAFETY: logits hold 2 planes of `pixels` values of `element`,
-            // the mask `pixels` bytes, the count one u64; all live until
-            // `time` synchronizes. (The count accumulates over runs: only
-            // the time matters here.)
-            unsafe {
-                b.kernels.launch(
-                    Kernel::LogitsToMask(element),
-                    kernels::mask_grid(pixels),
-                    kernels::MASK_BLOCK,
-                    &b.stream,
-                    &p,
-                )
-            }
-        })?;
-        rows.push(Row {
-            kernel: "logits_to_mask".into(),
-            case: format!("2x640x640 {element:?} logits"),
-            bytes: logits_bytes + pixels,
-            median_us: median,
-            p10_us: p10,
-            p90_us: p90,
-            batch_mean_us: batch,
-        });
         let outs = (0..SETS)
             .map(|_| bench.buffer::<u8>(GEOMETRY.cls_input_len() * element.bytes()))
             .collect::<Result<Vec<_>, _>>()?;
-        let [median, p10, p90, batch] = bench.time(|b, i| {
-            let p = MaskChannelParams {
-                mask: masks[i % SETS].device_ptr(),
-                out: outs[i % SETS].device_ptr_at(3 * cls_plane * element.bytes()),
-                rows: mask_rows.device_ptr(),
-                cols: mask_cols.device_ptr(),
-                in_w: GEOMETRY.seg_hw.1 as u32,
-                out_h: GEOMETRY.cls_hw.0 as u32,
-                out_w: GEOMETRY.cls_hw.1 as u32,
-                scale: mask_affine.scale,
-                bias: mask_affine.bias,
-                reserved: 0,
+        for with_channel in [false, true] {
+            let channel_hw = with_channel.then_some(GEOMETRY.cls_hw);
+            let (grid, mask_blocks) = kernels::mask_grid(pixels, channel_hw);
+            let kernel = Kernel::LogitsToMask {
+                logits: element,
+                channel: element,
             };
-            let grid = kernels::channel_grid(GEOMETRY.cls_hw.0, GEOMETRY.cls_hw.1);
-            // SAFETY: the mask is 640x640 bytes, the tables map it to 224x512,
-            // and the output's channel 3 plane holds 224x512 values of
-            // `element`; all live until `time` synchronizes.
-            unsafe {
-                b.kernels.launch(
-                    Kernel::MaskToChannel(element),
-                    grid,
-                    kernels::CHANNEL_BLOCK,
-                    &b.stream,
-                    &p,
+            let [median, p10, p90, batch] = bench.time(|b, i| {
+                let p = MaskParams {
+                    logits: logits[i % SETS].device_ptr(),
+                    mask: masks[i % SETS].device_ptr(),
+                    count: counts[i % SETS].device_ptr(),
+                    channel: if with_channel {
+                        outs[i % SETS].device_ptr_at(3 * cls_plane * element.bytes())
+                    } else {
+                        0
+                    },
+                    rows: mask_rows.device_ptr(),
+                    cols: mask_cols.device_ptr(),
+                    pixels: pixels as u64,
+                    classes: GEOMETRY.seg_classes as u32,
+                    mask_class: 1,
+                    mask_w: GEOMETRY.seg_hw.1 as u32,
+                    channel_h: GEOMETRY.cls_hw.0 as u32,
+                    channel_w: GEOMETRY.cls_hw.1 as u32,
+                    mask_blocks,
+                    scale: mask_affine.scale,
+                    bias: mask_affine.bias,
+                };
+                // SAFETY: logits hold 2 planes of `pixels` values of
+                // `element`, the mask `pixels` bytes, the count one u64, the
+                // output's channel 3 plane 224x512 values of `element`, and
+                // the tables map 640x640 to 224x512; all live until `time`
+                // synchronizes. (The count accumulates over runs: only the
+                // time matters here.)
+                unsafe {
+                    b.kernels
+                        .launch(kernel, grid, kernels::MASK_BLOCK, &b.stream, &p)
+                }
+            })?;
+            let (name, case, bytes) = if with_channel {
+                (
+                    "logits_to_mask+channel",
+                    format!("2x640x640 {element:?} logits -> mask, count, 224x512 channel"),
+                    logits_bytes + pixels + cls_plane * element.bytes(),
                 )
-            }
-        })?;
-        rows.push(Row {
-            kernel: "mask_to_channel".into(),
-            case: format!("640x640 mask -> 224x512 {element:?}"),
-            bytes: pixels + cls_plane * element.bytes(),
-            median_us: median,
-            p10_us: p10,
-            p90_us: p90,
-            batch_mean_us: batch,
-        });
+            } else {
+                (
+                    "logits_to_mask",
+                    format!("2x640x640 {element:?} logits -> mask, count"),
+                    logits_bytes + pixels,
+                )
+            };
+            rows.push(Row {
+                kernel: name.into(),
+                case,
+                bytes,
+                median_us: median,
+                p10_us: p10,
+                p90_us: p90,
+                batch_mean_us: batch,
+            });
+        }
     }
 
     // Report.

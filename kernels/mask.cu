@@ -1,22 +1,24 @@
-// Segmentation logits to the seal mask, and the mask into the classifier's
-// fourth input channel (src/preprocess/mask.rs is the reference).
+// Segmentation logits to the seal mask, its pixel count, and the classifier's
+// fourth input channel, in one launch (src/preprocess/mask.rs is the reference).
 //
-// logits_to_mask_*: 1xCxHxW logits (f32 or f16) to an HxW 0/1 byte mask plus
-// the number of pixels set, counted on the GPU (warp reduction, one atomic per
-// block). Argmax semantics of torch.argmax: ties go to the lowest class and a
-// NaN beats every number (the first NaN wins).
+// Blocks [0, mask_blocks): 1xCxHxW logits (f32 or f16) to the HxW 0/1 byte
+// mask, 4 pixels per thread with 16-byte loads, plus the number of pixels set
+// (warp reduction, one atomic per block).
+// Blocks [mask_blocks, ...): one classifier pixel per thread: the mask at its
+// four bilinear neighbours (half-pixel centres, taps from the host), resized
+// and normalized into channel 3 of the classifier input (f32 or f16). These
+// blocks take the argmax at those neighbours from the logits themselves, so
+// they need not wait for the mask blocks: one launch instead of two, and the
+// logits they read are the ones the mask blocks pull into L2 at the same time.
 //
-// mask_to_channel_*: the mask resized bilinearly (half-pixel centres, taps
-// from the host) to the classifier size and normalized, written into channel 3
-// of the classifier input (f32 or f16).
+// Argmax semantics of torch.argmax: ties go to the lowest class and a NaN
+// beats every number (the first NaN wins).
 
 #include "tensors.cuh"
 
-// Fixed block sizes; src/gpu/kernels.rs launches with the same numbers.
+// Fixed block size; src/gpu/kernels.rs launches with the same numbers.
 #define MASK_BLOCK 256
-#define CHANNEL_BLOCK 128
-
-// Pixels per thread in logits_to_mask: one 16-byte load per f32 class plane.
+// Pixels per thread in the mask blocks: one 16-byte load per f32 class plane.
 #define MASK_PIXELS_PER_THREAD 4
 
 // Loads 4 consecutive logits starting at `i` (a multiple of 4, with the plane
@@ -44,8 +46,24 @@ __device__ __forceinline__ bool beats(float value, float best) {
     return value > best || (isnan(value) && !isnan(best));
 }
 
+// 1 if `mask_class` wins the argmax at pixel `i`, else 0.
 template <typename In>
-__device__ __forceinline__ void logits_to_mask(const MaskParams& p) {
+__device__ __forceinline__ float mask_at(const MaskParams& p, uint64_t i) {
+    const In* logits = static_cast<const In*>(p.logits);
+    float best = to_float(__ldg(logits + i));
+    uint32_t arg = 0;
+    for (uint32_t c = 1; c < p.classes; ++c) {
+        const float value = to_float(__ldg(logits + uint64_t(c) * p.pixels + i));
+        if (beats(value, best)) {
+            best = value;
+            arg = c;
+        }
+    }
+    return arg == p.mask_class ? 1.0f : 0.0f;
+}
+
+template <typename In>
+__device__ __forceinline__ void mask_pixels(const MaskParams& p) {
     const In* logits = static_cast<const In*>(p.logits);
     const uint64_t first = (uint64_t(blockIdx.x) * MASK_BLOCK + threadIdx.x) * MASK_PIXELS_PER_THREAD;
     uint32_t set = 0;
@@ -93,8 +111,8 @@ __device__ __forceinline__ void logits_to_mask(const MaskParams& p) {
             }
         }
     }
-    // Every thread of the block reaches here (no early return), so the full
-    // warp mask is right.
+    // Every thread of a mask block reaches here (no early return), so the
+    // full warp mask is right.
     set = __reduce_add_sync(0xffffffffu, set);
     __shared__ uint32_t warp_sums[MASK_BLOCK / 32];
     const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -114,36 +132,38 @@ __device__ __forceinline__ void logits_to_mask(const MaskParams& p) {
     }
 }
 
-template <typename Out>
-__device__ __forceinline__ void mask_to_channel(const MaskChannelParams& p) {
-    const uint32_t oy = blockIdx.y;
-    const uint32_t ox = blockIdx.x * CHANNEL_BLOCK + threadIdx.x;
-    if (ox >= p.out_w) {
+template <typename In, typename Out>
+__device__ __forceinline__ void channel_pixel(const MaskParams& p) {
+    const uint64_t i = uint64_t(blockIdx.x - p.mask_blocks) * MASK_BLOCK + threadIdx.x;
+    if (i >= uint64_t(p.channel_h) * p.channel_w) {
         return;
     }
+    const uint32_t oy = uint32_t(i / p.channel_w);
+    const uint32_t ox = uint32_t(i % p.channel_w);
     const Tap ty = load_tap(p.rows, oy);
     const Tap tx = load_tap(p.cols, ox);
-    const uint8_t* upper = p.mask + size_t(ty.first) * p.in_w;
-    const uint8_t* lower = p.mask + size_t(ty.second) * p.in_w;
-    const float top = blend(tx.w_first, float(__ldg(upper + tx.first)), tx.w_second, float(__ldg(upper + tx.second)));
+    const uint64_t upper = uint64_t(ty.first) * p.mask_w;
+    const uint64_t lower = uint64_t(ty.second) * p.mask_w;
+    const float top = blend(tx.w_first, mask_at<In>(p, upper + tx.first), tx.w_second, mask_at<In>(p, upper + tx.second));
     const float bottom =
-        blend(tx.w_first, float(__ldg(lower + tx.first)), tx.w_second, float(__ldg(lower + tx.second)));
+        blend(tx.w_first, mask_at<In>(p, lower + tx.first), tx.w_second, mask_at<In>(p, lower + tx.second));
     const float v = affine(blend(ty.w_first, top, ty.w_second, bottom), p.scale, p.bias);
-    static_cast<Out*>(p.out)[size_t(oy) * p.out_w + ox] = to_output<Out>(v);
+    static_cast<Out*>(p.channel)[i] = to_output<Out>(v);
 }
 
-// Grid: ceil(pixels / (4 * MASK_BLOCK)) blocks of MASK_BLOCK threads.
-extern "C" __global__ void __launch_bounds__(MASK_BLOCK) logits_to_mask_f32(const MaskParams p) {
-    logits_to_mask<float>(p);
-}
-extern "C" __global__ void __launch_bounds__(MASK_BLOCK) logits_to_mask_f16(const MaskParams p) {
-    logits_to_mask<__half>(p);
-}
+// Grid: mask_blocks = ceil(pixels / (4 * MASK_BLOCK)) blocks, plus
+// ceil(channel_h * channel_w / MASK_BLOCK) when `channel` is set.
+#define MASK_KERNEL(NAME, IN, OUT)                                                      \
+    extern "C" __global__ void __launch_bounds__(MASK_BLOCK) NAME(const MaskParams p) { \
+        if (blockIdx.x < p.mask_blocks) {                                               \
+            mask_pixels<IN>(p);                                                         \
+        } else {                                                                        \
+            channel_pixel<IN, OUT>(p);                                                  \
+        }                                                                               \
+    }
 
-// Grid: (ceil(out_w / CHANNEL_BLOCK), out_h) blocks of CHANNEL_BLOCK threads.
-extern "C" __global__ void __launch_bounds__(CHANNEL_BLOCK) mask_to_channel_f32(const MaskChannelParams p) {
-    mask_to_channel<float>(p);
-}
-extern "C" __global__ void __launch_bounds__(CHANNEL_BLOCK) mask_to_channel_f16(const MaskChannelParams p) {
-    mask_to_channel<__half>(p);
-}
+// logits_to_mask_<logits element>_<channel element>
+MASK_KERNEL(logits_to_mask_f32_f32, float, float)
+MASK_KERNEL(logits_to_mask_f32_f16, float, __half)
+MASK_KERNEL(logits_to_mask_f16_f32, __half, float)
+MASK_KERNEL(logits_to_mask_f16_f16, __half, __half)

@@ -55,31 +55,26 @@ struct FrameParams {
 };
 static_assert(sizeof(FrameParams) == 24 + 2 * 56 + 8, "mirrored by FrameParams in src/gpu/kernels.rs");
 
-// Parameters of logits_to_mask_*.
+// Parameters of logits_to_mask_*: the mask and its count, and (when
+// `channel` is not null) the classifier input's mask channel.
 struct MaskParams {
-    const void* logits;  // classes planes of `pixels` values (f32 or f16)
-    uint8_t* mask;       // `pixels` bytes, 1 where mask_class wins, else 0
+    const void* logits;         // classes planes of `pixels` values (f32 or f16)
+    uint8_t* mask;              // `pixels` bytes, 1 where mask_class wins, else 0
     unsigned long long* count;  // += pixels set; zeroed by the host before launch
-    uint64_t pixels;
+    void* channel;              // channel 3 plane of the classifier input, or null
+    const Tap* rows;            // channel_h taps over the mask rows
+    const Tap* cols;            // channel_w taps over the mask columns
+    uint64_t pixels;            // mask_h * mask_w
     uint32_t classes;
     uint32_t mask_class;
-};
-static_assert(sizeof(MaskParams) == 40, "mirrored by MaskParams in src/gpu/kernels.rs");
-
-// Parameters of mask_to_channel_*.
-struct MaskChannelParams {
-    const uint8_t* mask;  // in_h x in_w, 0 or 1
-    void* out;            // the classifier input's channel 3 plane, out_h x out_w
-    const Tap* rows;      // out_h entries over the mask rows
-    const Tap* cols;      // out_w entries over the mask columns
-    uint32_t in_w;
-    uint32_t out_h;
-    uint32_t out_w;
-    float scale;  // (m - mean) / std == m * scale + bias
+    uint32_t mask_w;
+    uint32_t channel_h;
+    uint32_t channel_w;
+    uint32_t mask_blocks;  // blocks before this index make the mask; the rest the channel
+    float scale;           // (m - mean) / std == m * scale + bias
     float bias;
-    uint32_t reserved;
 };
-static_assert(sizeof(MaskChannelParams) == 56, "mirrored by MaskChannelParams in src/gpu/kernels.rs");
+static_assert(sizeof(MaskParams) == 7 * 8 + 8 * 4, "mirrored by MaskParams in src/gpu/kernels.rs");
 
 // w0 * a + w1 * b, rounded as the CPU rounds it (no FMA).
 __device__ __forceinline__ float blend(float w0, float a, float w1, float b) {

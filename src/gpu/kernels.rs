@@ -82,10 +82,12 @@ impl KernelFile {
 pub enum Kernel {
     /// Frame to the segmentation input and the classifier's RGB channels.
     FrameToTensors(PixelLayout, TensorElement),
-    /// Segmentation logits (of the given element type) to the mask and its pixel count.
-    LogitsToMask(TensorElement),
-    /// Mask to channel 3 of the classifier input (of the given element type).
-    MaskToChannel(TensorElement),
+    /// Segmentation logits to the mask, its pixel count and (optionally)
+    /// channel 3 of the classifier input, in one launch.
+    LogitsToMask {
+        logits: TensorElement,
+        channel: TensorElement,
+    },
     /// Busy-waits a number of GPU cycles (benchmark only).
     BenchDelay,
 }
@@ -99,7 +101,7 @@ const LAYOUTS: [PixelLayout; 4] = [
 const ELEMENTS: [TensorElement; 2] = [TensorElement::F32, TensorElement::F16];
 
 impl Kernel {
-    pub const COUNT: usize = 4 * 2 + 2 + 2 + 1;
+    pub const COUNT: usize = 4 * 2 + 2 * 2 + 1;
 
     /// Every kernel, in `index` order.
     pub fn all() -> impl Iterator<Item = Kernel> {
@@ -109,8 +111,11 @@ impl Kernel {
                 .map(move |l| Kernel::FrameToTensors(l, e))
         });
         frame
-            .chain(ELEMENTS.map(Kernel::LogitsToMask))
-            .chain(ELEMENTS.map(Kernel::MaskToChannel))
+            .chain(ELEMENTS.into_iter().flat_map(|logits| {
+                ELEMENTS
+                    .into_iter()
+                    .map(move |channel| Kernel::LogitsToMask { logits, channel })
+            }))
             .chain([Kernel::BenchDelay])
     }
 
@@ -128,8 +133,7 @@ impl Kernel {
         };
         match self {
             Kernel::FrameToTensors(l, e) => element(e) * 4 + layout(l),
-            Kernel::LogitsToMask(e) => 8 + element(e),
-            Kernel::MaskToChannel(e) => 10 + element(e),
+            Kernel::LogitsToMask { logits, channel } => 8 + element(logits) * 2 + element(channel),
             Kernel::BenchDelay => 12,
         }
     }
@@ -137,7 +141,7 @@ impl Kernel {
     pub fn file(self) -> KernelFile {
         match self {
             Kernel::FrameToTensors(..) => KernelFile::FrameToTensors,
-            Kernel::LogitsToMask(_) | Kernel::MaskToChannel(_) => KernelFile::Mask,
+            Kernel::LogitsToMask { .. } => KernelFile::Mask,
             Kernel::BenchDelay => KernelFile::BenchDelay,
         }
     }
@@ -155,21 +159,32 @@ impl Kernel {
             Kernel::FrameToTensors(Bgr, F16) => c"frame_to_tensors_bgr_f16",
             Kernel::FrameToTensors(Rgba, F16) => c"frame_to_tensors_rgba_f16",
             Kernel::FrameToTensors(Bgrx, F16) => c"frame_to_tensors_bgrx_f16",
-            Kernel::LogitsToMask(F32) => c"logits_to_mask_f32",
-            Kernel::LogitsToMask(F16) => c"logits_to_mask_f16",
-            Kernel::MaskToChannel(F32) => c"mask_to_channel_f32",
-            Kernel::MaskToChannel(F16) => c"mask_to_channel_f16",
+            Kernel::LogitsToMask {
+                logits: F32,
+                channel: F32,
+            } => c"logits_to_mask_f32_f32",
+            Kernel::LogitsToMask {
+                logits: F32,
+                channel: F16,
+            } => c"logits_to_mask_f32_f16",
+            Kernel::LogitsToMask {
+                logits: F16,
+                channel: F32,
+            } => c"logits_to_mask_f16_f32",
+            Kernel::LogitsToMask {
+                logits: F16,
+                channel: F16,
+            } => c"logits_to_mask_f16_f16",
             Kernel::BenchDelay => c"bench_delay",
         }
     }
 }
 
 /// Block sizes; the kernels are compiled with the same numbers
-/// (`FRAME_BLOCK`, `MASK_BLOCK`, `CHANNEL_BLOCK`, `MASK_PIXELS_PER_THREAD`).
+/// (`FRAME_BLOCK`, `MASK_BLOCK`, `MASK_PIXELS_PER_THREAD`).
 pub const FRAME_BLOCK: u32 = 128;
 pub const MASK_BLOCK: u32 = 256;
 pub const MASK_PIXELS_PER_THREAD: u64 = 4;
-pub const CHANNEL_BLOCK: u32 = 128;
 
 /// `ResizeTarget` in `kernels/tensors.cuh`.
 #[repr(C)]
@@ -206,28 +221,22 @@ pub struct MaskParams {
     pub logits: u64,
     pub mask: u64,
     pub count: u64,
+    /// Channel 3 plane of the classifier input; 0 for the mask alone.
+    pub channel: u64,
+    pub rows: u64,
+    pub cols: u64,
     pub pixels: u64,
     pub classes: u32,
     pub mask_class: u32,
-}
-const _: () = assert!(size_of::<MaskParams>() == 40);
-
-/// `MaskChannelParams` in `kernels/tensors.cuh`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct MaskChannelParams {
-    pub mask: u64,
-    pub out: u64,
-    pub rows: u64,
-    pub cols: u64,
-    pub in_w: u32,
-    pub out_h: u32,
-    pub out_w: u32,
+    pub mask_w: u32,
+    pub channel_h: u32,
+    pub channel_w: u32,
+    /// Set by `mask_grid`: blocks before it make the mask, the rest the channel.
+    pub mask_blocks: u32,
     pub scale: f32,
     pub bias: f32,
-    pub reserved: u32,
 }
-const _: () = assert!(size_of::<MaskChannelParams>() == 56);
+const _: () = assert!(size_of::<MaskParams>() == 7 * 8 + 8 * 4);
 
 /// The loaded kernel modules and a function handle for every `Kernel`.
 #[derive(Debug)]
@@ -287,8 +296,8 @@ impl KernelSet {
     ///
     /// # Safety
     /// `P` must be the kernel's parameter struct (`FrameParams` for
-    /// `FrameToTensors`, `MaskParams` for `LogitsToMask`, `MaskChannelParams`
-    /// for `MaskToChannel`, `u64` for `BenchDelay`); every device address in
+    /// `FrameToTensors`, `MaskParams` for `LogitsToMask`, `u64` for
+    /// `BenchDelay`); every device address in
     /// it must point to memory of the size the kernel reads or writes for
     /// this grid, and stay alive until the stream has passed the launch.
     pub unsafe fn launch<P: Copy>(
@@ -335,19 +344,28 @@ impl Drop for KernelSet {
     }
 }
 
-/// The geometry of one launch of a frame kernel: one block per output row of
-/// either tensor.
-pub fn frame_grid(seg_h: usize, cls_h: usize) -> (u32, u32, u32) {
-    ((seg_h + cls_h) as u32, 1, 1)
+/// Grid of a frame kernel launch: one thread per output pixel, one row of
+/// blocks per output row of either tensor (`seg_h + cls_h <= MAX_FRAME_ROWS`).
+pub fn frame_grid(seg_hw: (usize, usize), cls_hw: (usize, usize)) -> (u32, u32, u32) {
+    let widest = seg_hw.1.max(cls_hw.1) as u32;
+    (
+        widest.div_ceil(FRAME_BLOCK),
+        (seg_hw.0 + cls_hw.0) as u32,
+        1,
+    )
 }
 
-/// One thread per 4 mask pixels.
-pub fn mask_grid(pixels: usize) -> (u32, u32, u32) {
+/// Most output rows (both tensors together) a frame launch can have: the
+/// grid's y extent.
+pub const MAX_FRAME_ROWS: usize = 65_535;
+
+/// Grid of a mask launch, and the number of its blocks that make the mask
+/// (the rest, when `channel_hw` is given, make the classifier's mask channel).
+pub fn mask_grid(pixels: usize, channel_hw: Option<(usize, usize)>) -> ((u32, u32, u32), u32) {
     let threads = (pixels as u64).div_ceil(MASK_PIXELS_PER_THREAD);
-    (threads.div_ceil(u64::from(MASK_BLOCK)) as u32, 1, 1)
-}
-
-/// One thread per classifier pixel.
-pub fn channel_grid(out_h: usize, out_w: usize) -> (u32, u32, u32) {
-    ((out_w as u32).div_ceil(CHANNEL_BLOCK), out_h as u32, 1)
+    let mask_blocks = threads.div_ceil(u64::from(MASK_BLOCK)) as u32;
+    let channel_blocks = channel_hw.map_or(0, |(h, w)| {
+        ((h * w) as u64).div_ceil(u64::from(MASK_BLOCK)) as u32
+    });
+    ((mask_blocks + channel_blocks, 1, 1), mask_blocks)
 }

@@ -21,8 +21,7 @@
 use std::sync::Arc;
 
 use super::kernels::{
-    self, FrameParams, Kernel, KernelSet, MaskChannelParams, MaskParams, ResizeTarget,
-    TensorElement,
+    self, FrameParams, Kernel, KernelSet, MaskParams, ResizeTarget, TensorElement,
 };
 use super::memory::{DeviceBuffer, DeviceValue, PinnedBuffer};
 use super::stream::{Event, Stream};
@@ -266,6 +265,21 @@ impl GpuPreprocessor {
                 });
             }
         }
+        let rows = geometry.seg_hw.0 + geometry.cls_hw.0;
+        if rows > kernels::MAX_FRAME_ROWS {
+            return Err(GpuError::TooLarge {
+                what: "segmentation plus classifier input height",
+                value: rows,
+                max: kernels::MAX_FRAME_ROWS,
+            });
+        }
+        if geometry.seg_classes > MAX_TENSOR_SIDE {
+            return Err(GpuError::TooLarge {
+                what: "segmentation classes",
+                value: geometry.seg_classes,
+                max: MAX_TENSOR_SIDE,
+            });
+        }
         if geometry.seg_classes == 0 || options.mask_class >= geometry.seg_classes {
             return Err(GpuError::MaskClass {
                 mask_class: options.mask_class,
@@ -408,7 +422,7 @@ impl GpuPreprocessor {
             reserved: 0,
         };
         let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);
-        let grid = kernels::frame_grid(self.geometry.seg_hw.0, self.geometry.cls_hw.0);
+        let grid = kernels::frame_grid(self.geometry.seg_hw, self.geometry.cls_hw);
         // SAFETY: the frame holds `bytes` = stride*(h-1) + row bytes, all the
         // kernel reads for these tables (built for this frame size); the
         // tables, schedule and outputs are sized from the geometry the grid
@@ -598,50 +612,44 @@ impl GpuPreprocessor {
         self.stream.synchronize()
     }
 
+    /// Queues the count reset and the mask kernel (mask, count and the
+    /// classifier's channel 3 in one launch).
     fn queue_mask_kernels(&self) -> Result<(), GpuError> {
-        let plane = self.geometry.cls_hw.0 * self.geometry.cls_hw.1;
+        let (cls_h, cls_w) = self.geometry.cls_hw;
         let pixels = self.geometry.mask_len();
-        let mask_params = MaskParams {
+        let (grid, mask_blocks) = kernels::mask_grid(pixels, Some((cls_h, cls_w)));
+        let params = MaskParams {
             logits: self.seg_logits.ptr_at(0),
             mask: self.mask.device_ptr(),
             count: self.mask_count.device_ptr(),
-            pixels: pixels as u64,
-            classes: self.geometry.seg_classes as u32,
-            mask_class: self.options.mask_class as u32,
-        };
-        let channel_params = MaskChannelParams {
-            mask: self.mask.device_ptr(),
-            out: self.cls_input.ptr_at(3 * plane),
+            channel: self.cls_input.ptr_at(3 * cls_h * cls_w),
             rows: self.mask_tables.rows.device_ptr(),
             cols: self.mask_tables.cols.device_ptr(),
-            in_w: self.geometry.seg_hw.1 as u32,
-            out_h: self.geometry.cls_hw.0 as u32,
-            out_w: self.geometry.cls_hw.1 as u32,
+            pixels: pixels as u64,
+            // All below MAX_TENSOR_SIDE or the class count (checked in `new`).
+            classes: self.geometry.seg_classes as u32,
+            mask_class: self.options.mask_class as u32,
+            mask_w: self.geometry.seg_hw.1 as u32,
+            channel_h: cls_h as u32,
+            channel_w: cls_w as u32,
+            mask_blocks,
             scale: self.mask_affine.scale,
             bias: self.mask_affine.bias,
-            reserved: 0,
+        };
+        let kernel = Kernel::LogitsToMask {
+            logits: self.options.logits_element,
+            channel: self.options.input_element,
         };
         // SAFETY: the logits buffer holds classes x pixels values of the
-        // kernel's element type, the mask `pixels` bytes, the count one u64
-        // (zeroed first, in stream order); the mask tables map the mask's
-        // size to the classifier's, whose channel 3 plane the channel kernel
-        // writes. All are owned by `self`, whose Drop synchronizes the stream.
+        // kernel's logits element type, the mask `pixels` bytes, the count
+        // one u64 (zeroed first, in stream order); the mask tables map the
+        // mask's size to the classifier's, whose channel 3 plane (of the
+        // channel element type) the channel blocks write. All are owned by
+        // `self`, whose Drop synchronizes the stream.
         unsafe {
             self.stream.fill_bytes(&self.mask_count, 0)?;
-            self.kernels.launch(
-                Kernel::LogitsToMask(self.options.logits_element),
-                kernels::mask_grid(pixels),
-                kernels::MASK_BLOCK,
-                &self.stream,
-                &mask_params,
-            )?;
-            self.kernels.launch(
-                Kernel::MaskToChannel(self.options.input_element),
-                kernels::channel_grid(self.geometry.cls_hw.0, self.geometry.cls_hw.1),
-                kernels::CHANNEL_BLOCK,
-                &self.stream,
-                &channel_params,
-            )
+            self.kernels
+                .launch(kernel, grid, kernels::MASK_BLOCK, &self.stream, &params)
         }
     }
 
