@@ -20,11 +20,21 @@ use sealcheck::service::Liveness;
 const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn source(kind: SourceKind, overflow: OverflowPolicy, pool_size: usize) -> SourceConfig {
-    SourceConfig { kind, overflow, pool_size }
+    SourceConfig {
+        kind,
+        overflow,
+        pool_size,
+    }
 }
 
 fn test_pattern(width: u32, height: u32, num_buffers: u32) -> SourceKind {
-    SourceKind::Test { pattern: "smpte".into(), width, height, framerate: 30, num_buffers }
+    SourceKind::Test {
+        pattern: "smpte".into(),
+        width,
+        height,
+        framerate: 30,
+        num_buffers,
+    }
 }
 
 /// Everything the consumer saw, checked for order: each event starts where the
@@ -32,7 +42,10 @@ fn test_pattern(width: u32, height: u32, num_buffers: u32) -> SourceKind {
 #[derive(Default)]
 struct Received {
     /// The slots as the consumer got them: a consumer that never recycles keeps them.
-    #[expect(clippy::vec_box, reason = "these are the pool's own boxes, held like a real consumer would")]
+    #[expect(
+        clippy::vec_box,
+        reason = "these are the pool's own boxes, held like a real consumer would"
+    )]
     frames: Vec<Box<FrameSlot>>,
     dropped: u64,
     failed: u64,
@@ -48,14 +61,23 @@ impl Received {
 /// Pops until `End`. With `recycle`, each frame's pixels are copied out and the
 /// slot goes back to capture; without, the consumer keeps every slot it gets.
 /// `after_frame` runs after each frame (to stop capture mid-stream).
-fn receive(consumer: &mut RingConsumer, recycle: bool, mut after_frame: impl FnMut(u64)) -> Received {
+fn receive(
+    consumer: &mut RingConsumer,
+    recycle: bool,
+    mut after_frame: impl FnMut(u64),
+) -> Received {
     let mut got = Received::default();
     let mut next_seq = 0;
     loop {
-        let event = consumer.pop(EVENT_TIMEOUT).expect("capture went quiet without End");
+        let event = consumer
+            .pop(EVENT_TIMEOUT)
+            .expect("capture went quiet without End");
         match event {
             CaptureEvent::Frame(slot) => {
-                assert_eq!(slot.meta.seq, next_seq, "frame out of order or a gap before it");
+                assert_eq!(
+                    slot.meta.seq, next_seq,
+                    "frame out of order or a gap before it"
+                );
                 next_seq += 1;
                 if recycle {
                     let copy = Box::new(FrameSlot {
@@ -83,7 +105,10 @@ fn receive(consumer: &mut RingConsumer, recycle: bool, mut after_frame: impl FnM
             }
             CaptureEvent::End(end) => {
                 got.end = Some(end);
-                assert!(consumer.pop(Duration::from_millis(50)).is_none(), "event after End");
+                assert!(
+                    consumer.pop(Duration::from_millis(50)).is_none(),
+                    "event after End"
+                );
                 return got;
             }
         }
@@ -105,7 +130,10 @@ fn test_source_delivers_exactly_num_buffers_frames_then_finishes() {
     assert_eq!(got.frames.len(), 25);
     assert_eq!(got.dropped, 0, "block policy never drops");
     for frame in &got.frames {
-        assert_eq!((frame.width, frame.height, frame.stride, frame.layout), (64, 48, 64 * 3, PixelLayout::Rgb));
+        assert_eq!(
+            (frame.width, frame.height, frame.stride, frame.layout),
+            (64, 48, 64 * 3, PixelLayout::Rgb)
+        );
         assert_eq!(frame.data.len(), 64 * 3 * 48);
     }
     assert_eq!(capture.frames_delivered(), 25);
@@ -119,7 +147,11 @@ fn test_source_delivers_exactly_num_buffers_frames_then_finishes() {
 /// The pixel (`x`, `y`) of test image `index`: every byte depends on its
 /// position, so a row read with the wrong stride cannot match.
 fn expected_pixel(index: usize, x: usize, y: usize) -> [u8; 3] {
-    [(x * 7 + index * 13) as u8, (y * 5 + index) as u8, (x ^ y) as u8]
+    [
+        (x * 7 + index * 13) as u8,
+        (y * 5 + index) as u8,
+        (x ^ y) as u8,
+    ]
 }
 
 /// Writes `count` lossless PNGs of `width`x`height` holding `expected_pixel`,
@@ -127,48 +159,78 @@ fn expected_pixel(index: usize, x: usize, y: usize) -> [u8; 3] {
 fn write_png_sequence(dir: &Path, width: usize, height: usize, count: usize) -> PathBuf {
     gst::init().unwrap();
     let location = dir.join("frame_%05d.png");
-    let pipeline = gst::parse::launch("appsrc name=src format=time ! pngenc snapshot=false ! multifilesink name=out")
+    let pipeline = gst::parse::launch(
+        "appsrc name=src format=time ! pngenc snapshot=false ! multifilesink name=out",
+    )
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    pipeline
+        .by_name("out")
         .unwrap()
-        .downcast::<gst::Pipeline>()
+        .set_property("location", location.to_str().unwrap());
+    let appsrc = pipeline
+        .by_name("src")
+        .unwrap()
+        .downcast::<gst_app::AppSrc>()
         .unwrap();
-    pipeline.by_name("out").unwrap().set_property("location", location.to_str().unwrap());
-    let appsrc = pipeline.by_name("src").unwrap().downcast::<gst_app::AppSrc>().unwrap();
-    let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, width as u32, height as u32)
-        .fps(gst::Fraction::new(5, 1))
-        .build()
-        .unwrap();
+    let info =
+        gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, width as u32, height as u32)
+            .fps(gst::Fraction::new(5, 1))
+            .build()
+            .unwrap();
     let stride = info.stride()[0] as usize;
-    assert!(stride > width * 3, "the test needs padded rows: pick a width whose RGB row is not a multiple of 4");
+    assert!(
+        stride > width * 3,
+        "the test needs padded rows: pick a width whose RGB row is not a multiple of 4"
+    );
     appsrc.set_caps(Some(&info.to_caps().unwrap()));
     pipeline.set_state(gst::State::Playing).unwrap();
     for index in 0..count {
         let mut bytes = vec![0xAAu8; info.size()];
         for y in 0..height {
             for x in 0..width {
-                bytes[y * stride + x * 3..y * stride + x * 3 + 3].copy_from_slice(&expected_pixel(index, x, y));
+                bytes[y * stride + x * 3..y * stride + x * 3 + 3]
+                    .copy_from_slice(&expected_pixel(index, x, y));
             }
         }
         let mut buffer = gst::Buffer::from_mut_slice(bytes);
-        buffer.get_mut().unwrap().set_pts(gst::ClockTime::from_mseconds(200 * index as u64));
+        buffer
+            .get_mut()
+            .unwrap()
+            .set_pts(gst::ClockTime::from_mseconds(200 * index as u64));
         appsrc.push_buffer(buffer).unwrap();
     }
     appsrc.end_of_stream().unwrap();
     let bus = pipeline.bus().unwrap();
     let message = bus
-        .timed_pop_filtered(gst::ClockTime::from_seconds(10), &[gst::MessageType::Eos, gst::MessageType::Error])
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(10),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
         .expect("png writer finished");
-    assert!(matches!(message.view(), gst::MessageView::Eos(..)), "png writer failed: {message:?}");
+    assert!(
+        matches!(message.view(), gst::MessageView::Eos(..)),
+        "png writer failed: {message:?}"
+    );
     pipeline.set_state(gst::State::Null).unwrap();
     location
 }
 
 fn assert_pixels(frame: &FrameSlot, index: usize, width: usize, height: usize) {
-    assert_eq!((frame.width as usize, frame.height as usize), (width, height));
+    assert_eq!(
+        (frame.width as usize, frame.height as usize),
+        (width, height)
+    );
     assert!(frame.stride >= width * 3);
     for y in 0..height {
         for x in 0..width {
             let at = y * frame.stride + x * 3;
-            assert_eq!(frame.data[at..at + 3], expected_pixel(index, x, y), "image {index} pixel ({x}, {y})");
+            assert_eq!(
+                frame.data[at..at + 3],
+                expected_pixel(index, x, y),
+                "image {index} pixel ({x}, {y})"
+            );
         }
     }
 }
@@ -181,25 +243,43 @@ fn image_sequence_with_odd_width_keeps_every_pixel_in_place() {
 
     let (producer, mut consumer) = frame_ring(2);
     let capture = Capture::start(
-        &source(SourceKind::Images { location, framerate: 5 }, OverflowPolicy::Block, 2),
+        &source(
+            SourceKind::Images {
+                location,
+                framerate: 5,
+            },
+            OverflowPolicy::Block,
+            2,
+        ),
         producer,
         Liveness::new(),
     )
     .expect("image sequence starts");
     let got = receive(&mut consumer, true, |_| {});
-    assert_eq!(got.end, Some(EndOfStream::Finished), "the sequence ends with EOS when the files run out");
+    assert_eq!(
+        got.end,
+        Some(EndOfStream::Finished),
+        "the sequence ends with EOS when the files run out"
+    );
     assert_eq!(got.frames.len(), count);
     for (index, frame) in got.frames.iter().enumerate() {
         assert_eq!(frame.stride, width * 3, "slots store rows packed");
         assert_pixels(frame, index, width, height);
 
         let mut decoded = FrameSlot::with_capacity(0);
-        decode_image_file(&dir.path().join(format!("frame_{index:05}.png")), &mut decoded).unwrap();
+        decode_image_file(
+            &dir.path().join(format!("frame_{index:05}.png")),
+            &mut decoded,
+        )
+        .unwrap();
         assert_eq!(
             (decoded.width, decoded.height, decoded.stride),
             (frame.width, frame.height, frame.stride)
         );
-        assert_eq!(decoded.data, frame.data, "capture and decode_image_file disagree on image {index}");
+        assert_eq!(
+            decoded.data, frame.data,
+            "capture and decode_image_file disagree on image {index}"
+        );
     }
     capture.shutdown();
 }
@@ -239,14 +319,78 @@ fn stop_finishes_frames_in_flight_then_ends_stopped() {
     });
     assert_eq!(got.end, Some(EndOfStream::Stopped));
     assert!(got.frames.len() >= 10);
-    assert_eq!(got.accounted(), capture.frames_delivered(), "frames delivered after stop still arrive");
-    assert!(started.elapsed() < Duration::from_secs(3), "EOS must end the stream, not the stop timeout");
+    assert_eq!(
+        got.accounted(),
+        capture.frames_delivered(),
+        "frames delivered after stop still arrive"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "EOS must end the stream, not the stop timeout"
+    );
+}
+
+/// Writes a short MJPEG-in-Matroska clip (no patent-encumbered encoder needed).
+fn write_clip(path: &Path, frames: u32) {
+    gst::init().unwrap();
+    let pipeline = gst::parse::launch(&format!(
+        "videotestsrc num-buffers={frames} ! video/x-raw,width=160,height=90,framerate=30/1 ! jpegenc ! matroskamux ! filesink name=out"
+    ))
+    .unwrap()
+    .downcast::<gst::Pipeline>()
+    .unwrap();
+    pipeline
+        .by_name("out")
+        .unwrap()
+        .set_property("location", path.to_str().unwrap());
+    pipeline.set_state(gst::State::Playing).unwrap();
+    let message = pipeline
+        .bus()
+        .unwrap()
+        .timed_pop_filtered(
+            gst::ClockTime::from_seconds(10),
+            &[gst::MessageType::Eos, gst::MessageType::Error],
+        )
+        .expect("clip writer finished");
+    assert!(
+        matches!(message.view(), gst::MessageView::Eos(..)),
+        "clip writer failed: {message:?}"
+    );
+    pipeline.set_state(gst::State::Null).unwrap();
+}
+
+#[test]
+fn video_file_is_decoded_frame_by_frame_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // Spaces and quotes in the path must not matter.
+    let path = dir.path().join("line 3 \"night\" shift.mkv");
+    write_clip(&path, 12);
+    let (producer, mut consumer) = frame_ring(4);
+    let capture = Capture::start(
+        &source(SourceKind::File { path }, OverflowPolicy::Block, 4),
+        producer,
+        Liveness::new(),
+    )
+    .expect("clip starts");
+    let got = receive(&mut consumer, true, |_| {});
+    assert_eq!(got.end, Some(EndOfStream::Finished));
+    assert_eq!(got.frames.len(), 12);
+    assert!(
+        got.frames
+            .iter()
+            .all(|f| (f.width, f.height, f.stride) == (160, 90, 480))
+    );
+    assert_eq!(capture.frames_delivered(), 12);
 }
 
 fn start_error(kind: SourceKind) -> (CaptureError, Option<EndOfStream>) {
     let (producer, mut consumer) = frame_ring(2);
-    let error = Capture::start(&source(kind, OverflowPolicy::Block, 2), producer, Liveness::new())
-        .expect_err("this source cannot start");
+    let error = Capture::start(
+        &source(kind, OverflowPolicy::Block, 2),
+        producer,
+        Liveness::new(),
+    )
+    .expect_err("this source cannot start");
     let end = match consumer.pop(Duration::from_secs(1)) {
         Some(CaptureEvent::End(end)) => Some(end),
         other => panic!("expected End after a failed start, got {other:?}"),
@@ -259,9 +403,15 @@ fn missing_video_file_fails_at_start_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("no such clip.mp4");
     let (error, end) = start_error(SourceKind::File { path: path.clone() });
-    assert!(matches!(error, CaptureError::Start { verb: "read", .. }), "{error:?}");
+    assert!(
+        matches!(error, CaptureError::Start { verb: "read", .. }),
+        "{error:?}"
+    );
     let text = error.to_string();
-    assert!(text.contains(&format!("video file {} cannot be read", path.display())), "{text}");
+    assert!(
+        text.contains(&format!("video file {} cannot be read", path.display())),
+        "{text}"
+    );
     assert!(text.contains("`path` key in [source]"), "{text}");
     assert_eq!(end, Some(EndOfStream::Error(error)));
 }
@@ -273,48 +423,82 @@ fn corrupt_video_file_fails_at_start_not_later() {
     std::fs::write(&path, [0x5Au8; 4096]).unwrap();
     let (error, _) = start_error(SourceKind::File { path: path.clone() });
     assert!(matches!(error, CaptureError::Start { .. }), "{error:?}");
-    assert!(error.to_string().contains(&path.display().to_string()), "{error}");
+    assert!(
+        error.to_string().contains(&path.display().to_string()),
+        "{error}"
+    );
 }
 
 #[test]
 fn absent_v4l2_device_fails_at_start_with_what_to_check() {
-    let (error, _) = start_error(SourceKind::V4l2 { device: "/dev/video9".into(), caps: None });
+    let (error, _) = start_error(SourceKind::V4l2 {
+        device: "/dev/video9".into(),
+        caps: None,
+    });
     let text = error.to_string();
-    assert!(text.starts_with("v4l2 device /dev/video9 cannot be opened: "), "{text}");
-    assert!(text.contains("check the camera is connected and the `device` key in [source]"), "{text}");
+    assert!(
+        text.starts_with("v4l2 device /dev/video9 cannot be opened: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("check the camera is connected and the `device` key in [source]"),
+        "{text}"
+    );
 }
 
 #[test]
 fn invalid_v4l2_caps_are_rejected_before_opening_the_device() {
-    let (error, _) =
-        start_error(SourceKind::V4l2 { device: "/dev/video9".into(), caps: Some("video/x-raw,width=".into()) });
+    let (error, _) = start_error(SourceKind::V4l2 {
+        device: "/dev/video9".into(),
+        caps: Some("video/x-raw,width=".into()),
+    });
     assert!(matches!(&error, CaptureError::Launch { .. }), "{error:?}");
     assert!(error.to_string().contains("`caps` key"), "{error}");
 }
 
 #[test]
 fn pipeline_description_without_an_appsink_named_sink_is_rejected() {
-    let (error, _) = start_error(SourceKind::Pipeline { description: "videotestsrc ! fakesink".into() });
-    assert!(matches!(&error, CaptureError::NoAppsink { found } if found == "no element named sink"), "{error:?}");
+    let (error, _) = start_error(SourceKind::Pipeline {
+        description: "videotestsrc ! fakesink".into(),
+    });
+    assert!(
+        matches!(&error, CaptureError::NoAppsink { found } if found == "no element named sink"),
+        "{error:?}"
+    );
     assert!(error.to_string().contains("appsink name=sink"), "{error}");
 
-    let (error, _) = start_error(SourceKind::Pipeline { description: "videotestsrc ! fakesink name=sink".into() });
-    assert!(matches!(&error, CaptureError::NoAppsink { found } if found.contains("fakesink")), "{error:?}");
+    let (error, _) = start_error(SourceKind::Pipeline {
+        description: "videotestsrc ! fakesink name=sink".into(),
+    });
+    assert!(
+        matches!(&error, CaptureError::NoAppsink { found } if found.contains("fakesink")),
+        "{error:?}"
+    );
 }
 
 #[test]
 fn unknown_element_names_the_missing_plugin() {
-    let (error, _) = start_error(SourceKind::Pipeline { description: "nosuchcamerasrc ! appsink name=sink".into() });
-    assert!(matches!(&error, CaptureError::MissingElement { element, .. } if element == "nosuchcamerasrc"), "{error:?}");
+    let (error, _) = start_error(SourceKind::Pipeline {
+        description: "nosuchcamerasrc ! appsink name=sink".into(),
+    });
+    assert!(
+        matches!(&error, CaptureError::MissingElement { element, .. } if element == "nosuchcamerasrc"),
+        "{error:?}"
+    );
 }
 
 #[test]
 fn user_pipeline_with_an_appsink_named_sink_delivers_frames() {
-    let description =
-        "videotestsrc num-buffers=7 ! video/x-raw,width=50,height=10 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink";
+    let description = "videotestsrc num-buffers=7 ! video/x-raw,width=50,height=10 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink";
     let (producer, mut consumer) = frame_ring(2);
     let capture = Capture::start(
-        &source(SourceKind::Pipeline { description: description.into() }, OverflowPolicy::Block, 2),
+        &source(
+            SourceKind::Pipeline {
+                description: description.into(),
+            },
+            OverflowPolicy::Block,
+            2,
+        ),
         producer,
         Liveness::new(),
     )
@@ -332,11 +516,22 @@ fn decode_image_file_names_a_corrupt_or_missing_file() {
     let corrupt = dir.path().join("seal 0001.png");
     std::fs::write(&corrupt, b"\x89PNG\r\n\x1a\nthis is not really a png").unwrap();
     let mut slot = FrameSlot::with_capacity(0);
-    let error = decode_image_file(&corrupt, &mut slot).expect_err("a corrupt file cannot be decoded");
-    assert!(matches!(&error, CaptureError::Image { path, .. } if path == &corrupt), "{error:?}");
-    assert!(error.to_string().contains(&corrupt.display().to_string()), "{error}");
+    let error =
+        decode_image_file(&corrupt, &mut slot).expect_err("a corrupt file cannot be decoded");
+    assert!(
+        matches!(&error, CaptureError::Image { path, .. } if path == &corrupt),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains(&corrupt.display().to_string()),
+        "{error}"
+    );
 
     let missing = dir.path().join("missing.jpg");
-    let error = decode_image_file(&missing, &mut slot).expect_err("a missing file cannot be decoded");
-    assert!(error.to_string().contains("missing.jpg") && error.to_string().contains("no such file"), "{error}");
+    let error =
+        decode_image_file(&missing, &mut slot).expect_err("a missing file cannot be decoded");
+    assert!(
+        error.to_string().contains("missing.jpg") && error.to_string().contains("no such file"),
+        "{error}"
+    );
 }

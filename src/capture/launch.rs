@@ -349,4 +349,79 @@ mod tests {
             Err(CaptureError::Launch { .. })
         ));
     }
+
+    #[test]
+    fn every_source_kind_builds_with_its_properties_set() {
+        gst::init().unwrap();
+        let kinds = [
+            SourceKind::Test {
+                pattern: "ball".into(),
+                width: 64,
+                height: 48,
+                framerate: 30,
+                num_buffers: 0,
+            },
+            SourceKind::File {
+                path: "/clips/line 3 \"night\" ! shift.mkv".into(),
+            },
+            SourceKind::Images {
+                location: "/frames/frame_%05d.jpg".into(),
+                framerate: 12,
+            },
+            SourceKind::V4l2 {
+                device: "/dev/video0".into(),
+                caps: None,
+            },
+            SourceKind::V4l2 {
+                device: "/dev/video0".into(),
+                caps: Some("image/jpeg,width=1280,height=720".into()),
+            },
+            SourceKind::V4l2 {
+                device: "/dev/video0".into(),
+                caps: Some("video/x-raw,format=YUY2".into()),
+            },
+            SourceKind::Rtsp {
+                url: "rtsp://user:pw@10.0.0.5/stream".into(),
+                latency_ms: 150,
+            },
+            SourceKind::Pipeline {
+                description: "videotestsrc ! videoconvert ! appsink name=sink".into(),
+            },
+        ];
+        for kind in &kinds {
+            let origin = describe(kind);
+            let Ok((pipeline, appsink)) = create_pipeline(kind, &origin) else {
+                // Only a plugin missing on this machine may stop a kind from building.
+                match create_pipeline(kind, &origin) {
+                    Err(CaptureError::MissingElement { .. }) => continue,
+                    other => panic!("{origin}: {other:?}"),
+                }
+            };
+            assert_eq!(appsink.name(), "sink");
+            assert!(!appsink.property::<bool>("enable-last-sample"));
+            match kind {
+                SourceKind::File { path } => {
+                    let location: String = pipeline.by_name("src").unwrap().property("location");
+                    assert_eq!(Path::new(&location), path, "paths reach filesrc untouched");
+                }
+                SourceKind::Images { .. } => {
+                    let caps: gst::Caps = pipeline.by_name("src").unwrap().property("caps");
+                    assert_eq!(caps.to_string(), "image/jpeg, framerate=(fraction)12/1");
+                }
+                SourceKind::Rtsp { .. } => {
+                    assert_eq!(
+                        pipeline.by_name("src").unwrap().property::<u32>("latency"),
+                        150
+                    );
+                }
+                SourceKind::V4l2 {
+                    caps: Some(caps), ..
+                } => {
+                    let set: gst::Caps = pipeline.by_name("camera_caps").unwrap().property("caps");
+                    assert_eq!(set, gst::Caps::from_str(caps).unwrap());
+                }
+                _ => {}
+            }
+        }
+    }
 }
