@@ -9,6 +9,7 @@
 //!
 //! `pipeline` wires the stages; `main` only parses the command line.
 
+pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod decision;

@@ -99,7 +99,7 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run { config: path } => {
             let cfg = load_and_log(&path)?;
             let signals = service::watch_signals().context("cannot install signal handlers")?;
-            let summary = pipeline::run(cfg, RunContext { notifier: service::Notifier::from_env(), signals })?;
+            let summary = pipeline::run(cfg, RunContext::configured(service::Notifier::from_env(), signals))?;
             print!("{}", summary.render());
             Ok(ExitCode::SUCCESS)
         }

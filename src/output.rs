@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{DecisionConfig, OutputConfig};
-use crate::decision::{self, Decision};
+use crate::decision::{self, Decision, Reason};
 use crate::frame::{FrameMeta, FrameWork, StageMessage};
 use crate::service::Liveness;
 use crate::stats::RunStats;
@@ -154,6 +154,8 @@ pub struct OutputStage {
     pub sink: ResultSink,
     pub stats: Arc<Mutex<RunStats>>,
     pub liveness: Liveness,
+    /// Frames before this `seq` are written but left out of the statistics (warm-up).
+    pub measure_from_seq: u64,
 }
 
 impl OutputStage {
@@ -220,10 +222,15 @@ impl OutputStage {
                 "verdict"
             );
         }
-        if let Ok(mut stats) = self.stats.lock() {
+        if meta.seq >= self.measure_from_seq
+            && let Ok(mut stats) = self.stats.lock()
+        {
             stats.record(d.verdict, d.reason, latencies.copied());
         }
-        self.liveness.frame_finished();
+        match d.reason {
+            Reason::NotInspected | Reason::Error => self.liveness.frame_finished_uninspected(),
+            _ => self.liveness.frame_finished(),
+        }
         Ok(())
     }
 
@@ -253,7 +260,7 @@ impl OutputStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::{Reason, Verdict};
+    use crate::decision::Verdict;
 
     #[test]
     fn rfc3339_of_known_instants() {

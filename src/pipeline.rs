@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select};
 
-use crate::capture::{Capture, CaptureError};
+use crate::capture::{Capture, CaptureError, Replay};
+use crate::frame::FrameSlot;
 use crate::config::{self, Config, ConfigError};
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::{self, InferError, InferStage};
@@ -85,11 +86,69 @@ pub struct RunContext {
     pub notifier: Notifier,
     /// Stop / reload / force-stop requests (from signals, or a test).
     pub signals: Receiver<ServiceSignal>,
+    /// Where frames come from.
+    pub source: SourcePlan,
+    /// Frames before this `seq` get results but stay out of the statistics (warm-up).
+    pub measure_from_seq: u64,
+}
+
+impl RunContext {
+    /// A run of the configured source, as `sealcheck run` does it.
+    pub fn configured(notifier: Notifier, signals: Receiver<ServiceSignal>) -> Self {
+        RunContext { notifier, signals, source: SourcePlan::Configured, measure_from_seq: 0 }
+    }
+}
+
+pub enum SourcePlan {
+    /// The source the config names, through GStreamer.
+    Configured,
+    /// Frames decoded beforehand, replayed round-robin `count` times (`bench`).
+    Replay { frames: Arc<Vec<FrameSlot>>, count: u64 },
+}
+
+/// The running source: a GStreamer capture or a replay from memory.
+enum FrameSource {
+    Capture(Capture),
+    Replay(Replay),
+}
+
+impl FrameSource {
+    fn stop(&self) {
+        match self {
+            FrameSource::Capture(c) => c.stop(),
+            FrameSource::Replay(r) => r.stop(),
+        }
+    }
+
+    fn frames_delivered(&self) -> u64 {
+        match self {
+            FrameSource::Capture(c) => c.frames_delivered(),
+            FrameSource::Replay(r) => r.frames_delivered(),
+        }
+    }
+
+    /// A probe for the watchdog thread: is the source healthy and streaming?
+    fn streaming_probe(&self) -> Box<dyn Fn() -> bool + Send> {
+        match self {
+            FrameSource::Capture(c) => {
+                let probe = c.health_probe();
+                Box::new(move || probe.is_streaming())
+            }
+            FrameSource::Replay(_) => Box::new(|| true),
+        }
+    }
+
+    fn shutdown(self) {
+        match self {
+            FrameSource::Capture(c) => c.shutdown(),
+            FrameSource::Replay(r) => r.shutdown(),
+        }
+    }
 }
 
 /// The started stages of one run.
 struct Stages {
-    capture: Capture,
+    capture: FrameSource,
     preprocess: JoinHandle<EndOfStream>,
     infer: JoinHandle<()>,
     output: JoinHandle<Result<u64, OutputError>>,
@@ -107,7 +166,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let stages = start_stages(&config, geometry, selection.backend, &stats, &liveness, reload_rx)?;
+    let stages = start_stages(&config, &context, geometry, selection.backend, &stats, &liveness, reload_rx)?;
     let run_started = Instant::now();
     context.notifier.ready();
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
@@ -116,7 +175,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         context.notifier.clone(),
         liveness.clone(),
         config.service.stall_timeout,
-        stages.capture.health_probe(),
+        stages.capture.streaming_probe(),
         {
             let stats = Arc::clone(&stats);
             move || {
@@ -124,16 +183,18 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 stats.lock().map(|s| s.status_line(s.frames as f64 / fps_since)).unwrap_or_default()
             }
         },
-    );
+    )
+    .map_err(|e| PipelineError::Spawn("watchdog", e))?;
 
     let mut current = config;
+    let mut signals = context.signals.clone();
     let mut stopped_by_signal = false;
     let mut drain_deadline: Option<Instant> = None;
     loop {
         let timeout = drain_deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
         select! {
             recv(stages.output_done) -> _ => break,
-            recv(context.signals) -> signal => match signal {
+            recv(signals) -> signal => match signal {
                 Ok(ServiceSignal::Stop) if drain_deadline.is_none() => {
                     log::info!(target: "sealcheck::pipeline", drain_timeout_s = current.service.drain_timeout.as_secs_f64(); "stop requested: stopping the source and finishing frames in flight");
                     context.notifier.stopping();
@@ -142,7 +203,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                     drain_deadline = Some(Instant::now() + current.service.drain_timeout);
                 }
                 Ok(ServiceSignal::Stop) | Ok(ServiceSignal::ForceStop) => {
-                    log::warn!(target: "sealcheck::pipeline"; "second stop request: exiting without waiting for frames in flight");
+                    log::warn!(target: "sealcheck::pipeline", "second stop request: exiting without waiting for frames in flight");
                     stopped_by_signal = true;
                     break;
                 }
@@ -151,7 +212,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                     reload(&mut current, &reload_tx);
                     context.notifier.ready();
                 }
-                Err(_) => {}
+                // Nobody can send any more (a bench or a test): stop listening.
+                Err(_) => signals = crossbeam_channel::never(),
             },
             default(timeout) => {
                 if drain_deadline.is_some_and(|d| Instant::now() >= d) {
@@ -193,6 +255,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
 
 fn start_stages(
     config: &Config,
+    context: &RunContext,
     geometry: TensorGeometry,
     backend: Box<dyn infer::InferenceBackend>,
     stats: &Arc<Mutex<RunStats>>,
@@ -230,6 +293,7 @@ fn start_stages(
         sink,
         stats: Arc::clone(stats),
         liveness: liveness.clone(),
+        measure_from_seq: context.measure_from_seq,
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -247,7 +311,13 @@ fn start_stages(
     let infer = spawn("infer", move || infer.run())?;
     let preprocess = PreprocessStage { input: consumer, output: to_infer, free_work: free_rx, preprocessor: preprocessor() };
     let preprocess = spawn("preprocess", move || preprocess.run())?;
-    let capture = Capture::start(&config.source, producer, liveness.clone())?;
+    let capture = match &context.source {
+        SourcePlan::Configured => FrameSource::Capture(Capture::start(&config.source, producer, liveness.clone())?),
+        SourcePlan::Replay { frames, count } => FrameSource::Replay(
+            Replay::start(Arc::clone(frames), *count, producer, liveness.clone())
+                .map_err(|e| PipelineError::Spawn("replay", e))?,
+        ),
+    };
     Ok(Stages { capture, preprocess, infer, output, output_done })
 }
 

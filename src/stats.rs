@@ -3,6 +3,8 @@
 //! Latencies go into fixed-size histograms (0.05 ms buckets up to 2 s), so
 //! recording a frame allocates nothing however long the service runs.
 
+use std::time::Instant;
+
 use crate::decision::{Reason, Verdict};
 
 const BUCKET_MS: f64 = 0.05;
@@ -60,10 +62,16 @@ pub struct RunStats {
     pub failed: u64,
     pub by_reason: [u64; Reason::ALL.len()],
     pub latency: [LatencyHistogram; STAGES.len()],
+    /// When the first and the latest recorded result were written.
+    pub first_at: Option<Instant>,
+    pub last_at: Option<Instant>,
 }
 
 impl RunStats {
     pub fn record(&mut self, verdict: Verdict, reason: Reason, latencies_ms: Option<[f64; 4]>) {
+        let now = Instant::now();
+        self.first_at.get_or_insert(now);
+        self.last_at = Some(now);
         self.frames += 1;
         match verdict {
             Verdict::Pass => self.passed += 1,
@@ -77,6 +85,12 @@ impl RunStats {
                 h.record(ms);
             }
         }
+    }
+
+    /// Results per second between the first and the last recorded result.
+    pub fn throughput(&self) -> Option<f64> {
+        let span = self.last_at?.duration_since(self.first_at?).as_secs_f64();
+        (self.frames > 1 && span > 0.0).then(|| (self.frames - 1) as f64 / span)
     }
 
     pub fn count(&self, reason: Reason) -> u64 {

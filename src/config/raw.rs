@@ -101,10 +101,6 @@ impl<'t, 'i> Section<'t, 'i> {
         Section { name, table, span, used: RefCell::new(BTreeSet::new()), problems: self.problems }
     }
 
-    pub fn exists(&self) -> bool {
-        self.table.is_some()
-    }
-
     fn missing(&self, key: &str, what: &str) {
         let where_ = if self.name.is_empty() { String::new() } else { format!(" in [{}]", self.name) };
         self.problems.at(self.span.clone(), &self.key_path(key), format!("is required{where_}: {what}"));

@@ -1,0 +1,102 @@
+//! `sealcheck bench`: the whole pipeline on frames decoded beforehand, so the
+//! figures are the pipeline's (preprocess, inference, decision, output on
+//! their own threads), not the camera's or the JPEG decoder's.
+
+use std::sync::Arc;
+
+use crate::capture;
+use crate::config::Config;
+use crate::pipeline::{self, PipelineError, RunContext, RunSummary, SourcePlan};
+use crate::service::Notifier;
+use crate::stats::STAGES;
+
+/// At most this many distinct frames are held in memory and replayed.
+const MAX_DISTINCT_FRAMES: usize = 300;
+
+pub struct BenchReport {
+    pub summary: RunSummary,
+    pub distinct_frames: usize,
+    pub frame_size: (u32, u32),
+    pub measured_frames: u64,
+}
+
+impl BenchReport {
+    /// Frames per second over the measured frames (warm-up left out).
+    pub fn fps(&self) -> f64 {
+        self.summary.stats.throughput().unwrap_or_else(|| self.summary.fps())
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "bench: {} frames of {}x{} replayed from memory ({} distinct), backend {}\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
+            self.measured_frames,
+            self.frame_size.0,
+            self.frame_size.1,
+            self.distinct_frames,
+            self.summary.backend,
+            self.fps()
+        );
+        for (name, h) in STAGES.iter().zip(&self.summary.stats.latency) {
+            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
+            out.push_str(&format!("  {name:<11} {:>8} {:>8} {:>8}\n", q(0.5), q(0.95), q(0.99)));
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> String {
+        let latency: serde_json::Map<String, serde_json::Value> = STAGES
+            .iter()
+            .zip(&self.summary.stats.latency)
+            .map(|(name, h)| {
+                let q = |p| h.quantile(p).map_or(serde_json::Value::Null, |v| serde_json::json!(v));
+                (name.to_string(), serde_json::json!({"p50": q(0.5), "p95": q(0.95), "p99": q(0.99)}))
+            })
+            .collect();
+        serde_json::json!({
+            "backend": self.summary.backend,
+            "backend_reason": self.summary.backend_reason,
+            "frames": self.measured_frames,
+            "frame_size": [self.frame_size.0, self.frame_size.1],
+            "fps": self.fps(),
+            "latency_ms": latency,
+        })
+        .to_string()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Capture(#[from] capture::CaptureError),
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error("the source delivered no frame to benchmark with — check [source] in the config")]
+    NoFrames,
+}
+
+/// Runs `warmup + frames` frames through the pipeline; results go to a
+/// temporary file, not the configured one.
+pub fn run(config: &Config, frames: u64, warmup: u64) -> Result<BenchReport, BenchError> {
+    let decoded = capture::load_frames(&config.source, MAX_DISTINCT_FRAMES.min((frames + warmup) as usize))?;
+    let first = decoded.first().ok_or(BenchError::NoFrames)?;
+    let frame_size = (first.width, first.height);
+    let distinct_frames = decoded.len();
+    let results = tempfile_path();
+    let mut config = config.clone();
+    config.output.results = results.clone();
+    config.output.log_verdicts = false;
+    let (_keep_open, signals) = crossbeam_channel::bounded(1);
+    let context = RunContext {
+        notifier: Notifier::disabled(),
+        signals,
+        source: SourcePlan::Replay { frames: Arc::new(decoded), count: warmup + frames },
+        measure_from_seq: warmup,
+    };
+    let summary = pipeline::run(config, context);
+    let _ = std::fs::remove_file(&results);
+    Ok(BenchReport { summary: summary?, distinct_frames, frame_size, measured_frames: frames })
+}
+
+fn tempfile_path() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sealcheck-bench-{}.jsonl", std::process::id()))
+}
