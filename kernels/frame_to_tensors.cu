@@ -7,13 +7,15 @@
 // no antialias), horizontal pass first, exactly as src/preprocess/resize.rs.
 //
 // One thread per output pixel of either tensor; one row of blocks per output
-// row. The host orders the rows (FrameParams::schedule) by the frame rows
-// they read, as the CPU orders its row loop, so both outputs are cut from a
-// frame row while it is in L2 and the frame crosses DRAM about once. Within a
-// row, consecutive threads write consecutive pixels of each plane (coalesced
-// stores) and gather their neighbours through L1. (A first version looped
-// each block over a whole row: 40% of copy bandwidth at 1080p on an H100,
-// latency-bound; one pixel per thread keeps more loads in flight.)
+// row, the rows of both outputs interleaved down the frame so both are cut
+// from a frame row while it is in L2 and the frame crosses DRAM about once.
+// Within a row, consecutive threads write consecutive pixels of each plane
+// (coalesced stores) and gather their neighbours through L1. The taps are
+// computed in the kernel with the CPU's exact f32 arithmetic.
+// History (docs/PERFORMANCE-gpu-preprocess.md): a block looping over a whole
+// row reached 40% of copy bandwidth at 1080p on an H100; one pixel per thread
+// with host-built tap tables and row schedule 42%; this version drops the
+// table and schedule loads that every thread waited for before reading pixels.
 
 #include "tensors.cuh"
 
@@ -44,8 +46,10 @@ typedef PixelFormat<4, 2, 1, 0> Bgrx;
 // Pixel (oy, ox) of the three planes of `t`.
 template <class Px, typename Out>
 __device__ __forceinline__ void resize_pixel(const FrameParams& p, const ResizeTarget& t, uint32_t oy, uint32_t ox) {
-    const Tap ty = load_tap(t.rows, oy);
-    const Tap tx = load_tap(t.cols, ox);
+    // Taps computed, not read from tables: no dependent load before the
+    // frame reads (the kernel's latency chain is pixels, then stores).
+    const Tap ty = compute_tap(p.in_h, t.out_h, oy);
+    const Tap tx = compute_tap(p.in_w, t.out_w, ox);
     const uint8_t* upper = p.frame + uint64_t(ty.first) * p.stride;
     const uint8_t* lower = p.frame + uint64_t(ty.second) * p.stride;
     const bool aligned4 = p.aligned4 != 0;
@@ -67,20 +71,26 @@ __device__ __forceinline__ void resize_pixel(const FrameParams& p, const ResizeT
     out[2 * plane] = to_output<Out>(affine(blend(ty.w_first, ub, ty.w_second, lb), t.scale[2], t.bias[2]));
 }
 
-// One thread per output pixel: blockIdx.y picks the output row through the
-// schedule, blockIdx.x a run of FRAME_BLOCK pixels of it. Blocks of a row
-// are dispatched together (x varies fastest), and rows in schedule order.
+// One thread per output pixel: blockIdx.y picks the output row, blockIdx.x a
+// run of FRAME_BLOCK pixels of it. Blocks of a row are dispatched together
+// (x varies fastest). The rows of the two outputs are interleaved evenly
+// (Bresenham): of rows 0..y, floor(y * cls_h / (seg_h + cls_h)) are
+// classifier rows, so both outputs advance down the frame together and each
+// frame row is cut for both while in L2. src/gpu/tables.rs `frame_row` is
+// the same mapping.
 template <class Px, typename Out>
 __device__ __forceinline__ void frame_to_tensors(const FrameParams& p) {
-    const uint32_t entry = p.schedule[blockIdx.y];
-    const uint32_t row = entry & 0x7fffffffu;
+    const uint64_t total = uint64_t(p.seg.out_h) + p.cls.out_h;
+    const uint32_t y = blockIdx.y;
+    const uint32_t cls_before = uint32_t(uint64_t(y) * p.cls.out_h / total);
+    const uint32_t cls_through = uint32_t(uint64_t(y + 1) * p.cls.out_h / total);
     const uint32_t ox = blockIdx.x * FRAME_BLOCK + threadIdx.x;
-    if (entry & 0x80000000u) {
+    if (cls_through > cls_before) {
         if (ox < p.cls.out_w) {
-            resize_pixel<Px, Out>(p, p.cls, row, ox);
+            resize_pixel<Px, Out>(p, p.cls, cls_before, ox);
         }
     } else if (ox < p.seg.out_w) {
-        resize_pixel<Px, Out>(p, p.seg, row, ox);
+        resize_pixel<Px, Out>(p, p.seg, y - cls_before, ox);
     }
 }
 

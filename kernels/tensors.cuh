@@ -28,24 +28,20 @@ static_assert(sizeof(Tap) == 16, "Tap is mirrored by DeviceTap in src/gpu/tables
 // classifier input). `out` points at plane 0; planes are out_h * out_w apart.
 struct ResizeTarget {
     void* out;
-    const Tap* rows;
-    const Tap* cols;
     uint32_t out_h;
     uint32_t out_w;
     // x * scale[c] + bias[c] == (x / 255 - mean[c]) / std[c]
     float scale[3];
     float bias[3];
 };
-static_assert(sizeof(ResizeTarget) == 56, "mirrored by ResizeTarget in src/gpu/kernels.rs");
+static_assert(sizeof(ResizeTarget) == 40, "mirrored by ResizeTarget in src/gpu/kernels.rs");
 
 // Parameters of frame_to_tensors_*: one frame, two outputs.
 struct FrameParams {
     const uint8_t* frame;
     uint64_t stride;
-    // One entry per block, in the order the blocks should run so that frame
-    // rows are read while still in cache: bit 31 set = classifier row,
-    // low bits = output row.
-    const uint32_t* schedule;
+    uint32_t in_w;
+    uint32_t in_h;
     ResizeTarget seg;
     ResizeTarget cls;
     // 1 when `frame` and `stride` are multiples of 4, so 4-byte pixels can be
@@ -53,7 +49,7 @@ struct FrameParams {
     uint32_t aligned4;
     uint32_t reserved;
 };
-static_assert(sizeof(FrameParams) == 24 + 2 * 56 + 8, "mirrored by FrameParams in src/gpu/kernels.rs");
+static_assert(sizeof(FrameParams) == 24 + 2 * 40 + 8, "mirrored by FrameParams in src/gpu/kernels.rs");
 
 // Parameters of logits_to_mask_*: the mask and its count, and (when
 // `channel` is not null) the classifier input's mask channel.
@@ -84,6 +80,20 @@ __device__ __forceinline__ float blend(float w0, float a, float w1, float b) {
 // x * scale + bias, rounded as the CPU rounds it (no FMA).
 __device__ __forceinline__ float affine(float x, float scale, float bias) {
     return __fadd_rn(__fmul_rn(x, scale), bias);
+}
+
+// The tap of output coordinate `dst` when resizing `in` coordinates to `out`,
+// computed as src/preprocess/taps.rs computes it: PyTorch's f32 arithmetic,
+// each operation rounded on its own (the _rn intrinsics are never contracted).
+//   scale = in / out;  src = max(scale * (dst + 0.5) - 0.5, 0)
+//   first = min(floor(src), in - 1);  lambda = clamp(src - first, 0, 1)
+__device__ __forceinline__ Tap compute_tap(uint32_t in, uint32_t out, uint32_t dst) {
+    const float scale = __fdiv_rn(float(in), float(out));
+    const float src = fmaxf(__fsub_rn(__fmul_rn(scale, __fadd_rn(float(dst), 0.5f)), 0.5f), 0.0f);
+    const uint32_t last = in - 1;
+    const uint32_t first = min(uint32_t(src), last);  // truncation == floor (src >= 0)
+    const float lambda = fminf(fmaxf(__fsub_rn(src, float(first)), 0.0f), 1.0f);
+    return Tap{first, first < last ? first + 1 : first, __fsub_rn(1.0f, lambda), lambda};
 }
 
 // A tap read through the read-only path as one 16-byte load.

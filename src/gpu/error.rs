@@ -62,6 +62,11 @@ pub enum GpuError {
     },
     #[error("mask class {mask_class} is not below the segmentation model's {classes} classes")]
     MaskClass { mask_class: usize, classes: usize },
+    #[error(
+        "a frame slot has no device address although mapped (zero-copy) transfer was chosen; \
+         set frame transfer to copy"
+    )]
+    Unmapped,
     #[error("{what} is too large for the GPU kernels ({value}; at most {max})")]
     TooLarge {
         what: &'static str,

@@ -191,14 +191,12 @@ pub const MASK_PIXELS_PER_THREAD: u64 = 4;
 #[derive(Debug, Clone, Copy)]
 pub struct ResizeTarget {
     pub out: u64,
-    pub rows: u64,
-    pub cols: u64,
     pub out_h: u32,
     pub out_w: u32,
     pub scale: [f32; 3],
     pub bias: [f32; 3],
 }
-const _: () = assert!(size_of::<ResizeTarget>() == 56);
+const _: () = assert!(size_of::<ResizeTarget>() == 40);
 
 /// `FrameParams` in `kernels/tensors.cuh`.
 #[repr(C)]
@@ -206,13 +204,14 @@ const _: () = assert!(size_of::<ResizeTarget>() == 56);
 pub struct FrameParams {
     pub frame: u64,
     pub stride: u64,
-    pub schedule: u64,
+    pub in_w: u32,
+    pub in_h: u32,
     pub seg: ResizeTarget,
     pub cls: ResizeTarget,
     pub aligned4: u32,
     pub reserved: u32,
 }
-const _: () = assert!(size_of::<FrameParams>() == 24 + 2 * 56 + 8);
+const _: () = assert!(size_of::<FrameParams>() == 24 + 2 * 40 + 8);
 
 /// `MaskParams` in `kernels/tensors.cuh`.
 #[repr(C)]

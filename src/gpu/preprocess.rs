@@ -216,12 +216,9 @@ pub struct GpuPreprocessor {
     cls_affine: ChannelAffine,
     mask_affine: MaskAffine,
 
-    seg_tables: ResizeTables,
-    cls_tables: ResizeTables,
+    /// Mask-to-classifier resize taps (fixed by the geometry; the frame
+    /// kernel computes its taps itself, so a new frame size needs nothing).
     mask_tables: ResizeTables,
-    schedule: DeviceBuffer<u32>,
-    /// Frame (height, width) the frame tables were built for.
-    prepared_for: Option<(usize, usize)>,
 
     slots: Vec<FrameSlot>,
     next_slot: usize,
@@ -305,11 +302,7 @@ impl GpuPreprocessor {
             seg_affine: ChannelAffine::from_normalization(&seg),
             cls_affine: ChannelAffine::from_normalization(&cls),
             mask_affine: MaskAffine::new(mask_mean, mask_std),
-            seg_tables: ResizeTables::new(gpu, geometry.seg_hw)?,
-            cls_tables: ResizeTables::new(gpu, geometry.cls_hw)?,
             mask_tables: ResizeTables::new(gpu, geometry.cls_hw)?,
-            schedule: DeviceBuffer::new(gpu, geometry.seg_hw.0 + geometry.cls_hw.0)?,
-            prepared_for: None,
             slots,
             next_slot: 0,
             frame: DeviceBuffer::new(gpu, if mapped { 1 } else { frame_bytes })?,
@@ -371,9 +364,6 @@ impl GpuPreprocessor {
     pub fn enqueue_frame(&mut self, frame: ImageView<'_>) -> Result<(), GpuError> {
         self.gpu.bind()?;
         let bytes = checked_frame_bytes(&frame)?;
-        if self.prepared_for != Some((frame.height, frame.width)) {
-            self.prepare_frame_tables(frame.height, frame.width)?;
-        }
         let slot_index = self.next_slot;
         self.next_slot = (self.next_slot + 1) % self.slots.len();
         self.slots[slot_index].released.synchronize()?;
@@ -393,41 +383,26 @@ impl GpuPreprocessor {
                 };
                 self.frame.device_ptr()
             }
-            FrameTransfer::Mapped => slot.pinned.mapped_device_ptr().ok_or(GpuError::Driver {
-                call: "cuMemHostGetDevicePointer (slot allocated unmapped)",
-                source: cudarc::driver::DriverError(
-                    cudarc::driver::sys::CUresult::CUDA_ERROR_INVALID_VALUE,
-                ),
-            })?,
+            FrameTransfer::Mapped => slot.pinned.mapped_device_ptr().ok_or(GpuError::Unmapped)?,
         };
         let params = FrameParams {
             frame: frame_ptr,
             stride: frame.stride as u64,
-            schedule: self.schedule.device_ptr(),
-            seg: resize_target(
-                &self.seg_input,
-                0,
-                &self.seg_tables,
-                self.geometry.seg_hw,
-                &self.seg_affine,
-            ),
-            cls: resize_target(
-                &self.cls_input,
-                0,
-                &self.cls_tables,
-                self.geometry.cls_hw,
-                &self.cls_affine,
-            ),
+            // Both sides are below MAX_FRAME_SIDE = 2^24 (checked).
+            in_w: frame.width as u32,
+            in_h: frame.height as u32,
+            seg: resize_target(&self.seg_input, self.geometry.seg_hw, &self.seg_affine),
+            cls: resize_target(&self.cls_input, self.geometry.cls_hw, &self.cls_affine),
             aligned4: u32::from(frame_ptr % 4 == 0 && frame.stride % 4 == 0),
             reserved: 0,
         };
         let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);
         let grid = kernels::frame_grid(self.geometry.seg_hw, self.geometry.cls_hw);
         // SAFETY: the frame holds `bytes` = stride*(h-1) + row bytes, all the
-        // kernel reads for these tables (built for this frame size); the
-        // tables, schedule and outputs are sized from the geometry the grid
-        // is made of; all are owned by `self`, whose Drop synchronizes the
-        // stream, and the slot is released only after this launch.
+        // kernel reads for a frame of in_w x in_h; the outputs are sized from
+        // the geometry the grid is made of; all are owned by `self`, whose
+        // Drop synchronizes the stream, and the slot is released only after
+        // this launch.
         unsafe {
             self.kernels
                 .launch(kernel, grid, kernels::FRAME_BLOCK, &self.stream, &params)?
@@ -653,33 +628,6 @@ impl GpuPreprocessor {
         }
     }
 
-    /// Rebuilds the frame resize tables and the block schedule for frames of
-    /// `height` x `width` (first frame or a caps change; allocates on the host).
-    fn prepare_frame_tables(&mut self, height: usize, width: usize) -> Result<(), GpuError> {
-        let (mut seg_rows, mut seg_cols, mut cls_rows, mut cls_cols) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        tables::linear_taps(height, self.geometry.seg_hw.0, &mut seg_rows);
-        tables::linear_taps(width, self.geometry.seg_hw.1, &mut seg_cols);
-        tables::linear_taps(height, self.geometry.cls_hw.0, &mut cls_rows);
-        tables::linear_taps(width, self.geometry.cls_hw.1, &mut cls_cols);
-        let mut schedule = Vec::new();
-        tables::row_schedule(&seg_rows, &cls_rows, &mut schedule);
-        // Queued kernels may still read the old tables.
-        self.stream.synchronize()?;
-        // SAFETY: the host vectors live until the synchronize at the end;
-        // each fits its device table (sized from the same geometry).
-        unsafe {
-            self.stream.upload(&seg_rows, &self.seg_tables.rows, 0)?;
-            self.stream.upload(&seg_cols, &self.seg_tables.cols, 0)?;
-            self.stream.upload(&cls_rows, &self.cls_tables.rows, 0)?;
-            self.stream.upload(&cls_cols, &self.cls_tables.cols, 0)?;
-            self.stream.upload(&schedule, &self.schedule, 0)?;
-        }
-        self.stream.synchronize()?;
-        self.prepared_for = Some((height, width));
-        Ok(())
-    }
-
     /// Uploads the mask tables (and waits).
     fn upload_mask_tables(
         &mut self,
@@ -729,15 +677,11 @@ impl Drop for GpuPreprocessor {
 
 fn resize_target(
     out: &TensorBuffer,
-    at: usize,
-    tables: &ResizeTables,
     (out_h, out_w): (usize, usize),
     affine: &ChannelAffine,
 ) -> ResizeTarget {
     ResizeTarget {
-        out: out.ptr_at(at),
-        rows: tables.rows.device_ptr(),
-        cols: tables.cols.device_ptr(),
+        out: out.ptr_at(0),
         // Both at most MAX_TENSOR_SIDE (checked in `new`).
         out_h: out_h as u32,
         out_w: out_w as u32,

@@ -86,26 +86,20 @@ impl MaskAffine {
     }
 }
 
-/// Schedule entries with this bit set are classifier rows; the rest are
-/// segmentation rows (`FrameParams::schedule` in `kernels/tensors.cuh`).
-pub const CLASSIFIER_ROW: u32 = 1 << 31;
-
-/// The order in which the frame kernel's blocks take output rows: the rows of
-/// both outputs merged by the last frame row each reads (the CPU's row loop
-/// order), so both outputs are cut from a frame row while it is in cache.
-pub fn row_schedule(seg_rows: &[DeviceTap], cls_rows: &[DeviceTap], schedule: &mut Vec<u32>) {
-    schedule.clear();
-    let (mut s, mut c) = (0, 0);
-    while s < seg_rows.len() || c < cls_rows.len() {
-        let seg_first =
-            c == cls_rows.len() || (s < seg_rows.len() && seg_rows[s].second <= cls_rows[c].second);
-        if seg_first {
-            schedule.push(s as u32);
-            s += 1;
-        } else {
-            schedule.push(CLASSIFIER_ROW | c as u32);
-            c += 1;
-        }
+/// Which output row block row `y` of the frame kernel makes: `(true, row)`
+/// for a classifier row, `(false, row)` for a segmentation row. The rows of
+/// both outputs are interleaved evenly (of block rows `0..y`,
+/// `floor(y * cls_h / (seg_h + cls_h))` are classifier rows), so both
+/// advance down the frame together. Mirrors `frame_to_tensors` in
+/// `kernels/frame_to_tensors.cu`.
+pub fn frame_row(y: usize, seg_h: usize, cls_h: usize) -> (bool, usize) {
+    let total = (seg_h + cls_h) as u64;
+    let cls_before = (y as u64 * cls_h as u64 / total) as usize;
+    let cls_through = ((y as u64 + 1) * cls_h as u64 / total) as usize;
+    if cls_through > cls_before {
+        (true, cls_before)
+    } else {
+        (false, y - cls_before)
     }
 }
 
@@ -138,27 +132,37 @@ mod tests {
     }
 
     #[test]
-    fn schedule_covers_every_row_once_in_source_order() {
-        let (seg, cls) = (taps(720, 640), taps(720, 224));
-        let mut schedule = Vec::new();
-        row_schedule(&seg, &cls, &mut schedule);
-        assert_eq!(schedule.len(), 640 + 224);
-        let mut seen_seg = vec![false; 640];
-        let mut seen_cls = vec![false; 224];
-        let mut last_source = 0;
-        for &entry in &schedule {
-            let row = (entry & !CLASSIFIER_ROW) as usize;
-            let source = if entry & CLASSIFIER_ROW != 0 {
-                assert!(!std::mem::replace(&mut seen_cls[row], true));
-                cls[row].second
-            } else {
-                assert!(!std::mem::replace(&mut seen_seg[row], true));
-                seg[row].second
-            };
-            assert!(source >= last_source, "rows out of source order");
-            last_source = source;
+    fn frame_rows_cover_every_output_row_once_and_advance_together() {
+        for (seg_h, cls_h) in [(640, 224), (97, 45), (1, 1), (3, 700), (640, 0)] {
+            let mut seen_seg = vec![false; seg_h];
+            let mut seen_cls = vec![false; cls_h];
+            for y in 0..seg_h + cls_h {
+                let (is_cls, row) = frame_row(y, seg_h, cls_h);
+                let seen = if is_cls {
+                    &mut seen_cls[row]
+                } else {
+                    &mut seen_seg[row]
+                };
+                assert!(
+                    !std::mem::replace(seen, true),
+                    "{seg_h}+{cls_h}: row {row} twice"
+                );
+                // Both outputs are at about the same fraction of the frame.
+                let fraction = |row: usize, h: usize| (row as f64 + 0.5) / h as f64;
+                let here = if is_cls {
+                    fraction(row, cls_h)
+                } else {
+                    fraction(row, seg_h)
+                };
+                let overall = (y as f64 + 0.5) / (seg_h + cls_h) as f64;
+                let tolerance = 0.02 + 1.0 / seg_h.min(cls_h).max(1) as f64;
+                assert!((here - overall).abs() < tolerance, "{seg_h}+{cls_h} y {y}");
+            }
+            assert!(
+                seen_seg.iter().chain(&seen_cls).all(|&s| s),
+                "{seg_h}+{cls_h}: a row was missed"
+            );
         }
-        assert!(seen_seg.iter().all(|&s| s) && seen_cls.iter().all(|&s| s));
     }
 
     #[test]
