@@ -511,6 +511,57 @@ fn user_pipeline_with_an_appsink_named_sink_delivers_frames() {
 }
 
 #[test]
+fn missing_first_image_fails_at_start_even_though_eos_follows_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("frame_%05d.jpg");
+    let (error, end) = start_error(SourceKind::Images {
+        location,
+        framerate: 5,
+    });
+    assert!(matches!(&error, CaptureError::Start { .. }), "{error:?}");
+    assert!(error.to_string().contains("frame_00000.jpg"), "{error}");
+    assert_eq!(end, Some(EndOfStream::Error(error)));
+}
+
+#[test]
+fn error_mid_stream_ends_with_the_error_not_finished() {
+    // identity fails the 4th buffer; the source then pushes EOS, which must not
+    // hide the error (the missing-first-image test pins the EOS-after-error
+    // order deterministically; here the timing is the streaming thread's).
+    // Pool of 2 and nobody popping during start: the streaming thread waits on
+    // frame 2, so the error cannot come before start returns.
+    let description = "videotestsrc num-buffers=10 ! video/x-raw,width=32,height=24 ! identity name=faulty error-after=4 \
+                       ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink";
+    let (producer, mut consumer) = frame_ring(2);
+    let capture = Capture::start(
+        &source(
+            SourceKind::Pipeline {
+                description: description.into(),
+            },
+            OverflowPolicy::Block,
+            2,
+        ),
+        producer,
+        Liveness::new(),
+    )
+    .expect("starts before the fault");
+    let got = receive(&mut consumer, true, |_| {});
+    assert_eq!(got.frames.len(), 3);
+    match &got.end {
+        Some(EndOfStream::Error(CaptureError::Bus { element, .. })) => {
+            assert!(element.contains("faulty"), "{element}")
+        }
+        other => panic!("expected End(Error) from the faulty element, got {other:?}"),
+    }
+    assert!(capture.health_probe().has_failed());
+    assert!(
+        !capture
+            .health_probe()
+            .is_healthy(Instant::now(), Duration::from_secs(60))
+    );
+}
+
+#[test]
 fn decode_image_file_names_a_corrupt_or_missing_file() {
     let dir = tempfile::tempdir().unwrap();
     let corrupt = dir.path().join("seal 0001.png");

@@ -87,6 +87,23 @@ fn element_path(message: &gst::Message) -> String {
     )
 }
 
+/// The first error among the messages already on the bus. A source that fails
+/// posts its error and then pushes EOS downstream, so when the appsink sees EOS
+/// the error is already queued: it, not the EOS, says how the stream ended.
+pub(crate) fn queued_error(
+    bus: &gst::Bus,
+    pipeline: &gst::Pipeline,
+    shared: &CaptureShared,
+    hint: &'static str,
+) -> Option<CaptureError> {
+    while let Some(message) = bus.timed_pop(gst::ClockTime::ZERO) {
+        if let BusEvent::Error(error) = handle(&message, pipeline, shared, hint) {
+            return Some(error);
+        }
+    }
+    None
+}
+
 /// Makes the capture thread look at its flags now.
 pub(crate) fn wake(bus: &gst::Bus) {
     let _ = bus.post(gst::message::Application::new(gst::Structure::new_empty(
@@ -107,6 +124,9 @@ pub(crate) fn watch(
     let mut eos = saw_eos;
     let end = loop {
         if eos || shared.sink_eos.load(Ordering::Acquire) {
+            if let Some(error) = queued_error(&bus, &pipeline, &shared, hint) {
+                break EndOfStream::Error(error);
+            }
             break if shared.stop_requested.load(Ordering::Acquire) {
                 EndOfStream::Stopped
             } else {

@@ -277,7 +277,10 @@ fn wait_until_running(
     };
     loop {
         if shared.sink_eos.load(Ordering::Acquire) {
-            return Ok(true);
+            return match bus::queued_error(bus, pipeline, shared, hint) {
+                Some(error) => Err(start_reason(error)),
+                None => Ok(true),
+            };
         }
         if shared.frames_delivered() > 0 {
             return Ok(false);
@@ -298,17 +301,22 @@ fn wait_until_running(
         match bus::handle(&message, pipeline, shared, hint) {
             BusEvent::Eos => return Ok(true),
             BusEvent::AsyncDone if !live => return Ok(false),
-            BusEvent::Error(CaptureError::Bus {
-                element,
-                message,
-                debug,
-                ..
-            }) => {
-                return Err(bus_reason(&element, &message, debug.as_deref()));
-            }
-            BusEvent::Error(other) => return Err(other.to_string()),
+            BusEvent::Error(error) => return Err(start_reason(error)),
             BusEvent::AsyncDone | BusEvent::Other => {}
         }
+    }
+}
+
+/// A bus error as the reason a start failed.
+fn start_reason(error: CaptureError) -> String {
+    match error {
+        CaptureError::Bus {
+            element,
+            message,
+            debug,
+            ..
+        } => bus_reason(&element, &message, debug.as_deref()),
+        other => other.to_string(),
     }
 }
 

@@ -18,7 +18,10 @@ use crate::service::Liveness;
 
 /// Decodes up to `max` frames of `source` into memory.
 pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, CaptureError> {
-    let config = SourceConfig { overflow: OverflowPolicy::Block, ..source.clone() };
+    let config = SourceConfig {
+        overflow: OverflowPolicy::Block,
+        ..source.clone()
+    };
     let (producer, mut consumer) = ring::frame_ring(config.pool_size);
     let capture = Capture::start(&config, producer, Liveness::new())?;
     let mut frames = Vec::new();
@@ -53,37 +56,55 @@ pub struct Replay {
 }
 
 impl Replay {
-    pub fn start(frames: Arc<Vec<FrameSlot>>, count: u64, mut producer: RingProducer, liveness: Liveness) -> std::io::Result<Replay> {
+    pub fn start(
+        frames: Arc<Vec<FrameSlot>>,
+        count: u64,
+        mut producer: RingProducer,
+        liveness: Liveness,
+    ) -> std::io::Result<Replay> {
         let delivered = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_handle = producer.stop_handle();
         let thread = {
             let (delivered, stop) = (Arc::clone(&delivered), Arc::clone(&stop));
-            std::thread::Builder::new().name("replay".into()).spawn(move || {
-                liveness.set_source_streaming(true);
-                for seq in 0..count {
-                    if stop.load(Ordering::Acquire) || frames.is_empty() {
-                        break;
+            std::thread::Builder::new()
+                .name("replay".into())
+                .spawn(move || {
+                    liveness.set_source_streaming(true);
+                    for seq in 0..count {
+                        if stop.load(Ordering::Acquire) || frames.is_empty() {
+                            break;
+                        }
+                        let Some(mut slot) = producer.acquire_slot(OverflowPolicy::Block) else {
+                            break;
+                        };
+                        let frame = &frames[(seq % frames.len() as u64) as usize];
+                        slot.data.clear();
+                        slot.data.extend_from_slice(&frame.data);
+                        slot.width = frame.width;
+                        slot.height = frame.height;
+                        slot.stride = frame.stride;
+                        slot.layout = frame.layout;
+                        slot.meta = FrameMeta::now(seq);
+                        liveness.frame_captured();
+                        delivered.fetch_add(1, Ordering::Release);
+                        producer.push(CaptureEvent::Frame(slot));
                     }
-                    let Some(mut slot) = producer.acquire_slot(OverflowPolicy::Block) else { break };
-                    let frame = &frames[(seq % frames.len() as u64) as usize];
-                    slot.data.clear();
-                    slot.data.extend_from_slice(&frame.data);
-                    slot.width = frame.width;
-                    slot.height = frame.height;
-                    slot.stride = frame.stride;
-                    slot.layout = frame.layout;
-                    slot.meta = FrameMeta::now(seq);
-                    liveness.frame_captured();
-                    delivered.fetch_add(1, Ordering::Release);
-                    producer.push(CaptureEvent::Frame(slot));
-                }
-                let end = if stop.load(Ordering::Acquire) { EndOfStream::Stopped } else { EndOfStream::Finished };
-                producer.push(CaptureEvent::End(end));
-                liveness.set_source_streaming(false);
-            })?
+                    let end = if stop.load(Ordering::Acquire) {
+                        EndOfStream::Stopped
+                    } else {
+                        EndOfStream::Finished
+                    };
+                    producer.push(CaptureEvent::End(end));
+                    liveness.set_source_streaming(false);
+                })?
         };
-        Ok(Replay { thread: Some(thread), delivered, stop, stop_handle })
+        Ok(Replay {
+            thread: Some(thread),
+            delivered,
+            stop,
+            stop_handle,
+        })
     }
 
     pub fn stop(&self) {
