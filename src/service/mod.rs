@@ -27,7 +27,7 @@ pub use liveness::{
 pub use logging::{LogFormat, format_record, init_logging, stderr_is_journal};
 pub use notify::{Notifier, NotifyAddress, NotifyError};
 pub use ratelimit::{Admission, Clock, MonotonicClock, RateLimiter, Suppressed};
-pub use signals::{ServiceSignal, SignalError, SignalListener, watch_signals};
+pub use signals::{ServiceSignal, SignalError, watch_signals};
 
 use std::time::Duration;
 

@@ -9,11 +9,9 @@
 //! signal-hook's iterator runs the (async-signal-safe) handler and wakes a plain thread,
 //! which does the counting and sends on a crossbeam channel the main loop selects on.
 
-use std::thread::JoinHandle;
-
 use crossbeam_channel::{Receiver, Sender};
 use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::{Handle, Signals};
+use signal_hook::iterator::Signals;
 
 /// What a signal asks the service to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,45 +30,6 @@ pub enum SignalError {
     Register { source: std::io::Error },
     #[error("cannot start the signal thread: {source}")]
     Thread { source: std::io::Error },
-}
-
-/// Owns the signal thread; dropping it stops the thread. The handlers stay installed
-/// (signal-hook cannot remove them safely), so later signals are simply not delivered.
-pub struct SignalListener {
-    handle: Handle,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl SignalListener {
-    /// Installs the handlers and starts the thread. Signals arriving before the receiver
-    /// is read wait in the channel.
-    pub fn start() -> Result<(SignalListener, Receiver<ServiceSignal>), SignalError> {
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])
-            .map_err(|source| SignalError::Register { source })?;
-        let handle = signals.handle();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let thread = std::thread::Builder::new()
-            .name("signals".into())
-            .spawn(move || forward(&mut signals, &tx))
-            .map_err(|source| SignalError::Thread { source })?;
-        Ok((
-            SignalListener {
-                handle,
-                thread: Some(thread),
-            },
-            rx,
-        ))
-    }
-}
-
-impl Drop for SignalListener {
-    fn drop(&mut self) {
-        self.handle.close();
-        if let Some(thread) = self.thread.take() {
-            // The thread only forwards; a panic there has nothing left to clean up.
-            let _ = thread.join();
-        }
-    }
 }
 
 /// Starts forwarding signals for the rest of the process's life and returns the channel.
@@ -92,20 +51,8 @@ fn forward(signals: &mut Signals, tx: &Sender<ServiceSignal>) {
         let Some(request) = classify(signal, &mut stops_seen) else {
             continue;
         };
-        match request {
-            ServiceSignal::Stop => {
-                log::info!(target: "sealcheck::service", signal = signal_name(signal);
-                "stop requested: finishing frames in flight (send it again to stop at once)")
-            }
-            ServiceSignal::ForceStop => {
-                log::warn!(target: "sealcheck::service", signal = signal_name(signal);
-                "second stop request: stopping without waiting for frames in flight")
-            }
-            ServiceSignal::Reload => {
-                log::info!(target: "sealcheck::service", signal = signal_name(signal);
-                "reload requested")
-            }
-        }
+        // The main loop logs what it does about each request; this only records the cause.
+        log::debug!(target: "sealcheck::service", signal = signal_name(signal), request:? = request; "signal received");
         if tx.send(request).is_err() {
             // Nobody listens any more: the service is on its way out.
             return;
@@ -162,7 +109,7 @@ mod tests {
     /// raise, so the default action (terminate) never runs.
     #[test]
     fn real_signals_arrive_on_the_channel_in_order() {
-        let (listener, rx) = SignalListener::start().unwrap();
+        let rx = watch_signals().unwrap();
         let wait = Duration::from_secs(5);
         signal_hook::low_level::raise(SIGHUP).unwrap();
         assert_eq!(rx.recv_timeout(wait), Ok(ServiceSignal::Reload));
@@ -170,6 +117,5 @@ mod tests {
         assert_eq!(rx.recv_timeout(wait), Ok(ServiceSignal::Stop));
         signal_hook::low_level::raise(SIGINT).unwrap();
         assert_eq!(rx.recv_timeout(wait), Ok(ServiceSignal::ForceStop));
-        drop(listener);
     }
 }
