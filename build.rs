@@ -11,11 +11,16 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "build/tensorrt.rs"]
+mod tensorrt;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     if env::var_os("CARGO_FEATURE_CUDA").is_some() {
         cuda_kernels::build();
+    }
+    if std::env::var_os("CARGO_FEATURE_TENSORRT").is_some() {
+        tensorrt::build();
     }
 }
 

@@ -31,12 +31,25 @@ const BRIDGE_RS: &str = "src/infer/tensorrt/bridge.rs";
 const BRIDGE_CC: &str = "trt_bridge/src/trt_bridge.cc";
 const BRIDGE_H: &str = "trt_bridge/include/trt_bridge.h";
 
-const VARIABLES: [&str; 5] = ["TENSORRT_ROOT", "TENSORRT_INCLUDE_DIR", "TENSORRT_LIB_DIR", "CUDA_HOME", "CUDA_PATH"];
+const VARIABLES: [&str; 5] = [
+    "TENSORRT_ROOT",
+    "TENSORRT_INCLUDE_DIR",
+    "TENSORRT_LIB_DIR",
+    "CUDA_HOME",
+    "CUDA_PATH",
+];
 
 /// JetPack's and the x86 Debian packages' header and library folders.
-const SYSTEM_INCLUDE_DIRS: [&str; 3] = ["/usr/include/aarch64-linux-gnu", "/usr/include/x86_64-linux-gnu", "/usr/include"];
-const SYSTEM_LIB_DIRS: [&str; 3] =
-    ["/usr/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu/nvidia"];
+const SYSTEM_INCLUDE_DIRS: [&str; 3] = [
+    "/usr/include/aarch64-linux-gnu",
+    "/usr/include/x86_64-linux-gnu",
+    "/usr/include",
+];
+const SYSTEM_LIB_DIRS: [&str; 3] = [
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu/nvidia",
+];
 
 pub fn build() {
     for variable in VARIABLES {
@@ -46,22 +59,30 @@ pub fn build() {
         println!("cargo:rerun-if-changed={file}");
     }
 
-    let tensorrt = find_tensorrt_include().unwrap_or_else(|searched| missing("TensorRT 10 headers (NvInfer.h)", &searched, TENSORRT_FIX));
-    let cuda = find_cuda_include().unwrap_or_else(|searched| missing("CUDA headers (cuda_runtime_api.h)", &searched, CUDA_FIX));
+    let tensorrt = find_tensorrt_include().unwrap_or_else(|searched| {
+        missing("TensorRT 10 headers (NvInfer.h)", &searched, TENSORRT_FIX)
+    });
+    let cuda = find_cuda_include().unwrap_or_else(|searched| {
+        missing("CUDA headers (cuda_runtime_api.h)", &searched, CUDA_FIX)
+    });
     let version = read_header_version(&tensorrt);
-    println!("cargo:rustc-env=SEALCHECK_TENSORRT_HEADERS={}", tensorrt.display());
+    println!(
+        "cargo:rustc-env=SEALCHECK_TENSORRT_HEADERS={}",
+        tensorrt.display()
+    );
     if let Some(lib_dir) = find_tensorrt_lib_dir() {
-        println!("cargo:rustc-env=SEALCHECK_TENSORRT_LIB_DIR={}", lib_dir.display());
+        println!(
+            "cargo:rustc-env=SEALCHECK_TENSORRT_LIB_DIR={}",
+            lib_dir.display()
+        );
     } else {
         println!("cargo:rustc-env=SEALCHECK_TENSORRT_LIB_DIR=");
     }
-    if let Some(version) = &version {
-        if !version.starts_with("10.") {
-            println!(
-                "cargo:warning=TensorRT headers in {} are version {version}; trt_bridge is written for TensorRT 10",
-                tensorrt.display()
-            );
-        }
+    if let Some(version) = version.as_ref().filter(|v| !v.starts_with("10.")) {
+        println!(
+            "cargo:warning=TensorRT headers in {} are version {version}; trt_bridge is written for TensorRT 10",
+            tensorrt.display()
+        );
     }
 
     let mut build = cxx_build::bridge(BRIDGE_RS);
@@ -99,7 +120,9 @@ fn missing(what: &str, searched: &[String], fix: &str) -> ! {
 }
 
 fn env_path(variable: &str) -> Option<PathBuf> {
-    env::var_os(variable).filter(|v| !v.is_empty()).map(PathBuf::from)
+    env::var_os(variable)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 fn has(dir: &Path, file: &str) -> bool {
@@ -114,13 +137,19 @@ fn find_tensorrt_include() -> Result<PathBuf, Vec<String>> {
         if has(&dir, "NvInfer.h") && has(&dir, "NvOnnxParser.h") {
             return Ok(dir);
         }
-        searched.push(format!("TENSORRT_ROOT/include = {} (no NvInfer.h + NvOnnxParser.h)", dir.display()));
+        searched.push(format!(
+            "TENSORRT_ROOT/include = {} (no NvInfer.h + NvOnnxParser.h)",
+            dir.display()
+        ));
     }
     if let Some(dir) = env_path("TENSORRT_INCLUDE_DIR") {
         if has(&dir, "NvInfer.h") && has(&dir, "NvOnnxParser.h") {
             return Ok(dir);
         }
-        searched.push(format!("TENSORRT_INCLUDE_DIR = {} (no NvInfer.h + NvOnnxParser.h)", dir.display()));
+        searched.push(format!(
+            "TENSORRT_INCLUDE_DIR = {} (no NvInfer.h + NvOnnxParser.h)",
+            dir.display()
+        ));
     }
     for dir in SYSTEM_INCLUDE_DIRS {
         let dir = PathBuf::from(dir);
@@ -139,12 +168,9 @@ fn find_tensorrt_lib_dir() -> Option<PathBuf> {
         .into_iter()
         .chain(env_path("TENSORRT_LIB_DIR"))
         .chain(SYSTEM_LIB_DIRS.iter().map(PathBuf::from));
-    for dir in candidates {
-        if has(&dir, "libnvinfer.so.10") || has(&dir, "libnvinfer.so") {
-            return Some(dir);
-        }
-    }
-    None
+    candidates
+        .into_iter()
+        .find(|dir| has(dir, "libnvinfer.so.10") || has(dir, "libnvinfer.so"))
 }
 
 /// The folder holding cuda_runtime_api.h (TensorRT's headers include it).
@@ -156,7 +182,10 @@ fn find_cuda_include() -> Result<PathBuf, Vec<String>> {
             if has(&dir, "cuda_runtime_api.h") {
                 return Ok(dir);
             }
-            searched.push(format!("{variable}/include = {} (no cuda_runtime_api.h)", dir.display()));
+            searched.push(format!(
+                "{variable}/include = {} (no cuda_runtime_api.h)",
+                dir.display()
+            ));
         }
     }
     let default = PathBuf::from("/usr/local/cuda/include");
@@ -173,7 +202,10 @@ fn find_cuda_include() -> Result<PathBuf, Vec<String>> {
             }
         }
     }
-    searched.push(format!("{}/python*/site-packages/nvidia/cu13/include (not installed)", local.display()));
+    searched.push(format!(
+        "{}/python*/site-packages/nvidia/cu13/include (not installed)",
+        local.display()
+    ));
     Err(searched)
 }
 

@@ -95,7 +95,9 @@ void* open_first(rust::Slice<const rust::String> candidates, const char* what, s
             return handle;
         }
         const char* error = dlerror();
-        errors += "\n  " + path + ": " + (error != nullptr ? error : "unknown dlopen error");
+        std::string reason = error != nullptr ? error : "unknown dlopen error";
+        // dlerror usually starts with the path already.
+        errors += "\n  " + (reason.rfind(path, 0) == 0 ? reason : path + ": " + reason);
     }
     throw std::runtime_error(std::string("cannot load ") + what + "; tried:" + errors);
 }

@@ -125,7 +125,10 @@ mod ffi {
         type Engine;
         type Context;
 
-        fn load_library(nvinfer_candidates: &[String], onnxparser_candidates: &[String]) -> Result<LibraryInfo>;
+        fn load_library(
+            nvinfer_candidates: &[String],
+            onnxparser_candidates: &[String],
+        ) -> Result<LibraryInfo>;
         fn header_version() -> i32;
         fn int8_calibration_supported() -> bool;
 
@@ -149,7 +152,11 @@ mod ffi {
         /// `device_address` must point to device memory large enough for the
         /// tensor's shape and dtype, valid until every enqueue that uses it has
         /// finished on its stream.
-        unsafe fn set_tensor_address(self: Pin<&mut Context>, name: &str, device_address: usize) -> Result<()>;
+        unsafe fn set_tensor_address(
+            self: Pin<&mut Context>,
+            name: &str,
+            device_address: usize,
+        ) -> Result<()>;
         fn set_input_shape(self: Pin<&mut Context>, name: &str, dims: &[i64]) -> Result<()>;
         /// # Safety
         /// `stream` must be a live `cudaStream_t` of the current device (or 0),

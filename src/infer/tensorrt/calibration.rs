@@ -64,7 +64,8 @@ impl CalibrationFeed {
         cache_path: PathBuf,
     ) -> Result<Self, TrtError> {
         let batch_size = batch_size.max(1);
-        let device = DeviceBuffer::new(gpu, batch_size * sample_len).map_err(TrtError::gpu("allocate a calibration batch"))?;
+        let device = DeviceBuffer::new(gpu, batch_size * sample_len)
+            .map_err(TrtError::gpu("allocate a calibration batch"))?;
         Ok(CalibrationFeed {
             batch_size,
             sample_len,
@@ -84,7 +85,9 @@ impl CalibrationFeed {
     /// Device address of the next full batch, 0 when the images run out
     /// (a last partial batch is dropped, as TensorRT wants full batches).
     pub fn next_batch(&mut self, input: &str) -> Result<usize, String> {
-        let (Some(make_sample), Some((gpu, device))) = (self.make_sample.as_mut(), self.device.as_ref()) else {
+        let (Some(make_sample), Some((gpu, device))) =
+            (self.make_sample.as_mut(), self.device.as_ref())
+        else {
             return Ok(0);
         };
         if self.next_image + self.batch_size > self.images.len() {
@@ -93,7 +96,8 @@ impl CalibrationFeed {
         let batch = &self.images[self.next_image..self.next_image + self.batch_size];
         for (slot, image) in batch.iter().enumerate() {
             let sample = &mut self.host_batch[slot * self.sample_len..(slot + 1) * self.sample_len];
-            make_sample(image, sample).map_err(|e| format!("input \"{input}\", image {}: {e}", image.display()))?;
+            make_sample(image, sample)
+                .map_err(|e| format!("input \"{input}\", image {}: {e}", image.display()))?;
         }
         self.next_image += self.batch_size;
         let stream = Stream::new(gpu).map_err(|e| e.to_string())?;
@@ -102,7 +106,8 @@ impl CalibrationFeed {
         unsafe { stream.upload(&self.host_batch, device, 0) }.map_err(|e| e.to_string())?;
         stream.synchronize().map_err(|e| e.to_string())?;
         log::info!(target: "sealcheck::tensorrt", input, images = self.next_image, total = self.images.len(); "INT8 calibration batch");
-        usize::try_from(device.device_ptr()).map_err(|_| "device address does not fit a pointer".to_string())
+        usize::try_from(device.device_ptr())
+            .map_err(|_| "device address does not fit a pointer".to_string())
     }
 
     /// The cache of an earlier calibration, to skip the batches (empty when none).
@@ -160,7 +165,10 @@ pub fn calibration_images(folder: &Path) -> Result<Vec<PathBuf>, TrtError> {
 pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
     let mut hasher = Sha256::new();
     for image in images {
-        let name = image.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = image
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         hasher.update(name.as_bytes());
         hasher.update([0u8]);
         let bytes = fs::read(image).map_err(|source| TrtError::Io {
@@ -171,7 +179,11 @@ pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(&bytes);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 #[cfg(test)]
@@ -185,7 +197,10 @@ mod tests {
             fs::write(dir.path().join(name), name).unwrap();
         }
         let images = calibration_images(dir.path()).unwrap();
-        let names: Vec<String> = images.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = images
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, ["a.PNG", "b.jpg", "c.jpeg"]);
     }
 
@@ -207,7 +222,10 @@ mod tests {
         assert_ne!(first, calibration_digest(std::slice::from_ref(&a)).unwrap());
         let b = dir.path().join("b.jpg");
         fs::write(&b, b"two").unwrap();
-        assert_ne!(calibration_digest(std::slice::from_ref(&a)).unwrap(), calibration_digest(&[b]).unwrap());
+        assert_ne!(
+            calibration_digest(std::slice::from_ref(&a)).unwrap(),
+            calibration_digest(&[b]).unwrap()
+        );
     }
 
     #[test]

@@ -23,12 +23,19 @@ use super::progress::BuildProgress;
 /// (same variable at build time), then the system's library search path.
 fn library_candidates(file: &str) -> Vec<String> {
     let mut candidates = Vec::new();
-    let runtime_dir = std::env::var_os("SEALCHECK_TENSORRT_LIB_DIR").map(PathBuf::from);
-    let build_dir = Some(env!("SEALCHECK_TENSORRT_LIB_DIR")).filter(|d| !d.is_empty()).map(PathBuf::from);
+    let runtime_dir = std::env::var_os("SEALCHECK_TENSORRT_LIB_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    let build_dir = Some(env!("SEALCHECK_TENSORRT_LIB_DIR"))
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
     for dir in runtime_dir.into_iter().chain(build_dir) {
         candidates.push(dir.join(file).display().to_string());
     }
     candidates.push(file.to_string());
+    // The same folder from both places would only repeat the same error.
+    let mut seen = std::collections::HashSet::new();
+    candidates.retain(|c| seen.insert(c.clone()));
     candidates
 }
 
@@ -38,17 +45,40 @@ fn library_candidates(file: &str) -> Vec<String> {
 pub fn load_library() -> Result<LibraryInfo, TrtError> {
     let nvinfer = library_candidates("libnvinfer.so.10");
     let parser = library_candidates("libnvonnxparser.so.10");
-    ffi::load_library(&nvinfer, &parser).map_err(|e| TrtError::LibraryUnavailable { message: e.what().to_string() })
+    ffi::load_library(&nvinfer, &parser).map_err(|e| TrtError::LibraryUnavailable {
+        message: e.what().to_string(),
+    })
+}
+
+/// The TensorRT version of the headers this binary was compiled against ("10.3.0").
+pub fn compiled_against() -> String {
+    version_string(ffi::header_version())
+}
+
+/// Whether those headers still have INT8 implicit quantization (TensorRT 10).
+pub fn int8_calibration_supported() -> bool {
+    ffi::int8_calibration_supported()
 }
 
 /// "10.3.0" from TensorRT's `major * 10000 + minor * 100 + patch`.
 pub fn version_string(version: i32) -> String {
-    format!("{}.{}.{}", version / 10000, (version / 100) % 100, version % 100)
+    format!(
+        "{}.{}.{}",
+        version / 10000,
+        (version / 100) % 100,
+        version % 100
+    )
 }
 
-fn non_null<T: cxx::memory::UniquePtrTarget>(ptr: UniquePtr<T>, what: &str) -> Result<UniquePtr<T>, TrtError> {
+fn non_null<T: cxx::memory::UniquePtrTarget>(
+    ptr: UniquePtr<T>,
+    what: &str,
+) -> Result<UniquePtr<T>, TrtError> {
     if ptr.is_null() {
-        Err(TrtError::TensorRt { action: what.to_string(), message: "the bridge returned no object".to_string() })
+        Err(TrtError::TensorRt {
+            action: what.to_string(),
+            message: "the bridge returned no object".to_string(),
+        })
     } else {
         Ok(ptr)
     }
@@ -63,7 +93,9 @@ impl Builder {
     /// `_library` is proof that `load_library` succeeded.
     pub fn new(_library: &LibraryInfo) -> Result<Self, TrtError> {
         let inner = ffi::new_builder().map_err(TrtError::tensorrt("create a builder"))?;
-        Ok(Builder { inner: non_null(inner, "create a builder")? })
+        Ok(Builder {
+            inner: non_null(inner, "create a builder")?,
+        })
     }
 
     /// Parses and builds; minutes on a Jetson. Progress is logged through
@@ -90,14 +122,21 @@ pub struct Runtime {
 impl Runtime {
     pub fn new(_library: &LibraryInfo) -> Result<Self, TrtError> {
         let inner = ffi::new_runtime().map_err(TrtError::tensorrt("create a runtime"))?;
-        Ok(Runtime { inner: non_null(inner, "create a runtime")? })
+        Ok(Runtime {
+            inner: non_null(inner, "create a runtime")?,
+        })
     }
 
     /// Fails (never returns a null engine) on a corrupt plan or one built by
     /// another TensorRT version or for another GPU.
     pub fn deserialize(&self, plan: &[u8]) -> Result<Engine, TrtError> {
-        let inner = self.inner.deserialize(plan).map_err(TrtError::tensorrt("deserialize the engine"))?;
-        Ok(Engine { inner: non_null(inner, "deserialize the engine")? })
+        let inner = self
+            .inner
+            .deserialize(plan)
+            .map_err(TrtError::tensorrt("deserialize the engine"))?;
+        Ok(Engine {
+            inner: non_null(inner, "deserialize the engine")?,
+        })
     }
 }
 
@@ -108,20 +147,30 @@ pub struct Engine {
 
 impl Engine {
     pub fn io_tensors(&self) -> Result<Vec<TensorInfo>, TrtError> {
-        self.inner.io_tensors().map_err(TrtError::tensorrt("list the engine's tensors"))
+        self.inner
+            .io_tensors()
+            .map_err(TrtError::tensorrt("list the engine's tensors"))
     }
 
     /// Device memory one execution context needs (activations), in bytes.
     pub fn device_memory_size(&self) -> Result<i64, TrtError> {
-        self.inner.device_memory_size().map_err(TrtError::tensorrt("read the engine's memory size"))
+        self.inner
+            .device_memory_size()
+            .map_err(TrtError::tensorrt("read the engine's memory size"))
     }
 
     pub fn create_context(&self) -> Result<Context<'_>, TrtError> {
-        Ok(Context { inner: self.raw_context()?, _engine: PhantomData })
+        Ok(Context {
+            inner: self.raw_context()?,
+            _engine: PhantomData,
+        })
     }
 
     fn raw_context(&self) -> Result<UniquePtr<ffi::Context>, TrtError> {
-        let inner = self.inner.create_context().map_err(TrtError::tensorrt("create an execution context"))?;
+        let inner = self
+            .inner
+            .create_context()
+            .map_err(TrtError::tensorrt("create an execution context"))?;
         non_null(inner, "create an execution context")
     }
 }
@@ -138,13 +187,19 @@ impl Context<'_> {
     /// `device_address` must point to device memory that holds the tensor
     /// (its shape times its dtype's size) and stays valid until every
     /// `enqueue` that uses it has finished on its stream.
-    pub unsafe fn set_tensor_address(&mut self, name: &str, device_address: u64) -> Result<(), TrtError> {
+    pub unsafe fn set_tensor_address(
+        &mut self,
+        name: &str,
+        device_address: u64,
+    ) -> Result<(), TrtError> {
         // SAFETY: forwarded from this function's contract.
         unsafe { set_tensor_address(pinned(&mut self.inner)?, name, device_address) }
     }
 
     pub fn set_input_shape(&mut self, name: &str, dims: &[i64]) -> Result<(), TrtError> {
-        pinned(&mut self.inner)?.set_input_shape(name, dims).map_err(TrtError::tensorrt(format!("set the shape of \"{name}\"")))
+        pinned(&mut self.inner)?
+            .set_input_shape(name, dims)
+            .map_err(TrtError::tensorrt(format!("set the shape of \"{name}\"")))
     }
 
     /// Queues the engine on `stream` (a `cudaStream_t`; the driver's `CUstream`
@@ -184,7 +239,11 @@ impl LoadedEngine {
 
     /// # Safety
     /// As `Context::set_tensor_address`.
-    pub unsafe fn set_tensor_address(&mut self, name: &str, device_address: u64) -> Result<(), TrtError> {
+    pub unsafe fn set_tensor_address(
+        &mut self,
+        name: &str,
+        device_address: u64,
+    ) -> Result<(), TrtError> {
         // SAFETY: forwarded from this function's contract.
         unsafe { set_tensor_address(pinned(&mut self.context)?, name, device_address) }
     }
@@ -206,13 +265,18 @@ fn pinned(context: &mut UniquePtr<ffi::Context>) -> Result<Pin<&mut ffi::Context
 
 /// # Safety
 /// As `Context::set_tensor_address`.
-unsafe fn set_tensor_address(context: Pin<&mut ffi::Context>, name: &str, address: u64) -> Result<(), TrtError> {
+unsafe fn set_tensor_address(
+    context: Pin<&mut ffi::Context>,
+    name: &str,
+    address: u64,
+) -> Result<(), TrtError> {
     let address = usize::try_from(address).map_err(|_| TrtError::TensorRt {
         action: format!("set the address of \"{name}\""),
         message: format!("device address {address:#x} does not fit a pointer"),
     })?;
     // SAFETY: the caller guarantees the memory behind `address`.
-    unsafe { context.set_tensor_address(name, address) }.map_err(TrtError::tensorrt(format!("set the address of \"{name}\"")))
+    unsafe { context.set_tensor_address(name, address) }
+        .map_err(TrtError::tensorrt(format!("set the address of \"{name}\"")))
 }
 
 /// # Safety
@@ -235,7 +299,29 @@ mod tests {
     #[test]
     fn library_candidates_end_with_the_bare_soname() {
         let candidates = library_candidates("libnvinfer.so.10");
-        assert_eq!(candidates.last().map(String::as_str), Some("libnvinfer.so.10"));
+        assert_eq!(
+            candidates.last().map(String::as_str),
+            Some("libnvinfer.so.10")
+        );
+    }
+
+    #[test]
+    fn library_loads_or_says_what_it_tried() {
+        match load_library() {
+            // A machine with TensorRT: it must not be older than the headers.
+            Ok(info) => {
+                assert!(info.library_version >= info.header_version, "{info:?}");
+                assert_eq!(info.library_version / 10000, 10);
+            }
+            Err(e) => {
+                assert!(e.is_unavailable(), "{e}");
+                let text = e.to_string();
+                assert!(
+                    text.contains("libnvinfer.so.10") && text.contains("tried"),
+                    "{text}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -84,7 +84,10 @@ impl EngineKey {
             onnx_sha256: sha256_hex(onnx),
             tensorrt_version: spec.tensorrt_version.clone(),
             gpu_name: spec.gpu_name.clone(),
-            compute_capability: format!("{}.{}", spec.compute_capability.0, spec.compute_capability.1),
+            compute_capability: format!(
+                "{}.{}",
+                spec.compute_capability.0, spec.compute_capability.1
+            ),
             precision: spec.precision.clone(),
             profile: spec.profile.clone(),
             workspace_mib: spec.workspace_mib,
@@ -96,8 +99,12 @@ impl EngineKey {
     fn from_fields(fields: KeyFields) -> Self {
         // Serializing a struct of strings and numbers cannot fail; the
         // fallback keeps this total without a panic path.
-        let json = serde_json::to_vec(&fields).unwrap_or_else(|_| format!("{fields:?}").into_bytes());
-        EngineKey { digest: sha256_hex(&json), fields }
+        let json =
+            serde_json::to_vec(&fields).unwrap_or_else(|_| format!("{fields:?}").into_bytes());
+        EngineKey {
+            digest: sha256_hex(&json),
+            fields,
+        }
     }
 
     pub fn short(&self) -> &str {
@@ -124,7 +131,10 @@ pub enum BuildReason {
     /// No engine for this key, and none for this model to compare with.
     Missing,
     /// An engine for this model exists, built under another key: what differs.
-    KeyMismatch { file: PathBuf, differences: Vec<String> },
+    KeyMismatch {
+        file: PathBuf,
+        differences: Vec<String>,
+    },
     /// The engine for this key exists but cannot be used.
     Unusable { file: PathBuf, problem: String },
 }
@@ -134,9 +144,16 @@ impl std::fmt::Display for BuildReason {
         match self {
             BuildReason::Missing => f.write_str("no cached engine"),
             BuildReason::KeyMismatch { file, differences } => {
-                write!(f, "cached engine {} was built for {}", file.display(), differences.join(", "))
+                write!(
+                    f,
+                    "cached engine {} was built for {}",
+                    file.display(),
+                    differences.join(", ")
+                )
             }
-            BuildReason::Unusable { file, problem } => write!(f, "cached engine {} is unusable: {problem}", file.display()),
+            BuildReason::Unusable { file, problem } => {
+                write!(f, "cached engine {} is unusable: {problem}", file.display())
+            }
         }
     }
 }
@@ -173,11 +190,18 @@ impl EngineCache {
 
     /// `<dir>/<stem>.<precision>.<short key>.engine`.
     pub fn engine_path(&self, onnx_path: &Path, key: &EngineKey) -> PathBuf {
-        self.dir.join(format!("{}{}.engine", self.prefix(onnx_path, &key.fields.precision), key.short()))
+        self.dir.join(format!(
+            "{}{}.engine",
+            self.prefix(onnx_path, &key.fields.precision),
+            key.short()
+        ))
     }
 
     fn prefix(&self, onnx_path: &Path, precision: &str) -> String {
-        let stem = onnx_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+        let stem = onnx_path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
         format!("{stem}.{precision}.")
     }
 
@@ -193,7 +217,8 @@ impl EngineCache {
         mut build: impl FnMut(&[u8]) -> Result<Vec<u8>, TrtError>,
         mut load: impl FnMut(&[u8]) -> Result<E, TrtError>,
     ) -> Result<CachedEngine<E>, TrtError> {
-        let onnx = fs::read(onnx_path).map_err(io_error("cannot read the ONNX model", onnx_path))?;
+        let onnx =
+            fs::read(onnx_path).map_err(io_error("cannot read the ONNX model", onnx_path))?;
         let key = EngineKey::new(&onnx, spec);
         let path = self.engine_path(onnx_path, &key);
 
@@ -201,12 +226,23 @@ impl EngineCache {
             Ok(plan) => match load(&plan) {
                 Ok(engine) => {
                     log::info!(target: "sealcheck::tensorrt", engine:% = path.display(), key = key.short(); "TensorRT engine loaded from cache");
-                    return Ok(CachedEngine { engine, path, key, outcome: CacheOutcome::Hit });
+                    return Ok(CachedEngine {
+                        engine,
+                        path,
+                        key,
+                        outcome: CacheOutcome::Hit,
+                    });
                 }
-                Err(e) => BuildReason::Unusable { file: path.clone(), problem: format!("TensorRT refused it: {e}") },
+                Err(e) => BuildReason::Unusable {
+                    file: path.clone(),
+                    problem: format!("TensorRT refused it: {e}"),
+                },
             },
             Err(CacheMiss::NoFile) => self.explain_missing(onnx_path, &key),
-            Err(CacheMiss::Unusable(problem)) => BuildReason::Unusable { file: path.clone(), problem },
+            Err(CacheMiss::Unusable(problem)) => BuildReason::Unusable {
+                file: path.clone(),
+                problem,
+            },
         };
         match &reason {
             BuildReason::Missing => {
@@ -219,7 +255,8 @@ impl EngineCache {
             }
         }
 
-        fs::create_dir_all(&self.dir).map_err(io_error("cannot create the engine cache folder", &self.dir))?;
+        fs::create_dir_all(&self.dir)
+            .map_err(io_error("cannot create the engine cache folder", &self.dir))?;
         let started = Instant::now();
         let plan = build(&onnx)?;
         let build_seconds = started.elapsed().as_secs_f64();
@@ -241,7 +278,12 @@ impl EngineCache {
         log::info!(target: "sealcheck::tensorrt", engine:% = path.display(), bytes = plan.len(),
             build_s = (build_seconds * 10.0).round() / 10.0; "TensorRT engine built and cached");
         let engine = load(&plan)?;
-        Ok(CachedEngine { engine, path, key, outcome: CacheOutcome::Built(reason) })
+        Ok(CachedEngine {
+            engine,
+            path,
+            key,
+            outcome: CacheOutcome::Built(reason),
+        })
     }
 
     /// The engine bytes for `key` if its file and sidecar exist and agree.
@@ -254,10 +296,15 @@ impl EngineCache {
             let differences = differences(&sidecar.fields, &key.fields);
             return Err(CacheMiss::Unusable(format!(
                 "its sidecar holds another key ({})",
-                if differences.is_empty() { "digest differs".to_string() } else { differences.join(", ") }
+                if differences.is_empty() {
+                    "digest differs".to_string()
+                } else {
+                    differences.join(", ")
+                }
             )));
         }
-        let plan = fs::read(path).map_err(|e| CacheMiss::Unusable(format!("cannot read it: {e}")))?;
+        let plan =
+            fs::read(path).map_err(|e| CacheMiss::Unusable(format!("cannot read it: {e}")))?;
         if plan.len() as u64 != sidecar.engine_bytes || sha256_hex(&plan) != sidecar.engine_sha256 {
             return Err(CacheMiss::Unusable(format!(
                 "its contents changed since it was built ({} bytes, {} expected; digest mismatch): corrupt or truncated",
@@ -280,7 +327,8 @@ impl EngineCache {
             .map(|e| e.path())
             .filter(|p| {
                 p.extension().is_some_and(|e| e == "json")
-                    && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                    && p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
             })
             .collect();
         candidates.sort();
@@ -306,8 +354,10 @@ pub fn sidecar_path(engine: &Path) -> PathBuf {
 }
 
 fn read_sidecar(path: &Path) -> Result<Sidecar, String> {
-    let text = fs::read(path).map_err(|e| format!("its sidecar {} cannot be read: {e}", path.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("its sidecar {} is not valid: {e}", path.display()))
+    let text = fs::read(path)
+        .map_err(|e| format!("its sidecar {} cannot be read: {e}", path.display()))?;
+    serde_json::from_slice(&text)
+        .map_err(|e| format!("its sidecar {} is not valid: {e}", path.display()))
 }
 
 /// "tensorrt_version 10.3.0 (now 10.4.0)" for each field that differs.
@@ -318,18 +368,54 @@ pub fn differences(cached: &KeyFields, wanted: &KeyFields) -> Vec<String> {
             out.push(format!("{name} {old} (now {new})"));
         }
     };
-    check("format", cached.format.to_string(), wanted.format.to_string());
-    check("onnx_sha256", short(&cached.onnx_sha256), short(&wanted.onnx_sha256));
-    check("tensorrt_version", cached.tensorrt_version.clone(), wanted.tensorrt_version.clone());
+    check(
+        "format",
+        cached.format.to_string(),
+        wanted.format.to_string(),
+    );
+    check(
+        "onnx_sha256",
+        short(&cached.onnx_sha256),
+        short(&wanted.onnx_sha256),
+    );
+    check(
+        "tensorrt_version",
+        cached.tensorrt_version.clone(),
+        wanted.tensorrt_version.clone(),
+    );
     check("gpu_name", cached.gpu_name.clone(), wanted.gpu_name.clone());
-    check("compute_capability", cached.compute_capability.clone(), wanted.compute_capability.clone());
-    check("precision", cached.precision.clone(), wanted.precision.clone());
-    check("profile", cached.profile.join(";"), wanted.profile.join(";"));
-    check("workspace_mib", cached.workspace_mib.to_string(), wanted.workspace_mib.to_string());
+    check(
+        "compute_capability",
+        cached.compute_capability.clone(),
+        wanted.compute_capability.clone(),
+    );
+    check(
+        "precision",
+        cached.precision.clone(),
+        wanted.precision.clone(),
+    );
+    check(
+        "profile",
+        cached.profile.join(";"),
+        wanted.profile.join(";"),
+    );
+    check(
+        "workspace_mib",
+        cached.workspace_mib.to_string(),
+        wanted.workspace_mib.to_string(),
+    );
     check(
         "calibration",
-        cached.calibration.as_deref().map(short).unwrap_or_else(|| "none".into()),
-        wanted.calibration.as_deref().map(short).unwrap_or_else(|| "none".into()),
+        cached
+            .calibration
+            .as_deref()
+            .map(short)
+            .unwrap_or_else(|| "none".into()),
+        wanted
+            .calibration
+            .as_deref()
+            .map(short)
+            .unwrap_or_else(|| "none".into()),
     );
     out
 }
@@ -350,15 +436,25 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> TrtError {
     let path = path.to_path_buf();
-    move |source| TrtError::Io { action, path, source }
+    move |source| TrtError::Io {
+        action,
+        path,
+        source,
+    }
 }
 
 /// Writes `bytes` to `path` so that readers see the old file or the whole
 /// new one, never a part: a temporary file in the same folder (same file
 /// system, so rename is atomic), flushed to disk, then renamed over `path`.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrtError> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let temporary = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut file = fs::File::create(&temporary)?;
@@ -369,7 +465,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrtError> {
     if let Err(source) = result {
         // Best effort: do not leave a half-written temporary behind.
         let _ = fs::remove_file(&temporary);
-        return Err(TrtError::Io { action: "cannot write", path: path.to_path_buf(), source });
+        return Err(TrtError::Io {
+            action: "cannot write",
+            path: path.to_path_buf(),
+            source,
+        });
     }
     // The rename is durable once the folder is synced; a failure here only
     // risks losing the new file in a power cut, which means a rebuild.
@@ -404,7 +504,9 @@ mod tests {
 
     impl FakeBuilder {
         fn new() -> Self {
-            FakeBuilder { calls: Cell::new(0) }
+            FakeBuilder {
+                calls: Cell::new(0),
+            }
         }
         fn build(&self, onnx: &[u8]) -> Result<Vec<u8>, TrtError> {
             self.calls.set(self.calls.get() + 1);
@@ -419,7 +521,10 @@ mod tests {
         if plan.starts_with(b"FAKEPLAN") {
             Ok(plan.to_vec())
         } else {
-            Err(TrtError::TensorRt { action: "deserialize".into(), message: "magic tag mismatch".into() })
+            Err(TrtError::TensorRt {
+                action: "deserialize".into(),
+                message: "magic tag mismatch".into(),
+            })
         }
     }
 
@@ -437,16 +542,41 @@ mod tests {
         assert_eq!(base, EngineKey::new(b"model", &spec()));
         assert_eq!(base.digest.len(), 64);
         let variants: Vec<EngineSpec> = vec![
-            EngineSpec { tensorrt_version: "10.4.0".into(), ..spec() },
-            EngineSpec { gpu_name: "NVIDIA H100".into(), ..spec() },
-            EngineSpec { compute_capability: (9, 0), ..spec() },
-            EngineSpec { precision: "fp32".into(), ..spec() },
-            EngineSpec { profile: vec!["images:1x3x320x320/1x3x320x320/1x3x320x320".into()], ..spec() },
-            EngineSpec { workspace_mib: 512, ..spec() },
-            EngineSpec { calibration: Some("abc".into()), ..spec() },
+            EngineSpec {
+                tensorrt_version: "10.4.0".into(),
+                ..spec()
+            },
+            EngineSpec {
+                gpu_name: "NVIDIA H100".into(),
+                ..spec()
+            },
+            EngineSpec {
+                compute_capability: (9, 0),
+                ..spec()
+            },
+            EngineSpec {
+                precision: "fp32".into(),
+                ..spec()
+            },
+            EngineSpec {
+                profile: vec!["images:1x3x320x320/1x3x320x320/1x3x320x320".into()],
+                ..spec()
+            },
+            EngineSpec {
+                workspace_mib: 512,
+                ..spec()
+            },
+            EngineSpec {
+                calibration: Some("abc".into()),
+                ..spec()
+            },
         ];
         for variant in variants {
-            assert_ne!(EngineKey::new(b"model", &variant).digest, base.digest, "{variant:?}");
+            assert_ne!(
+                EngineKey::new(b"model", &variant).digest,
+                base.digest,
+                "{variant:?}"
+            );
         }
         assert_ne!(EngineKey::new(b"model2", &spec()).digest, base.digest);
     }
@@ -456,7 +586,13 @@ mod tests {
         let cache = EngineCache::new("/var/lib/sealcheck/engines");
         let key = EngineKey::new(b"model", &spec());
         let path = cache.engine_path(Path::new("/models/seg.onnx"), &key);
-        assert_eq!(path, PathBuf::from(format!("/var/lib/sealcheck/engines/seg.fp16.{}.engine", &key.digest[..16])));
+        assert_eq!(
+            path,
+            PathBuf::from(format!(
+                "/var/lib/sealcheck/engines/seg.fp16.{}.engine",
+                &key.digest[..16]
+            ))
+        );
         assert_eq!(sidecar_path(&path).extension().unwrap(), "json");
     }
 
@@ -464,9 +600,13 @@ mod tests {
     fn second_run_is_a_cache_hit() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         assert_eq!(first.outcome, CacheOutcome::Built(BuildReason::Missing));
-        let second = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let second = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         assert_eq!(second.outcome, CacheOutcome::Hit);
         assert_eq!(builder.calls.get(), 1);
         assert_eq!(second.engine, first.engine);
@@ -479,13 +619,19 @@ mod tests {
     fn corrupted_engine_file_is_rebuilt() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         let mut bytes = fs::read(&first.path).unwrap();
         bytes[3] ^= 0xff;
         fs::write(&first.path, &bytes).unwrap();
-        let again = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let again = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         match &again.outcome {
-            CacheOutcome::Built(BuildReason::Unusable { problem, .. }) => assert!(problem.contains("corrupt"), "{problem}"),
+            CacheOutcome::Built(BuildReason::Unusable { problem, .. }) => {
+                assert!(problem.contains("corrupt"), "{problem}")
+            }
             other => panic!("expected a rebuild, got {other:?}"),
         }
         assert_eq!(builder.calls.get(), 2);
@@ -496,10 +642,17 @@ mod tests {
     fn truncated_engine_file_is_rebuilt() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         fs::write(&first.path, b"FAKE").unwrap();
-        let again = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
-        assert!(matches!(again.outcome, CacheOutcome::Built(BuildReason::Unusable { .. })));
+        let again = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
+        assert!(matches!(
+            again.outcome,
+            CacheOutcome::Built(BuildReason::Unusable { .. })
+        ));
         assert_eq!(builder.calls.get(), 2);
     }
 
@@ -507,19 +660,26 @@ mod tests {
     fn engine_that_tensorrt_refuses_is_rebuilt() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         // A loader double that refuses once (as TensorRT refuses a plan from
         // another version), then accepts.
         let refusals = Cell::new(1);
         let picky = |plan: &[u8]| {
             if refusals.get() > 0 {
                 refusals.set(refusals.get() - 1);
-                Err(TrtError::TensorRt { action: "deserialize".into(), message: "version tag mismatch".into() })
+                Err(TrtError::TensorRt {
+                    action: "deserialize".into(),
+                    message: "version tag mismatch".into(),
+                })
             } else {
                 fake_load(plan)
             }
         };
-        let again = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), picky).unwrap();
+        let again = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), picky)
+            .unwrap();
         match &again.outcome {
             CacheOutcome::Built(BuildReason::Unusable { problem, .. }) => {
                 assert!(problem.contains("version tag mismatch"), "{problem}")
@@ -533,9 +693,13 @@ mod tests {
     fn changed_onnx_rebuilds_and_names_the_difference() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         fs::write(&onnx, b"onnx model v2").unwrap();
-        let second = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let second = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         assert_ne!(second.path, first.path);
         match &second.outcome {
             CacheOutcome::Built(BuildReason::KeyMismatch { differences, .. }) => {
@@ -552,34 +716,59 @@ mod tests {
     fn new_tensorrt_version_rebuilds_and_names_both_versions() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
-        let upgraded = EngineSpec { tensorrt_version: "10.4.0".into(), ..spec() };
-        let second = cache.load_or_build(&onnx, &upgraded, |b| builder.build(b), fake_load).unwrap();
-        let CacheOutcome::Built(reason) = &second.outcome else { panic!("expected a rebuild") };
+        cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
+        let upgraded = EngineSpec {
+            tensorrt_version: "10.4.0".into(),
+            ..spec()
+        };
+        let second = cache
+            .load_or_build(&onnx, &upgraded, |b| builder.build(b), fake_load)
+            .unwrap();
+        let CacheOutcome::Built(reason) = &second.outcome else {
+            panic!("expected a rebuild")
+        };
         let text = reason.to_string();
-        assert!(text.contains("tensorrt_version 10.3.0 (now 10.4.0)"), "{text}");
+        assert!(
+            text.contains("tensorrt_version 10.3.0 (now 10.4.0)"),
+            "{text}"
+        );
     }
 
     #[test]
     fn sidecar_with_another_key_or_garbage_is_rebuilt() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         let sidecar_file = sidecar_path(&first.path);
         let mut sidecar = read_sidecar(&sidecar_file).unwrap();
         sidecar.fields.gpu_name = "Other GPU".into();
         fs::write(&sidecar_file, serde_json::to_vec(&sidecar).unwrap()).unwrap();
-        let second = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let second = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         match &second.outcome {
-            CacheOutcome::Built(BuildReason::Unusable { problem, .. }) => assert!(problem.contains("gpu_name"), "{problem}"),
+            CacheOutcome::Built(BuildReason::Unusable { problem, .. }) => {
+                assert!(problem.contains("gpu_name"), "{problem}")
+            }
             other => panic!("expected a rebuild, got {other:?}"),
         }
         fs::write(&sidecar_file, b"{ not json").unwrap();
-        let third = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
-        assert!(matches!(third.outcome, CacheOutcome::Built(BuildReason::Unusable { .. })));
+        let third = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
+        assert!(matches!(
+            third.outcome,
+            CacheOutcome::Built(BuildReason::Unusable { .. })
+        ));
         assert_eq!(builder.calls.get(), 3);
         // After the rebuild the cache is whole again.
-        let fourth = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let fourth = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         assert_eq!(fourth.outcome, CacheOutcome::Hit);
     }
 
@@ -587,19 +776,31 @@ mod tests {
     fn engine_without_sidecar_counts_as_unusable() {
         let (_dir, onnx, cache) = setup();
         let builder = FakeBuilder::new();
-        let first = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
+        let first = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
         fs::remove_file(sidecar_path(&first.path)).unwrap();
-        let second = cache.load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load).unwrap();
-        assert!(matches!(second.outcome, CacheOutcome::Built(BuildReason::Unusable { .. })));
+        let second = cache
+            .load_or_build(&onnx, &spec(), |b| builder.build(b), fake_load)
+            .unwrap();
+        assert!(matches!(
+            second.outcome,
+            CacheOutcome::Built(BuildReason::Unusable { .. })
+        ));
     }
 
     #[test]
     fn failed_build_leaves_no_engine_and_reports_it() {
         let (_dir, onnx, cache) = setup();
         let failing = |_: &[u8]| -> Result<Vec<u8>, TrtError> {
-            Err(TrtError::TensorRt { action: "build".into(), message: "unsupported operator".into() })
+            Err(TrtError::TensorRt {
+                action: "build".into(),
+                message: "unsupported operator".into(),
+            })
         };
-        let err = cache.load_or_build(&onnx, &spec(), failing, fake_load).unwrap_err();
+        let err = cache
+            .load_or_build(&onnx, &spec(), failing, fake_load)
+            .unwrap_err();
         assert!(err.to_string().contains("unsupported operator"), "{err}");
         let leftovers: Vec<_> = fs::read_dir(cache.dir()).unwrap().flatten().collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
@@ -612,8 +813,11 @@ mod tests {
         write_atomically(&path, b"first version").unwrap();
         write_atomically(&path, b"second").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"second");
-        let names: Vec<String> =
-            fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, ["x.engine"]);
     }
 
@@ -632,7 +836,10 @@ mod tests {
         let cache = EngineCache::new(dir.path());
         let missing = dir.path().join("missing.onnx");
         let builder = FakeBuilder::new();
-        let err = cache.load_or_build(&missing, &spec(), |b| builder.build(b), fake_load).unwrap_err().to_string();
+        let err = cache
+            .load_or_build(&missing, &spec(), |b| builder.build(b), fake_load)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing.onnx"), "{err}");
         assert_eq!(builder.calls.get(), 0);
     }

@@ -17,7 +17,10 @@ pub enum TrtError {
     LibraryUnavailable { message: String },
 
     /// No CUDA driver or device for TensorRT to run on.
-    #[error("TensorRT needs a CUDA GPU: {0}")]
+    #[error(
+        "TensorRT needs a CUDA GPU, and none is usable: {0}\n\
+         (TensorRT runs only on an NVIDIA GPU; set backend = \"onnxruntime\" or \"auto\" in [inference] to run without one)"
+    )]
     NoGpu(#[source] GpuError),
 
     #[error("CUDA operation for TensorRT ({what}) failed: {source}")]
@@ -36,7 +39,11 @@ pub enum TrtError {
          check that TensorRT supports the model's operators (`trtexec --onnx=...` shows the same error)",
         model.display()
     )]
-    Build { role: ModelRole, model: PathBuf, message: String },
+    Build {
+        role: ModelRole,
+        model: PathBuf,
+        message: String,
+    },
 
     #[error("{action} {}: {source}", path.display())]
     Io {
@@ -48,7 +55,11 @@ pub enum TrtError {
 
     /// The engine's inputs and outputs are not what the pipeline feeds and reads.
     #[error("TensorRT engine {} for the {role} model: {problem}", engine.display())]
-    EngineIo { role: ModelRole, engine: PathBuf, problem: String },
+    EngineIo {
+        role: ModelRole,
+        engine: PathBuf,
+        problem: String,
+    },
 
     #[error("INT8 calibration: {0}")]
     Calibration(String),
@@ -59,19 +70,29 @@ pub enum TrtError {
 
     /// A TensorRT setting from the environment has a value sealcheck does not know.
     #[error("{variable} = \"{value}\" is not valid: {expected}")]
-    Setting { variable: &'static str, value: String, expected: &'static str },
+    Setting {
+        variable: &'static str,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 impl TrtError {
     /// "TensorRT cannot run here" (so `backend = "auto"` may try the next
     /// engine), as opposed to a problem with a model, file or setting.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, TrtError::LibraryUnavailable { .. } | TrtError::NoGpu(_))
+        matches!(
+            self,
+            TrtError::LibraryUnavailable { .. } | TrtError::NoGpu(_)
+        )
     }
 
     pub(crate) fn tensorrt(action: impl Into<String>) -> impl FnOnce(cxx::Exception) -> TrtError {
         let action = action.into();
-        move |e| TrtError::TensorRt { action, message: e.what().to_string() }
+        move |e| TrtError::TensorRt {
+            action,
+            message: e.what().to_string(),
+        }
     }
 
     pub(crate) fn gpu(what: &'static str) -> impl FnOnce(GpuError) -> TrtError {

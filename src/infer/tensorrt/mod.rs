@@ -33,7 +33,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub use bridge::{LibraryInfo, Precision, TensorInfo};
-pub use engine::{Builder, Context, Engine, LoadedEngine, Runtime, load_library, version_string};
+pub use engine::{
+    Builder, Context, Engine, LoadedEngine, Runtime, compiled_against, int8_calibration_supported,
+    load_library, version_string,
+};
 pub use engine_cache::{BuildReason, CacheOutcome, EngineCache};
 pub use error::{TENSORRT_FIX, TrtError};
 pub use progress::{BuildProgress, LOG_TARGET};
@@ -41,7 +44,9 @@ pub use progress::{BuildProgress, LOG_TARGET};
 use self::bridge::{BuildOptions, DataType, TensorMode};
 use self::calibration::{CalibrationFeed, SampleMaker, calibration_digest, calibration_images};
 use self::engine_cache::EngineSpec;
-use super::model_io::{DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io};
+use super::model_io::{
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+};
 use super::{BackendKind, InferError, InferenceBackend};
 use crate::config::Config;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, PinnedBuffer, Stream, TensorElement};
@@ -72,7 +77,9 @@ pub struct TensorRtSettings {
 impl TensorRtSettings {
     /// Defaults and environment overrides for `cfg`.
     pub fn from_config(cfg: &Config) -> Result<Self, TrtError> {
-        Self::resolve(cfg, |name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        Self::resolve(cfg, |name| {
+            std::env::var(name).ok().filter(|v| !v.is_empty())
+        })
     }
 
     /// As `from_config`, reading variables through `var` (tests pass a map).
@@ -89,13 +96,17 @@ impl TensorRtSettings {
                 });
             }
         };
-        let number = |variable: &'static str, default: u64, range: std::ops::RangeInclusive<u64>| match var(variable) {
+        let number = |variable: &'static str,
+                      default: u64,
+                      range: std::ops::RangeInclusive<u64>| {
+            match var(variable) {
             None => Ok(default),
             Some(text) => text.trim().parse::<u64>().ok().filter(|n| range.contains(n)).ok_or(TrtError::Setting {
                 variable,
                 value: text,
                 expected: "a whole number in range (workspace 16..=65536 MiB, batch 1..=256, device 0..=63)",
             }),
+        }
         };
         let workspace_mib = number("SEALCHECK_TRT_WORKSPACE_MIB", 1024, 16..=65536)?;
         let calibration_batch = number("SEALCHECK_TRT_CALIBRATION_BATCH", 8, 1..=256)? as usize;
@@ -103,10 +114,24 @@ impl TensorRtSettings {
         let engine_dir = match (var("SEALCHECK_TRT_ENGINE_DIR"), var("STATE_DIRECTORY")) {
             (Some(dir), _) => PathBuf::from(dir),
             // systemd's StateDirectory= (may list several, colon-separated).
-            (None, Some(state)) => PathBuf::from(state.split(':').next().unwrap_or(&state)).join("engines"),
-            (None, None) => cfg.segmentation.path.parent().unwrap_or(Path::new(".")).join("engines"),
+            (None, Some(state)) => {
+                PathBuf::from(state.split(':').next().unwrap_or(&state)).join("engines")
+            }
+            (None, None) => cfg
+                .segmentation
+                .path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join("engines"),
         };
         let calibration_images = var("SEALCHECK_TRT_CALIBRATION_IMAGES").map(PathBuf::from);
+        if precision == Precision::Int8 && !int8_calibration_supported() {
+            return Err(TrtError::Setting {
+                variable: "SEALCHECK_TRT_PRECISION",
+                value: "int8".to_string(),
+                expected: "fp32 or fp16: this build's TensorRT has no implicit-quantization INT8 calibration",
+            });
+        }
         if precision == Precision::Int8 && calibration_images.is_none() {
             return Err(TrtError::Setting {
                 variable: "SEALCHECK_TRT_PRECISION",
@@ -114,7 +139,14 @@ impl TensorRtSettings {
                 expected: "int8 needs SEALCHECK_TRT_CALIBRATION_IMAGES, a folder of typical frames",
             });
         }
-        Ok(TensorRtSettings { precision, workspace_mib, engine_dir, calibration_images, calibration_batch, device })
+        Ok(TensorRtSettings {
+            precision,
+            workspace_mib,
+            engine_dir,
+            calibration_images,
+            calibration_batch,
+            device,
+        })
     }
 }
 
@@ -164,12 +196,35 @@ impl TensorRtBackend {
         let gpu = GpuContext::open(settings.device).map_err(TrtError::NoGpu)?;
         let stream = Stream::new(&gpu).map_err(TrtError::gpu("create a CUDA stream"))?;
         let runtime = Runtime::new(&library)?;
-        let builder = LazyBuilder { library: &library, builder: None };
+        let builder = LazyBuilder {
+            library: &library,
+            builder: None,
+        };
         let mut calibration = CalibrationPlan::new(cfg, settings)?;
-        let mut session = OpenSession { library: &library, gpu: &gpu, runtime: &runtime, builder, settings, cancel };
-        let segmentation = session.open_model(&seg_spec, calibration.feed_for(ModelRole::Segmentation, &gpu, settings)?)?;
-        let classifier = session.open_model(&cls_spec, calibration.feed_for(ModelRole::Classifier, &gpu, settings)?)?;
-        Ok(TensorRtBackend { segmentation, classifier, stream, gpu, library, settings: settings.clone() })
+        let mut session = OpenSession {
+            library: &library,
+            gpu: &gpu,
+            runtime: &runtime,
+            builder,
+            settings,
+            cancel,
+        };
+        let segmentation = session.open_model(
+            &seg_spec,
+            calibration.feed_for(ModelRole::Segmentation, &gpu, settings)?,
+        )?;
+        let classifier = session.open_model(
+            &cls_spec,
+            calibration.feed_for(ModelRole::Classifier, &gpu, settings)?,
+        )?;
+        Ok(TensorRtBackend {
+            segmentation,
+            classifier,
+            stream,
+            gpu,
+            library,
+            settings: settings.clone(),
+        })
     }
 
     pub fn library(&self) -> &LibraryInfo {
@@ -192,8 +247,16 @@ impl TensorRtBackend {
     /// The engine file of each model and whether it came from the cache.
     pub fn engines(&self) -> [(ModelRole, &Path, &CacheOutcome); 2] {
         [
-            (ModelRole::Segmentation, self.segmentation.engine_path.as_path(), &self.segmentation.outcome),
-            (ModelRole::Classifier, self.classifier.engine_path.as_path(), &self.classifier.outcome),
+            (
+                ModelRole::Segmentation,
+                self.segmentation.engine_path.as_path(),
+                &self.segmentation.outcome,
+            ),
+            (
+                ModelRole::Classifier,
+                self.classifier.engine_path.as_path(),
+                &self.classifier.outcome,
+            ),
         ]
     }
 
@@ -211,10 +274,20 @@ impl TensorRtBackend {
     /// Both tensors must stay allocated until `bind_own_buffers`, a later
     /// `bind_device`, or the drop of this backend, and must not be freed while
     /// work queued with `enqueue` on them is pending.
-    pub unsafe fn bind_device(&mut self, role: ModelRole, input: DeviceTensor, output: DeviceTensor) -> Result<(), TrtError> {
+    pub unsafe fn bind_device(
+        &mut self,
+        role: ModelRole,
+        input: DeviceTensor,
+        output: DeviceTensor,
+    ) -> Result<(), TrtError> {
         let model = self.model_mut(role);
         model.check_device_tensor("input", &input, model.input_element, model.io.input_len())?;
-        model.check_device_tensor("output", &output, model.output_element, model.io.output_len())?;
+        model.check_device_tensor(
+            "output",
+            &output,
+            model.output_element,
+            model.io.output_len(),
+        )?;
         // SAFETY: lengths and element types match the engine's IO (checked);
         // the caller keeps the memory alive as this function requires.
         unsafe { model.bind(input.ptr, output.ptr) }
@@ -253,14 +326,25 @@ impl TensorRtBackend {
         }
     }
 
-    fn run_host(&mut self, role: ModelRole, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+    fn run_host(
+        &mut self,
+        role: ModelRole,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
         let stream = &self.stream;
         let model = match role {
             ModelRole::Segmentation => &mut self.segmentation,
             ModelRole::Classifier => &mut self.classifier,
         };
         check_buffers(role, &model.io, input, logits_out)?;
-        model.run_host(stream, input, logits_out).map_err(|e| InferError::Run { role, engine: ENGINE, message: e.to_string() })
+        model
+            .run_host(stream, input, logits_out)
+            .map_err(|e| InferError::Run {
+                role,
+                engine: ENGINE,
+                message: e.to_string(),
+            })
     }
 }
 
@@ -269,7 +353,10 @@ impl Drop for TensorRtBackend {
         // Work queued on our stream may still use the buffers the fields
         // below free; wait for it. Drop cannot fail, so a failure is recorded.
         if let Err(e) = self.stream.synchronize() {
-            self.gpu.record_drop_error("synchronizing the TensorRT stream before freeing its buffers", e);
+            self.gpu.record_drop_error(
+                "synchronizing the TensorRT stream before freeing its buffers",
+                e,
+            );
         }
     }
 }
@@ -323,7 +410,8 @@ impl ModelEngine {
         // SAFETY: forwarded from this function's contract.
         unsafe {
             self.loaded.set_tensor_address(&self.io.input_name, input)?;
-            self.loaded.set_tensor_address(&self.io.output_name, output)?;
+            self.loaded
+                .set_tensor_address(&self.io.output_name, output)?;
         }
         self.bound_to_own = false;
         Ok(())
@@ -362,20 +450,29 @@ impl ModelEngine {
     }
 
     /// Host mode: one synchronous run. No allocation: all buffers exist.
-    fn run_host(&mut self, stream: &Stream, input: &[f32], logits_out: &mut [f32]) -> Result<(), TrtError> {
+    fn run_host(
+        &mut self,
+        stream: &Stream,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), TrtError> {
         self.bind_own()?;
         self.host_input.as_mut_slice().copy_from_slice(input);
         // SAFETY: the pinned and device buffers are owned by `self` and not
         // touched by the host until `synchronize` below returns; the context
         // is bound to `input`/`output` (bind_own), sized for the engine.
         unsafe {
-            stream.upload(self.host_input.as_slice(), &self.input, 0).map_err(TrtError::gpu("copy the input to the GPU"))?;
+            stream
+                .upload(self.host_input.as_slice(), &self.input, 0)
+                .map_err(TrtError::gpu("copy the input to the GPU"))?;
             self.loaded.enqueue(stream.raw() as usize)?;
             stream
                 .download(&self.output, 0, self.output.len(), &mut self.host_output)
                 .map_err(TrtError::gpu("copy the output from the GPU"))?;
         }
-        stream.synchronize().map_err(TrtError::gpu("wait for the engine"))?;
+        stream
+            .synchronize()
+            .map_err(TrtError::gpu("wait for the engine"))?;
         logits_out.copy_from_slice(self.host_output.as_slice());
         Ok(())
     }
@@ -409,7 +506,11 @@ struct OpenSession<'a> {
 }
 
 impl OpenSession<'_> {
-    fn open_model(&mut self, spec: &ModelSpec<'_>, mut calibration: ModelCalibration) -> Result<ModelEngine, TrtError> {
+    fn open_model(
+        &mut self,
+        spec: &ModelSpec<'_>,
+        mut calibration: ModelCalibration,
+    ) -> Result<ModelEngine, TrtError> {
         let cache = EngineCache::new(&self.settings.engine_dir);
         let engine_spec = EngineSpec {
             tensorrt_version: version_string(self.library.library_version),
@@ -438,9 +539,14 @@ impl OpenSession<'_> {
             &engine_spec,
             |onnx| {
                 let mut progress = BuildProgress::new(label.clone(), cancel.clone());
-                builder.get()?.build_serialized(onnx, &options, &mut progress, &mut calibration.feed).map_err(|e| {
-                    TrtError::Build { role, model: model_path.clone(), message: e.to_string() }
-                })
+                builder
+                    .get()?
+                    .build_serialized(onnx, &options, &mut progress, &mut calibration.feed)
+                    .map_err(|e| TrtError::Build {
+                        role,
+                        model: model_path.clone(),
+                        message: e.to_string(),
+                    })
             },
             |plan| runtime.deserialize(plan),
         )?;
@@ -453,8 +559,12 @@ impl OpenSession<'_> {
             "TensorRT engine ready");
         let loaded = LoadedEngine::new(cached.engine)?;
         let gpu = self.gpu;
-        let alloc = |what: &'static str, len: usize| DeviceBuffer::new(gpu, len).map_err(TrtError::gpu(what));
-        let pinned = |what: &'static str, len: usize| PinnedBuffer::new(gpu, len, false).map_err(TrtError::gpu(what));
+        let alloc = |what: &'static str, len: usize| {
+            DeviceBuffer::new(gpu, len).map_err(TrtError::gpu(what))
+        };
+        let pinned = |what: &'static str, len: usize| {
+            PinnedBuffer::new(gpu, len, false).map_err(TrtError::gpu(what))
+        };
         let mut model = ModelEngine {
             role,
             engine_path: cached.path,
@@ -482,14 +592,26 @@ fn declared_tensors(tensors: &[TensorInfo]) -> (Vec<DeclaredTensor>, Vec<Declare
         dims: Some(
             t.shape
                 .iter()
-                .map(|&d| usize::try_from(d).map(Dim::Fixed).unwrap_or_else(|_| Dim::Symbolic(d.to_string())))
+                .map(|&d| {
+                    usize::try_from(d)
+                        .map(Dim::Fixed)
+                        .unwrap_or_else(|_| Dim::Symbolic(d.to_string()))
+                })
                 .collect(),
         ),
         element: format!("{:?}", t.dtype),
         is_f32: t.dtype == DataType::Float,
     };
-    let inputs = tensors.iter().filter(|t| t.mode == TensorMode::Input).map(declare).collect();
-    let outputs = tensors.iter().filter(|t| t.mode == TensorMode::Output).map(declare).collect();
+    let inputs = tensors
+        .iter()
+        .filter(|t| t.mode == TensorMode::Input)
+        .map(declare)
+        .collect();
+    let outputs = tensors
+        .iter()
+        .filter(|t| t.mode == TensorMode::Output)
+        .map(declare)
+        .collect();
     (inputs, outputs)
 }
 
@@ -512,7 +634,9 @@ struct ModelCalibration {
 
 impl CalibrationPlan {
     fn new(cfg: &Config, settings: &TensorRtSettings) -> Result<Self, TrtError> {
-        let (Precision::Int8, Some(folder)) = (settings.precision, settings.calibration_images.as_deref()) else {
+        let (Precision::Int8, Some(folder)) =
+            (settings.precision, settings.calibration_images.as_deref())
+        else {
             return Ok(CalibrationPlan {
                 images: Vec::new(),
                 digest: None,
@@ -524,7 +648,13 @@ impl CalibrationPlan {
         let images = calibration_images(folder)?;
         let digest = Some(calibration_digest(&images)?);
         let (segmentation, classifier, lengths) = sample_makers(cfg)?;
-        Ok(CalibrationPlan { images, digest, segmentation: Some(segmentation), classifier: Some(classifier), lengths })
+        Ok(CalibrationPlan {
+            images,
+            digest,
+            segmentation: Some(segmentation),
+            classifier: Some(classifier),
+            lengths,
+        })
     }
 
     fn feed_for(
@@ -538,16 +668,31 @@ impl CalibrationPlan {
             ModelRole::Classifier => (self.classifier.take(), self.lengths.1),
         };
         let Some(maker) = maker else {
-            return Ok(ModelCalibration { feed: CalibrationFeed::none(), digest: None });
+            return Ok(ModelCalibration {
+                feed: CalibrationFeed::none(),
+                digest: None,
+            });
         };
         std::fs::create_dir_all(&settings.engine_dir).map_err(|source| TrtError::Io {
             action: "cannot create the engine cache folder",
             path: settings.engine_dir.clone(),
             source,
         })?;
-        let cache_path = settings.engine_dir.join(format!("{}.int8-calibration.cache", role.as_str()));
-        let feed = CalibrationFeed::new(gpu, self.images.clone(), settings.calibration_batch, len, maker, cache_path)?;
-        Ok(ModelCalibration { feed, digest: self.digest.clone() })
+        let cache_path = settings
+            .engine_dir
+            .join(format!("{}.int8-calibration.cache", role.as_str()));
+        let feed = CalibrationFeed::new(
+            gpu,
+            self.images.clone(),
+            settings.calibration_batch,
+            len,
+            maker,
+            cache_path,
+        )?;
+        Ok(ModelCalibration {
+            feed,
+            digest: self.digest.clone(),
+        })
     }
 }
 
@@ -569,7 +714,10 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
             geometry,
         )
     };
-    let prepare = |preprocessor: &mut Preprocessor, slot: &mut FrameSlot, work: &mut FrameWork, image: &Path| {
+    let prepare = |preprocessor: &mut Preprocessor,
+                   slot: &mut FrameSlot,
+                   work: &mut FrameWork,
+                   image: &Path| {
         crate::capture::decode_image_file(image, slot).map_err(|e| e.to_string())?;
         preprocess_frame(preprocessor, slot, work);
         match &work.error {
@@ -578,24 +726,43 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
         }
     };
 
-    let (mut seg_pre, mut seg_slot, mut seg_work) = (new_preprocessor(), FrameSlot::with_capacity(0), FrameWork::new(&geometry));
+    let (mut seg_pre, mut seg_slot, mut seg_work) = (
+        new_preprocessor(),
+        FrameSlot::with_capacity(0),
+        FrameWork::new(&geometry),
+    );
     let segmentation: SampleMaker = Box::new(move |image, sample| {
         prepare(&mut seg_pre, &mut seg_slot, &mut seg_work, image)?;
         sample.copy_from_slice(&seg_work.seg_input);
         Ok(())
     });
-    let (mut cls_pre, mut cls_slot, mut cls_work) = (new_preprocessor(), FrameSlot::with_capacity(0), FrameWork::new(&geometry));
+    let (mut cls_pre, mut cls_slot, mut cls_work) = (
+        new_preprocessor(),
+        FrameSlot::with_capacity(0),
+        FrameWork::new(&geometry),
+    );
     let mask_class = cfg.segmentation.mask_class;
     let classifier: SampleMaker = Box::new(move |image, sample| {
         prepare(&mut cls_pre, &mut cls_slot, &mut cls_work, image)?;
         let work = &mut cls_work;
-        reference.segment(&work.seg_input, &mut work.seg_logits).map_err(|e| e.to_string())?;
-        work.mask_pixels = logits_to_mask(&work.seg_logits, geometry.seg_classes, mask_class, &mut work.mask);
+        reference
+            .segment(&work.seg_input, &mut work.seg_logits)
+            .map_err(|e| e.to_string())?;
+        work.mask_pixels = logits_to_mask(
+            &work.seg_logits,
+            geometry.seg_classes,
+            mask_class,
+            &mut work.mask,
+        );
         cls_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
         sample.copy_from_slice(&work.cls_input);
         Ok(())
     });
-    Ok((segmentation, classifier, (geometry.seg_input_len(), geometry.cls_input_len())))
+    Ok((
+        segmentation,
+        classifier,
+        (geometry.seg_input_len(), geometry.cls_input_len()),
+    ))
 }
 
 impl From<InferError> for TrtError {
@@ -624,7 +791,11 @@ pub fn open_backend(cfg: &Config) -> Result<Box<dyn InferenceBackend>, TrtError>
 /// says where they are.
 pub fn build_engines(cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutcome)>, TrtError> {
     let backend = TensorRtBackend::open(cfg)?;
-    Ok(backend.engines().into_iter().map(|(role, path, outcome)| (role, path.to_path_buf(), outcome.clone())).collect())
+    Ok(backend
+        .engines()
+        .into_iter()
+        .map(|(role, path, outcome)| (role, path.to_path_buf(), outcome.clone()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -633,78 +804,129 @@ mod tests {
     use crate::gpu::GpuError;
     use std::collections::HashMap;
 
-    fn config() -> Config {
+    /// A config whose model files exist (contents do not matter here), and its folder.
+    fn config() -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().unwrap();
-        let text = "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"seg.onnx\"\n[models.classifier]\npath = \"cls.onnx\"\n";
+        let text = "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"seg.onnx\"\n\
+                    [models.classifier]\npath = \"cls.onnx\"\n[output]\nresults = \"results.jsonl\"\n";
         for name in ["seg.onnx", "cls.onnx"] {
             std::fs::write(dir.path().join(name), b"x").unwrap();
         }
         let path = dir.path().join("sealcheck.toml");
         std::fs::write(&path, text).unwrap();
         let cfg = crate::config::load(&path).unwrap();
-        // Keep the folder: the config points into it.
-        std::mem::forget(dir);
-        cfg
+        (dir, cfg)
     }
 
     fn resolve(vars: &[(&str, &str)]) -> Result<TensorRtSettings, TrtError> {
-        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        TensorRtSettings::resolve(&config(), |name| map.get(name).cloned())
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (_dir, cfg) = config();
+        TensorRtSettings::resolve(&cfg, |name| map.get(name).cloned())
     }
 
     #[test]
     fn defaults_are_fp16_1gib_engines_next_to_the_model() {
-        let cfg = config();
+        let (_dir, cfg) = config();
         let settings = TensorRtSettings::resolve(&cfg, |_| None).unwrap();
         assert_eq!(settings.precision, Precision::Fp16);
         assert_eq!(settings.workspace_mib, 1024);
-        assert_eq!(settings.engine_dir, cfg.segmentation.path.parent().unwrap().join("engines"));
+        assert_eq!(
+            settings.engine_dir,
+            cfg.segmentation.path.parent().unwrap().join("engines")
+        );
         assert_eq!(settings.device, 0);
     }
 
     #[test]
     fn systemd_state_directory_holds_the_engines() {
         let settings = resolve(&[("STATE_DIRECTORY", "/var/lib/sealcheck")]).unwrap();
-        assert_eq!(settings.engine_dir, PathBuf::from("/var/lib/sealcheck/engines"));
-        let explicit = resolve(&[("STATE_DIRECTORY", "/var/lib/sealcheck"), ("SEALCHECK_TRT_ENGINE_DIR", "/srv/e")]).unwrap();
+        assert_eq!(
+            settings.engine_dir,
+            PathBuf::from("/var/lib/sealcheck/engines")
+        );
+        let explicit = resolve(&[
+            ("STATE_DIRECTORY", "/var/lib/sealcheck"),
+            ("SEALCHECK_TRT_ENGINE_DIR", "/srv/e"),
+        ])
+        .unwrap();
         assert_eq!(explicit.engine_dir, PathBuf::from("/srv/e"));
     }
 
     #[test]
     fn bad_settings_name_the_variable() {
-        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "fp8")]).unwrap_err().to_string();
-        assert!(err.contains("SEALCHECK_TRT_PRECISION") && err.contains("fp8"), "{err}");
-        let err = resolve(&[("SEALCHECK_TRT_WORKSPACE_MIB", "lots")]).unwrap_err().to_string();
+        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "fp8")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SEALCHECK_TRT_PRECISION") && err.contains("fp8"),
+            "{err}"
+        );
+        let err = resolve(&[("SEALCHECK_TRT_WORKSPACE_MIB", "lots")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SEALCHECK_TRT_WORKSPACE_MIB"), "{err}");
-        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "int8")]).unwrap_err().to_string();
+        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "int8")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("SEALCHECK_TRT_CALIBRATION_IMAGES"), "{err}");
-        let int8 = resolve(&[("SEALCHECK_TRT_PRECISION", "int8"), ("SEALCHECK_TRT_CALIBRATION_IMAGES", "/data/cal")]).unwrap();
+        let int8 = resolve(&[
+            ("SEALCHECK_TRT_PRECISION", "int8"),
+            ("SEALCHECK_TRT_CALIBRATION_IMAGES", "/data/cal"),
+        ])
+        .unwrap();
         assert_eq!(int8.precision, Precision::Int8);
     }
 
     #[test]
     fn engine_io_maps_to_declared_tensors() {
         let tensors = vec![
-            TensorInfo { name: "images".into(), mode: TensorMode::Input, dtype: DataType::Float, shape: vec![1, 3, 640, 640] },
-            TensorInfo { name: "logits".into(), mode: TensorMode::Output, dtype: DataType::Half, shape: vec![-1, 2, 640, 640] },
+            TensorInfo {
+                name: "images".into(),
+                mode: TensorMode::Input,
+                dtype: DataType::Float,
+                shape: vec![1, 3, 640, 640],
+            },
+            TensorInfo {
+                name: "logits".into(),
+                mode: TensorMode::Output,
+                dtype: DataType::Half,
+                shape: vec![-1, 2, 640, 640],
+            },
         ];
         let (inputs, outputs) = declared_tensors(&tensors);
         assert_eq!(inputs.len(), 1);
         assert!(inputs[0].is_f32);
         assert!(!outputs[0].is_f32);
-        assert_eq!(outputs[0].dims.as_ref().unwrap()[0], Dim::Symbolic("-1".into()));
+        assert_eq!(
+            outputs[0].dims.as_ref().unwrap()[0],
+            Dim::Symbolic("-1".into())
+        );
     }
 
     #[test]
     fn unavailable_errors_are_told_apart_from_model_errors() {
-        assert!(TrtError::LibraryUnavailable { message: "x".into() }.is_unavailable());
+        assert!(
+            TrtError::LibraryUnavailable {
+                message: "x".into()
+            }
+            .is_unavailable()
+        );
         assert!(TrtError::NoGpu(GpuError::NoDriver).is_unavailable());
         assert!(!TrtError::Calibration("x".into()).is_unavailable());
     }
 
     #[test]
     fn missing_library_message_names_the_fix() {
-        let message = InferError::from(TrtError::LibraryUnavailable { message: "cannot load libnvinfer".into() }).to_string();
-        assert!(message.contains("libnvinfer") && message.contains("backend = \"onnxruntime\""), "{message}");
+        let message = InferError::from(TrtError::LibraryUnavailable {
+            message: "cannot load libnvinfer".into(),
+        })
+        .to_string();
+        assert!(
+            message.contains("libnvinfer") && message.contains("backend = \"onnxruntime\""),
+            "{message}"
+        );
     }
 }

@@ -86,7 +86,11 @@ impl BuildProgress {
             self.phases.clear();
         }
         log::debug!(target: "sealcheck::tensorrt", engine = self.label.as_str(), phase, parent, steps; "build phase started");
-        self.phases.push(Phase { name: phase.to_string(), steps, done: 0 });
+        self.phases.push(Phase {
+            name: phase.to_string(),
+            steps,
+            done: 0,
+        });
     }
 
     /// Returns false to cancel the build.
@@ -109,11 +113,16 @@ impl BuildProgress {
     }
 
     fn cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed))
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
     }
 
     fn maybe_log(&mut self, now: Instant) {
-        if self.last_logged.is_some_and(|at| now.duration_since(at) < self.interval) {
+        if self
+            .last_logged
+            .is_some_and(|at| now.duration_since(at) < self.interval)
+        {
             return;
         }
         self.last_logged = Some(now);
@@ -143,7 +152,11 @@ mod tests {
         progress.phase_start("Tactics", "Building", 10);
         progress.step_complete("Tactics", 4);
         // 1/4 done + 5/10 of the second quarter.
-        assert!((progress.fraction() - (0.25 + 0.5 * 0.25)).abs() < 1e-9, "{}", progress.fraction());
+        assert!(
+            (progress.fraction() - (0.25 + 0.5 * 0.25)).abs() < 1e-9,
+            "{}",
+            progress.fraction()
+        );
         progress.phase_finish("Tactics");
         progress.step_complete("Building", 3);
         assert!((progress.fraction() - 1.0).abs() < 1e-9);
