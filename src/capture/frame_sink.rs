@@ -101,9 +101,16 @@ impl FrameSink {
     }
 
     /// Copies the frame into a slot and pushes it, or counts it dropped.
-    fn deliver(&self, producer: &mut RingProducer, plane: &RgbPlane<'_>, meta: FrameMeta) {
+    fn deliver(&self, producer: &mut RingProducer, plane: &RgbPlane<'_>, mut meta: FrameMeta) {
         match producer.acquire_slot(self.shared.policy) {
             Some(mut slot) => {
+                if !self.shared.is_live() {
+                    // A stored source's frame is captured when we take it: time spent
+                    // waiting for a slot (backpressure) is the reader pausing, not latency.
+                    // A live frame exists from its arrival, so waiting for a slot counts.
+                    meta.captured_instant = Instant::now();
+                    meta.captured_at = std::time::SystemTime::now();
+                }
                 plane.copy_into(&mut slot);
                 slot.meta = meta;
                 producer.push(CaptureEvent::Frame(slot));

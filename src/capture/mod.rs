@@ -149,7 +149,10 @@ impl Capture {
             }
         };
         // A live pipeline does not preroll; give it a short grace to fail or deliver.
-        let live = shared.live || started == gst::StateChangeSuccess::NoPreroll;
+        if started == gst::StateChangeSuccess::NoPreroll {
+            shared.set_live();
+        }
+        let live = shared.is_live();
         let saw_eos = match wait_until_running(&pipeline, &bus, shared, hint, live) {
             Ok(saw_eos) => saw_eos,
             Err(reason) => {

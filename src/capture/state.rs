@@ -22,7 +22,7 @@ pub(crate) struct CaptureShared {
     pub(crate) policy: OverflowPolicy,
     pub(crate) pool_size: usize,
     /// Live sources (camera, RTSP) may be idle without being stalled.
-    pub(crate) live: bool,
+    live: AtomicBool,
     /// `None` once `End` was pushed.
     producer: Mutex<Option<RingProducer>>,
     ring_stop: StopHandle,
@@ -63,7 +63,7 @@ impl CaptureShared {
             origin,
             policy,
             pool_size,
-            live,
+            live: AtomicBool::new(live),
             ring_stop: producer.stop_handle(),
             producer: Mutex::new(Some(producer)),
             liveness,
@@ -84,6 +84,16 @@ impl CaptureShared {
     /// between calls, so the poison is ignored.
     pub(crate) fn producer(&self) -> MutexGuard<'_, Option<RingProducer>> {
         self.producer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A live source (camera, RTSP, or a pipeline that does not preroll): its
+    /// frames exist when they arrive, whether or not a slot is free.
+    pub(crate) fn is_live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_live(&self) {
+        self.live.store(true, Ordering::Relaxed);
     }
 
     /// Reports a pending run of dropped frames now rather than with the next
@@ -216,6 +226,6 @@ impl CaptureProbe {
         let recent = self
             .last_frame_at()
             .is_some_and(|t| now.saturating_duration_since(t) <= stall_timeout);
-        recent || (self.shared.live && self.is_streaming())
+        recent || (self.shared.is_live() && self.is_streaming())
     }
 }
