@@ -453,7 +453,7 @@ fn auto_says_why_it_chose_its_backend() {
     };
     assert!(selection.reason.ends_with(expected_end), "{}", selection.reason);
     if selection.backend.kind() != BackendKind::OnnxRuntimeCuda {
-        let skipped_ort = selection.reason.contains("ONNX Runtime CUDA unavailable")
+        let skipped_ort = selection.reason.contains("ONNX Runtime CUDA provider unavailable")
             || selection.reason.contains("ONNX Runtime unavailable (ONNX Runtime library not found");
         assert!(skipped_ort, "{}", selection.reason);
     }

@@ -109,9 +109,10 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
                 let reason = format!("auto: {}; using ONNX Runtime {}", skipped.join("; "), device_label(device));
                 return Ok(BackendSelection { backend: Box::new(backend), reason });
             }
-            Err(e @ InferError::CudaUnavailable { .. }) => {
-                log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable, trying ONNX Runtime CPU");
-                skipped.push(format!("ONNX Runtime CUDA unavailable ({e})"));
+            Err(InferError::CudaUnavailable { library, message }) => {
+                log::info!(library:% = library.display(), error = message.as_str();
+                    "auto: ONNX Runtime CUDA provider not usable, trying ONNX Runtime CPU");
+                skipped.push(format!("ONNX Runtime CUDA provider unavailable ({message})"));
             }
             // Without a usable library there is no point asking it about the CPU.
             Err(e) if e.is_engine_unavailable() => {
