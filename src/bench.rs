@@ -18,27 +18,41 @@ pub struct BenchReport {
     pub distinct_frames: usize,
     pub frame_size: (u32, u32),
     pub measured_frames: u64,
+    /// The pace frames were offered at (frames per second), if not as fast as possible.
+    pub rate: Option<f64>,
 }
 
 impl BenchReport {
     /// Frames per second over the measured frames (warm-up left out).
     pub fn fps(&self) -> f64 {
-        self.summary.stats.throughput().unwrap_or_else(|| self.summary.fps())
+        self.summary
+            .stats
+            .throughput()
+            .unwrap_or_else(|| self.summary.fps())
     }
 
     pub fn render(&self) -> String {
         let mut out = format!(
-            "bench: {} frames of {}x{} replayed from memory ({} distinct), backend {}\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
+            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
             self.measured_frames,
             self.frame_size.0,
             self.frame_size.1,
             self.distinct_frames,
+            self.rate.map_or(
+                "as fast as the pipeline takes them".to_string(),
+                |r| format!("offered at {r} frames/s")
+            ),
             self.summary.backend,
             self.fps()
         );
         for (name, h) in STAGES.iter().zip(&self.summary.stats.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
-            out.push_str(&format!("  {name:<11} {:>8} {:>8} {:>8}\n", q(0.5), q(0.95), q(0.99)));
+            out.push_str(&format!(
+                "  {name:<11} {:>8} {:>8} {:>8}\n",
+                q(0.5),
+                q(0.95),
+                q(0.99)
+            ));
         }
         out
     }
@@ -48,14 +62,21 @@ impl BenchReport {
             .iter()
             .zip(&self.summary.stats.latency)
             .map(|(name, h)| {
-                let q = |p| h.quantile(p).map_or(serde_json::Value::Null, |v| serde_json::json!(v));
-                (name.to_string(), serde_json::json!({"p50": q(0.5), "p95": q(0.95), "p99": q(0.99)}))
+                let q = |p| {
+                    h.quantile(p)
+                        .map_or(serde_json::Value::Null, |v| serde_json::json!(v))
+                };
+                (
+                    name.to_string(),
+                    serde_json::json!({"p50": q(0.5), "p95": q(0.95), "p99": q(0.99)}),
+                )
             })
             .collect();
         serde_json::json!({
             "backend": self.summary.backend,
             "backend_reason": self.summary.backend_reason,
             "frames": self.measured_frames,
+            "offered_rate": self.rate,
             "frame_size": [self.frame_size.0, self.frame_size.1],
             "fps": self.fps(),
             "latency_ms": latency,
@@ -76,8 +97,16 @@ pub enum BenchError {
 
 /// Runs `warmup + frames` frames through the pipeline; results go to a
 /// temporary file, not the configured one.
-pub fn run(config: &Config, frames: u64, warmup: u64) -> Result<BenchReport, BenchError> {
-    let decoded = capture::load_frames(&config.source, MAX_DISTINCT_FRAMES.min((frames + warmup) as usize))?;
+pub fn run(
+    config: &Config,
+    frames: u64,
+    warmup: u64,
+    rate: Option<f64>,
+) -> Result<BenchReport, BenchError> {
+    let decoded = capture::load_frames(
+        &config.source,
+        MAX_DISTINCT_FRAMES.min((frames + warmup) as usize),
+    )?;
     let first = decoded.first().ok_or(BenchError::NoFrames)?;
     let frame_size = (first.width, first.height);
     let distinct_frames = decoded.len();
@@ -89,12 +118,22 @@ pub fn run(config: &Config, frames: u64, warmup: u64) -> Result<BenchReport, Ben
     let context = RunContext {
         notifier: Notifier::disabled(),
         signals,
-        source: SourcePlan::Replay { frames: Arc::new(decoded), count: warmup + frames },
+        source: SourcePlan::Replay {
+            frames: Arc::new(decoded),
+            count: warmup + frames,
+            rate,
+        },
         measure_from_seq: warmup,
     };
     let summary = pipeline::run(config, context);
     let _ = std::fs::remove_file(&results);
-    Ok(BenchReport { summary: summary?, distinct_frames, frame_size, measured_frames: frames })
+    Ok(BenchReport {
+        summary: summary?,
+        distinct_frames,
+        frame_size,
+        measured_frames: frames,
+        rate,
+    })
 }
 
 fn tempfile_path() -> std::path::PathBuf {

@@ -42,8 +42,14 @@ impl Reason {
         }
     }
 
-    pub const ALL: [Reason; 6] =
-        [Reason::Ok, Reason::Defect, Reason::NoSeal, Reason::SealArea, Reason::NotInspected, Reason::Error];
+    pub const ALL: [Reason; 6] = [
+        Reason::Ok,
+        Reason::Defect,
+        Reason::NoSeal,
+        Reason::SealArea,
+        Reason::NotInspected,
+        Reason::Error,
+    ];
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,11 +64,21 @@ pub struct Decision {
 
 impl Decision {
     pub fn not_inspected() -> Self {
-        Decision { verdict: Verdict::Fail, reason: Reason::NotInspected, defect_prob: None, seal_area: None }
+        Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::NotInspected,
+            defect_prob: None,
+            seal_area: None,
+        }
     }
 
     pub fn error() -> Self {
-        Decision { verdict: Verdict::Fail, reason: Reason::Error, defect_prob: None, seal_area: None }
+        Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::Error,
+            defect_prob: None,
+            seal_area: None,
+        }
     }
 }
 
@@ -72,7 +88,9 @@ pub fn class_probability(logits: &[f32], class: usize) -> Option<f64> {
     if class >= logits.len() || logits.iter().any(|l| !l.is_finite()) {
         return None;
     }
-    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
     let sum: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
     Some((logits[class] as f64 - max).exp() / sum)
 }
@@ -86,7 +104,10 @@ pub fn decide(work: &FrameWork, defect_class: usize, thresholds: &DecisionConfig
     }
     let area = work.seal_area();
     let Some(prob) = class_probability(&work.cls_logits, defect_class) else {
-        return Decision { seal_area: Some(area), ..Decision::error() };
+        return Decision {
+            seal_area: Some(area),
+            ..Decision::error()
+        };
     };
     let (verdict, reason) = if area < thresholds.no_seal_below {
         (Verdict::Fail, Reason::NoSeal)
@@ -97,7 +118,12 @@ pub fn decide(work: &FrameWork, defect_class: usize, thresholds: &DecisionConfig
     } else {
         (Verdict::Pass, Reason::Ok)
     };
-    Decision { verdict, reason, defect_prob: Some(prob), seal_area: Some(area) }
+    Decision {
+        verdict,
+        reason,
+        defect_prob: Some(prob),
+        seal_area: Some(area),
+    }
 }
 
 #[cfg(test)]
@@ -106,11 +132,21 @@ mod tests {
     use crate::frame::{FailedStage, TensorGeometry};
 
     fn thresholds() -> DecisionConfig {
-        DecisionConfig { defect_threshold: 0.5, no_seal_below: 0.005, min_seal_area: 0.02, max_seal_area: 0.5 }
+        DecisionConfig {
+            defect_threshold: 0.5,
+            no_seal_below: 0.005,
+            min_seal_area: 0.02,
+            max_seal_area: 0.5,
+        }
     }
 
     fn work(area_pixels: u64, logits: [f32; 2]) -> FrameWork {
-        let g = TensorGeometry { seg_hw: (10, 10), seg_classes: 2, cls_hw: (2, 2), cls_classes: 2 };
+        let g = TensorGeometry {
+            seg_hw: (10, 10),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
         let mut w = FrameWork::new(&g);
         w.mask_pixels = area_pixels;
         w.cls_logits.copy_from_slice(&logits);
@@ -138,8 +174,14 @@ mod tests {
 
     #[test]
     fn area_out_of_bounds_is_seal_area() {
-        assert_eq!(decide(&work(1, [5.0, -5.0]), 1, &thresholds()).reason, Reason::SealArea);
-        assert_eq!(decide(&work(60, [5.0, -5.0]), 1, &thresholds()).reason, Reason::SealArea);
+        assert_eq!(
+            decide(&work(1, [5.0, -5.0]), 1, &thresholds()).reason,
+            Reason::SealArea
+        );
+        assert_eq!(
+            decide(&work(60, [5.0, -5.0]), 1, &thresholds()).reason,
+            Reason::SealArea
+        );
     }
 
     #[test]

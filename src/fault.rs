@@ -5,7 +5,10 @@
 /// `SEALCHECK_FAULT_STALL_INFER_AFTER=N`: the inference thread hangs forever
 /// when it reaches frame `N`.
 pub fn stall_infer_after() -> Option<u64> {
-    std::env::var("SEALCHECK_FAULT_STALL_INFER_AFTER").ok()?.parse().ok()
+    std::env::var("SEALCHECK_FAULT_STALL_INFER_AFTER")
+        .ok()?
+        .parse()
+        .ok()
 }
 
 pub fn maybe_stall(after: Option<u64>, seq: u64) {

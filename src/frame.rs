@@ -37,7 +37,11 @@ pub struct FrameMeta {
 
 impl FrameMeta {
     pub fn now(seq: u64) -> Self {
-        FrameMeta { seq, captured_at: SystemTime::now(), captured_instant: Instant::now() }
+        FrameMeta {
+            seq,
+            captured_at: SystemTime::now(),
+            captured_instant: Instant::now(),
+        }
     }
 }
 
@@ -191,7 +195,11 @@ impl FrameWork {
 
     /// Fraction of the mask covered by the seal.
     pub fn seal_area(&self) -> f64 {
-        if self.mask.is_empty() { 0.0 } else { self.mask_pixels as f64 / self.mask.len() as f64 }
+        if self.mask.is_empty() {
+            0.0
+        } else {
+            self.mask_pixels as f64 / self.mask.len() as f64
+        }
     }
 }
 

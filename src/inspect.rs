@@ -19,7 +19,10 @@ pub enum InspectError {
     #[error(transparent)]
     Inference(#[from] InferError),
     #[error("cannot create dump folder {}: {source}", path.display())]
-    DumpFolder { path: PathBuf, source: std::io::Error },
+    DumpFolder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Npy(#[from] NpyError),
 }
@@ -39,7 +42,10 @@ pub fn inspect(
     mut emit: impl FnMut(&Path, &ImageResult),
 ) -> Result<(), InspectError> {
     let mut selection = infer::open_backend(config)?;
-    let geometry = infer::geometry(selection.backend.segmentation_io(), selection.backend.classifier_io())?;
+    let geometry = infer::geometry(
+        selection.backend.segmentation_io(),
+        selection.backend.classifier_io(),
+    )?;
     log::info!(target: "sealcheck::inspect", backend = selection.backend.kind().as_str(), reason = selection.reason.as_str(); "inference backend chosen");
     let mut preprocessor = Preprocessor::new(
         config.segmentation.normalization,
@@ -57,7 +63,12 @@ pub fn inspect(
         let decision = match decoded {
             Ok(()) => {
                 preprocess_frame(&mut preprocessor, &slot, &mut work);
-                infer_frame(selection.backend.as_mut(), &preprocessor, config.segmentation.mask_class, &mut work);
+                infer_frame(
+                    selection.backend.as_mut(),
+                    &preprocessor,
+                    config.segmentation.mask_class,
+                    &mut work,
+                );
                 if let Some((stage, message)) = &work.error {
                     log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), stage = stage.as_str(), error = message.as_str(); "inspection failed");
                 }
@@ -74,11 +85,22 @@ pub fn inspect(
             }
         };
         let t = &work.timings;
-        let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, meta.captured_instant.elapsed().as_secs_f64() * 1e3];
+        let latencies = [
+            t.preprocess_ms,
+            t.segment_ms,
+            t.classify_ms,
+            meta.captured_instant.elapsed().as_secs_f64() * 1e3,
+        ];
         let mut line = String::new();
-        format_result(&mut line, &meta, &decision, decoded_latencies(&work, &latencies));
+        format_result(
+            &mut line,
+            &meta,
+            &decision,
+            decoded_latencies(&work, &latencies),
+        );
         // Name the image first so a line can be traced back to its file.
-        let name = serde_json::to_string(&image.display().to_string()).unwrap_or_else(|_| "\"?\"".into());
+        let name =
+            serde_json::to_string(&image.display().to_string()).unwrap_or_else(|_| "\"?\"".into());
         line.insert_str(1, &format!("\"image\":{name},"));
         emit(image, &ImageResult { line, decision });
     }
@@ -96,16 +118,34 @@ fn report_unreadable(image: &Path, e: &CaptureError) {
     log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), error = e.to_string().as_str(); "image cannot be read; it fails with reason error");
 }
 
-fn dump_tensors(dir: &Path, image: &Path, work: &FrameWork, g: &crate::frame::TensorGeometry) -> Result<(), InspectError> {
-    let stem = image.file_stem().map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+fn dump_tensors(
+    dir: &Path,
+    image: &Path,
+    work: &FrameWork,
+    g: &crate::frame::TensorGeometry,
+) -> Result<(), InspectError> {
+    let stem = image
+        .file_stem()
+        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
     let out = dir.join(stem);
-    std::fs::create_dir_all(&out).map_err(|source| InspectError::DumpFolder { path: out.clone(), source })?;
+    std::fs::create_dir_all(&out).map_err(|source| InspectError::DumpFolder {
+        path: out.clone(),
+        source,
+    })?;
     let (sh, sw) = g.seg_hw;
     let (ch, cw) = g.cls_hw;
     write_npy_f32(&out.join("seg_input.npy"), &[1, 3, sh, sw], &work.seg_input)?;
-    write_npy_f32(&out.join("seg_logits.npy"), &[1, g.seg_classes, sh, sw], &work.seg_logits)?;
+    write_npy_f32(
+        &out.join("seg_logits.npy"),
+        &[1, g.seg_classes, sh, sw],
+        &work.seg_logits,
+    )?;
     write_npy_f32(&out.join("mask.npy"), &[sh, sw], &work.mask)?;
     write_npy_f32(&out.join("cls_input.npy"), &[1, 4, ch, cw], &work.cls_input)?;
-    write_npy_f32(&out.join("cls_logits.npy"), &[1, g.cls_classes], &work.cls_logits)?;
+    write_npy_f32(
+        &out.join("cls_logits.npy"),
+        &[1, g.cls_classes],
+        &work.cls_logits,
+    )?;
     Ok(())
 }

@@ -11,7 +11,10 @@ use sealcheck::pipeline::{self, PipelineError, RunContext};
 use sealcheck::{bench, inspect, service};
 
 #[derive(Parser)]
-#[command(name = "sealcheck", about = "Real-time seal inspection: camera to pass/fail verdict")]
+#[command(
+    name = "sealcheck",
+    about = "Real-time seal inspection: camera to pass/fail verdict"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,6 +52,10 @@ enum Command {
         /// Frames to run first and leave out of the figures.
         #[arg(long, default_value_t = 10)]
         warmup: u64,
+        /// Offer frames at this rate (frames per second), like a camera, instead of
+        /// as fast as the pipeline takes them: latency without queueing.
+        #[arg(long, value_name = "FPS")]
+        rate: Option<f64>,
         /// Print the result as one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -82,7 +89,10 @@ fn main() -> ExitCode {
 fn exit_code(e: &anyhow::Error) -> u8 {
     let config_problem = e.chain().any(|c| {
         c.downcast_ref::<config::ConfigError>().is_some()
-            || matches!(c.downcast_ref::<PipelineError>(), Some(PipelineError::Config(_) | PipelineError::Inference(_)))
+            || matches!(
+                c.downcast_ref::<PipelineError>(),
+                Some(PipelineError::Config(_) | PipelineError::Inference(_))
+            )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
     });
     if config_problem { EXIT_CONFIG as u8 } else { 1 }
@@ -93,25 +103,52 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { file } => {
             service::init_logging(config::LogFormat::Logfmt, "warn");
             let cfg = config::load(&file)?;
-            println!("{}: ok ({} source, backend {})", file.display(), cfg.source.kind.name(), cfg.inference.backend.as_str());
+            println!(
+                "{}: ok ({} source, backend {})",
+                file.display(),
+                cfg.source.kind.name(),
+                cfg.inference.backend.as_str()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { config: path } => {
             let cfg = load_and_log(&path)?;
             let signals = service::watch_signals().context("cannot install signal handlers")?;
-            let summary = pipeline::run(cfg, RunContext::configured(service::Notifier::from_env(), signals))?;
+            let summary = pipeline::run(
+                cfg,
+                RunContext::configured(service::Notifier::from_env(), signals),
+            )?;
             print!("{}", summary.render());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Inspect { config: path, dump, images } => {
+        Command::Inspect {
+            config: path,
+            dump,
+            images,
+        } => {
             let cfg = load_and_log(&path)?;
-            inspect::inspect(&cfg, &images, dump.as_deref(), |_, result| println!("{}", result.line))?;
+            inspect::inspect(&cfg, &images, dump.as_deref(), |_, result| {
+                println!("{}", result.line)
+            })?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { config: path, frames, warmup, json } => {
+        Command::Bench {
+            config: path,
+            frames,
+            warmup,
+            rate,
+            json,
+        } => {
             let cfg = load_and_log(&path)?;
-            let report = bench::run(&cfg, frames, warmup)?;
-            println!("{}", if json { report.to_json() } else { report.render() });
+            let report = bench::run(&cfg, frames, warmup, rate)?;
+            println!(
+                "{}",
+                if json {
+                    report.to_json()
+                } else {
+                    report.render()
+                }
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -22,9 +22,15 @@ use crate::stats::RunStats;
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("cannot open results file {}: {source} — check the `results` path in [output] and that the service may write there", path.display())]
-    Open { path: PathBuf, source: std::io::Error },
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot write results file {}: {source} — is the disk full?", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Settings the operator may change at run time (SIGHUP).
@@ -49,7 +55,10 @@ impl ResultSink {
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|source| OutputError::Open { path: path.clone(), source })?;
+            .map_err(|source| OutputError::Open {
+                path: path.clone(),
+                source,
+            })?;
         Ok(ResultSink {
             path,
             file: BufWriter::with_capacity(64 * 1024, file),
@@ -63,8 +72,14 @@ impl ResultSink {
     }
 
     pub fn write_line(&mut self, line: &str) -> Result<(), OutputError> {
-        let result = self.file.write_all(line.as_bytes()).and_then(|()| self.file.write_all(b"\n"));
-        result.map_err(|source| OutputError::Write { path: self.path.clone(), source })?;
+        let result = self
+            .file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.write_all(b"\n"));
+        result.map_err(|source| OutputError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
         // A line on the factory floor wants results on disk promptly even when
         // not flushing every line: at most a second behind.
         if self.flush_each_line || self.last_flush.elapsed() >= Duration::from_secs(1) {
@@ -75,7 +90,10 @@ impl ResultSink {
 
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.last_flush = Instant::now();
-        self.file.flush().map_err(|source| OutputError::Write { path: self.path.clone(), source })
+        self.file.flush().map_err(|source| OutputError::Write {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
@@ -84,11 +102,21 @@ pub type FrameLatencies = [f64; 4];
 
 /// Formats one result line into `line` (cleared first). Reuses the buffer's
 /// capacity: no allocation once it has grown to a line's size.
-pub fn format_result(line: &mut String, meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) {
+pub fn format_result(
+    line: &mut String,
+    meta: &FrameMeta,
+    decision: &Decision,
+    latencies: Option<&FrameLatencies>,
+) {
     line.clear();
     let _ = write!(line, "{{\"seq\":{},\"ts\":\"", meta.seq);
     write_rfc3339(line, meta.captured_at);
-    let _ = write!(line, "\",\"verdict\":\"{}\",\"reason\":\"{}\"", decision.verdict.as_str(), decision.reason.as_str());
+    let _ = write!(
+        line,
+        "\",\"verdict\":\"{}\",\"reason\":\"{}\"",
+        decision.verdict.as_str(),
+        decision.reason.as_str()
+    );
     write_optional(line, "defect_prob", decision.defect_prob);
     write_optional(line, "seal_area", decision.seal_area);
     match latencies {
@@ -176,7 +204,8 @@ impl OutputStage {
             self.apply_reload()?;
             match message {
                 StageMessage::Inspect(work) => {
-                    let decision = decision::decide(&work, self.defect_class, &self.settings.decision);
+                    let decision =
+                        decision::decide(&work, self.defect_class, &self.settings.decision);
                     let t = &work.timings;
                     let total = work.meta.captured_instant.elapsed().as_secs_f64() * 1e3;
                     let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, total];
@@ -190,7 +219,10 @@ impl OutputStage {
                 }
                 StageMessage::NotInspected { first, count } => {
                     for i in 0..count {
-                        let meta = FrameMeta { seq: first.seq + i, ..first };
+                        let meta = FrameMeta {
+                            seq: first.seq + i,
+                            ..first
+                        };
                         self.emit(&mut line, &meta, &Decision::not_inspected(), None)?;
                         written += 1;
                     }
@@ -207,7 +239,13 @@ impl OutputStage {
         Ok(written)
     }
 
-    fn emit(&mut self, line: &mut String, meta: &FrameMeta, d: &Decision, latencies: Option<&FrameLatencies>) -> Result<(), OutputError> {
+    fn emit(
+        &mut self,
+        line: &mut String,
+        meta: &FrameMeta,
+        d: &Decision,
+        latencies: Option<&FrameLatencies>,
+    ) -> Result<(), OutputError> {
         format_result(line, meta, d, latencies);
         self.sink.write_line(line)?;
         if self.settings.output.log_verdicts {
@@ -235,8 +273,12 @@ impl OutputStage {
     }
 
     fn apply_reload(&mut self) -> Result<(), OutputError> {
-        let Some(new) = self.reload.try_iter().last() else { return Ok(()) };
-        if new.output.results != self.settings.output.results || new.output.flush_each_line != self.settings.output.flush_each_line {
+        let Some(new) = self.reload.try_iter().last() else {
+            return Ok(());
+        };
+        if new.output.results != self.settings.output.results
+            || new.output.flush_each_line != self.settings.output.flush_each_line
+        {
             self.sink.flush()?;
             let sink = ResultSink::open(&new.output)?;
             log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
@@ -269,14 +311,26 @@ mod tests {
         assert_eq!(s, "1970-01-01T00:00:00.000Z");
         s.clear();
         // 2024-02-29T12:34:56.789Z: a leap day.
-        write_rfc3339(&mut s, UNIX_EPOCH + Duration::from_millis(1_709_210_096_789));
+        write_rfc3339(
+            &mut s,
+            UNIX_EPOCH + Duration::from_millis(1_709_210_096_789),
+        );
         assert_eq!(s, "2024-02-29T12:34:56.789Z");
     }
 
     #[test]
     fn result_line_is_json_with_the_schema() {
-        let meta = FrameMeta { seq: 7, captured_at: UNIX_EPOCH, captured_instant: Instant::now() };
-        let d = Decision { verdict: Verdict::Fail, reason: Reason::Defect, defect_prob: Some(0.93), seal_area: Some(0.2) };
+        let meta = FrameMeta {
+            seq: 7,
+            captured_at: UNIX_EPOCH,
+            captured_instant: Instant::now(),
+        };
+        let d = Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::Defect,
+            defect_prob: Some(0.93),
+            seal_area: Some(0.2),
+        };
         let mut line = String::new();
         format_result(&mut line, &meta, &d, Some(&[1.0, 2.0, 3.0, 7.5]));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -290,7 +344,11 @@ mod tests {
 
     #[test]
     fn not_inspected_line_has_nulls() {
-        let meta = FrameMeta { seq: 1, captured_at: UNIX_EPOCH, captured_instant: Instant::now() };
+        let meta = FrameMeta {
+            seq: 1,
+            captured_at: UNIX_EPOCH,
+            captured_instant: Instant::now(),
+        };
         let mut line = String::new();
         format_result(&mut line, &meta, &Decision::not_inspected(), None);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();

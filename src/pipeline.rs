@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, bounded, select};
 
 use crate::capture::{Capture, CaptureError, Replay};
-use crate::frame::FrameSlot;
 use crate::config::{self, Config, ConfigError};
+use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::{self, InferError, InferStage};
 use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
@@ -75,7 +75,12 @@ impl RunSummary {
         );
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
-            out.push_str(&format!("  {name:<11} {:>8} {:>8} {:>8}\n", q(0.5), q(0.95), q(0.99)));
+            out.push_str(&format!(
+                "  {name:<11} {:>8} {:>8} {:>8}\n",
+                q(0.5),
+                q(0.95),
+                q(0.99)
+            ));
         }
         out
     }
@@ -95,7 +100,12 @@ pub struct RunContext {
 impl RunContext {
     /// A run of the configured source, as `sealcheck run` does it.
     pub fn configured(notifier: Notifier, signals: Receiver<ServiceSignal>) -> Self {
-        RunContext { notifier, signals, source: SourcePlan::Configured, measure_from_seq: 0 }
+        RunContext {
+            notifier,
+            signals,
+            source: SourcePlan::Configured,
+            measure_from_seq: 0,
+        }
     }
 }
 
@@ -103,7 +113,12 @@ pub enum SourcePlan {
     /// The source the config names, through GStreamer.
     Configured,
     /// Frames decoded beforehand, replayed round-robin `count` times (`bench`).
-    Replay { frames: Arc<Vec<FrameSlot>>, count: u64 },
+    /// `rate`, if given, paces them like a camera (frames per second).
+    Replay {
+        frames: Arc<Vec<FrameSlot>>,
+        count: u64,
+        rate: Option<f64>,
+    },
 }
 
 /// The running source: a GStreamer capture or a replay from memory.
@@ -161,12 +176,23 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let selection = infer::open_backend(&config)?;
     let backend_name = selection.backend.kind().as_str().to_string();
     log::info!(target: "sealcheck::pipeline", backend = backend_name.as_str(), reason = selection.reason.as_str(); "inference backend chosen");
-    let geometry = infer::geometry(selection.backend.segmentation_io(), selection.backend.classifier_io())?;
+    let geometry = infer::geometry(
+        selection.backend.segmentation_io(),
+        selection.backend.classifier_io(),
+    )?;
 
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let stages = start_stages(&config, &context, geometry, selection.backend, &stats, &liveness, reload_rx)?;
+    let stages = start_stages(
+        &config,
+        &context,
+        geometry,
+        selection.backend,
+        &stats,
+        &liveness,
+        reload_rx,
+    )?;
     let run_started = Instant::now();
     context.notifier.ready();
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
@@ -180,7 +206,10 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             let stats = Arc::clone(&stats);
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                stats.lock().map(|s| s.status_line(s.frames as f64 / fps_since)).unwrap_or_default()
+                stats
+                    .lock()
+                    .map(|s| s.status_line(s.frames as f64 / fps_since))
+                    .unwrap_or_default()
             }
         },
     )
@@ -191,7 +220,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let mut stopped_by_signal = false;
     let mut drain_deadline: Option<Instant> = None;
     loop {
-        let timeout = drain_deadline.map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
+        let timeout = drain_deadline.map_or(Duration::from_secs(3600), |d| {
+            d.saturating_duration_since(Instant::now())
+        });
         select! {
             recv(stages.output_done) -> _ => break,
             recv(signals) -> signal => match signal {
@@ -228,19 +259,32 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     }
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
-    let drained = drain_deadline.is_none() || stages.output_done.try_recv().is_ok() || stages.output.is_finished();
+    let drained = drain_deadline.is_none()
+        || stages.output_done.try_recv().is_ok()
+        || stages.output.is_finished();
     let (end, results_written) = if drained {
-        let end = stages.preprocess.join().map_err(|_| PipelineError::Panicked("preprocess"))?;
-        stages.infer.join().map_err(|_| PipelineError::Panicked("infer"))?;
-        let written = stages.output.join().map_err(|_| PipelineError::Panicked("output"))??;
+        let end = stages
+            .preprocess
+            .join()
+            .map_err(|_| PipelineError::Panicked("preprocess"))?;
+        stages
+            .infer
+            .join()
+            .map_err(|_| PipelineError::Panicked("infer"))?;
+        let written = stages
+            .output
+            .join()
+            .map_err(|_| PipelineError::Panicked("output"))??;
         (end, written)
     } else {
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
-    let stats = Arc::try_unwrap(stats).map(|m| m.into_inner().unwrap_or_default()).unwrap_or_else(|shared| {
-        std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
-    });
+    let stats = Arc::try_unwrap(stats)
+        .map(|m| m.into_inner().unwrap_or_default())
+        .unwrap_or_else(|shared| {
+            std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
+        });
     Ok(RunSummary {
         backend: backend_name,
         backend_reason: selection.reason,
@@ -264,14 +308,15 @@ fn start_stages(
 ) -> Result<Stages, PipelineError> {
     let pool = config.source.pool_size;
     let (producer, consumer) = ring::frame_ring(pool);
-    // One work record per frame in flight in each of the three later stages.
-    let work_records = pool + 2;
+    // Enough work records for preprocess, infer and output to each hold one
+    // frame plus one waiting: more only adds queueing latency, not throughput.
+    let work_records = 4;
     let (free_tx, free_rx) = bounded::<Box<FrameWork>>(work_records);
     for _ in 0..work_records {
         let _ = free_tx.send(Box::new(FrameWork::new(&geometry)));
     }
-    let (to_infer, infer_in) = bounded::<StageMessage>(pool);
-    let (to_output, output_in) = bounded::<StageMessage>(pool);
+    let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
+    let (to_output, output_in) = bounded::<StageMessage>(work_records);
     let (done_tx, output_done) = bounded::<()>(1);
     let preprocessor = || {
         Preprocessor::new(
@@ -288,7 +333,10 @@ fn start_stages(
         input: output_in,
         recycle: free_tx,
         reload,
-        settings: LiveSettings { decision: config.decision, output: config.output.clone() },
+        settings: LiveSettings {
+            decision: config.decision,
+            output: config.output.clone(),
+        },
         defect_class: config.classifier.defect_class,
         sink,
         stats: Arc::clone(stats),
@@ -309,20 +357,50 @@ fn start_stages(
         liveness: liveness.clone(),
     };
     let infer = spawn("infer", move || infer.run())?;
-    let preprocess = PreprocessStage { input: consumer, output: to_infer, free_work: free_rx, preprocessor: preprocessor() };
+    let preprocess = PreprocessStage {
+        input: consumer,
+        output: to_infer,
+        free_work: free_rx,
+        preprocessor: preprocessor(),
+        liveness: liveness.clone(),
+    };
     let preprocess = spawn("preprocess", move || preprocess.run())?;
     let capture = match &context.source {
-        SourcePlan::Configured => FrameSource::Capture(Capture::start(&config.source, producer, liveness.clone())?),
-        SourcePlan::Replay { frames, count } => FrameSource::Replay(
-            Replay::start(Arc::clone(frames), *count, producer, liveness.clone())
-                .map_err(|e| PipelineError::Spawn("replay", e))?,
+        SourcePlan::Configured => {
+            FrameSource::Capture(Capture::start(&config.source, producer, liveness.clone())?)
+        }
+        SourcePlan::Replay {
+            frames,
+            count,
+            rate,
+        } => FrameSource::Replay(
+            Replay::start(
+                Arc::clone(frames),
+                *count,
+                *rate,
+                producer,
+                liveness.clone(),
+            )
+            .map_err(|e| PipelineError::Spawn("replay", e))?,
         ),
     };
-    Ok(Stages { capture, preprocess, infer, output, output_done })
+    Ok(Stages {
+        capture,
+        preprocess,
+        infer,
+        output,
+        output_done,
+    })
 }
 
-fn spawn<T: Send + 'static>(name: &'static str, f: impl FnOnce() -> T + Send + 'static) -> Result<JoinHandle<T>, PipelineError> {
-    thread::Builder::new().name(name.to_string()).spawn(f).map_err(|e| PipelineError::Spawn(name, e))
+fn spawn<T: Send + 'static>(
+    name: &'static str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, PipelineError> {
+    thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|e| PipelineError::Spawn(name, e))
 }
 
 /// Re-reads the config file. Thresholds and output settings apply at once;
@@ -339,7 +417,10 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
     for section in restart_sections(current, &new) {
         log::warn!(target: "sealcheck::config", section = section; "reload: [{section}] changed but only applies after `systemctl restart sealcheck`");
     }
-    let settings = LiveSettings { decision: new.decision, output: new.output.clone() };
+    let settings = LiveSettings {
+        decision: new.decision,
+        output: new.output.clone(),
+    };
     if apply.send(settings).is_err() {
         return;
     }

@@ -19,7 +19,11 @@ pub struct LatencyHistogram {
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
-        LatencyHistogram { counts: vec![0; BUCKETS], total: 0, max_ms: 0.0 }
+        LatencyHistogram {
+            counts: vec![0; BUCKETS],
+            total: 0,
+            max_ms: 0.0,
+        }
     }
 }
 
@@ -94,7 +98,10 @@ impl RunStats {
     }
 
     pub fn count(&self, reason: Reason) -> u64 {
-        Reason::ALL.iter().position(|r| *r == reason).map_or(0, |i| self.by_reason[i])
+        Reason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| self.by_reason[i])
     }
 
     /// One line for systemd's STATUS= and for progress logs.
@@ -139,7 +146,10 @@ mod tests {
         let mut s = RunStats::default();
         s.record(Verdict::Fail, Reason::Defect, None);
         s.record(Verdict::Pass, Reason::Ok, Some([1.0, 2.0, 3.0, 6.0]));
-        assert_eq!((s.frames, s.passed, s.failed, s.count(Reason::Defect)), (2, 1, 1, 1));
+        assert_eq!(
+            (s.frames, s.passed, s.failed, s.count(Reason::Defect)),
+            (2, 1, 1, 1)
+        );
         assert_eq!(s.latency[3].count(), 1);
     }
 }

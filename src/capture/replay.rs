@@ -47,7 +47,9 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
     Ok(frames)
 }
 
-/// Replays `frames` round-robin until `count` frames were delivered or stop.
+/// Replays `frames` round-robin until `count` frames were delivered or stop;
+/// with a `rate`, frame `n` is delivered no earlier than `n / rate` seconds
+/// after the start, as a camera would.
 pub struct Replay {
     thread: Option<JoinHandle<()>>,
     delivered: Arc<AtomicU64>,
@@ -59,6 +61,7 @@ impl Replay {
     pub fn start(
         frames: Arc<Vec<FrameSlot>>,
         count: u64,
+        rate: Option<f64>,
         mut producer: RingProducer,
         liveness: Liveness,
     ) -> std::io::Result<Replay> {
@@ -71,7 +74,14 @@ impl Replay {
                 .name("replay".into())
                 .spawn(move || {
                     liveness.set_source_streaming(true);
+                    let started = std::time::Instant::now();
                     for seq in 0..count {
+                        if let Some(rate) = rate {
+                            let due = started + Duration::from_secs_f64(seq as f64 / rate);
+                            std::thread::sleep(
+                                due.saturating_duration_since(std::time::Instant::now()),
+                            );
+                        }
                         if stop.load(Ordering::Acquire) || frames.is_empty() {
                             break;
                         }

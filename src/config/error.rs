@@ -17,9 +17,15 @@ pub struct ConfigProblem {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {}: {source} — check the path given with --config", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}", render(path, problems))]
-    Invalid { path: PathBuf, problems: Vec<ConfigProblem> },
+    Invalid {
+        path: PathBuf,
+        problems: Vec<ConfigProblem>,
+    },
 }
 
 impl ConfigError {
@@ -57,6 +63,10 @@ impl fmt::Display for Located<'_> {
         } else {
             write!(f, "{}: ", self.path.display())?;
         }
-        if p.key.is_empty() { write!(f, "{}", p.message) } else { write!(f, "`{}`: {}", p.key, p.message) }
+        if p.key.is_empty() {
+            write!(f, "{}", p.message)
+        } else {
+            write!(f, "`{}`: {}", p.key, p.message)
+        }
     }
 }

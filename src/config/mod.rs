@@ -33,13 +33,22 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceKind {
     /// GStreamer `videotestsrc`; `num_buffers` frames, then end of stream (0 = endless).
-    Test { pattern: String, width: u32, height: u32, framerate: u32, num_buffers: u32 },
+    Test {
+        pattern: String,
+        width: u32,
+        height: u32,
+        framerate: u32,
+        num_buffers: u32,
+    },
     /// Any file `decodebin` reads.
     File { path: PathBuf },
     /// A numbered image sequence for `multifilesrc`, e.g. `frame_%05d.jpg`.
     Images { location: PathBuf, framerate: u32 },
     /// A V4L2 camera.
-    V4l2 { device: PathBuf, caps: Option<String> },
+    V4l2 {
+        device: PathBuf,
+        caps: Option<String>,
+    },
     /// An RTSP camera.
     Rtsp { url: String, latency_ms: u32 },
     /// A raw `gst-launch` description ending in `appsink name=sink`.

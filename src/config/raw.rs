@@ -22,7 +22,10 @@ pub struct Problems<'s> {
 
 impl<'s> Problems<'s> {
     pub fn new(text: &'s str) -> Self {
-        Problems { text, list: RefCell::new(Vec::new()) }
+        Problems {
+            text,
+            list: RefCell::new(Vec::new()),
+        }
     }
 
     pub fn at(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) {
@@ -30,7 +33,12 @@ impl<'s> Problems<'s> {
             Some(span) => line_column(self.text, span.start),
             None => (0, 0),
         };
-        self.list.borrow_mut().push(ConfigProblem { line, column, key: key.to_string(), message: message.into() });
+        self.list.borrow_mut().push(ConfigProblem {
+            line,
+            column,
+            key: key.to_string(),
+            message: message.into(),
+        });
     }
 
     pub fn is_empty(&self) -> bool {
@@ -72,7 +80,11 @@ impl<'t, 'i> Section<'t, 'i> {
     }
 
     fn key_path(&self, key: &str) -> String {
-        if self.name.is_empty() { key.to_string() } else { format!("{}.{}", self.name, key) }
+        if self.name.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{}", self.name, key)
+        }
     }
 
     fn value(&self, key: &str) -> Option<&'t Spanned<DeValue<'i>>> {
@@ -92,26 +104,52 @@ impl<'t, 'i> Section<'t, 'i> {
             Some(v) => match v.get_ref() {
                 DeValue::Table(t) => (Some(t), Some(v.span())),
                 other => {
-                    self.problems.at(Some(v.span()), &name, format!("must be a table ([{name}]), found {}", other.type_str()));
+                    self.problems.at(
+                        Some(v.span()),
+                        &name,
+                        format!("must be a table ([{name}]), found {}", other.type_str()),
+                    );
                     (None, Some(v.span()))
                 }
             },
             None => (None, None),
         };
-        Section { name, table, span, used: RefCell::new(BTreeSet::new()), problems: self.problems }
+        Section {
+            name,
+            table,
+            span,
+            used: RefCell::new(BTreeSet::new()),
+            problems: self.problems,
+        }
     }
 
     fn missing(&self, key: &str, what: &str) {
-        let where_ = if self.name.is_empty() { String::new() } else { format!(" in [{}]", self.name) };
-        self.problems.at(self.span.clone(), &self.key_path(key), format!("is required{where_}: {what}"));
+        let where_ = if self.name.is_empty() {
+            String::new()
+        } else {
+            format!(" in [{}]", self.name)
+        };
+        self.problems.at(
+            self.span.clone(),
+            &self.key_path(key),
+            format!("is required{where_}: {what}"),
+        );
     }
 
     fn wrong(&self, v: &Spanned<DeValue<'_>>, key: &str, expected: &str) {
-        self.problems.at(Some(v.span()), &self.key_path(key), format!("must be {expected}, found {}", describe(v.get_ref())));
+        self.problems.at(
+            Some(v.span()),
+            &self.key_path(key),
+            format!("must be {expected}, found {}", describe(v.get_ref())),
+        );
     }
 
     pub fn problem(&self, key: &str, message: impl Into<String>) {
-        let span = self.table.and_then(|t| t.get(key)).map(|v| v.span()).or(self.span.clone());
+        let span = self
+            .table
+            .and_then(|t| t.get(key))
+            .map(|v| v.span())
+            .or(self.span.clone());
         self.problems.at(span, &self.key_path(key), message);
     }
 
@@ -167,10 +205,18 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
-    pub fn int_in(&self, key: &str, range: RangeInclusive<i64>, default: Option<i64>) -> Option<i64> {
+    pub fn int_in(
+        &self,
+        key: &str,
+        range: RangeInclusive<i64>,
+        default: Option<i64>,
+    ) -> Option<i64> {
         if !self.has(key) {
             if default.is_none() {
-                self.missing(key, &format!("an integer from {} to {}", range.start(), range.end()));
+                self.missing(
+                    key,
+                    &format!("an integer from {} to {}", range.start(), range.end()),
+                );
             }
             self.value(key);
             return default;
@@ -181,7 +227,11 @@ impl<'t, 'i> Section<'t, 'i> {
             DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
                 Ok(n) if range.contains(&n) => Some(n),
                 _ => {
-                    self.problems.at(Some(v.span()), &self.key_path(key), format!("{} is out of range; use {expected}", i.as_str()));
+                    self.problems.at(
+                        Some(v.span()),
+                        &self.key_path(key),
+                        format!("{} is out of range; use {expected}", i.as_str()),
+                    );
                     None
                 }
             },
@@ -192,10 +242,18 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
-    pub fn float_in(&self, key: &str, range: RangeInclusive<f64>, default: Option<f64>) -> Option<f64> {
+    pub fn float_in(
+        &self,
+        key: &str,
+        range: RangeInclusive<f64>,
+        default: Option<f64>,
+    ) -> Option<f64> {
         if !self.has(key) {
             if default.is_none() {
-                self.missing(key, &format!("a number from {} to {}", range.start(), range.end()));
+                self.missing(
+                    key,
+                    &format!("a number from {} to {}", range.start(), range.end()),
+                );
             }
             self.value(key);
             return default;
@@ -204,7 +262,9 @@ impl<'t, 'i> Section<'t, 'i> {
         let expected = format!("a number from {} to {}", range.start(), range.end());
         let n = match v.get_ref() {
             DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
-            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok().map(|n| n as f64),
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+                .ok()
+                .map(|n| n as f64),
             _ => {
                 self.wrong(v, key, &expected);
                 return None;
@@ -213,14 +273,20 @@ impl<'t, 'i> Section<'t, 'i> {
         match n {
             Some(n) if range.contains(&n) => Some(n),
             _ => {
-                self.problems.at(Some(v.span()), &self.key_path(key), format!("value is out of range; use {expected}"));
+                self.problems.at(
+                    Some(v.span()),
+                    &self.key_path(key),
+                    format!("value is out of range; use {expected}"),
+                );
                 None
             }
         }
     }
 
     pub fn bool_or(&self, key: &str, default: bool) -> bool {
-        let Some(v) = self.value(key) else { return default };
+        let Some(v) = self.value(key) else {
+            return default;
+        };
         match v.get_ref() {
             DeValue::Boolean(b) => *b,
             _ => {
@@ -231,9 +297,20 @@ impl<'t, 'i> Section<'t, 'i> {
     }
 
     /// Three numbers in `range`, one per RGB channel.
-    pub fn triple_in(&self, key: &str, range: RangeInclusive<f64>, default: [f32; 3]) -> Option<[f32; 3]> {
-        let Some(v) = self.value(key) else { return Some(default) };
-        let expected = format!("an array of 3 numbers (R, G, B), each from {} to {}", range.start(), range.end());
+    pub fn triple_in(
+        &self,
+        key: &str,
+        range: RangeInclusive<f64>,
+        default: [f32; 3],
+    ) -> Option<[f32; 3]> {
+        let Some(v) = self.value(key) else {
+            return Some(default);
+        };
+        let expected = format!(
+            "an array of 3 numbers (R, G, B), each from {} to {}",
+            range.start(),
+            range.end()
+        );
         let DeValue::Array(items) = v.get_ref() else {
             self.wrong(v, key, &expected);
             return None;
@@ -242,7 +319,9 @@ impl<'t, 'i> Section<'t, 'i> {
             .iter()
             .map(|item| match item.get_ref() {
                 DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
-                DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok().map(|n| n as f64),
+                DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+                    .ok()
+                    .map(|n| n as f64),
                 _ => None,
             })
             .collect();
@@ -251,7 +330,11 @@ impl<'t, 'i> Section<'t, 'i> {
                 Some([*a as f32, *b as f32, *c as f32])
             }
             _ => {
-                self.problems.at(Some(v.span()), &self.key_path(key), format!("must be {expected}"));
+                self.problems.at(
+                    Some(v.span()),
+                    &self.key_path(key),
+                    format!("must be {expected}"),
+                );
                 None
             }
         }
@@ -264,7 +347,11 @@ impl<'t, 'i> Section<'t, 'i> {
         let known: Vec<&str> = used.iter().map(String::as_str).collect();
         for (key, _) in table.iter() {
             if !used.contains(key.get_ref().as_ref()) {
-                let where_ = if self.name.is_empty() { "at the top level".to_string() } else { format!("in [{}]", self.name) };
+                let where_ = if self.name.is_empty() {
+                    "at the top level".to_string()
+                } else {
+                    format!("in [{}]", self.name)
+                };
                 self.problems.at(
                     Some(key.span()),
                     &self.key_path(key.get_ref()),
@@ -286,5 +373,9 @@ fn describe(v: &DeValue<'_>) -> String {
 }
 
 fn quoted(allowed: &[&str]) -> String {
-    allowed.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+    allowed
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -11,19 +11,29 @@ use super::*;
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse(&text, path)
 }
 
 /// Validates config text as if it were read from `path` (relative paths resolve
 /// against `path`'s folder). Returns every problem found, not just the first.
 pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let invalid = |problems| ConfigError::Invalid { path: path.to_path_buf(), problems };
+    let invalid = |problems| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        problems,
+    };
     let problems = Problems::new(text);
     let doc = match DeTable::parse(text) {
         Ok(doc) => doc,
         Err(e) => {
-            problems.at(e.span(), "", format!("TOML syntax error: {}", e.message().trim()));
+            problems.at(
+                e.span(),
+                "",
+                format!("TOML syntax error: {}", e.message().trim()),
+            );
             return Err(invalid(problems.into_vec()));
         }
     };
@@ -43,12 +53,36 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let service = read_service(&root.section("service"));
     root.finish();
 
-    match (source, inference, segmentation, classifier, decision, output, logging, service) {
-        (Some(source), Some(inference), Some(segmentation), Some(classifier), Some(decision), Some(output), Some(logging), Some(service))
-            if problems.is_empty() =>
-        {
-            Ok(Config { path: path.to_path_buf(), source, inference, segmentation, classifier, decision, output, logging, service })
-        }
+    match (
+        source,
+        inference,
+        segmentation,
+        classifier,
+        decision,
+        output,
+        logging,
+        service,
+    ) {
+        (
+            Some(source),
+            Some(inference),
+            Some(segmentation),
+            Some(classifier),
+            Some(decision),
+            Some(output),
+            Some(logging),
+            Some(service),
+        ) if problems.is_empty() => Ok(Config {
+            path: path.to_path_buf(),
+            source,
+            inference,
+            segmentation,
+            classifier,
+            decision,
+            output,
+            logging,
+            service,
+        }),
         _ => Err(invalid(problems.into_vec())),
     }
 }
@@ -61,7 +95,11 @@ struct Files<'a> {
 impl Files<'_> {
     fn resolve(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
-        if p.is_absolute() { p.to_path_buf() } else { self.base.join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base.join(p)
+        }
     }
 
     /// A file that must exist at start.
@@ -80,17 +118,27 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
     const KINDS: [&str; 6] = ["test", "file", "images", "v4l2", "rtsp", "pipeline"];
     let kind_index = s.choice("kind", &KINDS, None);
     let kind = kind_index.and_then(|kind| read_source_kind(s, files, kind));
-    let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) { 1 } else { 0 };
-    let overflow = s.choice("overflow", &["block", "drop"], Some(default_overflow)).map(|i| match i {
-        0 => OverflowPolicy::Block,
-        _ => OverflowPolicy::Drop,
-    });
+    let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) {
+        1
+    } else {
+        0
+    };
+    let overflow = s
+        .choice("overflow", &["block", "drop"], Some(default_overflow))
+        .map(|i| match i {
+            0 => OverflowPolicy::Block,
+            _ => OverflowPolicy::Drop,
+        });
     let pool_size = s.int_in("pool_size", 2..=64, Some(4));
     // Which keys belong in [source] depends on the kind: judge them only once it is known.
     if kind_index.is_some() {
         s.finish();
     }
-    Some(SourceConfig { kind: kind?, overflow: overflow?, pool_size: pool_size? as usize })
+    Some(SourceConfig {
+        kind: kind?,
+        overflow: overflow?,
+        pool_size: pool_size? as usize,
+    })
 }
 
 fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKind> {
@@ -109,21 +157,35 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
                 num_buffers: num_buffers? as u32,
             }
         }
-        1 => SourceKind::File { path: files.existing(s, "path", "the video file to read")? },
+        1 => SourceKind::File {
+            path: files.existing(s, "path", "the video file to read")?,
+        },
         2 => {
-            let location = s.str_required("location", "a numbered file pattern such as \"frames/frame_%05d.jpg\"");
+            let location = s.str_required(
+                "location",
+                "a numbered file pattern such as \"frames/frame_%05d.jpg\"",
+            );
             let framerate = s.int_in("framerate", 1..=240, Some(30));
             let (location, framerate) = (files.resolve(&location?), framerate? as u32);
             let first = first_image(&location);
             if !location.to_string_lossy().contains('%') {
-                s.problem("location", "must contain a printf-style index such as %05d (e.g. \"frame_%05d.jpg\")");
+                s.problem(
+                    "location",
+                    "must contain a printf-style index such as %05d (e.g. \"frame_%05d.jpg\")",
+                );
                 return None;
             }
             if !first.is_file() {
-                s.problem("location", format!("the first image {} does not exist", first.display()));
+                s.problem(
+                    "location",
+                    format!("the first image {} does not exist", first.display()),
+                );
                 return None;
             }
-            SourceKind::Images { location, framerate }
+            SourceKind::Images {
+                location,
+                framerate,
+            }
         }
         3 => SourceKind::V4l2 {
             device: PathBuf::from(s.str_or("device", "/dev/video0")),
@@ -134,14 +196,26 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
             let latency_ms = s.int_in("latency_ms", 0..=10_000, Some(200));
             let url = url?;
             if !url.starts_with("rtsp://") && !url.starts_with("rtsps://") {
-                s.problem("url", format!("\"{url}\" is not an rtsp:// or rtsps:// URL"));
+                s.problem(
+                    "url",
+                    format!("\"{url}\" is not an rtsp:// or rtsps:// URL"),
+                );
             }
-            SourceKind::Rtsp { url, latency_ms: latency_ms? as u32 }
+            SourceKind::Rtsp {
+                url,
+                latency_ms: latency_ms? as u32,
+            }
         }
         _ => {
-            let description = s.str_required("pipeline", "a GStreamer launch description ending in \"appsink name=sink\"")?;
+            let description = s.str_required(
+                "pipeline",
+                "a GStreamer launch description ending in \"appsink name=sink\"",
+            )?;
             if !description.contains("name=sink") {
-                s.problem("pipeline", "must end in an appsink named sink (\"... ! appsink name=sink\")");
+                s.problem(
+                    "pipeline",
+                    "must end in an appsink named sink (\"... ! appsink name=sink\")",
+                );
             }
             SourceKind::Pipeline { description }
         }
@@ -152,21 +226,48 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
 /// The file `multifilesrc` opens first (index 0).
 fn first_image(location: &Path) -> PathBuf {
     let text = location.to_string_lossy();
-    let Some(start) = text.find('%') else { return location.to_path_buf() };
-    let Some(len) = text[start..].find('d') else { return location.to_path_buf() };
+    let Some(start) = text.find('%') else {
+        return location.to_path_buf();
+    };
+    let Some(len) = text[start..].find('d') else {
+        return location.to_path_buf();
+    };
     let spec = &text[start + 1..start + len];
     let width: usize = spec.trim_start_matches('0').parse().unwrap_or(0);
-    let index = if spec.starts_with('0') { format!("{:0width$}", 0) } else { format!("{:width$}", 0) };
-    PathBuf::from(format!("{}{}{}", &text[..start], index, &text[start + len + 1..]))
+    let index = if spec.starts_with('0') {
+        format!("{:0width$}", 0)
+    } else {
+        format!("{:width$}", 0)
+    };
+    PathBuf::from(format!(
+        "{}{}{}",
+        &text[..start],
+        index,
+        &text[start + len + 1..]
+    ))
 }
 
 fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
-    const BACKENDS: [BackendChoice; 4] =
-        [BackendChoice::Auto, BackendChoice::TensorRt, BackendChoice::OnnxRuntime, BackendChoice::Tract];
+    const BACKENDS: [BackendChoice; 4] = [
+        BackendChoice::Auto,
+        BackendChoice::TensorRt,
+        BackendChoice::OnnxRuntime,
+        BackendChoice::Tract,
+    ];
     const DEVICES: [ComputeDevice; 2] = [ComputeDevice::Cpu, ComputeDevice::Cuda];
-    let backend = s.choice("backend", &["auto", "tensorrt", "onnxruntime", "tract"], Some(0)).map(|i| BACKENDS[i]);
-    let device = s.choice("device", &["cpu", "cuda"], Some(0)).map(|i| DEVICES[i]);
-    let preprocess = s.choice("preprocess", &["cpu", "cuda"], Some(0)).map(|i| DEVICES[i]);
+    let backend = s
+        .choice(
+            "backend",
+            &["auto", "tensorrt", "onnxruntime", "tract"],
+            Some(0),
+        )
+        .map(|i| BACKENDS[i]);
+    let device = s
+        .choice("device", &["cpu", "cuda"], Some(0))
+        .map(|i| DEVICES[i]);
+    let preprocess = s
+        .choice("preprocess", &["cpu", "cuda"], Some(0))
+        .map(|i| DEVICES[i]);
     let threads = s.int_in("threads", 0..=256, Some(0));
     let onnxruntime_library = if s.has("onnxruntime_library") {
         Some(files.existing(s, "onnxruntime_library", "path of libonnxruntime.so"))
@@ -187,12 +288,18 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
     })
 }
 
-const IMAGENET: Normalization = Normalization { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+const IMAGENET: Normalization = Normalization {
+    mean: [0.485, 0.456, 0.406],
+    std: [0.229, 0.224, 0.225],
+};
 
 fn read_normalization(s: &Section) -> Option<Normalization> {
     let mean = s.triple_in("mean", 0.0..=1.0, IMAGENET.mean);
     let std = s.triple_in("std", 1e-6..=10.0, IMAGENET.std);
-    Some(Normalization { mean: mean?, std: std? })
+    Some(Normalization {
+        mean: mean?,
+        std: std?,
+    })
 }
 
 fn read_segmentation(s: &Section, files: &Files) -> Option<SegmentationModel> {
@@ -202,7 +309,13 @@ fn read_segmentation(s: &Section, files: &Files) -> Option<SegmentationModel> {
     let normalization = read_normalization(s);
     let mask_class = s.int_in("mask_class", 0..=255, Some(1));
     s.finish();
-    Some(SegmentationModel { path: path?, input, output, normalization: normalization?, mask_class: mask_class? as usize })
+    Some(SegmentationModel {
+        path: path?,
+        input,
+        output,
+        normalization: normalization?,
+        mask_class: mask_class? as usize,
+    })
 }
 
 fn read_classifier(s: &Section, files: &Files) -> Option<ClassifierModel> {
@@ -238,11 +351,23 @@ fn read_decision(s: &Section) -> Option<DecisionConfig> {
         max_seal_area: max_seal_area?,
     };
     if d.no_seal_below > d.min_seal_area {
-        s.problem("no_seal_below", format!("({}) must not exceed min_seal_area ({})", d.no_seal_below, d.min_seal_area));
+        s.problem(
+            "no_seal_below",
+            format!(
+                "({}) must not exceed min_seal_area ({})",
+                d.no_seal_below, d.min_seal_area
+            ),
+        );
         return None;
     }
     if d.min_seal_area >= d.max_seal_area {
-        s.problem("min_seal_area", format!("({}) must be below max_seal_area ({})", d.min_seal_area, d.max_seal_area));
+        s.problem(
+            "min_seal_area",
+            format!(
+                "({}) must be below max_seal_area ({})",
+                d.min_seal_area, d.max_seal_area
+            ),
+        );
         return None;
     }
     Some(d)
@@ -256,23 +381,41 @@ fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
     let results = files.resolve(&results?);
     match results.parent() {
         Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => {
-            s.problem("results", format!("folder {} does not exist; create it or choose another path", dir.display()));
+            s.problem(
+                "results",
+                format!(
+                    "folder {} does not exist; create it or choose another path",
+                    dir.display()
+                ),
+            );
             None
         }
-        _ => Some(OutputConfig { results, flush_each_line, log_verdicts }),
+        _ => Some(OutputConfig {
+            results,
+            flush_each_line,
+            log_verdicts,
+        }),
     }
 }
 
 fn read_logging(s: &Section) -> Option<LoggingConfig> {
-    let format = s.choice("format", &["logfmt", "json"], Some(0)).map(|i| [LogFormat::Logfmt, LogFormat::Json][i]);
+    let format = s
+        .choice("format", &["logfmt", "json"], Some(0))
+        .map(|i| [LogFormat::Logfmt, LogFormat::Json][i]);
     let level = s.str_or("level", "info");
     s.finish();
-    Some(LoggingConfig { format: format?, level })
+    Some(LoggingConfig {
+        format: format?,
+        level,
+    })
 }
 
 fn read_service(s: &Section) -> Option<ServiceConfig> {
     let drain = s.float_in("drain_timeout_s", 0.1..=600.0, Some(10.0));
     let stall = s.float_in("stall_timeout_s", 0.1..=600.0, Some(5.0));
     s.finish();
-    Some(ServiceConfig { drain_timeout: Duration::from_secs_f64(drain?), stall_timeout: Duration::from_secs_f64(stall?) })
+    Some(ServiceConfig {
+        drain_timeout: Duration::from_secs_f64(drain?),
+        stall_timeout: Duration::from_secs_f64(stall?),
+    })
 }

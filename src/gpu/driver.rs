@@ -56,9 +56,10 @@ pub(crate) fn device_name(device: Device) -> Result<String, DriverError> {
     let mut buf = [0 as std::ffi::c_char; 256];
     // SAFETY: the driver writes at most `len` bytes, NUL-terminated, into `buf`.
     unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, device) }.result()?;
-    // SAFETY: the driver NUL-terminates within the buffer; the last byte is
-    // forced to NUL in case a name ever fills it.
+    // The driver NUL-terminates within the buffer; force the last byte to
+    // NUL in case a name ever fills it.
     buf[buf.len() - 1] = 0;
+    // SAFETY: `buf` is a live, NUL-terminated C string (last byte is NUL).
     let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
     Ok(name.to_string_lossy().into_owned())
 }

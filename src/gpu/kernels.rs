@@ -296,9 +296,9 @@ impl KernelSet {
     /// # Safety
     /// `P` must be the kernel's parameter struct (`FrameParams` for
     /// `FrameToTensors`, `MaskParams` for `LogitsToMask`, `u64` for
-    /// `BenchDelay`); every device address in
-    /// it must point to memory of the size the kernel reads or writes for
-    /// this grid, and stay alive until the stream has passed the launch.
+    /// `BenchDelay`); every device address in it must point to memory of the
+    /// size the kernel reads or writes for this grid, and stay alive until
+    /// the stream has passed the launch.
     pub unsafe fn launch<P: Copy>(
         &self,
         kernel: Kernel,

@@ -393,7 +393,7 @@ impl GpuPreprocessor {
             in_h: frame.height as u32,
             seg: resize_target(&self.seg_input, self.geometry.seg_hw, &self.seg_affine),
             cls: resize_target(&self.cls_input, self.geometry.cls_hw, &self.cls_affine),
-            aligned4: u32::from(frame_ptr % 4 == 0 && frame.stride % 4 == 0),
+            aligned4: u32::from(frame_ptr.is_multiple_of(4) && frame.stride.is_multiple_of(4)),
             reserved: 0,
         };
         let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);

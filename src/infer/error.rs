@@ -24,7 +24,12 @@ pub enum InferError {
         path.display(),
         role.config_section()
     )]
-    ModelLoad { role: ModelRole, path: PathBuf, engine: &'static str, message: String },
+    ModelLoad {
+        role: ModelRole,
+        path: PathBuf,
+        engine: &'static str,
+        message: String,
+    },
 
     /// The file parsed, but the engine cannot run it (unsupported operator, opset, ...).
     #[error(
@@ -32,7 +37,12 @@ pub enum InferError {
          are supported by {engine}, or choose another backend in [inference]",
         path.display()
     )]
-    EnginePrepare { role: ModelRole, path: PathBuf, engine: &'static str, message: String },
+    EnginePrepare {
+        role: ModelRole,
+        path: PathBuf,
+        engine: &'static str,
+        message: String,
+    },
 
     /// A tensor name in the config is not the model's.
     #[error(
@@ -42,7 +52,13 @@ pub enum InferError {
         role.config_section(),
         role.config_section()
     )]
-    NameMismatch { role: ModelRole, path: PathBuf, key: &'static str, configured: String, actual: String },
+    NameMismatch {
+        role: ModelRole,
+        path: PathBuf,
+        key: &'static str,
+        configured: String,
+        actual: String,
+    },
 
     /// The model's inputs/outputs do not fit the contract the pipeline relies on.
     #[error(
@@ -52,17 +68,28 @@ pub enum InferError {
         role.config_section(),
         expected = role.contract()
     )]
-    Contract { role: ModelRole, path: PathBuf, problem: String },
+    Contract {
+        role: ModelRole,
+        path: PathBuf,
+        problem: String,
+    },
 
     /// Two models that must agree do not (e.g. a class index out of range).
     #[error("{0}")]
     Mismatch(String),
 
-    #[error("ONNX Runtime library not found; tried {}; {ORT_LIBRARY_FIX}", render_tried(tried))]
+    #[error(
+        "ONNX Runtime library not found; tried {}; {ORT_LIBRARY_FIX}",
+        render_tried(tried)
+    )]
     OrtLibraryNotFound { tried: Vec<(String, String)> },
 
     #[error("{} (set by {origin}) is not a usable ONNX Runtime library: {reason}; {ORT_LIBRARY_FIX}", path.display())]
-    OrtLibraryInvalid { path: PathBuf, origin: String, reason: String },
+    OrtLibraryInvalid {
+        path: PathBuf,
+        origin: String,
+        reason: String,
+    },
 
     #[error(
         "ONNX Runtime is already loaded from {} in this process; cannot switch to {} (set by {origin}) \
@@ -70,10 +97,18 @@ pub enum InferError {
         loaded.display(),
         requested.display()
     )]
-    OrtLibraryConflict { loaded: PathBuf, requested: PathBuf, origin: String },
+    OrtLibraryConflict {
+        loaded: PathBuf,
+        requested: PathBuf,
+        origin: String,
+    },
 
     #[error("ONNX Runtime ({}) could not {action}: {message}", library.display())]
-    OrtEngine { library: PathBuf, action: String, message: String },
+    OrtEngine {
+        library: PathBuf,
+        action: String,
+        message: String,
+    },
 
     #[error(
         "ONNX Runtime's CUDA execution provider is not usable ({}): {message}; \
@@ -91,11 +126,20 @@ pub enum InferError {
 
     /// A caller handed a buffer of the wrong length (a bug in the caller, not the model).
     #[error("{role} {buffer} buffer holds {actual} floats, the model needs {expected}")]
-    BufferLength { role: ModelRole, buffer: &'static str, expected: usize, actual: usize },
+    BufferLength {
+        role: ModelRole,
+        buffer: &'static str,
+        expected: usize,
+        actual: usize,
+    },
 
     /// One inference call failed.
     #[error("{engine} {role} inference failed: {message}")]
-    Run { role: ModelRole, engine: &'static str, message: String },
+    Run {
+        role: ModelRole,
+        engine: &'static str,
+        message: String,
+    },
 }
 
 impl InferError {
@@ -116,6 +160,9 @@ impl InferError {
 }
 
 fn render_tried(tried: &[(String, String)]) -> String {
-    let lines: Vec<String> = tried.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+    let lines: Vec<String> = tried
+        .iter()
+        .map(|(what, why)| format!("{what}: {why}"))
+        .collect();
     lines.join("; ")
 }

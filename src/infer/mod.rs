@@ -83,7 +83,10 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
             let device = cfg.inference.device;
             BackendSelection {
                 backend: Box::new(onnxruntime::OrtBackend::open(cfg, device)?),
-                reason: format!("backend = \"onnxruntime\", device = \"{}\" in [inference]", device_name(device)),
+                reason: format!(
+                    "backend = \"onnxruntime\", device = \"{}\" in [inference]",
+                    device_name(device)
+                ),
             }
         }
         BackendChoice::TensorRt => open_tensorrt(cfg)?,
@@ -97,7 +100,12 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
     let mut skipped = Vec::new();
     #[cfg(feature = "tensorrt")]
     match tensorrt::open_backend(cfg) {
-        Ok(backend) => return Ok(BackendSelection { backend, reason: "auto: TensorRT".to_string() }),
+        Ok(backend) => {
+            return Ok(BackendSelection {
+                backend,
+                reason: "auto: TensorRT".to_string(),
+            });
+        }
         Err(e) if e.is_unavailable() => skipped.push(format!("TensorRT unavailable ({e})")),
         Err(e) => return Err(e.into()),
     }
@@ -106,13 +114,22 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
     for device in [ComputeDevice::Cuda, ComputeDevice::Cpu] {
         match onnxruntime::OrtBackend::open(cfg, device) {
             Ok(backend) => {
-                let reason = format!("auto: {}; using ONNX Runtime {}", skipped.join("; "), device_label(device));
-                return Ok(BackendSelection { backend: Box::new(backend), reason });
+                let reason = format!(
+                    "auto: {}; using ONNX Runtime {}",
+                    skipped.join("; "),
+                    device_label(device)
+                );
+                return Ok(BackendSelection {
+                    backend: Box::new(backend),
+                    reason,
+                });
             }
             Err(InferError::CudaUnavailable { library, message }) => {
                 log::info!(library:% = library.display(), error = message.as_str();
                     "auto: ONNX Runtime CUDA provider not usable, trying ONNX Runtime CPU");
-                skipped.push(format!("ONNX Runtime CUDA provider unavailable ({message})"));
+                skipped.push(format!(
+                    "ONNX Runtime CUDA provider unavailable ({message})"
+                ));
             }
             // Without a usable library there is no point asking it about the CPU.
             Err(e) if e.is_engine_unavailable() => {
@@ -124,7 +141,10 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
         }
     }
     let backend = tract::TractBackend::open(cfg)?;
-    Ok(BackendSelection { backend: Box::new(backend), reason: format!("auto: {}; using tract", skipped.join("; ")) })
+    Ok(BackendSelection {
+        backend: Box::new(backend),
+        reason: format!("auto: {}; using tract", skipped.join("; ")),
+    })
 }
 
 /// `backend = "tensorrt"`: exactly TensorRT, or an error saying why not
@@ -132,7 +152,10 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
 #[cfg(feature = "tensorrt")]
 fn open_tensorrt(cfg: &Config) -> Result<BackendSelection, InferError> {
     let backend = tensorrt::open_backend(cfg)?;
-    Ok(BackendSelection { backend, reason: "backend = \"tensorrt\" in [inference]".to_string() })
+    Ok(BackendSelection {
+        backend,
+        reason: "backend = \"tensorrt\" in [inference]".to_string(),
+    })
 }
 
 #[cfg(not(feature = "tensorrt"))]

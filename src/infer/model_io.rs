@@ -64,8 +64,12 @@ impl ModelRole {
     /// The contract in words, for error messages.
     pub fn contract(self) -> &'static str {
         match self {
-            ModelRole::Segmentation => "one static f32 input [1,3,H,W] and one static f32 output [1,C,H,W] (C >= 2)",
-            ModelRole::Classifier => "one static f32 input [1,4,H,W] and one static f32 output [1,C] (C >= 2)",
+            ModelRole::Segmentation => {
+                "one static f32 input [1,3,H,W] and one static f32 output [1,C,H,W] (C >= 2)"
+            }
+            ModelRole::Classifier => {
+                "one static f32 input [1,4,H,W] and one static f32 output [1,C] (C >= 2)"
+            }
         }
     }
 }
@@ -115,11 +119,21 @@ pub struct ModelSpec<'a> {
 
 impl<'a> ModelSpec<'a> {
     pub fn segmentation(cfg: &'a crate::config::SegmentationModel) -> Self {
-        ModelSpec { role: ModelRole::Segmentation, path: &cfg.path, input: &cfg.input, output: &cfg.output }
+        ModelSpec {
+            role: ModelRole::Segmentation,
+            path: &cfg.path,
+            input: &cfg.input,
+            output: &cfg.output,
+        }
     }
 
     pub fn classifier(cfg: &'a crate::config::ClassifierModel) -> Self {
-        ModelSpec { role: ModelRole::Classifier, path: &cfg.path, input: &cfg.input, output: &cfg.output }
+        ModelSpec {
+            role: ModelRole::Classifier,
+            path: &cfg.path,
+            input: &cfg.input,
+            output: &cfg.output,
+        }
     }
 
     /// A clear error for a missing file before any engine tries (engines word it badly).
@@ -127,12 +141,19 @@ impl<'a> ModelSpec<'a> {
         if self.path.is_file() {
             Ok(())
         } else {
-            Err(InferError::ModelMissing { role: self.role, path: self.path.to_path_buf() })
+            Err(InferError::ModelMissing {
+                role: self.role,
+                path: self.path.to_path_buf(),
+            })
         }
     }
 
     fn contract_error(&self, problem: impl Into<String>) -> InferError {
-        InferError::Contract { role: self.role, path: self.path.to_path_buf(), problem: problem.into() }
+        InferError::Contract {
+            role: self.role,
+            path: self.path.to_path_buf(),
+            problem: problem.into(),
+        }
     }
 }
 
@@ -149,7 +170,12 @@ pub fn resolve_model_io(
     check_name(spec, "output", spec.output, &output.name)?;
     let input_shape = static_shape(spec, "input", input)?;
     let output_shape = static_shape(spec, "output", output)?;
-    let io = ModelIo { input_name: input.name.clone(), input_shape, output_name: output.name.clone(), output_shape };
+    let io = ModelIo {
+        input_name: input.name.clone(),
+        input_shape,
+        output_name: output.name.clone(),
+        output_shape,
+    };
     check_contract(spec, &io)?;
     Ok(io)
 }
@@ -163,13 +189,20 @@ fn single<'t>(
         [one] => Ok(one),
         _ => {
             let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-            Err(spec
-                .contract_error(format!("it has {} {what}s {names:?}, the pipeline feeds exactly one", tensors.len())))
+            Err(spec.contract_error(format!(
+                "it has {} {what}s {names:?}, the pipeline feeds exactly one",
+                tensors.len()
+            )))
         }
     }
 }
 
-fn check_name(spec: &ModelSpec<'_>, key: &'static str, configured: &str, actual: &str) -> Result<(), InferError> {
+fn check_name(
+    spec: &ModelSpec<'_>,
+    key: &'static str,
+    configured: &str,
+    actual: &str,
+) -> Result<(), InferError> {
     if configured == actual {
         Ok(())
     } else {
@@ -183,14 +216,21 @@ fn check_name(spec: &ModelSpec<'_>, key: &'static str, configured: &str, actual:
     }
 }
 
-fn static_shape(spec: &ModelSpec<'_>, what: &str, tensor: &DeclaredTensor) -> Result<Vec<usize>, InferError> {
+fn static_shape(
+    spec: &ModelSpec<'_>,
+    what: &str,
+    tensor: &DeclaredTensor,
+) -> Result<Vec<usize>, InferError> {
     if !tensor.is_f32 {
-        return Err(
-            spec.contract_error(format!("{what} \"{}\" has element type {}, not f32", tensor.name, tensor.element))
-        );
+        return Err(spec.contract_error(format!(
+            "{what} \"{}\" has element type {}, not f32",
+            tensor.name, tensor.element
+        )));
     }
     let Some(dims) = &tensor.dims else {
-        return Err(spec.contract_error(format!("{what} \"{}\" has no declared shape", tensor.name)));
+        return Err(
+            spec.contract_error(format!("{what} \"{}\" has no declared shape", tensor.name))
+        );
     };
     let mut shape = Vec::with_capacity(dims.len());
     for dim in dims {
@@ -212,7 +252,8 @@ fn static_shape(spec: &ModelSpec<'_>, what: &str, tensor: &DeclaredTensor) -> Re
 /// `[1, C]` for the classifier; at least two classes either way.
 pub fn check_contract(spec: &ModelSpec<'_>, io: &ModelIo) -> Result<(), InferError> {
     let channels = spec.role.input_channels();
-    let input_ok = matches!(io.input_shape.as_slice(), [1, c, h, w] if *c == channels && *h > 0 && *w > 0);
+    let input_ok =
+        matches!(io.input_shape.as_slice(), [1, c, h, w] if *c == channels && *h > 0 && *w > 0);
     if !input_ok {
         return Err(spec.contract_error(format!(
             "input \"{}\" has shape {:?}, expected [1, {channels}, H, W]",
@@ -225,9 +266,10 @@ pub fn check_contract(spec: &ModelSpec<'_>, io: &ModelIo) -> Result<(), InferErr
             matches!(io.output_shape.as_slice(), [1, c, oh, ow] if *c >= 2 && *oh == h && *ow == w),
             format!("[1, C, {h}, {w}] with C >= 2"),
         ),
-        ModelRole::Classifier => {
-            (matches!(io.output_shape.as_slice(), [1, c] if *c >= 2), "[1, C] with C >= 2".to_string())
-        }
+        ModelRole::Classifier => (
+            matches!(io.output_shape.as_slice(), [1, c] if *c >= 2),
+            "[1, C] with C >= 2".to_string(),
+        ),
     };
     if !output_ok {
         return Err(spec.contract_error(format!(
@@ -264,9 +306,19 @@ pub fn geometry(seg: &ModelIo, cls: &ModelIo) -> Result<TensorGeometry, InferErr
 }
 
 /// Checks the buffers a caller hands to `segment`/`classify` (a wrong length is a bug upstream).
-pub fn check_buffers(role: ModelRole, io: &ModelIo, input: &[f32], logits_out: &[f32]) -> Result<(), InferError> {
+pub fn check_buffers(
+    role: ModelRole,
+    io: &ModelIo,
+    input: &[f32],
+    logits_out: &[f32],
+) -> Result<(), InferError> {
     if input.len() != io.input_len() {
-        return Err(InferError::BufferLength { role, buffer: "input", expected: io.input_len(), actual: input.len() });
+        return Err(InferError::BufferLength {
+            role,
+            buffer: "input",
+            expected: io.input_len(),
+            actual: input.len(),
+        });
     }
     if logits_out.len() != io.output_len() {
         return Err(InferError::BufferLength {
@@ -280,7 +332,10 @@ pub fn check_buffers(role: ModelRole, io: &ModelIo, input: &[f32], logits_out: &
 }
 
 fn join(dims: &[Dim]) -> String {
-    dims.iter().map(Dim::to_string).collect::<Vec<_>>().join(", ")
+    dims.iter()
+        .map(Dim::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -298,7 +353,12 @@ mod tests {
     }
 
     fn seg_spec(path: &Path) -> ModelSpec<'_> {
-        ModelSpec { role: ModelRole::Segmentation, path, input: "images", output: "logits" }
+        ModelSpec {
+            role: ModelRole::Segmentation,
+            path,
+            input: "images",
+            output: "logits",
+        }
     }
 
     #[test]
@@ -324,17 +384,29 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("\"images\"") && err.contains("\"input.1\"") && err.contains("seg.onnx"), "{err}");
+        assert!(
+            err.contains("\"images\"") && err.contains("\"input.1\"") && err.contains("seg.onnx"),
+            "{err}"
+        );
     }
 
     #[test]
     fn dynamic_batch_is_rejected() {
         let path = PathBuf::from("seg.onnx");
         let mut input = f32_tensor("images", &[1, 3, 64, 64]);
-        input.dims = Some(vec![Dim::Symbolic("N".into()), Dim::Fixed(3), Dim::Fixed(64), Dim::Fixed(64)]);
-        let err = resolve_model_io(&seg_spec(&path), &[input], &[f32_tensor("logits", &[1, 2, 64, 64])])
-            .unwrap_err()
-            .to_string();
+        input.dims = Some(vec![
+            Dim::Symbolic("N".into()),
+            Dim::Fixed(3),
+            Dim::Fixed(64),
+            Dim::Fixed(64),
+        ]);
+        let err = resolve_model_io(
+            &seg_spec(&path),
+            &[input],
+            &[f32_tensor("logits", &[1, 2, 64, 64])],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("dynamic shape [N, 3, 64, 64]"), "{err}");
     }
 
@@ -348,7 +420,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("[1, 2, 32, 32]") && err.contains("[1, C, 64, 64]"), "{err}");
+        assert!(
+            err.contains("[1, 2, 32, 32]") && err.contains("[1, C, 64, 64]"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -366,7 +441,15 @@ mod tests {
             output_shape: vec![1, 2],
         };
         let g = geometry(&seg, &cls).unwrap();
-        assert_eq!(g, TensorGeometry { seg_hw: (640, 640), seg_classes: 2, cls_hw: (224, 512), cls_classes: 2 });
+        assert_eq!(
+            g,
+            TensorGeometry {
+                seg_hw: (640, 640),
+                seg_classes: 2,
+                cls_hw: (224, 512),
+                cls_classes: 2
+            }
+        );
         assert!(geometry(&cls, &seg).is_err());
     }
 }

@@ -28,7 +28,9 @@ use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 
 use super::error::InferError;
-use super::model_io::{DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io};
+use super::model_io::{
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+};
 use super::{BackendKind, InferenceBackend};
 use crate::config::{ComputeDevice, Config};
 
@@ -56,7 +58,10 @@ impl OrtBackend {
         seg_spec.require_file()?;
         cls_spec.require_file()?;
         let runtime = OrtRuntime::get(cfg.inference.onnxruntime_library.as_deref())?;
-        let options = SessionSettings { device, threads: cfg.inference.threads };
+        let options = SessionSettings {
+            device,
+            threads: cfg.inference.threads,
+        };
         let segmentation = OrtModel::load(&runtime, &seg_spec, &options)?;
         let classifier = OrtModel::load(&runtime, &cls_spec, &options)?;
         let kind = match device {
@@ -65,13 +70,11 @@ impl OrtBackend {
         };
         log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str();
             "ONNX Runtime sessions ready");
-        Ok(OrtBackend { kind, segmentation, classifier })
-    }
-
-    /// The library this process loaded (for logs and `--version`).
-    pub fn loaded_library() -> Option<(PathBuf, String)> {
-        let loaded = LOADED.lock().ok()?;
-        loaded.as_ref().map(|rt| (rt.library.clone(), rt.version.clone()))
+        Ok(OrtBackend {
+            kind,
+            segmentation,
+            classifier,
+        })
     }
 }
 
@@ -112,7 +115,11 @@ struct OrtModel {
 }
 
 impl OrtModel {
-    fn load(runtime: &OrtRuntime, spec: &ModelSpec<'_>, settings: &SessionSettings) -> Result<Self, InferError> {
+    fn load(
+        runtime: &OrtRuntime,
+        spec: &ModelSpec<'_>,
+        settings: &SessionSettings,
+    ) -> Result<Self, InferError> {
         let session = create_session(runtime, spec, settings)?;
         let inputs = declared(session.inputs());
         let outputs = declared(session.outputs());
@@ -126,24 +133,45 @@ impl OrtModel {
         // ONNX Runtime writes the output into this tensor on every run instead of allocating one.
         let output = Tensor::<f32>::new(&Allocator::default(), io.output_shape.clone())
             .map_err(|e| engine_error("allocate the output tensor", e))?;
-        let run_options = RunOptions::new().map_err(|e| engine_error("create run options", e))?.with_outputs(
-            OutputSelector::no_default().with(io.output_name.clone()).preallocate(io.output_name.clone(), output),
-        );
-        Ok(OrtModel { role: spec.role, io, session, run_options })
+        let run_options = RunOptions::new()
+            .map_err(|e| engine_error("create run options", e))?
+            .with_outputs(
+                OutputSelector::no_default()
+                    .with(io.output_name.clone())
+                    .preallocate(io.output_name.clone(), output),
+            );
+        Ok(OrtModel {
+            role: spec.role,
+            io,
+            session,
+            run_options,
+        })
     }
 
     fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
         check_buffers(self.role, &self.io, input, logits_out)?;
         let role = self.role;
-        let run_error = |e: ort::Error| InferError::Run { role, engine: ENGINE, message: e.to_string() };
-        let tensor = TensorRef::from_array_view((self.io.input_shape.as_slice(), input)).map_err(run_error)?;
-        let outputs = self.session.run_with_options(ort::inputs![tensor], &self.run_options).map_err(run_error)?;
+        let run_error = |e: ort::Error| InferError::Run {
+            role,
+            engine: ENGINE,
+            message: e.to_string(),
+        };
+        let tensor = TensorRef::from_array_view((self.io.input_shape.as_slice(), input))
+            .map_err(run_error)?;
+        let outputs = self
+            .session
+            .run_with_options(ort::inputs![tensor], &self.run_options)
+            .map_err(run_error)?;
         let (_, logits) = outputs[0].try_extract_tensor::<f32>().map_err(run_error)?;
         if logits.len() != logits_out.len() {
             return Err(InferError::Run {
                 role,
                 engine: ENGINE,
-                message: format!("output has {} values, expected {}", logits.len(), logits_out.len()),
+                message: format!(
+                    "output has {} values, expected {}",
+                    logits.len(),
+                    logits_out.len()
+                ),
             });
         }
         logits_out.copy_from_slice(logits);
@@ -177,24 +205,44 @@ fn create_session(
     builder.commit_from_file(spec.path).map_err(|e| {
         let message = e.to_string();
         match e.code() {
-            ort::ErrorCode::InvalidProtobuf | ort::ErrorCode::NoSuchFile | ort::ErrorCode::NoModel => {
-                InferError::ModelLoad { role: spec.role, path: spec.path.to_path_buf(), engine: ENGINE, message }
-            }
+            ort::ErrorCode::InvalidProtobuf
+            | ort::ErrorCode::NoSuchFile
+            | ort::ErrorCode::NoModel => InferError::ModelLoad {
+                role: spec.role,
+                path: spec.path.to_path_buf(),
+                engine: ENGINE,
+                message,
+            },
             ort::ErrorCode::ExecutionProviderFailure if settings.device == ComputeDevice::Cuda => {
-                InferError::CudaUnavailable { library: library.clone(), message }
+                InferError::CudaUnavailable {
+                    library: library.clone(),
+                    message,
+                }
             }
-            _ => InferError::EnginePrepare { role: spec.role, path: spec.path.to_path_buf(), engine: ENGINE, message },
+            _ => InferError::EnginePrepare {
+                role: spec.role,
+                path: spec.path.to_path_buf(),
+                engine: ENGINE,
+                message,
+            },
         }
     })
 }
 
 fn register_cuda(builder: SessionBuilder, library: &Path) -> Result<SessionBuilder, InferError> {
-    let unavailable = |message: String| InferError::CudaUnavailable { library: library.to_path_buf(), message };
+    let unavailable = |message: String| InferError::CudaUnavailable {
+        library: library.to_path_buf(),
+        message,
+    };
     // Ask first: the library says whether it was built with the provider at all,
     // which reads better than the registration error.
     match ort::ep::CUDA::is_available() {
         Ok(true) => {}
-        Ok(false) => return Err(unavailable("this ONNX Runtime build has no CUDA execution provider".into())),
+        Ok(false) => {
+            return Err(unavailable(
+                "this ONNX Runtime build has no CUDA execution provider".into(),
+            ));
+        }
         Err(e) => return Err(unavailable(format!("cannot list execution providers: {e}"))),
     }
     builder
@@ -207,7 +255,11 @@ fn declared(outlets: &[Outlet]) -> Vec<DeclaredTensor> {
     outlets
         .iter()
         .map(|outlet| match outlet.dtype() {
-            ValueType::Tensor { ty, shape, dimension_symbols } => DeclaredTensor {
+            ValueType::Tensor {
+                ty,
+                shape,
+                dimension_symbols,
+            } => DeclaredTensor {
                 name: outlet.name().to_string(),
                 dims: Some(
                     shape
@@ -250,7 +302,9 @@ impl OrtRuntime {
     fn get(configured: Option<&Path>) -> Result<OrtRuntime, InferError> {
         // A poisoned lock only means another thread panicked while loading; the
         // value inside is still either None or a complete runtime.
-        let mut loaded = LOADED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut loaded = LOADED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let explicit = explicit_library(configured);
         if let Some(runtime) = loaded.as_ref() {
             if let Some(choice) = &explicit {
@@ -275,7 +329,11 @@ impl OrtRuntime {
             None => discover()?,
         };
         let env = create_environment(&library)?;
-        let runtime = OrtRuntime { library, version, env };
+        let runtime = OrtRuntime {
+            library,
+            version,
+            env,
+        };
         *loaded = Some(runtime.clone());
         Ok(runtime)
     }
@@ -289,18 +347,26 @@ struct ExplicitLibrary {
 
 impl ExplicitLibrary {
     fn invalid(&self, reason: String) -> InferError {
-        InferError::OrtLibraryInvalid { path: self.path.clone(), origin: self.origin.to_string(), reason }
+        InferError::OrtLibraryInvalid {
+            path: self.path.clone(),
+            origin: self.origin.to_string(),
+            reason,
+        }
     }
 }
 
 fn explicit_library(configured: Option<&Path>) -> Option<ExplicitLibrary> {
     if let Some(path) = configured {
-        return Some(ExplicitLibrary { path: path.to_path_buf(), origin: "[inference] onnxruntime_library" });
+        return Some(ExplicitLibrary {
+            path: path.to_path_buf(),
+            origin: "[inference] onnxruntime_library",
+        });
     }
     match std::env::var_os("ORT_DYLIB_PATH") {
-        Some(value) if !value.is_empty() => {
-            Some(ExplicitLibrary { path: PathBuf::from(value), origin: "environment variable ORT_DYLIB_PATH" })
-        }
+        Some(value) if !value.is_empty() => Some(ExplicitLibrary {
+            path: PathBuf::from(value),
+            origin: "environment variable ORT_DYLIB_PATH",
+        }),
         _ => None,
     }
 }
@@ -314,7 +380,10 @@ pub fn discovery_candidates() -> Vec<(PathBuf, &'static str)> {
     }
     let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join(&local);
     if !candidates.iter().any(|(p, _)| *p == source_tree) {
-        candidates.push((source_tree, "project-local, source tree this binary was built from"));
+        candidates.push((
+            source_tree,
+            "project-local, source tree this binary was built from",
+        ));
     }
     candidates.push((PathBuf::from(SYSTEM_LIBRARY), "system library search path"));
     candidates
@@ -325,7 +394,10 @@ fn discover() -> Result<(PathBuf, String), InferError> {
     for (path, origin) in discovery_candidates() {
         let on_search_path = path.parent().is_none_or(|p| p.as_os_str().is_empty());
         if !on_search_path && !path.is_file() {
-            tried.push((format!("{} ({origin})", path.display()), "does not exist".to_string()));
+            tried.push((
+                format!("{} ({origin})", path.display()),
+                "does not exist".to_string(),
+            ));
             continue;
         }
         match precheck(&path) {
@@ -350,16 +422,19 @@ fn precheck(path: &Path) -> Result<String, String> {
     // SAFETY: loading a shared library runs its initializers. The file is one the
     // operator named (or the project's own copy) and is meant to be loaded into
     // this process; ort would load the same file next.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| match std::error::Error::source(&e) {
-        // libloading's own text is only "dlopen failed"; the loader's reason is the source.
-        Some(reason) => format!("{e}: {reason}"),
-        None => e.to_string(),
+    let library = unsafe { libloading::Library::new(path) }.map_err(|e| {
+        match std::error::Error::source(&e) {
+            // libloading's own text is only "dlopen failed"; the loader's reason is the source.
+            Some(reason) => format!("{e}: {reason}"),
+            None => e.to_string(),
+        }
     })?;
     // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime release
     // (onnxruntime_c_api.h); the type matches ort-sys's declaration.
-    let get_api_base =
-        unsafe { library.get::<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase>(b"OrtGetApiBase\0") }
-            .map_err(|_| "it does not export OrtGetApiBase: not an ONNX Runtime library".to_string())?;
+    let get_api_base = unsafe {
+        library.get::<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase>(b"OrtGetApiBase\0")
+    }
+    .map_err(|_| "it does not export OrtGetApiBase: not an ONNX Runtime library".to_string())?;
     // SAFETY: OrtGetApiBase takes no arguments and returns a pointer to a static table.
     let base = unsafe { get_api_base() };
     if base.is_null() {
@@ -367,15 +442,27 @@ fn precheck(path: &Path) -> Result<String, String> {
     }
     // SAFETY: `base` is non-null and points to the library's static OrtApiBase;
     // GetVersionString returns a static NUL-terminated string.
-    let version = unsafe { CStr::from_ptr(((*base).GetVersionString)()) }.to_string_lossy().into_owned();
-    let minor = version.split('.').nth(1).and_then(|m| m.parse::<u32>().ok()).unwrap_or(0);
+    let version = unsafe { CStr::from_ptr(((*base).GetVersionString)()) }
+        .to_string_lossy()
+        .into_owned();
+    let minor = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
     if minor < ort::MINOR_VERSION {
-        return Err(format!("it is ONNX Runtime {version}; sealcheck needs 1.{} or newer", ort::MINOR_VERSION));
+        return Err(format!(
+            "it is ONNX Runtime {version}; sealcheck needs 1.{} or newer",
+            ort::MINOR_VERSION
+        ));
     }
     // SAFETY: as above; GetApi returns null for API versions the library lacks.
     let api = unsafe { ((*base).GetApi)(ort::sys::ORT_API_VERSION) };
     if api.is_null() {
-        return Err(format!("ONNX Runtime {version} does not offer C API version {}", ort::sys::ORT_API_VERSION));
+        return Err(format!(
+            "ONNX Runtime {version} does not offer C API version {}",
+            ort::sys::ORT_API_VERSION
+        ));
     }
     // Keep the library mapped: ort opens the same file next and gets this handle.
     std::mem::forget(library);

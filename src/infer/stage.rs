@@ -11,7 +11,12 @@ use crate::preprocess::{Preprocessor, logits_to_mask};
 
 /// Runs both models on a preprocessed frame. Skips frames that already failed;
 /// a failure here marks the frame so it fails with reason `error`.
-pub fn infer_frame(backend: &mut dyn InferenceBackend, preprocessor: &Preprocessor, mask_class: usize, work: &mut FrameWork) {
+pub fn infer_frame(
+    backend: &mut dyn InferenceBackend,
+    preprocessor: &Preprocessor,
+    mask_class: usize,
+    work: &mut FrameWork,
+) {
     if work.error.is_some() {
         return;
     }
@@ -51,7 +56,12 @@ impl InferStage {
                 StageMessage::Inspect(mut work) => {
                     #[cfg(feature = "fault-injection")]
                     crate::fault::maybe_stall(stall_after, work.meta.seq);
-                    infer_frame(self.backend.as_mut(), &self.preprocessor, self.mask_class, &mut work);
+                    infer_frame(
+                        self.backend.as_mut(),
+                        &self.preprocessor,
+                        self.mask_class,
+                        &mut work,
+                    );
                     self.liveness.frame_inferred();
                     StageMessage::Inspect(work)
                 }

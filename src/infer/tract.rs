@@ -6,7 +6,9 @@ use std::sync::Arc;
 use tract_onnx::prelude::*;
 
 use super::error::InferError;
-use super::model_io::{DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io};
+use super::model_io::{
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+};
 use super::{BackendKind, InferenceBackend};
 use crate::config::Config;
 
@@ -25,7 +27,10 @@ impl TractBackend {
         }
         let segmentation = TractModel::load(&ModelSpec::segmentation(&cfg.segmentation))?;
         let classifier = TractModel::load(&ModelSpec::classifier(&cfg.classifier))?;
-        Ok(TractBackend { segmentation, classifier })
+        Ok(TractBackend {
+            segmentation,
+            classifier,
+        })
     }
 }
 
@@ -67,12 +72,14 @@ impl TractModel {
         spec.require_file()?;
         let role = spec.role;
         let path = spec.path;
-        let model = tract_onnx::onnx().model_for_path(path).map_err(|e| InferError::ModelLoad {
-            role,
-            path: path.to_path_buf(),
-            engine: ENGINE,
-            message: format!("{e:#}"),
-        })?;
+        let model = tract_onnx::onnx()
+            .model_for_path(path)
+            .map_err(|e| InferError::ModelLoad {
+                role,
+                path: path.to_path_buf(),
+                engine: ENGINE,
+                message: format!("{e:#}"),
+            })?;
         let prepare_error = |e: TractError| InferError::EnginePrepare {
             role,
             path: path.to_path_buf(),
@@ -90,31 +97,52 @@ impl TractModel {
 
         // Pin the input to the static shape the model declared, so the optimizer
         // can specialize every operator to it.
-        typed.set_input_fact(0, f32::fact(&io.input_shape)).map_err(prepare_error)?;
-        let plan = typed.into_optimized().and_then(|m| m.into_runnable()).map_err(prepare_error)?;
+        typed
+            .set_input_fact(0, f32::fact(&io.input_shape))
+            .map_err(prepare_error)?;
+        let plan = typed
+            .into_optimized()
+            .and_then(|m| m.into_runnable())
+            .map_err(prepare_error)?;
         let state = TypedSimpleState::new(&plan).map_err(prepare_error)?;
         let input = Arc::new(Tensor::zero::<f32>(&io.input_shape).map_err(prepare_error)?);
         log::debug!(model:% = path.display(), input:? = io.input_shape, output:? = io.output_shape; "tract model ready");
-        Ok(TractModel { role, io, state, input })
+        Ok(TractModel {
+            role,
+            io,
+            state,
+            input,
+        })
     }
 
     fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
         check_buffers(self.role, &self.io, input, logits_out)?;
-        let run_error = |e: TractError| InferError::Run { role: self.role, engine: ENGINE, message: format!("{e:#}") };
+        let run_error = |e: TractError| InferError::Run {
+            role: self.role,
+            engine: ENGINE,
+            message: format!("{e:#}"),
+        };
         // Only clones when a previous run still holds the tensor, which tract does not do.
         let tensor = Arc::make_mut(&mut self.input);
         tensor
             .try_as_plain_ram_mut()
             .and_then(|mut view| view.as_slice_mut::<f32>().map(|s| s.copy_from_slice(input)))
             .map_err(run_error)?;
-        let outputs = self.state.run(tvec![self.input.clone().into_tvalue()]).map_err(run_error)?;
+        let outputs = self
+            .state
+            .run(tvec![self.input.clone().into_tvalue()])
+            .map_err(run_error)?;
         let view = outputs[0].try_as_plain_ram().map_err(run_error)?;
         let logits = view.as_slice::<f32>().map_err(run_error)?;
         if logits.len() != logits_out.len() {
             return Err(InferError::Run {
                 role: self.role,
                 engine: ENGINE,
-                message: format!("output has {} values, expected {}", logits.len(), logits_out.len()),
+                message: format!(
+                    "output has {} values, expected {}",
+                    logits.len(),
+                    logits_out.len()
+                ),
             });
         }
         logits_out.copy_from_slice(logits);
@@ -125,14 +153,27 @@ impl TractModel {
 fn outlet_names(model: &InferenceModel, outlets: &[OutletId]) -> Vec<String> {
     outlets
         .iter()
-        .map(|outlet| model.outlet_label(*outlet).unwrap_or(&model.node(outlet.node).name).to_string())
+        .map(|outlet| {
+            model
+                .outlet_label(*outlet)
+                .unwrap_or(&model.node(outlet.node).name)
+                .to_string()
+        })
         .collect()
 }
 
-fn declared(model: &TypedModel, names: &[String], inputs: bool) -> TractResult<Vec<DeclaredTensor>> {
+fn declared(
+    model: &TypedModel,
+    names: &[String],
+    inputs: bool,
+) -> TractResult<Vec<DeclaredTensor>> {
     let mut tensors = Vec::with_capacity(names.len());
     for (ix, name) in names.iter().enumerate() {
-        let fact = if inputs { model.input_fact(ix)? } else { model.output_fact(ix)? };
+        let fact = if inputs {
+            model.input_fact(ix)?
+        } else {
+            model.output_fact(ix)?
+        };
         let dims = fact
             .shape
             .dims()

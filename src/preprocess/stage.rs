@@ -15,7 +15,9 @@ use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 pub fn preprocess_frame(preprocessor: &mut Preprocessor, frame: &FrameSlot, work: &mut FrameWork) {
     let started = Instant::now();
     work.reset(frame.meta);
-    if let Err(e) = preprocessor.frame_to_tensors(frame.image(), &mut work.seg_input, &mut work.cls_input) {
+    if let Err(e) =
+        preprocessor.frame_to_tensors(frame.image(), &mut work.seg_input, &mut work.cls_input)
+    {
         work.error = Some((FailedStage::Preprocess, e.to_string()));
     }
     work.timings.preprocess_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -28,13 +30,16 @@ pub struct PreprocessStage {
     /// the backpressure that keeps at most `pool` frames in flight.
     pub free_work: Receiver<Box<FrameWork>>,
     pub preprocessor: Preprocessor,
+    pub liveness: crate::service::Liveness,
 }
 
 impl PreprocessStage {
     /// Runs until capture ends; returns how it ended.
     pub fn run(mut self) -> EndOfStream {
         loop {
-            let Some(event) = self.input.pop(Duration::from_millis(200)) else { continue };
+            let Some(event) = self.input.pop(Duration::from_millis(200)) else {
+                continue;
+            };
             let message = match event {
                 CaptureEvent::Frame(slot) => {
                     let Ok(mut work) = self.free_work.recv() else {
@@ -43,10 +48,15 @@ impl PreprocessStage {
                     };
                     preprocess_frame(&mut self.preprocessor, &slot, &mut work);
                     self.input.recycle(slot);
+                    self.liveness.frame_preprocessed();
                     StageMessage::Inspect(work)
                 }
-                CaptureEvent::Dropped { meta, count } => StageMessage::NotInspected { first: meta, count },
-                CaptureEvent::Failed { meta, message } => StageMessage::CaptureFailed { meta, message },
+                CaptureEvent::Dropped { meta, count } => {
+                    StageMessage::NotInspected { first: meta, count }
+                }
+                CaptureEvent::Failed { meta, message } => {
+                    StageMessage::CaptureFailed { meta, message }
+                }
                 CaptureEvent::End(end) => {
                     let _ = self.output.send(StageMessage::End);
                     return end;

@@ -15,14 +15,16 @@
 //!
 //! Layers: `bridge` (the `#[cxx::bridge]`), `engine` (safe owners:
 //! `Builder`, `Runtime`, `Engine`, `Context<'engine>`), `engine_cache`,
-//! `calibration`, `progress` (TensorRT's logger and build progress), and this
-//! file, the backend.
+//! `calibration`, `progress` (TensorRT's logger and build progress), `device`
+//! (`DevicePath`: device mode with the GPU preprocessor), and this file, the
+//! backend (host mode through `InferenceBackend`).
 //!
 //! Settings the config file has no keys for yet come from the environment
 //! (`TensorRtSettings`): precision, workspace, engine folder, INT8 images.
 
 mod bridge;
 mod calibration;
+mod device;
 mod engine;
 pub mod engine_cache;
 mod error;
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub use bridge::{LibraryInfo, Precision, TensorInfo};
+pub use device::{DevicePath, DeviceTimings};
 pub use engine::{
     Builder, Context, Engine, LoadedEngine, Runtime, compiled_against, int8_calibration_supported,
     load_library, version_string,
@@ -304,6 +307,35 @@ impl TensorRtBackend {
         let model = self.model_mut(role);
         // SAFETY: forwarded from this function's contract.
         unsafe { model.loaded.enqueue(stream) }
+    }
+
+    /// This backend's own device buffer for `role`'s output (what the engine
+    /// writes in host mode; device mode may bind the classifier's output to it).
+    pub fn own_output(&self, role: ModelRole) -> DeviceTensor {
+        let output = &self.model(role).output;
+        DeviceTensor {
+            ptr: output.device_ptr(),
+            len: output.len(),
+            element: TensorElement::F32,
+        }
+    }
+
+    /// Device mode: queues a copy of `role`'s own output buffer into `dst` on `stream`.
+    ///
+    /// # Safety
+    /// `dst` must not be read or written by the host until `stream` has run
+    /// this copy (an event recorded after it has completed).
+    pub unsafe fn queue_output_download(
+        &self,
+        role: ModelRole,
+        stream: &Stream,
+        dst: &mut PinnedBuffer<f32>,
+    ) -> Result<(), TrtError> {
+        let output = &self.model(role).output;
+        // SAFETY: `output` lives as long as `self`; the caller keeps `dst`
+        // untouched until the stream has run the copy.
+        unsafe { stream.download(output, 0, output.len(), dst) }
+            .map_err(TrtError::gpu("copy the output from the GPU"))
     }
 
     /// Points both engines back at this backend's own buffers (host mode).
