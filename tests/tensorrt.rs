@@ -29,10 +29,11 @@ mod with_tensorrt {
     use sealcheck::config::{self, Config};
     use sealcheck::decision::{self, Decision};
     use sealcheck::frame::{FrameMeta, FrameSlot, FrameWork, TensorGeometry};
+    use sealcheck::gpu::FrameTransfer;
     use sealcheck::gpu::GpuContext;
     use sealcheck::infer::tensorrt::{
-        BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend, TensorRtSettings,
-        compiled_against, load_library, version_string,
+        BuildReason, Builder, CacheOutcome, DevicePath, Precision, Runtime, TensorRtBackend,
+        TensorRtSettings, compiled_against, load_library, version_string,
     };
     use sealcheck::infer::{self, InferenceBackend, infer_frame, tract::TractBackend};
     use sealcheck::preprocess::{Preprocessor, preprocess_frame};
@@ -403,6 +404,58 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             frames.len().div_ceil(PARITY_STRIDE),
             worst_mask * 100.0
         );
+    }
+
+    /// Device mode (GPU preprocessing, both engines and the mask kernels on
+    /// one stream, one wait per frame) against the CPU reference.
+    #[test]
+    fn device_path_matches_the_cpu_reference() {
+        skip_without_tensorrt!();
+        let _gpu = gpu_lock();
+        let mut pair = open_pair();
+        let mut preprocessor = pair.preprocessor();
+        let mut slot = FrameSlot::with_capacity(0);
+        let cfg = demo_config();
+        let backend =
+            TensorRtBackend::open_with(&cfg, &settings(shared_engine_dir()), None).unwrap();
+        let integrated = backend.gpu().integrated();
+        let transfer = if integrated {
+            FrameTransfer::Mapped
+        } else {
+            FrameTransfer::Copy
+        };
+        let mut device = DevicePath::new(&cfg, backend, transfer)
+            .expect("device path over the GPU preprocessor");
+        let defect_class = cfg.classifier.defect_class;
+        for (seq, image) in clip_frames().iter().enumerate().step_by(PARITY_STRIDE) {
+            let run = pair.run(&mut preprocessor, &mut slot, image, seq as u64);
+            let mut work = FrameWork::new(&pair.geometry);
+            let timings = device
+                .run_frame(slot.image(), &mut work)
+                .expect("device path runs the frame");
+            let pixels = run.reference.mask.len() as f64;
+            let area_difference =
+                (work.mask_pixels as f64 - run.reference.mask_pixels as f64).abs() / pixels;
+            assert!(
+                area_difference <= 1.0 - MASK_AGREEMENT,
+                "{}: mask pixels {} (device) vs {} (tract)",
+                image.display(),
+                work.mask_pixels,
+                run.reference.mask_pixels
+            );
+            let reference =
+                decision::class_probability(&run.reference.cls_logits, defect_class).unwrap();
+            let on_device = decision::class_probability(&work.cls_logits, defect_class).unwrap();
+            assert!(
+                (reference - on_device).abs() <= PROB_TOLERANCE,
+                "{}: defect probability {on_device:.4} (device path) vs {reference:.4} (tract)",
+                image.display()
+            );
+            assert!(
+                timings.segment_ms > 0.0 && timings.classify_ms > 0.0,
+                "{timings:?}"
+            );
+        }
     }
 
     #[test]
