@@ -428,10 +428,10 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
             gbps,
             100.0 * gbps / copy_gbps
         );
-        let _ = write!(
+        let _ = writeln!(
             json,
             "  {{\"kernel\": \"{}\", \"case\": \"{}\", \"bytes\": {}, \"median_us\": {:.3}, \"p10_us\": {:.3}, \
-             \"p90_us\": {:.3}, \"batch_mean_us\": {:.3}, \"gbps\": {:.1}, \"copy_gbps\": {:.1}}}{}\n",
+             \"p90_us\": {:.3}, \"batch_mean_us\": {:.3}, \"gbps\": {:.1}, \"copy_gbps\": {:.1}}}{}",
             row.kernel,
             row.case,
             row.bytes,
@@ -447,10 +447,10 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
     json.push_str("]\n");
     println!("{table}");
     println!("device-to-device copy: {copy_gbps:.0} GB/s (read + write)");
-    if let Some(out) = &args.out {
-        if let Err(e) = std::fs::write(out, &json) {
-            eprintln!("cannot write {}: {e}", out.display());
-        }
+    if let Some(out) = &args.out
+        && let Err(e) = std::fs::write(out, &json)
+    {
+        eprintln!("cannot write {}: {e}", out.display());
     }
     Ok(())
 }
