@@ -31,5 +31,7 @@ python3 scripts/evaluate.py --seed "$EVAL_SEED" --count "$EVAL_COUNT" --models "
   --json "$MODELS/eval_seed${EVAL_SEED}.json" || rc=$?
 echo "[assets] evaluated at $((SECONDS - start))s (rc $rc)"
 python3 scripts/make_clip.py --seed "$CLIP_SEED" --count 300 --out "$CLIP"
+# reference per-frame outputs for the clip (what the Rust pipeline should reproduce)
+python3 scripts/evaluate.py --frames "$CLIP" --models "$MODELS" --per-frame "$CLIP/expected.jsonl" || true
 echo "[assets] done in $((SECONDS - start))s $(date -u +%FT%TZ)"
 exit $rc
