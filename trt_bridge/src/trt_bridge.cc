@@ -386,18 +386,19 @@ rust::Vec<uint8_t> Builder::build_serialized_network(rust::Slice<const uint8_t> 
         throw std::runtime_error(message);
     }
 
+    // The monitor and the calibrator are declared before the config that
+    // points at them, so they outlive it.
+    ProgressMonitor monitor(progress);
+#if SEALCHECK_TRT_HAS_IMPLICIT_INT8
+    std::unique_ptr<Calibrator> calibrator;
+#endif
     TrtPtr<nvinfer1::IBuilderConfig> config(builder.createBuilderConfig());
     if (!config) {
         throw std::runtime_error(failure("createBuilderConfig"));
     }
     config->setMemoryPoolLimit(nvinfer1::MemoryPoolType::kWORKSPACE, options.workspace_mib << 20);
-
-    ProgressMonitor monitor(progress);
     config->setProgressMonitor(&monitor);
 
-#if SEALCHECK_TRT_HAS_IMPLICIT_INT8
-    std::unique_ptr<Calibrator> calibrator;
-#endif
     switch (options.precision) {
         case Precision::Fp32:
             break;
@@ -454,7 +455,6 @@ rust::Vec<uint8_t> Builder::build_serialized_network(rust::Slice<const uint8_t> 
     }
 
     TrtPtr<nvinfer1::IHostMemory> plan(builder.buildSerializedNetwork(*network, *config));
-    config->setProgressMonitor(nullptr);
     if (!plan || plan->size() == 0) {
         throw std::runtime_error(failure("buildSerializedNetwork"));
     }
