@@ -65,7 +65,14 @@ fn python() -> String {
 }
 
 /// Writes one generated model; `extra` may be "dynamic" (batch dimension named N).
-fn gen_model(dir: &Path, file: &str, kind: &str, names: (&str, &str), chw: [usize; 3], extra: &str) -> PathBuf {
+fn gen_model(
+    dir: &Path,
+    file: &str,
+    kind: &str,
+    names: (&str, &str),
+    chw: [usize; 3],
+    extra: &str,
+) -> PathBuf {
     let script = dir.join("gen_model.py");
     std::fs::write(&script, MODEL_GEN).unwrap();
     let path = dir.join(file);
@@ -89,14 +96,41 @@ struct Models {
 }
 
 fn models() -> Models {
-    let (seg, cls) = (repo().join("models/seg.onnx"), repo().join("models/cls.onnx"));
+    let (seg, cls) = (
+        repo().join("models/seg.onnx"),
+        repo().join("models/cls.onnx"),
+    );
     if seg.is_file() && cls.is_file() {
-        return Models { seg, cls, what: "demo models (models/seg.onnx, models/cls.onnx)", _dir: None };
+        return Models {
+            seg,
+            cls,
+            what: "demo models (models/seg.onnx, models/cls.onnx)",
+            _dir: None,
+        };
     }
     let dir = tempfile::tempdir().unwrap();
-    let seg = gen_model(dir.path(), "seg.onnx", "seg", ("images", "logits"), [3, 640, 640], "");
-    let cls = gen_model(dir.path(), "cls.onnx", "cls", ("input", "logits"), [4, 224, 512], "");
-    Models { seg, cls, what: "generated Conv+Resize models (models/ has no demo models)", _dir: Some(dir) }
+    let seg = gen_model(
+        dir.path(),
+        "seg.onnx",
+        "seg",
+        ("images", "logits"),
+        [3, 640, 640],
+        "",
+    );
+    let cls = gen_model(
+        dir.path(),
+        "cls.onnx",
+        "cls",
+        ("input", "logits"),
+        [4, 224, 512],
+        "",
+    );
+    Models {
+        seg,
+        cls,
+        what: "generated Conv+Resize models (models/ has no demo models)",
+        _dir: Some(dir),
+    }
 }
 
 /// A validated config for these models; `inference` is the body of [inference].
@@ -131,7 +165,9 @@ fn ort_available() -> bool {
     let explicit = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty());
     let found = match explicit {
         Some(path) => Path::new(&path).is_file(),
-        None => infer::onnxruntime::discovery_candidates().iter().any(|(p, _)| p.is_file()),
+        None => infer::onnxruntime::discovery_candidates()
+            .iter()
+            .any(|(p, _)| p.is_file()),
     };
     if !found {
         println!("SKIPPED: libonnxruntime not found (run scripts/fetch_onnxruntime.sh)");
@@ -153,7 +189,11 @@ fn normalized_input(len: usize, seed: u64) -> Vec<f32> {
 }
 
 fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
-    let diff: f64 = a.iter().zip(reference).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    let diff: f64 = a
+        .iter()
+        .zip(reference)
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+        .sum();
     let norm: f64 = reference.iter().map(|y| (*y as f64).powi(2)).sum();
     (diff / norm.max(1e-30)).sqrt()
 }
@@ -198,7 +238,10 @@ fn open(cfg: &Config) -> Box<dyn InferenceBackend> {
 
 fn open_err(cfg: &Config) -> InferError {
     match infer::open_backend(cfg) {
-        Ok(selection) => panic!("expected an error, got backend {}", selection.backend.kind().as_str()),
+        Ok(selection) => panic!(
+            "expected an error, got backend {}",
+            selection.backend.kind().as_str()
+        ),
         Err(e) => e,
     }
 }
@@ -211,24 +254,45 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
     let models = models();
     println!("models: {}", models.what);
     let dir = tempfile::tempdir().unwrap();
-    let mut tract = open(&config_for(dir.path(), &models.seg, &models.cls, "backend = \"tract\""));
-    let mut ort =
-        open(&config_for(dir.path(), &models.seg, &models.cls, "backend = \"onnxruntime\"\ndevice = \"cpu\""));
+    let mut tract = open(&config_for(
+        dir.path(),
+        &models.seg,
+        &models.cls,
+        "backend = \"tract\"",
+    ));
+    let mut ort = open(&config_for(
+        dir.path(),
+        &models.seg,
+        &models.cls,
+        "backend = \"onnxruntime\"\ndevice = \"cpu\"",
+    ));
     assert_eq!(tract.kind(), BackendKind::Tract);
     assert_eq!(ort.kind(), BackendKind::OnnxRuntimeCpu);
-    assert_eq!(tract.segmentation_io(), ort.segmentation_io(), "both engines must read the same model IO");
+    assert_eq!(
+        tract.segmentation_io(),
+        ort.segmentation_io(),
+        "both engines must read the same model IO"
+    );
     assert_eq!(tract.classifier_io(), ort.classifier_io());
     let g = infer::geometry(tract.segmentation_io(), tract.classifier_io()).unwrap();
 
     let mut worst = (0.0f64, 0.0f64);
     for seed in 1..=3u64 {
         let seg_in = normalized_input(g.seg_input_len(), seed);
-        let (mut seg_ref, mut seg_ort) = (vec![0.0; g.seg_logits_len()], vec![0.0; g.seg_logits_len()]);
+        let (mut seg_ref, mut seg_ort) =
+            (vec![0.0; g.seg_logits_len()], vec![0.0; g.seg_logits_len()]);
         tract.segment(&seg_in, &mut seg_ref).unwrap();
         ort.segment(&seg_in, &mut seg_ort).unwrap();
         let seg_err = relative_error(&seg_ort, &seg_ref);
-        let (mask_ref, mask_ort) = (argmax_mask(&seg_ref, g.seg_classes), argmax_mask(&seg_ort, g.seg_classes));
-        let differing = mask_ref.iter().zip(&mask_ort).filter(|(a, b)| a != b).count();
+        let (mask_ref, mask_ort) = (
+            argmax_mask(&seg_ref, g.seg_classes),
+            argmax_mask(&seg_ort, g.seg_classes),
+        );
+        let differing = mask_ref
+            .iter()
+            .zip(&mask_ort)
+            .filter(|(a, b)| a != b)
+            .count();
 
         let cls_in = normalized_input(g.cls_input_len(), seed + 100);
         let (mut cls_ref, mut cls_ort) = (vec![0.0; g.cls_classes], vec![0.0; g.cls_classes]);
@@ -240,12 +304,21 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
              (tract {cls_ref:?}, ort {cls_ort:?})",
             mask_ref.len()
         );
-        assert!(seg_err < 1e-4, "segmentation logits differ: relative error {seg_err:.3e}");
-        assert!(cls_err < 1e-4, "classifier logits differ: relative error {cls_err:.3e}");
+        assert!(
+            seg_err < 1e-4,
+            "segmentation logits differ: relative error {seg_err:.3e}"
+        );
+        assert!(
+            cls_err < 1e-4,
+            "classifier logits differ: relative error {cls_err:.3e}"
+        );
         assert_eq!(differing, 0, "argmax masks differ at {differing} pixels");
         worst = (worst.0.max(seg_err), worst.1.max(cls_err));
     }
-    println!("worst relative error: seg {:.3e}, cls {:.3e}", worst.0, worst.1);
+    println!(
+        "worst relative error: seg {:.3e}, cls {:.3e}",
+        worst.0, worst.1
+    );
 
     // Timings for the report (release build; this machine's CPU).
     let seg_in = normalized_input(g.seg_input_len(), 9);
@@ -254,7 +327,8 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
     let mut cls_out = vec![0.0; g.cls_classes];
     for backend in [&mut tract, &mut ort] {
         let (seg_median, seg_min) = time_ms(10, || backend.segment(&seg_in, &mut seg_out).unwrap());
-        let (cls_median, cls_min) = time_ms(10, || backend.classify(&cls_in, &mut cls_out).unwrap());
+        let (cls_median, cls_min) =
+            time_ms(10, || backend.classify(&cls_in, &mut cls_out).unwrap());
         println!(
             "{}: segment {seg_median:.1} ms (fastest {seg_min:.1}), classify {cls_median:.1} ms (fastest {cls_min:.1}); \
              median of 10, {} CPUs",
@@ -267,7 +341,14 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
 /// Generated models for the error tests (small, so they load fast).
 fn small_models(dir: &Path) -> (PathBuf, PathBuf) {
     (
-        gen_model(dir, "seg.onnx", "seg", ("images", "logits"), [3, 64, 96], ""),
+        gen_model(
+            dir,
+            "seg.onnx",
+            "seg",
+            ("images", "logits"),
+            [3, 64, 96],
+            "",
+        ),
         gen_model(dir, "cls.onnx", "cls", ("input", "logits"), [4, 32, 64], ""),
     )
 }
@@ -278,23 +359,55 @@ fn tract_runs_small_models_and_reads_their_io() {
     let (seg, cls) = small_models(dir.path());
     let mut backend = open(&config_for(dir.path(), &seg, &cls, "backend = \"tract\""));
     let g = infer::geometry(backend.segmentation_io(), backend.classifier_io()).unwrap();
-    assert_eq!((g.seg_hw, g.seg_classes, g.cls_hw, g.cls_classes), ((64, 96), 2, (32, 64), 2));
+    assert_eq!(
+        (g.seg_hw, g.seg_classes, g.cls_hw, g.cls_classes),
+        ((64, 96), 2, (32, 64), 2)
+    );
     let mut logits = vec![0.0; g.seg_logits_len()];
-    backend.segment(&normalized_input(g.seg_input_len(), 1), &mut logits).unwrap();
+    backend
+        .segment(&normalized_input(g.seg_input_len(), 1), &mut logits)
+        .unwrap();
     assert!(logits.iter().all(|v| v.is_finite()) && logits.iter().any(|v| *v != 0.0));
     // A wrong-sized buffer is refused, not read past.
-    let err = backend.segment(&[0.0; 10], &mut logits).unwrap_err().to_string();
-    assert!(err.contains("input buffer holds 10 floats") && err.contains(&g.seg_input_len().to_string()), "{err}");
+    let err = backend
+        .segment(&[0.0; 10], &mut logits)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("input buffer holds 10 floats")
+            && err.contains(&g.seg_input_len().to_string()),
+        "{err}"
+    );
 }
 
 #[test]
 fn input_name_mismatch_names_both_names_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let seg = gen_model(dir.path(), "seg.onnx", "seg", ("input.1", "logits"), [3, 64, 96], "");
-    let cls = gen_model(dir.path(), "cls.onnx", "cls", ("input", "logits"), [4, 32, 64], "");
+    let seg = gen_model(
+        dir.path(),
+        "seg.onnx",
+        "seg",
+        ("input.1", "logits"),
+        [3, 64, 96],
+        "",
+    );
+    let cls = gen_model(
+        dir.path(),
+        "cls.onnx",
+        "cls",
+        ("input", "logits"),
+        [4, 32, 64],
+        "",
+    );
     let err = open_err(&config_for(dir.path(), &seg, &cls, "backend = \"tract\"")).to_string();
     println!("{err}");
-    for needle in ["\"images\"", "\"input.1\"", "[models.segmentation]", "input", &seg.display().to_string()] {
+    for needle in [
+        "\"images\"",
+        "\"input.1\"",
+        "[models.segmentation]",
+        "input",
+        &seg.display().to_string(),
+    ] {
         assert!(err.contains(needle), "missing {needle:?} in: {err}");
     }
 }
@@ -305,9 +418,29 @@ fn output_name_mismatch_on_onnxruntime_too() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let seg = gen_model(dir.path(), "seg.onnx", "seg", ("images", "logits"), [3, 64, 96], "");
-    let cls = gen_model(dir.path(), "cls.onnx", "cls", ("input", "probs"), [4, 32, 64], "");
-    let err = open_err(&config_for(dir.path(), &seg, &cls, "backend = \"onnxruntime\"")).to_string();
+    let seg = gen_model(
+        dir.path(),
+        "seg.onnx",
+        "seg",
+        ("images", "logits"),
+        [3, 64, 96],
+        "",
+    );
+    let cls = gen_model(
+        dir.path(),
+        "cls.onnx",
+        "cls",
+        ("input", "probs"),
+        [4, 32, 64],
+        "",
+    );
+    let err = open_err(&config_for(
+        dir.path(),
+        &seg,
+        &cls,
+        "backend = \"onnxruntime\"",
+    ))
+    .to_string();
     println!("{err}");
     for needle in ["\"logits\"", "\"probs\"", "[models.classifier]", "output"] {
         assert!(err.contains(needle), "missing {needle:?} in: {err}");
@@ -318,18 +451,49 @@ fn output_name_mismatch_on_onnxruntime_too() {
 fn wrong_input_channels_is_a_shape_error() {
     let dir = tempfile::tempdir().unwrap();
     // A 3-channel classifier: the pipeline feeds RGB + mask.
-    let seg = gen_model(dir.path(), "seg.onnx", "seg", ("images", "logits"), [3, 64, 96], "");
-    let cls = gen_model(dir.path(), "cls.onnx", "cls", ("input", "logits"), [3, 32, 64], "");
+    let seg = gen_model(
+        dir.path(),
+        "seg.onnx",
+        "seg",
+        ("images", "logits"),
+        [3, 64, 96],
+        "",
+    );
+    let cls = gen_model(
+        dir.path(),
+        "cls.onnx",
+        "cls",
+        ("input", "logits"),
+        [3, 32, 64],
+        "",
+    );
     let err = open_err(&config_for(dir.path(), &seg, &cls, "backend = \"tract\"")).to_string();
     println!("{err}");
-    assert!(err.contains("[1, 3, 32, 64]") && err.contains("[1, 4, H, W]") && err.contains("cls.onnx"), "{err}");
+    assert!(
+        err.contains("[1, 3, 32, 64]") && err.contains("[1, 4, H, W]") && err.contains("cls.onnx"),
+        "{err}"
+    );
 }
 
 #[test]
 fn dynamic_batch_is_a_shape_error_on_both_engines() {
     let dir = tempfile::tempdir().unwrap();
-    let seg = gen_model(dir.path(), "seg.onnx", "seg", ("images", "logits"), [3, 64, 96], "dynamic");
-    let cls = gen_model(dir.path(), "cls.onnx", "cls", ("input", "logits"), [4, 32, 64], "");
+    let seg = gen_model(
+        dir.path(),
+        "seg.onnx",
+        "seg",
+        ("images", "logits"),
+        [3, 64, 96],
+        "dynamic",
+    );
+    let cls = gen_model(
+        dir.path(),
+        "cls.onnx",
+        "cls",
+        ("input", "logits"),
+        [4, 32, 64],
+        "",
+    );
     let mut backends = vec!["backend = \"tract\""];
     if ort_available() {
         backends.push("backend = \"onnxruntime\"");
@@ -337,7 +501,10 @@ fn dynamic_batch_is_a_shape_error_on_both_engines() {
     for backend in backends {
         let err = open_err(&config_for(dir.path(), &seg, &cls, backend)).to_string();
         println!("{backend}: {err}");
-        assert!(err.contains("dynamic shape") && err.contains("seg.onnx"), "{err}");
+        assert!(
+            err.contains("dynamic shape") && err.contains("seg.onnx"),
+            "{err}"
+        );
     }
 }
 
@@ -351,7 +518,10 @@ fn missing_model_file_names_the_file_and_key() {
     let err = open_err(&cfg);
     assert!(matches!(err, InferError::ModelMissing { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(text.contains(&cls.display().to_string()) && text.contains("[models.classifier] path"), "{text}");
+    assert!(
+        text.contains(&cls.display().to_string()) && text.contains("[models.classifier] path"),
+        "{text}"
+    );
     cfg.inference.backend = config::BackendChoice::Tract;
     assert!(matches!(open_err(&cfg), InferError::ModelMissing { .. }));
 }
@@ -360,7 +530,10 @@ fn missing_model_file_names_the_file_and_key() {
 fn corrupt_model_file_is_a_clear_error_on_both_engines() {
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
-    let bytes: Vec<u8> = normalized_input(4096, 5).iter().map(|v| v.to_bits() as u8).collect();
+    let bytes: Vec<u8> = normalized_input(4096, 5)
+        .iter()
+        .map(|v| v.to_bits() as u8)
+        .collect();
     std::fs::write(&seg, bytes).unwrap();
     let mut backends = vec!["backend = \"tract\""];
     if ort_available() {
@@ -369,9 +542,18 @@ fn corrupt_model_file_is_a_clear_error_on_both_engines() {
     for backend in backends {
         let err = open_err(&config_for(dir.path(), &seg, &cls, backend));
         println!("{backend}: {err}");
-        assert!(matches!(err, InferError::ModelLoad { .. } | InferError::EnginePrepare { .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                InferError::ModelLoad { .. } | InferError::EnginePrepare { .. }
+            ),
+            "{err:?}"
+        );
         let text = err.to_string();
-        assert!(text.contains(&seg.display().to_string()) && text.contains("segmentation"), "{text}");
+        assert!(
+            text.contains(&seg.display().to_string()) && text.contains("segmentation"),
+            "{text}"
+        );
     }
 }
 
@@ -382,31 +564,53 @@ fn wrong_onnxruntime_library_names_the_path() {
     // A file that exists (the config checks that) but is no shared library.
     let fake = dir.path().join("libonnxruntime.so");
     std::fs::write(&fake, b"not a library").unwrap();
-    let inference = format!("backend = \"onnxruntime\"\nonnxruntime_library = \"{}\"", fake.display());
+    let inference = format!(
+        "backend = \"onnxruntime\"\nonnxruntime_library = \"{}\"",
+        fake.display()
+    );
     let err = open_err(&config_for(dir.path(), &seg, &cls, &inference));
     println!("{err}");
-    assert!(matches!(err, InferError::OrtLibraryInvalid { .. }), "{err:?}");
+    assert!(
+        matches!(err, InferError::OrtLibraryInvalid { .. }),
+        "{err:?}"
+    );
     let text = err.to_string();
-    assert!(text.contains(&fake.display().to_string()) && text.contains("onnxruntime_library"), "{text}");
-    assert!(text.contains("make onnxruntime") && text.contains("ORT_DYLIB_PATH"), "{text}");
+    assert!(
+        text.contains(&fake.display().to_string()) && text.contains("onnxruntime_library"),
+        "{text}"
+    );
+    assert!(
+        text.contains("make onnxruntime") && text.contains("ORT_DYLIB_PATH"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_real_library_that_is_not_onnxruntime_is_refused() {
-    let libc = ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/usr/lib/libc.so.6"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file());
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib/aarch64-linux-gnu/libc.so.6",
+        "/usr/lib/libc.so.6",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file());
     let Some(libc) = libc else {
         println!("SKIPPED: no libc.so.6 at the usual paths");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
-    let inference = format!("backend = \"onnxruntime\"\nonnxruntime_library = \"{}\"", libc.display());
+    let inference = format!(
+        "backend = \"onnxruntime\"\nonnxruntime_library = \"{}\"",
+        libc.display()
+    );
     let text = open_err(&config_for(dir.path(), &seg, &cls, &inference)).to_string();
     println!("{text}");
-    assert!(text.contains("not an ONNX Runtime library") && text.contains("libc.so.6"), "{text}");
+    assert!(
+        text.contains("not an ONNX Runtime library") && text.contains("libc.so.6"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -414,9 +618,18 @@ fn a_real_library_that_is_not_onnxruntime_is_refused() {
 fn tensorrt_without_the_feature_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
-    let err = open_err(&config_for(dir.path(), &seg, &cls, "backend = \"tensorrt\""));
+    let err = open_err(&config_for(
+        dir.path(),
+        &seg,
+        &cls,
+        "backend = \"tensorrt\"",
+    ));
     assert!(matches!(err, InferError::TensorRtNotBuilt), "{err:?}");
-    assert!(err.to_string().contains("built without the `tensorrt` feature"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("built without the `tensorrt` feature"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -426,7 +639,12 @@ fn cuda_requested_on_a_cpu_only_runtime_is_an_error_not_a_fallback() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
-    match infer::open_backend(&config_for(dir.path(), &seg, &cls, "backend = \"onnxruntime\"\ndevice = \"cuda\"")) {
+    match infer::open_backend(&config_for(
+        dir.path(),
+        &seg,
+        &cls,
+        "backend = \"onnxruntime\"\ndevice = \"cuda\"",
+    )) {
         // A GPU build of ONNX Runtime on a machine with a GPU: CUDA really runs.
         Ok(selection) => assert_eq!(selection.backend.kind(), BackendKind::OnnxRuntimeCuda),
         Err(err) => {
@@ -441,20 +659,41 @@ fn cuda_requested_on_a_cpu_only_runtime_is_an_error_not_a_fallback() {
 fn auto_says_why_it_chose_its_backend() {
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
-    let selection = infer::open_backend(&config_for(dir.path(), &seg, &cls, "backend = \"auto\"")).unwrap();
-    println!("{}: {}", selection.backend.kind().as_str(), selection.reason);
-    let expected_start = if cfg!(feature = "tensorrt") { "auto: TensorRT" } else { "auto: TensorRT not built in" };
-    assert!(selection.reason.starts_with(expected_start), "{}", selection.reason);
+    let selection =
+        infer::open_backend(&config_for(dir.path(), &seg, &cls, "backend = \"auto\"")).unwrap();
+    println!(
+        "{}: {}",
+        selection.backend.kind().as_str(),
+        selection.reason
+    );
+    let expected_start = if cfg!(feature = "tensorrt") {
+        "auto: TensorRT"
+    } else {
+        "auto: TensorRT not built in"
+    };
+    assert!(
+        selection.reason.starts_with(expected_start),
+        "{}",
+        selection.reason
+    );
     let expected_end = match selection.backend.kind() {
         BackendKind::OnnxRuntimeCuda => "using ONNX Runtime CUDA",
         BackendKind::OnnxRuntimeCpu => "using ONNX Runtime CPU",
         BackendKind::Tract => "using tract",
         BackendKind::TensorRt => return,
     };
-    assert!(selection.reason.ends_with(expected_end), "{}", selection.reason);
+    assert!(
+        selection.reason.ends_with(expected_end),
+        "{}",
+        selection.reason
+    );
     if selection.backend.kind() != BackendKind::OnnxRuntimeCuda {
-        let skipped_ort = selection.reason.contains("ONNX Runtime CUDA provider unavailable")
-            || selection.reason.contains("ONNX Runtime unavailable (ONNX Runtime library not found");
+        let skipped_ort = selection
+            .reason
+            .contains("ONNX Runtime CUDA provider unavailable")
+            || selection
+                .reason
+                .contains("ONNX Runtime unavailable (ONNX Runtime library not found");
         assert!(skipped_ort, "{}", selection.reason);
     }
 }
@@ -466,7 +705,10 @@ fn class_index_beyond_the_model_is_an_error() {
     let mut cfg = config_for(dir.path(), &seg, &cls, "backend = \"tract\"");
     cfg.classifier.defect_class = 2;
     let text = open_err(&cfg).to_string();
-    assert!(text.contains("defect_class = 2") && text.contains("2 classes"), "{text}");
+    assert!(
+        text.contains("defect_class = 2") && text.contains("2 classes"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -474,5 +716,8 @@ fn version_lists_the_built_in_backends() {
     let backends = infer::available_backends();
     assert_eq!(backends[0], "tract");
     assert!(backends[1].starts_with("onnxruntime (cpu; cuda if provider present"));
-    assert_eq!(backends.iter().any(|b| b == "tensorrt"), cfg!(feature = "tensorrt"));
+    assert_eq!(
+        backends.iter().any(|b| b == "tensorrt"),
+        cfg!(feature = "tensorrt")
+    );
 }
