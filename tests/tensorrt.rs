@@ -66,8 +66,14 @@ mod with_tensorrt {
 
     /// Why these tests cannot run here, if they cannot.
     fn skip_reason() -> Option<String> {
-        // One line each: the full messages list every path tried.
-        let one_line = |text: String| text.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+        // One short line each: the problem and what was tried, not the whole fix.
+        let one_line = |text: String| {
+            text.lines()
+                .take(2)
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         if let Err(e) = load_library() {
             return Some(one_line(format!("TensorRT not available: {e}")));
         }
