@@ -12,7 +12,9 @@ use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork};
 use crate::infer::{self, InferError, infer_frame};
 use crate::npy::{NpyError, write_npy_f32};
 use crate::output::format_result;
-use crate::preprocess::{Preprocessor, preprocess_frame};
+use crate::preprocess::{
+    FramePreprocessError, FramePreprocessor, cpu_preprocessor, preprocess_frame,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
@@ -25,6 +27,8 @@ pub enum InspectError {
     },
     #[error(transparent)]
     Npy(#[from] NpyError),
+    #[error(transparent)]
+    Preprocess(#[from] FramePreprocessError),
 }
 
 /// One inspected image: its result line and whether it could be read at all.
@@ -47,13 +51,8 @@ pub fn inspect(
         selection.backend.classifier_io(),
     )?;
     log::info!(target: "sealcheck::inspect", backend = selection.backend.kind().as_str(), reason = selection.reason.as_str(); "inference backend chosen");
-    let mut preprocessor = Preprocessor::new(
-        config.segmentation.normalization,
-        config.classifier.normalization,
-        config.classifier.mask_mean,
-        config.classifier.mask_std,
-        geometry,
-    );
+    let mut frame_preprocessor = FramePreprocessor::open(config, geometry)?;
+    let preprocessor = cpu_preprocessor(config, geometry);
     let mut slot = FrameSlot::with_capacity(0);
     let mut work = FrameWork::new(&geometry);
     for (seq, image) in images.iter().enumerate() {
@@ -62,7 +61,7 @@ pub fn inspect(
         let decoded = capture::decode_image_file(image, &mut slot);
         let decision = match decoded {
             Ok(()) => {
-                preprocess_frame(&mut preprocessor, &slot, &mut work);
+                preprocess_frame(&mut frame_preprocessor, &slot, &mut work);
                 infer_frame(
                     selection.backend.as_mut(),
                     &preprocessor,

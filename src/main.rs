@@ -94,6 +94,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 Some(PipelineError::Config(_) | PipelineError::Inference(_))
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+            || matches!(
+                c.downcast_ref::<inspect::InspectError>(),
+                Some(inspect::InspectError::Inference(_) | inspect::InspectError::Preprocess(_))
+            )
     });
     if config_problem { EXIT_CONFIG as u8 } else { 1 }
 }

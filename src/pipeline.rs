@@ -21,7 +21,9 @@ use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::{self, InferError, InferStage};
 use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
-use crate::preprocess::{PreprocessStage, Preprocessor};
+use crate::preprocess::{
+    FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
+};
 use crate::ring::{self, EndOfStream};
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::{RunStats, STAGES};
@@ -32,6 +34,8 @@ pub enum PipelineError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Inference(#[from] InferError),
+    #[error(transparent)]
+    Preprocess(#[from] FramePreprocessError),
     #[error(transparent)]
     Capture(#[from] CaptureError),
     #[error(transparent)]
@@ -318,15 +322,7 @@ fn start_stages(
     let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
     let (to_output, output_in) = bounded::<StageMessage>(work_records);
     let (done_tx, output_done) = bounded::<()>(1);
-    let preprocessor = || {
-        Preprocessor::new(
-            config.segmentation.normalization,
-            config.classifier.normalization,
-            config.classifier.mask_mean,
-            config.classifier.mask_std,
-            geometry,
-        )
-    };
+    let frame_preprocessor = FramePreprocessor::open(config, geometry)?;
 
     let sink = ResultSink::open(&config.output)?;
     let output = OutputStage {
@@ -352,7 +348,7 @@ fn start_stages(
         input: infer_in,
         output: to_output,
         backend,
-        preprocessor: preprocessor(),
+        preprocessor: cpu_preprocessor(config, geometry),
         mask_class: config.segmentation.mask_class,
         liveness: liveness.clone(),
     };
@@ -361,7 +357,7 @@ fn start_stages(
         input: consumer,
         output: to_infer,
         free_work: free_rx,
-        preprocessor: preprocessor(),
+        preprocessor: frame_preprocessor,
         liveness: liveness.clone(),
     };
     let preprocess = spawn("preprocess", move || preprocess.run())?;

@@ -17,6 +17,7 @@
 //! Resize tables are built once per frame size; the steady state allocates
 //! nothing. Both frame resizes share one top-to-bottom pass over the frame.
 
+mod device;
 mod error;
 mod frame_rows;
 mod mask;
@@ -25,6 +26,7 @@ mod resize;
 mod stage;
 mod taps;
 
+pub use device::{FramePreprocessError, FramePreprocessor, cpu_preprocessor};
 pub use error::PreprocessError;
 pub use frame_rows::MAX_FRAME_SIDE;
 pub use mask::logits_to_mask;

@@ -6,13 +6,17 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::Preprocessor;
+use super::FramePreprocessor;
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
 /// Fills `work`'s segmentation input and the RGB channels of its classifier
 /// input from `frame`. A failure marks the frame (it will fail with `error`).
-pub fn preprocess_frame(preprocessor: &mut Preprocessor, frame: &FrameSlot, work: &mut FrameWork) {
+pub fn preprocess_frame(
+    preprocessor: &mut FramePreprocessor,
+    frame: &FrameSlot,
+    work: &mut FrameWork,
+) {
     let started = Instant::now();
     work.reset(frame.meta);
     if let Err(e) =
@@ -29,7 +33,7 @@ pub struct PreprocessStage {
     /// Work records come back here from the output stage; waiting on this is
     /// the backpressure that keeps at most `pool` frames in flight.
     pub free_work: Receiver<Box<FrameWork>>,
-    pub preprocessor: Preprocessor,
+    pub preprocessor: FramePreprocessor,
     pub liveness: crate::service::Liveness,
 }
 
