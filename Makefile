@@ -49,7 +49,7 @@ demo: build onnxruntime
 	$(PY) scripts/score.py --results results/demo.jsonl --labels samples/demo_clip/labels.jsonl
 
 test: deps python onnxruntime
-	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" $(CARGO) test --release --locked --no-fail-fast --features fault-injection
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --release --locked --no-fail-fast --features fault-injection
 	scripts/verify_unit.sh
 
 install:
