@@ -12,7 +12,11 @@ fn repo() -> PathBuf {
 
 /// A config file in a temp dir whose model paths point at real files there.
 fn write_config(dir: &Path, body: &str) -> PathBuf {
-    std::fs::write(dir.join("seg.onnx"), b"placeholder bytes: validation only checks the file exists").unwrap();
+    std::fs::write(
+        dir.join("seg.onnx"),
+        b"placeholder bytes: validation only checks the file exists",
+    )
+    .unwrap();
     std::fs::write(dir.join("cls.onnx"), b"placeholder bytes").unwrap();
     let path = dir.join("sealcheck.toml");
     std::fs::write(&path, body).unwrap();
@@ -42,14 +46,23 @@ fn minimal_config_gets_defaults_and_resolves_paths_against_its_folder() {
     assert_eq!(cfg.segmentation.path, dir.path().join("seg.onnx"));
     assert_eq!(cfg.output.results, dir.path().join("results.jsonl"));
     assert_eq!(cfg.source.overflow, OverflowPolicy::Block);
-    assert!(matches!(cfg.source.kind, SourceKind::Test { num_buffers: 10, .. }));
+    assert!(matches!(
+        cfg.source.kind,
+        SourceKind::Test {
+            num_buffers: 10,
+            ..
+        }
+    ));
     assert_eq!(cfg.decision.defect_threshold, 0.5);
 }
 
 #[test]
 fn live_camera_defaults_to_dropping() {
     let dir = tempfile::tempdir().unwrap();
-    let body = VALID.replace("kind = \"test\"\nnum_buffers = 10", "kind = \"v4l2\"\ndevice = \"/dev/video3\"");
+    let body = VALID.replace(
+        "kind = \"test\"\nnum_buffers = 10",
+        "kind = \"v4l2\"\ndevice = \"/dev/video3\"",
+    );
     let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
     assert_eq!(cfg.source.overflow, OverflowPolicy::Drop);
 }
@@ -73,14 +86,31 @@ colour = "blue"
 "#;
     let problems = problems_of(&body);
     assert_eq!(problems.len(), 3, "{problems:#?}");
-    let threshold = problems.iter().find(|p| p.key == "decision.defect_threshold").unwrap();
+    let threshold = problems
+        .iter()
+        .find(|p| p.key == "decision.defect_threshold")
+        .unwrap();
     assert_eq!((threshold.line, threshold.column), (16, 20));
-    assert!(threshold.message.contains("from 0 to 1"), "{}", threshold.message);
-    let wrong_type = problems.iter().find(|p| p.key == "decision.min_seal_area").unwrap();
-    assert!(wrong_type.message.contains("must be a number") && wrong_type.message.contains("\"small\""));
-    let unknown = problems.iter().find(|p| p.key == "decision.colour").unwrap();
+    assert!(
+        threshold.message.contains("from 0 to 1"),
+        "{}",
+        threshold.message
+    );
+    let wrong_type = problems
+        .iter()
+        .find(|p| p.key == "decision.min_seal_area")
+        .unwrap();
+    assert!(
+        wrong_type.message.contains("must be a number") && wrong_type.message.contains("\"small\"")
+    );
+    let unknown = problems
+        .iter()
+        .find(|p| p.key == "decision.colour")
+        .unwrap();
     assert_eq!(unknown.line, 18);
-    assert!(unknown.message.contains("unknown key") && unknown.message.contains("defect_threshold"));
+    assert!(
+        unknown.message.contains("unknown key") && unknown.message.contains("defect_threshold")
+    );
 }
 
 #[test]
@@ -89,14 +119,25 @@ fn unknown_choice_names_the_allowed_values() {
     // Only the kind: which other keys belong in [source] depends on it.
     assert_eq!(problems.len(), 1, "{problems:#?}");
     let kind = problems.iter().find(|p| p.key == "source.kind").unwrap();
-    assert!(kind.message.contains("\"webcam\"") && kind.message.contains("\"v4l2\""), "{}", kind.message);
+    assert!(
+        kind.message.contains("\"webcam\"") && kind.message.contains("\"v4l2\""),
+        "{}",
+        kind.message
+    );
 }
 
 #[test]
 fn missing_model_file_is_named() {
     let problems = problems_of(&VALID.replace("path = \"cls.onnx\"", "path = \"gone.onnx\""));
-    let p = problems.iter().find(|p| p.key == "models.classifier.path").unwrap();
-    assert!(p.message.contains("gone.onnx") && p.message.contains("does not exist"), "{}", p.message);
+    let p = problems
+        .iter()
+        .find(|p| p.key == "models.classifier.path")
+        .unwrap();
+    assert!(
+        p.message.contains("gone.onnx") && p.message.contains("does not exist"),
+        "{}",
+        p.message
+    );
 }
 
 #[test]
@@ -111,7 +152,12 @@ fn syntax_error_has_a_place() {
 fn missing_required_keys_are_reported() {
     let problems = problems_of("[source]\nkind = \"file\"\n");
     let keys: Vec<&str> = problems.iter().map(|p| p.key.as_str()).collect();
-    for key in ["source.path", "models.segmentation.path", "models.classifier.path", "output.results"] {
+    for key in [
+        "source.path",
+        "models.segmentation.path",
+        "models.classifier.path",
+        "output.results",
+    ] {
         assert!(keys.contains(&key), "{key} missing from {keys:?}");
     }
 }
@@ -126,11 +172,24 @@ fn inconsistent_area_bounds_are_rejected() {
 #[test]
 fn check_config_exits_78_and_lists_problems_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_config(dir.path(), &(VALID.to_string() + "\n[decision]\ndefect_threshold = -1\n"));
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck")).arg("check-config").arg(&path).output().unwrap();
+    let path = write_config(
+        dir.path(),
+        &(VALID.to_string() + "\n[decision]\ndefect_threshold = -1\n"),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("{}:16:20: `decision.defect_threshold`", path.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}:16:20: `decision.defect_threshold`",
+            path.display()
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -140,14 +199,21 @@ fn shipped_configs_are_valid() {
         .arg(repo().join("config/demo.toml"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // The production template points at installed paths; only its syntax and keys are checked here.
     let text = std::fs::read_to_string(repo().join("config/sealcheck.toml")).unwrap();
     match config::parse(&text, &repo().join("config/sealcheck.toml")) {
         Ok(_) => {}
         Err(e) => {
             for p in e.problems() {
-                assert!(p.message.contains("does not exist"), "unexpected problem in the template: {p:?}");
+                assert!(
+                    p.message.contains("does not exist"),
+                    "unexpected problem in the template: {p:?}"
+                );
             }
         }
     }

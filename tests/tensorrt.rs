@@ -36,7 +36,7 @@ mod with_tensorrt {
         TensorRtSettings, compiled_against, load_library, version_string,
     };
     use sealcheck::infer::{self, InferenceBackend, infer_frame, tract::TractBackend};
-    use sealcheck::preprocess::{Preprocessor, preprocess_frame};
+    use sealcheck::preprocess::Preprocessor;
 
     /// Largest allowed difference of a classifier probability at fp16.
     const PROB_TOLERANCE: f64 = 1e-2;
@@ -185,16 +185,18 @@ mod with_tensorrt {
             slot.meta = FrameMeta::now(seq);
             decode_image_file(image, slot)
                 .unwrap_or_else(|e| panic!("decoding {}: {e}", image.display()));
+            // CPU preprocessing, as the pipeline's preprocess stage runs it.
             let mut reference = FrameWork::new(&self.geometry);
-            preprocess_frame(preprocessor, slot, &mut reference);
-            assert!(
-                reference.error.is_none(),
-                "{}: {:?}",
-                image.display(),
-                reference.error
-            );
+            preprocessor
+                .frame_to_tensors(
+                    slot.image(),
+                    &mut reference.seg_input,
+                    &mut reference.cls_input,
+                )
+                .unwrap_or_else(|e| panic!("preprocessing {}: {e}", image.display()));
             let mut tensorrt = FrameWork::new(&self.geometry);
-            preprocess_frame(preprocessor, slot, &mut tensorrt);
+            tensorrt.seg_input.copy_from_slice(&reference.seg_input);
+            tensorrt.cls_input.copy_from_slice(&reference.cls_input);
             let mask_class = self.cfg.segmentation.mask_class;
             infer_frame(
                 &mut self.reference,

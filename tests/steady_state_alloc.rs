@@ -1,5 +1,6 @@
-//! The preprocessing steady state allocates nothing: a second frame of the
-//! same size reuses the tables and row caches of the first.
+//! The steady state allocates nothing in sealcheck's own stages: frame copy
+//! into a slot, the ring, preprocessing, mask, decision and the result line.
+//! (Inference engines allocate inside themselves; they are not ours.)
 //!
 //! A separate test binary because `#[global_allocator]` is per binary. The
 //! counter is per thread, so the test harness's own threads cannot disturb it.
@@ -7,9 +8,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use sealcheck::config::Normalization;
-use sealcheck::frame::{ImageView, PixelLayout, TensorGeometry};
-use sealcheck::preprocess::{Preprocessor, logits_to_mask};
+use std::time::Duration;
+
+use sealcheck::config::{DecisionConfig, Normalization, OutputConfig, OverflowPolicy};
+use sealcheck::decision::decide;
+use sealcheck::frame::{FrameMeta, FrameWork, ImageView, PixelLayout, TensorGeometry};
+use sealcheck::output::{ResultSink, format_result};
+use sealcheck::preprocess::{FramePreprocessor, Preprocessor, logits_to_mask, preprocess_frame};
+use sealcheck::ring::{CaptureEvent, frame_ring};
 
 /// Counts allocations made by the current thread, then defers to `System`.
 struct CountingAllocator;
@@ -126,5 +132,98 @@ fn second_frame_of_the_same_size_allocates_nothing() {
         allocations() - before,
         0,
         "a layout change at the same size allocated"
+    );
+}
+
+/// One frame's whole path outside the engines, as the stages run it: capture
+/// copies rows into a ring slot, preprocess fills the work record and returns
+/// the slot, the mask and its classifier channel, the decision, the result
+/// line into the results file.
+#[test]
+fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
+    let norm = Normalization {
+        mean: [0.485, 0.456, 0.406],
+        std: [0.229, 0.224, 0.225],
+    };
+    let geometry = TensorGeometry {
+        seg_hw: (640, 640),
+        seg_classes: 2,
+        cls_hw: (224, 512),
+        cls_classes: 2,
+    };
+    let (width, height) = (1280usize, 720usize);
+    let camera: Vec<u8> = (0..width * 3 * height)
+        .map(|i| (i * 13 % 251) as u8)
+        .collect();
+    let (mut producer, mut consumer) = frame_ring(2);
+    let mut pre = FramePreprocessor::Cpu(Preprocessor::new(norm, norm, 0.0, 1.0, geometry));
+    let mask_pre = Preprocessor::new(norm, norm, 0.0, 1.0, geometry);
+    let mut work = Box::new(FrameWork::new(&geometry));
+    let thresholds = DecisionConfig {
+        defect_threshold: 0.5,
+        no_seal_below: 0.005,
+        min_seal_area: 0.01,
+        max_seal_area: 0.9,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let output = OutputConfig {
+        results: dir.path().join("results.jsonl"),
+        flush_each_line: false,
+        log_verdicts: false,
+    };
+    let mut sink = ResultSink::open(&output).unwrap();
+    let mut line = String::with_capacity(512);
+
+    let mut one_frame = |seq: u64| {
+        // Capture: copy the camera's rows into a free slot, push it.
+        let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
+        slot.data.clear();
+        slot.data.extend_from_slice(&camera);
+        (slot.width, slot.height, slot.stride, slot.layout) =
+            (width as u32, height as u32, width * 3, PixelLayout::Rgb);
+        slot.meta = FrameMeta::now(seq);
+        producer.push(CaptureEvent::Frame(slot));
+        // Preprocess.
+        let Some(CaptureEvent::Frame(slot)) = consumer.pop(Duration::from_secs(1)) else {
+            panic!("no frame")
+        };
+        preprocess_frame(&mut pre, &slot, &mut work);
+        consumer.recycle(slot);
+        // Infer, minus the engines: a stand-in segmentation result, then our mask steps.
+        work.seg_logits[geometry.mask_len()..]
+            .iter_mut()
+            .step_by(5)
+            .for_each(|v| *v = 1.0);
+        work.mask_pixels = logits_to_mask(&work.seg_logits, 2, 1, &mut work.mask);
+        mask_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+        work.cls_logits.copy_from_slice(&[1.0, -1.0]);
+        // Decision and output.
+        let decision = decide(&work, 1, &thresholds);
+        format_result(
+            &mut line,
+            &work.meta,
+            &decision,
+            Some(&[1.0, 2.0, 3.0, 6.0]),
+        );
+        sink.write_line(&line).unwrap();
+        assert!(work.error.is_none());
+    };
+    // Warm-up: slots and tables grow to the frame size once, the line buffer to a line.
+    for seq in 0..3 {
+        one_frame(seq);
+    }
+    let before = allocations();
+    for seq in 3..13 {
+        one_frame(seq);
+    }
+    let during = allocations() - before;
+    assert_eq!(during, 0, "10 steady-state frames allocated {during} times");
+    sink.flush().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&output.results)
+            .unwrap()
+            .lines()
+            .count(),
+        13
     );
 }
