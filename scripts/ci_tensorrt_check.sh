@@ -45,9 +45,14 @@ echo "--- tests/tensorrt.rs (skips without TensorRT and a GPU)"
 $CARGO test --release --locked --features tensorrt --test tensorrt -- --nocapture
 
 echo "--- the test binary must load libnvinfer at run time, not link it"
-exe=$($CARGO test --release --locked --features tensorrt --test tensorrt --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
+no_run=$($CARGO test --release --locked --features tensorrt --test tensorrt --no-run 2>&1) || {
+    echo "$no_run" >&2
+    exit 1
+}
+exe=$(echo "$no_run" | sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
 if [ -z "$exe" ] || [ ! -f "$exe" ]; then
-    echo "error: could not find the tests/tensorrt.rs executable" >&2
+    echo "$no_run" >&2
+    echo "error: cargo named no tests/tensorrt.rs executable" >&2
     exit 1
 fi
 if readelf -d "$exe" | grep -E 'NEEDED.*(nvinfer|nvonnxparser|cudart)'; then

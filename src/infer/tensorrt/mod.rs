@@ -733,7 +733,7 @@ impl CalibrationPlan {
 /// (tract), exactly as `infer_frame` computes it.
 fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usize)), TrtError> {
     use crate::frame::{FrameSlot, FrameWork};
-    use crate::preprocess::{Preprocessor, logits_to_mask, preprocess_frame};
+    use crate::preprocess::{Preprocessor, logits_to_mask};
 
     let mut reference = super::tract::TractBackend::open(cfg)?;
     let geometry = super::geometry(reference.segmentation_io(), reference.classifier_io())?;
@@ -751,11 +751,10 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
                    work: &mut FrameWork,
                    image: &Path| {
         crate::capture::decode_image_file(image, slot).map_err(|e| e.to_string())?;
-        preprocess_frame(preprocessor, slot, work);
-        match &work.error {
-            Some((_, message)) => Err(message.clone()),
-            None => Ok(()),
-        }
+        // The CPU preprocessing the pipeline runs (the GPU kernels match it to the bit).
+        preprocessor
+            .frame_to_tensors(slot.image(), &mut work.seg_input, &mut work.cls_input)
+            .map_err(|e| e.to_string())
     };
 
     let (mut seg_pre, mut seg_slot, mut seg_work) = (
