@@ -118,7 +118,6 @@ mod with_tensorrt {
             workspace_mib: 1024,
             engine_dir: engine_dir.to_path_buf(),
             calibration_images: None,
-            calibration_batch: 8,
             device: 0,
         }
     }

@@ -65,7 +65,6 @@ const ENGINE: &str = "TensorRT";
 /// | `SEALCHECK_TRT_WORKSPACE_MIB` | `1024` |
 /// | `SEALCHECK_TRT_ENGINE_DIR` | `$STATE_DIRECTORY/engines` under systemd, else `engines/` next to the segmentation model |
 /// | `SEALCHECK_TRT_CALIBRATION_IMAGES` | none (required for `int8`) |
-/// | `SEALCHECK_TRT_CALIBRATION_BATCH` | `8` |
 /// | `SEALCHECK_CUDA_DEVICE` | `0` |
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorRtSettings {
@@ -73,7 +72,6 @@ pub struct TensorRtSettings {
     pub workspace_mib: u64,
     pub engine_dir: PathBuf,
     pub calibration_images: Option<PathBuf>,
-    pub calibration_batch: usize,
     pub device: usize,
 }
 
@@ -107,12 +105,11 @@ impl TensorRtSettings {
             Some(text) => text.trim().parse::<u64>().ok().filter(|n| range.contains(n)).ok_or(TrtError::Setting {
                 variable,
                 value: text,
-                expected: "a whole number in range (workspace 16..=65536 MiB, batch 1..=256, device 0..=63)",
+                expected: "a whole number in range (workspace 16..=65536 MiB, device 0..=63)",
             }),
         }
         };
         let workspace_mib = number("SEALCHECK_TRT_WORKSPACE_MIB", 1024, 16..=65536)?;
-        let calibration_batch = number("SEALCHECK_TRT_CALIBRATION_BATCH", 8, 1..=256)? as usize;
         let device = number("SEALCHECK_CUDA_DEVICE", 0, 0..=63)? as usize;
         let engine_dir = match (var("SEALCHECK_TRT_ENGINE_DIR"), var("STATE_DIRECTORY")) {
             (Some(dir), _) => PathBuf::from(dir),
@@ -147,7 +144,6 @@ impl TensorRtSettings {
             workspace_mib,
             engine_dir,
             calibration_images,
-            calibration_batch,
             device,
         })
     }
@@ -713,14 +709,7 @@ impl CalibrationPlan {
         let cache_path = settings
             .engine_dir
             .join(format!("{}.int8-calibration.cache", role.as_str()));
-        let feed = CalibrationFeed::new(
-            gpu,
-            self.images.clone(),
-            settings.calibration_batch,
-            len,
-            maker,
-            cache_path,
-        )?;
+        let feed = CalibrationFeed::new(gpu, self.images.clone(), len, maker, cache_path)?;
         Ok(ModelCalibration {
             feed,
             digest: self.digest.clone(),
