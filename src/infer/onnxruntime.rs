@@ -280,9 +280,8 @@ fn declared(outlets: &[Outlet]) -> Vec<DeclaredTensor> {
 /// environment per process, so both are made once and shared by every session.
 ///
 /// The environment owns the intra-op thread pool both sessions run on. With a
-/// pool per session, the idle pool's threads spin while the other model runs
-/// and take cores from it (measured: segment + classify 60 ms per frame on two
-/// cores against 32 + 3 ms run apart).
+/// pool per session the pools compete for the same cores (demo models on two
+/// cores: segment + classify 60 ms per frame with a pool each, 13 ms shared).
 #[derive(Clone)]
 struct OrtRuntime {
     library: PathBuf,
