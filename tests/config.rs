@@ -218,3 +218,20 @@ fn shipped_configs_are_valid() {
         }
     }
 }
+
+#[test]
+fn int8_engines_need_calibration_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = VALID.to_string() + "\n[inference.tensorrt]\nprecision = \"int8\"\n";
+    let problems = match config::load(&write_config(dir.path(), &body)) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected invalid config, got {other:?}"),
+    };
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "inference.tensorrt.precision"
+                && p.message.contains("calibration_images")),
+        "{problems:#?}"
+    );
+}

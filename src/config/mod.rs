@@ -126,6 +126,29 @@ pub struct InferenceConfig {
     pub threads: usize,
     /// Path of `libonnxruntime.so`, if the config names one.
     pub onnxruntime_library: Option<PathBuf>,
+    /// TensorRT engine building, `[inference.tensorrt]`.
+    pub tensorrt: TensorRtConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnginePrecision {
+    Fp32,
+    Fp16,
+    Int8,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorRtConfig {
+    pub precision: EnginePrecision,
+    /// Builder workspace limit.
+    pub workspace_mib: u64,
+    /// Where engines are cached; `None`: `$STATE_DIRECTORY/engines` under
+    /// systemd, else `engines/` next to the segmentation model.
+    pub engine_dir: Option<PathBuf>,
+    /// Typical frames for INT8 calibration (required for `int8`).
+    pub calibration_images: Option<PathBuf>,
+    /// CUDA device ordinal.
+    pub device: usize,
 }
 
 /// Mean and standard deviation per channel, applied after x / 255.

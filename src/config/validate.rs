@@ -269,6 +269,7 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         .choice("preprocess", &["cpu", "cuda"], Some(0))
         .map(|i| DEVICES[i]);
     let threads = s.int_in("threads", 0..=256, Some(0));
+    let tensorrt = read_tensorrt(&s.section("tensorrt"), files);
     let onnxruntime_library = if s.has("onnxruntime_library") {
         Some(files.existing(s, "onnxruntime_library", "path of libonnxruntime.so"))
     } else {
@@ -281,10 +282,50 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         device: device?,
         preprocess: preprocess?,
         threads: threads? as usize,
+        tensorrt: tensorrt?,
         onnxruntime_library: match onnxruntime_library {
             Some(found) => Some(found?),
             None => None,
         },
+    })
+}
+
+fn read_tensorrt(s: &Section, files: &Files) -> Option<TensorRtConfig> {
+    const PRECISIONS: [EnginePrecision; 3] = [
+        EnginePrecision::Fp32,
+        EnginePrecision::Fp16,
+        EnginePrecision::Int8,
+    ];
+    let precision = s
+        .choice("precision", &["fp32", "fp16", "int8"], Some(1))
+        .map(|i| PRECISIONS[i]);
+    let workspace_mib = s.int_in("workspace_mib", 16..=65_536, Some(1024));
+    let engine_dir = s.opt_str("engine_dir").map(|d| files.resolve(&d));
+    let calibration_images = s.opt_str("calibration_images").map(|d| files.resolve(&d));
+    let device = s.int_in("device", 0..=63, Some(0));
+    s.finish();
+    if let Some(dir) = &calibration_images
+        && !dir.is_dir()
+    {
+        s.problem(
+            "calibration_images",
+            format!("folder {} does not exist", dir.display()),
+        );
+        return None;
+    }
+    if precision == Some(EnginePrecision::Int8) && calibration_images.is_none() {
+        s.problem(
+            "precision",
+            "\"int8\" needs `calibration_images`, a folder of typical frames from the line",
+        );
+        return None;
+    }
+    Some(TensorRtConfig {
+        precision: precision?,
+        workspace_mib: workspace_mib? as u64,
+        engine_dir,
+        calibration_images,
+        device: device? as usize,
     })
 }
 

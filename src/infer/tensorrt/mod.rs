@@ -51,21 +51,14 @@ use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
 };
 use super::{BackendKind, InferError, InferenceBackend};
-use crate::config::Config;
+use crate::config::{Config, EnginePrecision};
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, PinnedBuffer, Stream, TensorElement};
 
 const ENGINE: &str = "TensorRT";
 
-/// Engine-build settings. Defaults suit a Jetson Orin Nano; each can be
-/// overridden by an environment variable until the config file has keys:
-///
-/// | variable | default |
-/// | --- | --- |
-/// | `SEALCHECK_TRT_PRECISION` | `fp16` (`fp32`, `int8`) |
-/// | `SEALCHECK_TRT_WORKSPACE_MIB` | `1024` |
-/// | `SEALCHECK_TRT_ENGINE_DIR` | `$STATE_DIRECTORY/engines` under systemd, else `engines/` next to the segmentation model |
-/// | `SEALCHECK_TRT_CALIBRATION_IMAGES` | none (required for `int8`) |
-/// | `SEALCHECK_CUDA_DEVICE` | `0` |
+/// Engine-build settings, from `[inference.tensorrt]`; engines are cached in
+/// `engine_dir`, or `$STATE_DIRECTORY/engines` under systemd, or `engines/`
+/// next to the segmentation model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TensorRtSettings {
     pub precision: Precision,
@@ -76,43 +69,25 @@ pub struct TensorRtSettings {
 }
 
 impl TensorRtSettings {
-    /// Defaults and environment overrides for `cfg`.
     pub fn from_config(cfg: &Config) -> Result<Self, TrtError> {
-        Self::resolve(cfg, |name| {
-            std::env::var(name).ok().filter(|v| !v.is_empty())
-        })
+        Self::resolve(
+            cfg,
+            std::env::var("STATE_DIRECTORY")
+                .ok()
+                .filter(|v| !v.is_empty()),
+        )
     }
 
-    /// As `from_config`, reading variables through `var` (tests pass a map).
-    pub fn resolve(cfg: &Config, var: impl Fn(&str) -> Option<String>) -> Result<Self, TrtError> {
-        let precision = match var("SEALCHECK_TRT_PRECISION").as_deref() {
-            None | Some("fp16") => Precision::Fp16,
-            Some("fp32") => Precision::Fp32,
-            Some("int8") => Precision::Int8,
-            Some(other) => {
-                return Err(TrtError::Setting {
-                    variable: "SEALCHECK_TRT_PRECISION",
-                    value: other.to_string(),
-                    expected: "one of fp32, fp16, int8",
-                });
-            }
+    /// As `from_config`, with systemd's `STATE_DIRECTORY` given (tests pass their own).
+    pub fn resolve(cfg: &Config, state_directory: Option<String>) -> Result<Self, TrtError> {
+        let trt = &cfg.inference.tensorrt;
+        let precision = match trt.precision {
+            EnginePrecision::Fp32 => Precision::Fp32,
+            EnginePrecision::Fp16 => Precision::Fp16,
+            EnginePrecision::Int8 => Precision::Int8,
         };
-        let number = |variable: &'static str,
-                      default: u64,
-                      range: std::ops::RangeInclusive<u64>| {
-            match var(variable) {
-            None => Ok(default),
-            Some(text) => text.trim().parse::<u64>().ok().filter(|n| range.contains(n)).ok_or(TrtError::Setting {
-                variable,
-                value: text,
-                expected: "a whole number in range (workspace 16..=65536 MiB, device 0..=63)",
-            }),
-        }
-        };
-        let workspace_mib = number("SEALCHECK_TRT_WORKSPACE_MIB", 1024, 16..=65536)?;
-        let device = number("SEALCHECK_CUDA_DEVICE", 0, 0..=63)? as usize;
-        let engine_dir = match (var("SEALCHECK_TRT_ENGINE_DIR"), var("STATE_DIRECTORY")) {
-            (Some(dir), _) => PathBuf::from(dir),
+        let engine_dir = match (&trt.engine_dir, state_directory) {
+            (Some(dir), _) => dir.clone(),
             // systemd's StateDirectory= (may list several, colon-separated).
             (None, Some(state)) => {
                 PathBuf::from(state.split(':').next().unwrap_or(&state)).join("engines")
@@ -124,27 +99,19 @@ impl TensorRtSettings {
                 .unwrap_or(Path::new("."))
                 .join("engines"),
         };
-        let calibration_images = var("SEALCHECK_TRT_CALIBRATION_IMAGES").map(PathBuf::from);
         if precision == Precision::Int8 && !int8_calibration_supported() {
             return Err(TrtError::Setting {
-                variable: "SEALCHECK_TRT_PRECISION",
+                variable: "inference.tensorrt.precision",
                 value: "int8".to_string(),
                 expected: "fp32 or fp16: this build's TensorRT has no implicit-quantization INT8 calibration",
             });
         }
-        if precision == Precision::Int8 && calibration_images.is_none() {
-            return Err(TrtError::Setting {
-                variable: "SEALCHECK_TRT_PRECISION",
-                value: "int8".to_string(),
-                expected: "int8 needs SEALCHECK_TRT_CALIBRATION_IMAGES, a folder of typical frames",
-            });
-        }
         Ok(TensorRtSettings {
             precision,
-            workspace_mib,
+            workspace_mib: trt.workspace_mib,
             engine_dir,
-            calibration_images,
-            device,
+            calibration_images: trt.calibration_images.clone(),
+            device: trt.device,
         })
     }
 }
@@ -822,8 +789,6 @@ pub fn build_engines(cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutco
 mod tests {
     use super::*;
     use crate::gpu::GpuError;
-    use std::collections::HashMap;
-
     /// A config whose model files exist (contents do not matter here), and its folder.
     fn config() -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().unwrap();
@@ -838,19 +803,10 @@ mod tests {
         (dir, cfg)
     }
 
-    fn resolve(vars: &[(&str, &str)]) -> Result<TensorRtSettings, TrtError> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let (_dir, cfg) = config();
-        TensorRtSettings::resolve(&cfg, |name| map.get(name).cloned())
-    }
-
     #[test]
     fn defaults_are_fp16_1gib_engines_next_to_the_model() {
         let (_dir, cfg) = config();
-        let settings = TensorRtSettings::resolve(&cfg, |_| None).unwrap();
+        let settings = TensorRtSettings::resolve(&cfg, None).unwrap();
         assert_eq!(settings.precision, Precision::Fp16);
         assert_eq!(settings.workspace_mib, 1024);
         assert_eq!(
@@ -861,43 +817,16 @@ mod tests {
     }
 
     #[test]
-    fn systemd_state_directory_holds_the_engines() {
-        let settings = resolve(&[("STATE_DIRECTORY", "/var/lib/sealcheck")]).unwrap();
+    fn systemd_state_directory_holds_the_engines_unless_the_config_names_a_folder() {
+        let (_dir, mut cfg) = config();
+        let settings = TensorRtSettings::resolve(&cfg, Some("/var/lib/sealcheck".into())).unwrap();
         assert_eq!(
             settings.engine_dir,
             PathBuf::from("/var/lib/sealcheck/engines")
         );
-        let explicit = resolve(&[
-            ("STATE_DIRECTORY", "/var/lib/sealcheck"),
-            ("SEALCHECK_TRT_ENGINE_DIR", "/srv/e"),
-        ])
-        .unwrap();
+        cfg.inference.tensorrt.engine_dir = Some(PathBuf::from("/srv/e"));
+        let explicit = TensorRtSettings::resolve(&cfg, Some("/var/lib/sealcheck".into())).unwrap();
         assert_eq!(explicit.engine_dir, PathBuf::from("/srv/e"));
-    }
-
-    #[test]
-    fn bad_settings_name_the_variable() {
-        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "fp8")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("SEALCHECK_TRT_PRECISION") && err.contains("fp8"),
-            "{err}"
-        );
-        let err = resolve(&[("SEALCHECK_TRT_WORKSPACE_MIB", "lots")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("SEALCHECK_TRT_WORKSPACE_MIB"), "{err}");
-        let err = resolve(&[("SEALCHECK_TRT_PRECISION", "int8")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("SEALCHECK_TRT_CALIBRATION_IMAGES"), "{err}");
-        let int8 = resolve(&[
-            ("SEALCHECK_TRT_PRECISION", "int8"),
-            ("SEALCHECK_TRT_CALIBRATION_IMAGES", "/data/cal"),
-        ])
-        .unwrap();
-        assert_eq!(int8.precision, Precision::Int8);
     }
 
     #[test]
