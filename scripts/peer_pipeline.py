@@ -87,7 +87,8 @@ def main():
         p = np.exp(out - out.max())
         p = p[1] / p.sum()
         area = mask.mean()
-        fails += bool(p >= args.threshold or area < 0.005)
+        if i >= args.warmup:
+            fails += bool(p >= args.threshold or area < 0.005)
         t3 = time.perf_counter()
         if i >= args.warmup:
             for k, v in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
