@@ -47,9 +47,14 @@ mod cuda_kernels {
         rerun_for_sources(kernels_dir);
 
         let nvcc = find_nvcc().unwrap_or_else(|searched| missing_nvcc(&searched));
-        let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
+        let out_dir =
+            PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
         for name in SOURCES {
-            compile(&nvcc, &kernels_dir.join(format!("{name}.cu")), &out_dir.join(format!("{name}.fatbin")));
+            compile(
+                &nvcc,
+                &kernels_dir.join(format!("{name}.cu")),
+                &out_dir.join(format!("{name}.fatbin")),
+            );
         }
     }
 
@@ -60,7 +65,10 @@ mod cuda_kernels {
             .unwrap_or_else(|e| panic!("cannot list {} for the CUDA kernels: {e}", dir.display()));
         for entry in entries.flatten() {
             let path = entry.path();
-            if matches!(path.extension().and_then(|e| e.to_str()), Some("cu" | "cuh")) {
+            if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("cu" | "cuh")
+            ) {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
         }
@@ -83,7 +91,10 @@ mod cuda_kernels {
             if nvcc.is_file() {
                 return Ok(nvcc);
             }
-            searched.push(format!("CUDA_HOME/bin/nvcc = {} (no such file)", nvcc.display()));
+            searched.push(format!(
+                "CUDA_HOME/bin/nvcc = {} (no such file)",
+                nvcc.display()
+            ));
         }
         if let Some(path) = env::var_os("PATH") {
             for dir in env::split_paths(&path) {
@@ -103,7 +114,10 @@ mod cuda_kernels {
                 }
             }
         }
-        searched.push(format!("{}/python*/site-packages/nvidia/cu13/bin/nvcc (not installed)", local.display()));
+        searched.push(format!(
+            "{}/python*/site-packages/nvidia/cu13/bin/nvcc (not installed)",
+            local.display()
+        ));
         Err(searched)
     }
 
@@ -131,9 +145,13 @@ mod cuda_kernels {
             command.arg("-gencode").arg(gencode);
         }
         command.arg("-o").arg(fatbin).arg(source);
-        let output = command
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {} to compile {}: {e}", nvcc.display(), source.display()));
+        let output = command.output().unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} to compile {}: {e}",
+                nvcc.display(),
+                source.display()
+            )
+        });
         // ptxas -v reports registers, spills and shared memory per kernel; keep
         // it next to the fatbin for whoever tunes the kernels.
         let report = fatbin.with_extension("ptxas.txt");
@@ -148,7 +166,9 @@ mod cuda_kernels {
             );
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
-        for line in stderr.lines().filter(|l| l.contains("spill") && !l.contains(", 0 bytes spill stores, 0 bytes spill loads")) {
+        for line in stderr.lines().filter(|l| {
+            l.contains("spill") && !l.contains(", 0 bytes spill stores, 0 bytes spill loads")
+        }) {
             println!("cargo:warning={}: {line}", source.display());
         }
     }
