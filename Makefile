@@ -13,7 +13,7 @@ PY         := $(PY_VENV)/bin/python
 ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 
-.PHONY: all build demo test deps python onnxruntime install uninstall demo-assets clean check-cuda
+.PHONY: all build demo test test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
 all: build
 
@@ -51,6 +51,16 @@ demo: build onnxruntime
 test: deps python onnxruntime
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --release --locked --no-fail-fast --features fault-injection
 	scripts/verify_unit.sh
+	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
+	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
+	# needs no libnvinfer: it is loaded at run time). GPU tests print SKIPPED here.
+	PYTHON=$(CURDIR)/$(PY) scripts/ci_cuda_build.sh
+	scripts/ci_tensorrt_check.sh
+
+# TensorRT tests, on a machine with TensorRT and an NVIDIA GPU (a Jetson).
+test-tensorrt: deps python onnxruntime
+	$(CARGO) test --release --locked --features tensorrt --lib infer::tensorrt
+	$(CARGO) test --release --locked --features tensorrt --test tensorrt -- --nocapture --test-threads=1
 
 install:
 	scripts/install.sh install

@@ -42,6 +42,11 @@ enum Command {
         #[arg(value_name = "IMAGE", required = true)]
         images: Vec<PathBuf>,
     },
+    /// Build (or check the cache of) the TensorRT engines for the config's models.
+    BuildEngine {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
     /// Measure throughput and per-stage latency on the configured source.
     Bench {
         #[arg(long, value_name = "FILE")]
@@ -74,13 +79,19 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    let is_service = matches!(cli.command, Command::Run { .. });
     match execute(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            let code = exit_code(&e);
-            log::error!(target: "sealcheck", error = format!("{e:#}").as_str(); "sealcheck stopped");
-            eprintln!("sealcheck: {e:#}");
-            ExitCode::from(code)
+            // Once `run` has its logger, the error is one structured line like
+            // every other (the journal keeps stderr); before that, and for the
+            // interactive commands, plain text on stderr.
+            if is_service && log::max_level() != log::LevelFilter::Off {
+                log::error!(target: "sealcheck", error = format!("{e:#}").as_str(); "sealcheck stopped");
+            } else {
+                eprintln!("sealcheck: {e:#}");
+            }
+            ExitCode::from(exit_code(&e))
         }
     }
 }
@@ -136,6 +147,11 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::BuildEngine { config: path } => {
+            let cfg = load_and_log(&path)?;
+            build_engines(&cfg)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench {
             config: path,
             frames,
@@ -156,6 +172,19 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+#[cfg(feature = "tensorrt")]
+fn build_engines(cfg: &config::Config) -> anyhow::Result<()> {
+    for (role, path, outcome) in sealcheck::infer::tensorrt::build_engines(cfg)? {
+        println!("{role}: {} ({outcome:?})", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn build_engines(_: &config::Config) -> anyhow::Result<()> {
+    Err(sealcheck::infer::InferError::TensorRtNotBuilt.into())
 }
 
 fn load_and_log(path: &std::path::Path) -> anyhow::Result<config::Config> {
