@@ -1,10 +1,7 @@
 //! The small tables the kernels read: resize taps, the folded normalization,
-//! and the order of the frame kernel's blocks. Built on the host exactly as
-//! the CPU reference builds them (`src/preprocess/taps.rs`,
-//! `src/preprocess/normalize.rs`, which keep theirs private to that module),
-//! so both paths use bit-identical weights.
-
-use crate::config::Normalization;
+//! and the order of the frame kernel's blocks. Taps and normalization come
+//! from the CPU reference itself (`src/preprocess/taps.rs`,
+//! `src/preprocess/normalize.rs`), so both paths use bit-identical weights.
 
 /// One output coordinate's two input neighbours and their weights; the
 /// layout of `Tap` in `kernels/tensors.cuh`.
@@ -19,72 +16,23 @@ pub struct DeviceTap {
 const _: () = assert!(size_of::<DeviceTap>() == 16);
 
 /// PyTorch's `F.interpolate(mode="bilinear", align_corners=False)` taps along
-/// one axis, with PyTorch's f32 coordinate arithmetic (each operation rounded
-/// on its own): the same formula, in the same order, as the CPU's
-/// `linear_taps` in `src/preprocess/taps.rs`. Any change there must be made
-/// here too; the GPU parity tests compare the two paths bit for bit.
+/// one axis: the CPU reference's own `linear_taps`, in the kernels' layout, so
+/// both paths use bit-identical weights. Built once per frame size.
 pub fn linear_taps(input: usize, output: usize, taps: &mut Vec<DeviceTap>) {
+    let mut cpu = Vec::with_capacity(output);
+    crate::preprocess::taps::linear_taps(input, output, &mut cpu);
     taps.clear();
-    if input == 0 || output == 0 {
-        return;
-    }
-    let last = input - 1;
-    // `as f32` of a size is exact below 2^24 (frames are refused above that).
-    let scale = input as f32 / output as f32;
-    taps.extend((0..output).map(|dst| {
-        let src = (scale * (dst as f32 + 0.5) - 0.5).max(0.0);
-        // Finite and non-negative: the cast truncates to floor(src); the
-        // `min` guards against rounding past the last pixel.
-        let first = (src as usize).min(last);
-        let lambda = (src - first as f32).clamp(0.0, 1.0);
-        // Sides are below 2^24 (frames) or MAX_TENSOR_SIDE (tensors): fit u32.
-        DeviceTap {
-            first: first as u32,
-            second: if first < last {
-                first as u32 + 1
-            } else {
-                first as u32
-            },
-            w_first: 1.0 - lambda,
-            w_second: lambda,
-        }
+    // Sides are below 2^24 (frames) or MAX_TENSOR_SIDE (tensors): they fit u32.
+    taps.extend(cpu.iter().map(|t| DeviceTap {
+        first: t.first as u32,
+        second: t.second as u32,
+        w_first: t.w_first,
+        w_second: t.w_second,
     }));
 }
 
-/// `(x / 255 - mean) / std` as `x * scale + bias` per channel, folded in f64
-/// as the CPU folds it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ChannelAffine {
-    pub scale: [f32; 3],
-    pub bias: [f32; 3],
-}
-
-impl ChannelAffine {
-    pub fn from_normalization(norm: &Normalization) -> Self {
-        let scale = |c: usize| (1.0 / (255.0 * f64::from(norm.std[c]))) as f32;
-        let bias = |c: usize| (-f64::from(norm.mean[c]) / f64::from(norm.std[c])) as f32;
-        ChannelAffine {
-            scale: [scale(0), scale(1), scale(2)],
-            bias: [bias(0), bias(1), bias(2)],
-        }
-    }
-}
-
-/// `(m - mean) / std` for the mask channel as `m * scale + bias`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MaskAffine {
-    pub scale: f32,
-    pub bias: f32,
-}
-
-impl MaskAffine {
-    pub fn new(mean: f32, std: f32) -> Self {
-        MaskAffine {
-            scale: (1.0 / f64::from(std)) as f32,
-            bias: (-f64::from(mean) / f64::from(std)) as f32,
-        }
-    }
-}
+/// `(x / 255 - mean) / std` as `x * scale + bias`, folded exactly as the CPU folds it.
+pub(crate) use crate::preprocess::normalize::{ChannelAffine, MaskAffine};
 
 /// Which output row block row `y` of the frame kernel makes: `(true, row)`
 /// for a classifier row, `(false, row)` for a segmentation row. The rows of
@@ -185,6 +133,7 @@ mod tests {
     /// checks the kernels themselves.
     mod kernel_arithmetic {
         use super::*;
+        use crate::config::Normalization;
         use crate::frame::{ImageView, PixelLayout, TensorGeometry};
         use crate::preprocess::{Preprocessor, logits_to_mask};
 

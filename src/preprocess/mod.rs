@@ -21,10 +21,10 @@ mod device;
 mod error;
 mod frame_rows;
 mod mask;
-mod normalize;
+pub(crate) mod normalize;
 mod resize;
 mod stage;
-mod taps;
+pub(crate) mod taps;
 
 pub use device::{FramePreprocessError, FramePreprocessor, cpu_preprocessor};
 pub use error::PreprocessError;
