@@ -29,7 +29,7 @@ use super::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 use super::{GpuContext, GpuError};
 use crate::config::Normalization;
 use crate::frame::{ImageView, TensorGeometry};
-use crate::preprocess::{MAX_FRAME_SIDE, PreprocessError};
+use crate::preprocess::PreprocessError;
 
 /// Largest tensor side the kernels' grids allow (a grid's y extent).
 pub const MAX_TENSOR_SIDE: usize = 65_535;
@@ -742,47 +742,9 @@ fn download_tensor<T: TensorValue>(
     Ok(())
 }
 
-/// Checks a frame as the CPU path does (`FrameRows::new`) and returns the
-/// bytes the kernel reads: every row's stride but the last, plus one row.
+/// The bytes the kernel reads of `frame`, checked as the CPU path checks it.
 fn checked_frame_bytes(frame: &ImageView<'_>) -> Result<usize, PreprocessError> {
-    let (width, height, stride) = (frame.width, frame.height, frame.stride);
-    if width == 0 || height == 0 {
-        return Err(PreprocessError::EmptyFrame { width, height });
-    }
-    if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
-        return Err(PreprocessError::FrameTooLarge {
-            width,
-            height,
-            max: MAX_FRAME_SIDE,
-        });
-    }
-    let row_bytes = width * frame.layout.bytes_per_pixel();
-    if stride < row_bytes {
-        return Err(PreprocessError::StrideTooSmall {
-            stride,
-            width,
-            layout: frame.layout,
-            row_bytes,
-        });
-    }
-    let needed = stride
-        .checked_mul(height - 1)
-        .and_then(|bytes| bytes.checked_add(row_bytes))
-        .ok_or(PreprocessError::FrameTooLarge {
-            width,
-            height,
-            max: MAX_FRAME_SIDE,
-        })?;
-    if frame.data.len() < needed {
-        return Err(PreprocessError::DataTooShort {
-            len: frame.data.len(),
-            width,
-            height,
-            stride,
-            needed,
-        });
-    }
-    Ok(needed)
+    crate::preprocess::frame_rows::checked_frame_bytes(frame).map(|(_, needed)| needed)
 }
 
 fn check_len(buffer: &'static str, len: usize, expected: usize) -> Result<(), GpuError> {

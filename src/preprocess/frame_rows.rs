@@ -20,47 +20,58 @@ pub(crate) struct FrameRows<'a> {
     pub height: usize,
 }
 
+/// Checks a frame's size, stride and data length; returns the bytes of one
+/// row of pixels and the bytes a reader touches (every row's stride but the
+/// last, plus one row). The CPU path and the CUDA upload both check with this.
+pub(crate) fn checked_frame_bytes(
+    frame: &ImageView<'_>,
+) -> Result<(usize, usize), PreprocessError> {
+    let (width, height, stride) = (frame.width, frame.height, frame.stride);
+    if width == 0 || height == 0 {
+        return Err(PreprocessError::EmptyFrame { width, height });
+    }
+    if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
+        return Err(PreprocessError::FrameTooLarge {
+            width,
+            height,
+            max: MAX_FRAME_SIDE,
+        });
+    }
+    // Both factors are below 2^24 and bytes per pixel is at most 4: no overflow.
+    let row_bytes = width * frame.layout.bytes_per_pixel();
+    if stride < row_bytes {
+        return Err(PreprocessError::StrideTooSmall {
+            stride,
+            width,
+            layout: frame.layout,
+            row_bytes,
+        });
+    }
+    // The last row needs no padding after it.
+    let needed = stride
+        .checked_mul(height - 1)
+        .and_then(|bytes| bytes.checked_add(row_bytes))
+        .ok_or(PreprocessError::FrameTooLarge {
+            width,
+            height,
+            max: MAX_FRAME_SIDE,
+        })?;
+    if frame.data.len() < needed {
+        return Err(PreprocessError::DataTooShort {
+            len: frame.data.len(),
+            width,
+            height,
+            stride,
+            needed,
+        });
+    }
+    Ok((row_bytes, needed))
+}
+
 impl<'a> FrameRows<'a> {
     pub fn new(frame: &ImageView<'a>) -> Result<Self, PreprocessError> {
+        let (row_bytes, _) = checked_frame_bytes(frame)?;
         let (width, height, stride) = (frame.width, frame.height, frame.stride);
-        if width == 0 || height == 0 {
-            return Err(PreprocessError::EmptyFrame { width, height });
-        }
-        if width > MAX_FRAME_SIDE || height > MAX_FRAME_SIDE {
-            return Err(PreprocessError::FrameTooLarge {
-                width,
-                height,
-                max: MAX_FRAME_SIDE,
-            });
-        }
-        // Both factors are below 2^24 and bytes per pixel is at most 4: no overflow.
-        let row_bytes = width * frame.layout.bytes_per_pixel();
-        if stride < row_bytes {
-            return Err(PreprocessError::StrideTooSmall {
-                stride,
-                width,
-                layout: frame.layout,
-                row_bytes,
-            });
-        }
-        // The last row needs no padding after it.
-        let needed = stride
-            .checked_mul(height - 1)
-            .and_then(|bytes| bytes.checked_add(row_bytes))
-            .ok_or(PreprocessError::FrameTooLarge {
-                width,
-                height,
-                max: MAX_FRAME_SIDE,
-            })?;
-        if frame.data.len() < needed {
-            return Err(PreprocessError::DataTooShort {
-                len: frame.data.len(),
-                width,
-                height,
-                stride,
-                needed,
-            });
-        }
         Ok(FrameRows {
             data: frame.data,
             stride,

@@ -19,7 +19,7 @@
 
 mod device;
 mod error;
-mod frame_rows;
+pub(crate) mod frame_rows;
 mod mask;
 pub(crate) mod normalize;
 mod resize;
