@@ -134,6 +134,11 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 RunContext::configured(service::Notifier::from_env(), signals),
             )?;
             print!("{}", summary.render());
+            // Every frame got its result; still, a source that failed mid-run
+            // (a camera unplugged) is a failure: systemd restarts the service.
+            if let sealcheck::ring::EndOfStream::Error(e) = summary.end {
+                return Err(anyhow::Error::new(e).context("the source failed during the run"));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect {
