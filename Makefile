@@ -54,7 +54,7 @@ test: deps python onnxruntime
 	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
 	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
 	# needs no libnvinfer: it is loaded at run time). GPU tests print SKIPPED here.
-	PYTHON=$(CURDIR)/$(PY) scripts/ci_cuda_build.sh
+	PYTHON=$(CURDIR)/$(PY) CUDA_BUILD_ONLY=1 scripts/ci_cuda_build.sh
 	scripts/ci_tensorrt_check.sh
 
 # TensorRT tests, on a machine with TensorRT and an NVIDIA GPU (a Jetson).
