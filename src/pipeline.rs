@@ -322,7 +322,13 @@ fn start_stages(
     let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
     let (to_output, output_in) = bounded::<StageMessage>(work_records);
     let (done_tx, output_done) = bounded::<()>(1);
-    let frame_preprocessor = FramePreprocessor::open(config, geometry)?;
+    // A GPU backend with CUDA preprocessing runs each frame in one device
+    // thread on one stream (infer::device_stage) instead of preprocess + infer.
+    let frame_preprocessor = if infer::device_stage::runs_on_device(config, backend.kind()) {
+        None
+    } else {
+        Some(FramePreprocessor::open(config, geometry)?)
+    };
 
     let sink = ResultSink::open(&config.output)?;
     let output = OutputStage {
@@ -344,23 +350,42 @@ fn start_stages(
         let _ = done_tx.send(());
         result
     })?;
-    let infer = InferStage {
-        input: infer_in,
-        output: to_output,
-        backend,
-        preprocessor: cpu_preprocessor(config, geometry),
-        mask_class: config.segmentation.mask_class,
-        liveness: liveness.clone(),
+    let (preprocess, infer) = match frame_preprocessor {
+        None => {
+            let kind = backend.kind();
+            // The device path opens its own sessions on its stream.
+            drop(backend);
+            let device = infer::device_stage::DeviceStage {
+                input: consumer,
+                output: to_output,
+                free_work: free_rx,
+                liveness: liveness.clone(),
+            }
+            .spawn(config, kind, geometry)
+            .map_err(|e| InferError::Device(Box::new(e)))?;
+            // Nothing runs between the device thread and output.
+            (device, spawn("infer", || ())?)
+        }
+        Some(frame_preprocessor) => {
+            let infer = InferStage {
+                input: infer_in,
+                output: to_output,
+                backend,
+                preprocessor: cpu_preprocessor(config, geometry),
+                mask_class: config.segmentation.mask_class,
+                liveness: liveness.clone(),
+            };
+            let infer = spawn("infer", move || infer.run())?;
+            let preprocess = PreprocessStage {
+                input: consumer,
+                output: to_infer,
+                free_work: free_rx,
+                preprocessor: frame_preprocessor,
+                liveness: liveness.clone(),
+            };
+            (spawn("preprocess", move || preprocess.run())?, infer)
+        }
     };
-    let infer = spawn("infer", move || infer.run())?;
-    let preprocess = PreprocessStage {
-        input: consumer,
-        output: to_infer,
-        free_work: free_rx,
-        preprocessor: frame_preprocessor,
-        liveness: liveness.clone(),
-    };
-    let preprocess = spawn("preprocess", move || preprocess.run())?;
     let capture = match &context.source {
         SourcePlan::Configured => {
             FrameSource::Capture(Capture::start(&config.source, producer, liveness.clone())?)

@@ -11,9 +11,13 @@
 //! and checks them against the config through `model_io`, so a model swap that
 //! breaks the contract stops the start with a message naming file and key.
 
+pub mod device_stage;
 mod error;
 mod model_io;
 pub mod onnxruntime;
+// ONNX Runtime on CUDA with IO binding on the GPU preprocessor's stream.
+#[cfg(feature = "cuda")]
+pub mod onnxruntime_device;
 mod stage;
 pub mod tract;
 

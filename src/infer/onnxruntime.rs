@@ -21,7 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ort::environment::{Environment, GlobalThreadPoolOptions};
-use ort::ep::ExecutionProvider;
+use ort::ep::cuda::ConvAlgorithmSearch;
+use ort::ep::{ArenaExtendStrategy, ExecutionProvider};
 use ort::memory::Allocator;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
@@ -41,6 +42,39 @@ pub const PINNED_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 
 /// Name looked up on the system's library search path as the last resort.
 const SYSTEM_LIBRARY: &str = "libonnxruntime.so";
+
+/// Session settings that will become config keys (`[inference.onnxruntime]`);
+/// until then they live here, in one place. Intra-op threads are already the
+/// config key `[inference] threads` (0 = ONNX Runtime's default), applied to
+/// the process-wide pool both sessions share.
+pub struct OrtSettings {
+    /// `graph_optimization = "all"` ("disable" | "basic" | "extended" | "all").
+    pub graph_optimization: GraphOptimizationLevel,
+    /// `memory_pattern = true`: ONNX Runtime plans the models' intermediate
+    /// buffers once (the shapes are fixed) and reuses the plan every run.
+    pub memory_pattern: bool,
+    /// `cuda_arena_extend_strategy = "next_power_of_two"` ("same_as_requested"
+    /// keeps the CUDA arena tight on a Jetson's shared memory).
+    pub cuda_arena_extend_strategy: ArenaExtendStrategy,
+    /// `cuda_mem_limit_mib = 0`: CUDA arena limit, 0 = no limit.
+    pub cuda_mem_limit_mib: usize,
+    /// `cudnn_conv_algo_search = "exhaustive"` ("heuristic" | "default"):
+    /// exhaustive costs a slower first frame (warm-up) for faster convolutions after.
+    pub cudnn_conv_algo_search: ConvAlgorithmSearch,
+}
+
+pub const ORT_SETTINGS: OrtSettings = OrtSettings {
+    graph_optimization: GraphOptimizationLevel::All,
+    memory_pattern: true,
+    cuda_arena_extend_strategy: ArenaExtendStrategy::NextPowerOfTwo,
+    cuda_mem_limit_mib: 0,
+    cudnn_conv_algo_search: ConvAlgorithmSearch::Exhaustive,
+};
+
+/// A CUDA stream for the sessions' compute (`CUstream`), shared with the
+/// CUDA preprocessing kernels so a frame runs on one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct ComputeStream(pub *mut std::ffi::c_void);
 
 /// Both models in ONNX Runtime sessions on one device.
 pub struct OrtBackend {
@@ -113,7 +147,7 @@ impl OrtModel {
         spec: &ModelSpec<'_>,
         device: ComputeDevice,
     ) -> Result<Self, InferError> {
-        let session = create_session(runtime, spec, device)?;
+        let session = create_session(runtime, spec, device, None)?;
         let inputs = declared(session.inputs());
         let outputs = declared(session.outputs());
         let io = resolve_model_io(spec, &inputs, &outputs)?;
@@ -176,6 +210,7 @@ fn create_session(
     runtime: &OrtRuntime,
     spec: &ModelSpec<'_>,
     device: ComputeDevice,
+    stream: Option<ComputeStream>,
 ) -> Result<Session, InferError> {
     let library = &runtime.library;
     let engine_error = |action: &str, message: String| InferError::OrtEngine {
@@ -185,11 +220,13 @@ fn create_session(
     };
     let mut builder = Session::builder(&runtime.env)
         .map_err(|e| engine_error("create session options", e.to_string()))?
-        .with_optimization_level(GraphOptimizationLevel::All)
-        .map_err(|e| engine_error("set the graph optimization level", e.to_string()))?;
+        .with_optimization_level(ORT_SETTINGS.graph_optimization)
+        .map_err(|e| engine_error("set the graph optimization level", e.to_string()))?
+        .with_memory_pattern(ORT_SETTINGS.memory_pattern)
+        .map_err(|e| engine_error("set the memory pattern", e.to_string()))?;
     // Intra-op threads come from the environment's pool, shared by both sessions.
     if device == ComputeDevice::Cuda {
-        builder = register_cuda(builder, library)?;
+        builder = register_cuda(builder, library, stream)?;
     }
     builder.commit_from_file(spec.path).map_err(|e| {
         let message = e.to_string();
@@ -218,7 +255,11 @@ fn create_session(
     })
 }
 
-fn register_cuda(builder: SessionBuilder, library: &Path) -> Result<SessionBuilder, InferError> {
+fn register_cuda(
+    builder: SessionBuilder,
+    library: &Path,
+    stream: Option<ComputeStream>,
+) -> Result<SessionBuilder, InferError> {
     let unavailable = |message: String| InferError::CudaUnavailable {
         library: library.to_path_buf(),
         message,
@@ -234,9 +275,45 @@ fn register_cuda(builder: SessionBuilder, library: &Path) -> Result<SessionBuild
         }
         Err(e) => return Err(unavailable(format!("cannot list execution providers: {e}"))),
     }
+    let mut cuda = ort::ep::CUDA::default()
+        .with_arena_extend_strategy(ORT_SETTINGS.cuda_arena_extend_strategy)
+        .with_conv_algorithm_search(ORT_SETTINGS.cudnn_conv_algo_search);
+    if ORT_SETTINGS.cuda_mem_limit_mib > 0 {
+        cuda = cuda.with_memory_limit(ORT_SETTINGS.cuda_mem_limit_mib << 20);
+    }
+    if let Some(stream) = stream {
+        // SAFETY: the stream belongs to the device path, which drops the
+        // sessions before the stream (see `onnxruntime_device`).
+        cuda = unsafe { cuda.with_compute_stream(stream.0.cast()) };
+    }
     builder
-        .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+        .with_execution_providers([cuda.build().error_on_failure()])
         .map_err(|e| unavailable(e.to_string()))
+}
+
+/// One model's session on CUDA, its compute queued on `stream`, and the
+/// model's checked IO; for the device path, which binds the inputs and
+/// outputs to its own device buffers.
+#[cfg(feature = "cuda")]
+pub(crate) fn open_cuda_session(
+    cfg: &Config,
+    spec: &ModelSpec<'_>,
+    stream: ComputeStream,
+) -> Result<(Session, ModelIo), InferError> {
+    spec.require_file()?;
+    let runtime = OrtRuntime::get(
+        cfg.inference.onnxruntime_library.as_deref(),
+        cfg.inference.threads,
+    )?;
+    let session = create_session(&runtime, spec, ComputeDevice::Cuda, Some(stream))?;
+    let io = resolve_model_io(
+        spec,
+        &declared(session.inputs()),
+        &declared(session.outputs()),
+    )?;
+    log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), role:% = spec.role;
+        "ONNX Runtime CUDA session on the pipeline's stream");
+    Ok((session, io))
 }
 
 /// What the session reports about its graph inputs or outputs, for the shared check.

@@ -120,6 +120,13 @@ impl DevicePath {
         frame: ImageView<'_>,
         work: &mut FrameWork,
     ) -> Result<DeviceTimings, TrtError> {
+        self.submit_frame(frame)?;
+        self.complete_frame(work)
+    }
+
+    /// Stages `frame` in pinned memory and queues all of its GPU work; the
+    /// frame may be reused when this returns.
+    pub fn submit_frame(&mut self, frame: ImageView<'_>) -> Result<(), TrtError> {
         let stream = self.preprocessor.stream();
         let raw = stream.raw() as usize;
         let [begin, preprocessed, masked, done] = &mut self.events;
@@ -146,8 +153,8 @@ impl DevicePath {
             .map_err(TrtError::gpu("record an event"))?;
         // SAFETY: as above.
         unsafe { self.backend.enqueue(ModelRole::Classifier, raw)? };
-        // SAFETY: `cls_logits` is read only after `done` completes (below);
-        // both buffers are owned by `self`.
+        // SAFETY: `cls_logits` is read only after `done` completes (in
+        // `complete_frame`); both buffers are owned by `self`.
         unsafe {
             self.backend.queue_output_download(
                 ModelRole::Classifier,
@@ -156,8 +163,12 @@ impl DevicePath {
             )?
         };
         done.record(stream)
-            .map_err(TrtError::gpu("record an event"))?;
+            .map_err(TrtError::gpu("record an event"))
+    }
 
+    /// Waits once for the frame submitted last and fills the decision's inputs.
+    pub fn complete_frame(&mut self, work: &mut FrameWork) -> Result<DeviceTimings, TrtError> {
+        let [begin, preprocessed, masked, done] = &self.events;
         work.mask_pixels = self
             .preprocessor
             .wait_mask_pixels()
@@ -177,6 +188,41 @@ impl DevicePath {
             segment_ms: ms(masked, preprocessed)?,
             classify_ms: ms(done, masked)?,
         })
+    }
+}
+
+impl crate::infer::device_stage::DeviceFramePath for DevicePath {
+    fn kind(&self) -> crate::infer::BackendKind {
+        crate::infer::BackendKind::TensorRt
+    }
+
+    fn submit(
+        &mut self,
+        frame: ImageView<'_>,
+    ) -> Result<(), crate::infer::device_stage::DeviceFrameError> {
+        Ok(self.submit_frame(frame)?)
+    }
+
+    fn complete(
+        &mut self,
+        work: &mut FrameWork,
+    ) -> Result<crate::infer::device_stage::GpuTimings, crate::infer::device_stage::DeviceFrameError>
+    {
+        let t = self.complete_frame(work)?;
+        Ok(crate::infer::device_stage::GpuTimings {
+            preprocess_ms: t.preprocess_ms,
+            segment_ms: t.segment_ms,
+            classify_ms: t.classify_ms,
+        })
+    }
+
+    fn traffic(&self, frame: &ImageView<'_>) -> crate::infer::device_stage::FrameTraffic {
+        crate::infer::device_stage::FrameTraffic {
+            host_to_device: frame.stride * frame.height.saturating_sub(1)
+                + frame.width * frame.layout.bytes_per_pixel(),
+            device_to_host: self.cls_logits.len() * std::mem::size_of::<f32>()
+                + std::mem::size_of::<u64>(),
+        }
     }
 }
 

@@ -1,0 +1,80 @@
+#!/bin/sh
+# On a lent GPU machine, after scripts/gpu_carry_ort.sh has joined ONNX
+# Runtime's CUDA build there: checks and measures sealcheck's GPU paths,
+# writing logs under $OUT (default ./gpu-out).
+#
+#   a  `sealcheck run` on the sample clip, preprocess = "cpu" vs "cuda"
+#      (ONNX Runtime CPU inference): same verdict on every frame (issue 4)
+#   b  tests/ort_cuda_parity.rs: ONNX Runtime CUDA device path vs tract
+#   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
+#      (onnxruntime cuda + preprocess cuda, one stream), ONNX Runtime CUDA with
+#      CPU preprocessing (host tensors), ONNX Runtime CPU; and the two Python
+#      peers on the same GPU (OpenCV + onnxruntime-gpu with host copies;
+#      PyTorch on the GPU + IO binding)
+#
+#   scripts/gpu_verify_ort.sh [a] [b] [c]     (default: all)
+# Binaries (sealcheck, ort_cuda_parity) come from /tmp/sealcheck-carry/bin, where
+# `gpu_carry_ort.sh receive` unpacks them; built here with
+#   cargo build --release --features cuda --bin sealcheck --test ort_cuda_parity
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+FRAMES=${FRAMES:-1000}
+RUNS=${RUNS:-3}
+BIN=${BIN:-/tmp/sealcheck-carry/bin}
+PY=${PY:-/opt/torch/.venv/bin/python3}
+mkdir -p "$OUT" results
+eval "$(scripts/gpu_carry_ort.sh env)"
+steps=${*:-a b c}
+
+config() { # name backend device preprocess -> config/gpu_<name>.toml
+    sed -e "s|^backend = .*|backend = \"$2\"\ndevice = \"$3\"\npreprocess = \"$4\"|" \
+        -e "s|^results = .*|results = \"../results/gpu_$1.jsonl\"|" config/demo.toml >"config/gpu_$1.toml"
+}
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    nproc
+    $PY -c 'import torch, onnxruntime as o; print("torch", torch.__version__, "onnxruntime", o.__version__, o.get_available_providers())'
+    ldd "$BIN/sealcheck" | grep "not found" || echo "ldd: all libraries found"
+} >"$OUT/machine.txt" 2>&1
+
+for step in $steps; do
+    case $step in
+    a)
+        config pre_cpu onnxruntime cpu cpu
+        config pre_cuda onnxruntime cpu cuda
+        for v in pre_cpu pre_cuda; do
+            rm -f "results/gpu_$v.jsonl"
+            timeout 200 "$BIN/sealcheck" run --config "config/gpu_$v.toml" >"$OUT/a_$v.log" 2>&1
+            echo "exit $?" >>"$OUT/a_$v.log"
+        done
+        $PY - results/gpu_pre_cpu.jsonl results/gpu_pre_cuda.jsonl >"$OUT/a_compare.txt" 2>&1 <<'EOF'
+import json, sys
+def load(p):
+    return {r.get("seq"): r for r in map(json.loads, open(p))}
+cpu, cuda = load(sys.argv[1]), load(sys.argv[2])
+diff = [s for s in cpu if cpu[s].get("verdict") != cuda.get(s, {}).get("verdict")]
+print(f"frames: cpu {len(cpu)}, cuda {len(cuda)}; verdicts differ on {len(diff)}: {diff[:20]}")
+print("SAME VERDICTS ON EVERY FRAME" if cpu and len(cpu) == len(cuda) and not diff else "MISMATCH")
+EOF
+        ;;
+    b)
+        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/b_parity.log" 2>&1
+        echo "exit $?" >>"$OUT/b_parity.log"
+        ;;
+    c)
+        config bench_gpu onnxruntime cuda cuda
+        config bench_ortcuda_host onnxruntime cuda cpu
+        config bench_ortcpu onnxruntime cpu cpu
+        for r in $(seq 1 "$RUNS"); do
+            for v in bench_gpu bench_ortcuda_host bench_ortcpu; do
+                timeout 200 "$BIN/sealcheck" bench --config "config/gpu_$v.toml" --frames "$FRAMES" >>"$OUT/c_$v.log" 2>&1
+            done
+            timeout 200 $PY scripts/peer_pipeline.py --device cuda --frames "$FRAMES" --json >>"$OUT/c_peer_cuda.log" 2>&1
+            timeout 200 $PY scripts/peer_pipeline_torch.py --frames "$FRAMES" --json >>"$OUT/c_peer_torch.log" 2>&1
+        done
+        ;;
+    esac
+done
+rm -f config/gpu_*.toml
