@@ -47,11 +47,16 @@ def main():
     args = ap.parse_args()
 
     dev = torch.device("cuda", 0)
-    stream = torch.cuda.current_stream(dev)
+    # A stream of our own, shared with ONNX Runtime: the default stream's handle
+    # is 0, which ONNX Runtime reads as "no user stream" and then computes on a
+    # stream of its own, racing with PyTorch's reads of the logits.
+    stream = torch.cuda.Stream(dev)
+    torch.cuda.set_stream(stream)
     files = sorted(glob.glob(os.path.join(args.clip, "frame_*.jpg")))
     frames = [torch.from_numpy(cv2.cvtColor(cv2.imread(f), cv2.COLOR_BGR2RGB)).pin_memory() for f in files]
 
-    providers = [("CUDAExecutionProvider", {"device_id": 0, "user_compute_stream": str(stream.cuda_stream)}),
+    providers = [("CUDAExecutionProvider", {"device_id": 0, "user_compute_stream": str(stream.cuda_stream),
+                                            "use_tf32": "0"}),
                  "CPUExecutionProvider"]
     opts = ort.SessionOptions()
     seg = ort.InferenceSession(args.seg, opts, providers=providers)

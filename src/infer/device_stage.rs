@@ -363,9 +363,8 @@ mod tests {
 
     #[test]
     fn cpu_backends_and_cpu_preprocessing_stay_off_the_device_stage() {
-        let mut config = crate::config::parse(
-            "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"s.onnx\"\n[models.classifier]\npath = \"c.onnx\"\n",
-            std::path::Path::new("/tmp/x.toml"),
+        let mut config = crate::config::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml"),
         )
         .unwrap();
         assert!(!runs_on_device(&config, BackendKind::OnnxRuntimeCuda));
