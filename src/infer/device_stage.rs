@@ -131,11 +131,10 @@ pub fn open_path(
     backend: BackendKind,
     geometry: TensorGeometry,
 ) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
-    let _ = geometry;
     match backend {
         #[cfg(feature = "cuda")]
         BackendKind::OnnxRuntimeCuda => Ok(Box::new(
-            super::onnxruntime_device::OrtDevicePath::open(config)?,
+            super::onnxruntime_device::OrtDevicePath::open(config, geometry)?,
         )),
         #[cfg(feature = "tensorrt")]
         BackendKind::TensorRt => {
@@ -152,7 +151,7 @@ pub fn open_path(
             )?))
         }
         other => {
-            let _ = config;
+            let _ = (config, geometry);
             Err(DeviceFrameError::Unsupported(other.as_str()))
         }
     }

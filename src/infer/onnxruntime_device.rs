@@ -24,7 +24,7 @@ use super::model_io::{ModelIo, ModelRole, ModelSpec};
 use super::onnxruntime::{ComputeStream, open_cuda_session};
 use super::{BackendKind, InferError};
 use crate::config::Config;
-use crate::frame::{FrameWork, ImageView};
+use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
     DeviceBuffer, DeviceTensor, Event, FrameTransfer, GpuContext, GpuOptions, GpuPreprocessor,
     PinnedBuffer, TensorElement,
@@ -190,13 +190,13 @@ pub struct OrtDevicePath {
 unsafe impl Send for OrtDevicePath {}
 
 impl OrtDevicePath {
-    pub fn open(cfg: &Config) -> Result<Self, DeviceFrameError> {
+    /// `geometry`: the models' tensor shapes as the pipeline read them at
+    /// start; the sessions opened here must agree.
+    pub fn open(cfg: &Config, geometry: TensorGeometry) -> Result<Self, DeviceFrameError> {
         let gpu_error = |action: &'static str| {
             move |source: crate::gpu::GpuError| DeviceFrameError::Gpu { action, source }
         };
         let gpu = GpuContext::open(0).map_err(gpu_error("open GPU 0"))?;
-        // The sessions need the preprocessor's stream, and the preprocessor
-        // needs the models' geometry: read it first from CPU sessions.
         let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
         let cls_spec = ModelSpec::classifier(&cfg.classifier);
         let options = GpuOptions {
@@ -208,7 +208,6 @@ impl OrtDevicePath {
             },
             ..GpuOptions::default()
         };
-        let geometry = probe_geometry(cfg)?;
         let preprocessor = GpuPreprocessor::new(
             &gpu,
             cfg.segmentation.normalization,
@@ -222,6 +221,16 @@ impl OrtDevicePath {
         let stream = ComputeStream(preprocessor.stream().raw() as *mut std::ffi::c_void);
         let (seg_session, seg_io) = open_cuda_session(cfg, &seg_spec, stream)?;
         let (cls_session, cls_io) = open_cuda_session(cfg, &cls_spec, stream)?;
+        let opened = super::geometry(&seg_io, &cls_io)?;
+        if opened != geometry {
+            return Err(InferError::Mismatch(format!(
+                "the CUDA sessions read {opened:?} from {} and {}, but the pipeline was sized for {geometry:?}; \
+                 were the model files replaced while starting?",
+                cfg.segmentation.path.display(),
+                cfg.classifier.path.display()
+            ))
+            .into());
+        }
         let cls_logits_device = DeviceBuffer::<f32>::new(&gpu, geometry.cls_classes)
             .map_err(gpu_error("allocate the classifier logits"))?;
         let cls_out = DeviceTensor {
@@ -267,14 +276,6 @@ impl OrtDevicePath {
             gpu,
         })
     }
-}
-
-/// The models' tensor geometry, read with a CPU session of each model (no
-/// GPU memory taken; done once at start).
-fn probe_geometry(cfg: &Config) -> Result<crate::frame::TensorGeometry, InferError> {
-    let cpu = super::onnxruntime::OrtBackend::open(cfg, crate::config::ComputeDevice::Cpu)?;
-    use super::InferenceBackend;
-    super::geometry(cpu.segmentation_io(), cpu.classifier_io())
 }
 
 impl DeviceFramePath for OrtDevicePath {
