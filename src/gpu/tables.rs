@@ -32,7 +32,7 @@ pub fn linear_taps(input: usize, output: usize, taps: &mut Vec<DeviceTap>) {
 }
 
 /// `(x / 255 - mean) / std` as `x * scale + bias`, folded exactly as the CPU folds it.
-pub(crate) use crate::preprocess::normalize::{ChannelAffine, MaskAffine};
+pub use crate::preprocess::normalize::{ChannelAffine, MaskAffine};
 
 /// Which output row block row `y` of the frame kernel makes: `(true, row)`
 /// for a classifier row, `(false, row)` for a segmentation row. The rows of

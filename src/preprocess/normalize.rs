@@ -5,7 +5,7 @@ use crate::config::Normalization;
 /// Per-channel `x * scale + bias`, equal to `(x / 255 - mean) / std` for a
 /// value `x` on the 0..255 scale (to within float rounding, ~1e-7 relative).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct ChannelAffine {
+pub struct ChannelAffine {
     pub scale: [f32; 3],
     pub bias: [f32; 3],
 }
@@ -24,7 +24,7 @@ impl ChannelAffine {
 
 /// `(m - mean) / std` for the mask channel, whose values are already 0..1.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct MaskAffine {
+pub struct MaskAffine {
     pub scale: f32,
     pub bias: f32,
 }
