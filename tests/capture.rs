@@ -586,3 +586,89 @@ fn decode_image_file_names_a_corrupt_or_missing_file() {
         "{error}"
     );
 }
+
+#[test]
+fn image_sequence_gives_every_file_one_event_even_the_ones_that_cannot_be_decoded() {
+    let (width, height, count) = (333, 201, 7);
+    let dir = tempfile::tempdir().unwrap();
+    let location = write_png_sequence(dir.path(), width, height, count);
+    let file = |index: usize| dir.path().join(format!("frame_{index:05}.png"));
+    std::fs::write(file(1), b"not an image at all").unwrap();
+    let whole = std::fs::read(file(3)).unwrap();
+    std::fs::write(file(3), &whole[..whole.len() / 2]).unwrap();
+    std::fs::write(file(5), b"").unwrap();
+    let failing = [1, 3, 5];
+
+    let (producer, mut consumer) = frame_ring(2);
+    let capture = Capture::start(
+        &source(
+            SourceKind::Images {
+                location,
+                framerate: 5,
+            },
+            OverflowPolicy::Block,
+            2,
+        ),
+        producer,
+        Liveness::new(),
+    )
+    .expect("image sequence starts");
+    let mut next_seq = 0u64;
+    let end = loop {
+        match consumer
+            .pop(EVENT_TIMEOUT)
+            .expect("capture went quiet without End")
+        {
+            CaptureEvent::Frame(slot) => {
+                let index = slot.meta.seq as usize;
+                assert_eq!(index as u64, next_seq, "one event per file, in file order");
+                assert!(!failing.contains(&index), "file {index} is not decodable");
+                assert_pixels(&slot, index, width, height);
+                consumer.recycle(slot);
+            }
+            CaptureEvent::Failed { meta, message } => {
+                let index = meta.seq as usize;
+                assert_eq!(index as u64, next_seq, "one event per file, in file order");
+                assert!(failing.contains(&index), "file {index} decodes: {message}");
+                let name = format!("frame_{index:05}.png");
+                assert!(
+                    message.contains(&name),
+                    "the message names {name}: {message}"
+                );
+                if index == 3 {
+                    assert!(message.contains("truncated"), "{message}");
+                }
+            }
+            other => break other,
+        }
+        next_seq += 1;
+    };
+    assert!(
+        matches!(end, CaptureEvent::End(EndOfStream::Finished)),
+        "{end:?}"
+    );
+    assert_eq!(next_seq, count as u64, "every file got an event");
+    assert_eq!(capture.frames_delivered(), count as u64);
+    capture.shutdown();
+}
+
+#[test]
+fn decode_image_file_refuses_a_truncated_jpeg() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/demo_clip/frame_00000.jpg"),
+    )
+    .unwrap();
+    let mut slot = FrameSlot::with_capacity(0);
+    let complete = dir.path().join("complete.jpg");
+    std::fs::write(&complete, &whole).unwrap();
+    decode_image_file(&complete, &mut slot).expect("the clip's frame decodes");
+
+    let cut = dir.path().join("cut.jpg");
+    std::fs::write(&cut, &whole[..whole.len() * 3 / 4]).unwrap();
+    let error = decode_image_file(&cut, &mut slot).expect_err("a cut JPEG is refused");
+    assert!(
+        error.to_string().contains("cut.jpg") && error.to_string().contains("truncated"),
+        "{error}"
+    );
+}

@@ -223,6 +223,59 @@ fn dropped_frames_get_not_inspected_results_and_nothing_is_lost() {
     );
 }
 
+#[test]
+fn undecodable_images_in_a_sequence_fail_with_error_in_their_own_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = dir.path().join("clip");
+    std::fs::create_dir_all(&clip).unwrap();
+    let frames = 6;
+    for i in 0..frames {
+        let name = format!("frame_{i:05}.jpg");
+        std::fs::copy(
+            repo().join("samples/demo_clip").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
+    }
+    // A file that is no image, then a JPEG cut short (it would decode, partly grey).
+    std::fs::write(clip.join("frame_00001.jpg"), b"not a jpeg").unwrap();
+    let whole = std::fs::read(clip.join("frame_00004.jpg")).unwrap();
+    std::fs::write(clip.join("frame_00004.jpg"), &whole[..whole.len() / 2]).unwrap();
+    let config = write_config(
+        dir.path(),
+        "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"",
+        "tract",
+    );
+    let out = sealcheck()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("frame_00001.jpg") && stderr.contains("frame_00004.jpg"),
+        "{stderr}"
+    );
+
+    let lines = results(dir.path());
+    assert_eq!(lines.len(), frames, "one result per file");
+    let expected = labels();
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64);
+        if i == 1 || i == 4 {
+            assert_eq!(line["verdict"], "fail", "{line}");
+            assert_eq!(line["reason"], "error", "{line}");
+        } else {
+            assert_schema(line);
+            // The files after a bad one are still judged as themselves.
+            let defective = expected[i]["label"] != "ok";
+            assert_eq!(line["verdict"] == "fail", defective, "frame {i}: {line}");
+        }
+    }
+}
+
 fn read_npy_shape(path: &Path) -> Vec<usize> {
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(&bytes[..6], b"\x93NUMPY");

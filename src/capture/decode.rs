@@ -1,5 +1,6 @@
 //! One image file to an RGB frame, through the same GStreamer decoders and the
-//! same row copy as live capture (for `sealcheck inspect`):
+//! same row copy as live capture (for `sealcheck inspect`, and per file for an
+//! image-sequence source):
 //!
 //! ```text
 //! {filesrc} - {decodebin} - {videoconvert} - {video/x-raw,format=RGB} - {appsink}
@@ -38,9 +39,33 @@ pub fn decode_image_file(path: &Path, slot: &mut FrameSlot) -> Result<(), Captur
         path: path.to_path_buf(),
         reason,
     };
+    let sample = decode_image_sample(path)?;
+    let buffer = sample
+        .buffer()
+        .ok_or_else(|| fail("the decoded sample has no buffer".to_string()))?;
+    let caps = sample
+        .caps()
+        .ok_or_else(|| fail("the decoded sample has no caps".to_string()))?;
+    let info = gst_video::VideoInfo::from_caps(caps)
+        .map_err(|e| fail(format!("decoded caps {caps} are not video: {e}")))?;
+    let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info)
+        .map_err(|e| fail(format!("cannot map the decoded frame: {e}")))?;
+    let plane = RgbPlane::from_frame(&frame).map_err(fail)?;
+    plane.copy_into(slot);
+    Ok(())
+}
+
+/// Decodes one image file into a sample of RGB video (buffer and caps), which
+/// outlives the decoding pipeline. Errors name the file.
+pub(crate) fn decode_image_sample(path: &Path) -> Result<gst::Sample, CaptureError> {
+    let fail = |reason: String| CaptureError::Image {
+        path: path.to_path_buf(),
+        reason,
+    };
     if !path.is_file() {
         return Err(fail("no such file".to_string()));
     }
+    check_complete(path).map_err(fail)?;
     let location = path
         .to_str()
         .ok_or_else(|| fail("the path is not valid UTF-8".to_string()))?;
@@ -97,22 +122,45 @@ pub fn decode_image_file(path: &Path, slot: &mut FrameSlot) -> Result<(), Captur
             )));
         }
     }
-    let sample = appsink
+    appsink
         .try_pull_preroll(gst::ClockTime::ZERO)
-        .ok_or_else(|| fail("the decoder produced no frame".to_string()))?;
-    let buffer = sample
-        .buffer()
-        .ok_or_else(|| fail("the decoded sample has no buffer".to_string()))?;
-    let caps = sample
-        .caps()
-        .ok_or_else(|| fail("the decoded sample has no caps".to_string()))?;
-    let info = gst_video::VideoInfo::from_caps(caps)
-        .map_err(|e| fail(format!("decoded caps {caps} are not video: {e}")))?;
-    let frame = gst_video::VideoFrameRef::from_buffer_ref_readable(buffer, &info)
-        .map_err(|e| fail(format!("cannot map the decoded frame: {e}")))?;
-    let plane = RgbPlane::from_frame(&frame).map_err(fail)?;
-    plane.copy_into(slot);
-    Ok(())
+        .ok_or_else(|| fail("the decoder produced no frame".to_string()))
+}
+
+/// How far from the end of a file its end marker may lie (some cameras pad files).
+const END_MARKER_WINDOW: u64 = 4096;
+
+/// A JPEG or PNG cut short (a camera or a copy that stopped mid-file) still
+/// decodes, its missing rows grey, and the decoders say nothing: sealcheck
+/// would inspect a picture that is not all there. So the file's end is checked:
+/// a JPEG needs its end-of-image marker (FF D9), a PNG its IEND chunk, within
+/// the last `END_MARKER_WINDOW` bytes. Other formats are left to the decoder.
+fn check_complete(path: &Path) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |e: std::io::Error| format!("cannot read it: {e}");
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut head = Vec::with_capacity(8);
+    (&mut file).take(8).read_to_end(&mut head).map_err(io)?;
+    let (format, marker): (&str, &[u8]) = if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        ("JPEG", &[0xFF, 0xD9])
+    } else if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        ("PNG", b"IEND")
+    } else {
+        return Ok(());
+    };
+    let mut tail = Vec::with_capacity(END_MARKER_WINDOW as usize);
+    file.seek(SeekFrom::Start(len.saturating_sub(END_MARKER_WINDOW)))
+        .map_err(io)?;
+    file.read_to_end(&mut tail).map_err(io)?;
+    if tail.windows(marker.len()).any(|w| w == marker) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {format} data stops before its end marker: the file is truncated \
+             (was it still being written, or cut short in a copy?)"
+        ))
+    }
 }
 
 /// The first error waiting on the bus, as text.

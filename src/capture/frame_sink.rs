@@ -3,7 +3,8 @@
 //!
 //! Per frame this allocates nothing (a slot's buffer grows only when the frame
 //! size changes) and never panics: a frame that cannot be mapped becomes a
-//! `Failed` event, and only a stream that can never work (caps that are not raw
+//! `Failed` event, so does a GAP buffer (a frame without a picture, such as an
+//! image file that could not be decoded), and only a stream that can never work (caps that are not raw
 //! video) stops the pipeline, through `element_error!` and `FlowError::Error`.
 
 use std::sync::Arc;
@@ -56,6 +57,14 @@ impl FrameSink {
             captured_instant,
         };
 
+        if sample
+            .buffer()
+            .is_some_and(|buffer| buffer.flags().contains(gst::BufferFlags::GAP))
+        {
+            let message = shared.take_gap_reason();
+            producer.push(CaptureEvent::Failed { meta, message });
+            return Ok(gst::FlowSuccess::Ok);
+        }
         let info = match self.video_info(&sample) {
             Ok(info) => info,
             Err(message) => {

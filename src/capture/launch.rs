@@ -3,10 +3,10 @@
 //!
 //! ```text
 //! test:     {videotestsrc} - {capsfilter WxH@N} -.
-//! file:     {filesrc} - {decodebin} ---------------+
-//! images:   {multifilesrc image/jpeg|png} - {decodebin} -+- {videoconvert} - {video/x-raw,format=RGB} - {appsink "sink"}
+//! file:     {filesrc} - {decodebin} ---------------+- {videoconvert} - {video/x-raw,format=RGB} - {appsink "sink"}
 //! v4l2:     {v4l2src} [- {capsfilter} [- {decodebin}]] -+
 //! rtsp:     {rtspsrc} - {decodebin} ---------------'
+//! images:   {appsrc "src"} (RGB frames decoded file by file by `image_feeder`) - {appsink "sink"}
 //! pipeline: the user's description, which must contain {appsink name=sink}
 //! ```
 //!
@@ -106,28 +106,22 @@ fn redact_url(url: &str) -> String {
     }
 }
 
-/// The caps `multifilesrc` announces for an image sequence, from its extension.
-fn image_caps(location: &Path, framerate: u32, origin: &str) -> Result<gst::Caps, CaptureError> {
+/// Image sequences are JPEG or PNG files, named so.
+fn check_image_extension(location: &Path, origin: &str) -> Result<(), CaptureError> {
     let extension = location
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
-    let media = match extension.as_deref() {
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("png") => "image/png",
-        other => {
-            return Err(CaptureError::Launch {
-                origin: origin.to_string(),
-                message: format!(
-                    "image files must be .jpg, .jpeg or .png, not {}",
-                    other.unwrap_or("(no extension)")
-                ),
-                hint: "name the files with a .jpg, .jpeg or .png extension in the `location` key in [source]",
-            });
-        }
-    };
-    Ok(gst::Caps::builder(media)
-        .field("framerate", gst::Fraction::new(framerate as i32, 1))
-        .build())
+    match extension.as_deref() {
+        Some("jpg" | "jpeg" | "png") => Ok(()),
+        other => Err(CaptureError::Launch {
+            origin: origin.to_string(),
+            message: format!(
+                "image files must be .jpg, .jpeg or .png, not {}",
+                other.unwrap_or("(no extension)")
+            ),
+            hint: "name the files with a .jpg, .jpeg or .png extension in the `location` key in [source]",
+        }),
+    }
 }
 
 /// Builds (does not start) the pipeline for `kind`, with the appsink named `sink`
@@ -168,10 +162,10 @@ pub(crate) fn create_pipeline(
             )
         }
         SourceKind::File { .. } => format!("filesrc name=src ! decodebin ! {RGB_TAIL} sync=false"),
+        // Decoded file by file by `image_feeder`, already RGB: appsrc blocks while
+        // one frame waits (its default max-bytes is less than one frame).
         SourceKind::Images { .. } => {
-            format!(
-                "multifilesrc name=src index=0 start-index=0 ! decodebin ! {RGB_TAIL} sync=false"
-            )
+            "appsrc name=src format=time block=true ! appsink name=sink sync=false".to_string()
         }
         SourceKind::V4l2 { caps: None, .. } => format!("v4l2src name=src ! {RGB_TAIL} sync=false"),
         SourceKind::V4l2 {
@@ -282,13 +276,15 @@ fn configure_source(
         SourceKind::File { path } => {
             element("src")?.set_property("location", path_text(path, origin, kind)?)
         }
-        SourceKind::Images {
-            location,
-            framerate,
-        } => {
-            let src = element("src")?;
-            src.set_property("location", path_text(location, origin, kind)?);
-            src.set_property("caps", image_caps(location, *framerate, origin)?);
+        SourceKind::Images { location, .. } => {
+            check_image_extension(location, origin)?;
+            element("src")?
+                .downcast::<gst_app::AppSrc>()
+                .map_err(|_| CaptureError::Launch {
+                    origin: origin.to_string(),
+                    message: "the element named src is not an appsrc".to_string(),
+                    hint: hint(kind),
+                })?;
         }
         SourceKind::V4l2 { device, caps } => {
             element("src")?.set_property("device", path_text(device, origin, kind)?);
@@ -338,14 +334,11 @@ mod tests {
     }
 
     #[test]
-    fn image_caps_follow_the_extension() {
-        gst::init().unwrap();
-        let caps = image_caps(Path::new("/x/frame_%05d.JPG"), 15, "seq").unwrap();
-        assert_eq!(caps.structure(0).unwrap().name(), "image/jpeg");
-        let caps = image_caps(Path::new("frame_%05d.png"), 15, "seq").unwrap();
-        assert_eq!(caps.structure(0).unwrap().name(), "image/png");
+    fn image_sequences_are_jpeg_or_png_by_extension() {
+        assert!(check_image_extension(Path::new("/x/frame_%05d.JPG"), "seq").is_ok());
+        assert!(check_image_extension(Path::new("frame_%05d.png"), "seq").is_ok());
         assert!(matches!(
-            image_caps(Path::new("frame_%05d.bmp"), 15, "seq"),
+            check_image_extension(Path::new("frame_%05d.bmp"), "seq"),
             Err(CaptureError::Launch { .. })
         ));
     }
@@ -405,8 +398,12 @@ mod tests {
                     assert_eq!(Path::new(&location), path, "paths reach filesrc untouched");
                 }
                 SourceKind::Images { .. } => {
-                    let caps: gst::Caps = pipeline.by_name("src").unwrap().property("caps");
-                    assert_eq!(caps.to_string(), "image/jpeg, framerate=(fraction)12/1");
+                    let src = pipeline.by_name("src").unwrap();
+                    assert!(
+                        src.property::<bool>("block"),
+                        "the feeder waits for the pipeline"
+                    );
+                    assert_eq!(src.property::<gst::Format>("format"), gst::Format::Time);
                 }
                 SourceKind::Rtsp { .. } => {
                     assert_eq!(

@@ -18,6 +18,7 @@ mod bus;
 mod decode;
 mod error;
 mod frame_sink;
+mod image_feeder;
 mod launch;
 mod replay;
 mod rgb_plane;
@@ -71,6 +72,8 @@ pub struct Capture {
     bus: gst::Bus,
     shared: Arc<CaptureShared>,
     thread: Option<JoinHandle<()>>,
+    /// The image-sequence source's decoding thread.
+    feeder: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Capture {
@@ -148,6 +151,13 @@ impl Capture {
                 return Err(start_error(kind, &shared.origin, reason));
             }
         };
+        let feeder = match Self::start_feeder(source, &pipeline, shared) {
+            Ok(feeder) => feeder,
+            Err(e) => {
+                let _ = pipeline.set_state(gst::State::Null);
+                return Err(e);
+            }
+        };
         // A live pipeline does not preroll; give it a short grace to fail or deliver.
         if started == gst::StateChangeSuccess::NoPreroll {
             shared.set_live();
@@ -158,6 +168,7 @@ impl Capture {
             Err(reason) => {
                 shared.abort_waits();
                 let _ = pipeline.set_state(gst::State::Null);
+                join_feeder(feeder, shared);
                 return Err(start_error(kind, &shared.origin, reason));
             }
         };
@@ -173,6 +184,7 @@ impl Capture {
             Err(e) => {
                 shared.abort_waits();
                 let _ = pipeline.set_state(gst::State::Null);
+                join_feeder(feeder, shared);
                 return Err(CaptureError::Thread {
                     origin: shared.origin.clone(),
                     reason: e.to_string(),
@@ -184,7 +196,33 @@ impl Capture {
             bus,
             shared: Arc::clone(shared),
             thread: Some(thread),
+            feeder,
         })
+    }
+
+    /// An image sequence's files are decoded one by one by `image_feeder`,
+    /// which needs the pipeline out of NULL before it pushes.
+    fn start_feeder(
+        source: &SourceConfig,
+        pipeline: &gst::Pipeline,
+        shared: &Arc<CaptureShared>,
+    ) -> Result<Option<JoinHandle<()>>, CaptureError> {
+        let crate::config::SourceKind::Images {
+            location,
+            framerate,
+        } = &source.kind
+        else {
+            return Ok(None);
+        };
+        let appsrc = pipeline
+            .by_name("src")
+            .and_then(|src| src.downcast::<gst_app::AppSrc>().ok())
+            .ok_or_else(|| CaptureError::Launch {
+                origin: shared.origin.clone(),
+                message: "the image-sequence pipeline has no appsrc named src".to_string(),
+                hint: launch::hint(&source.kind),
+            })?;
+        image_feeder::spawn(appsrc, location.clone(), *framerate, Arc::clone(shared)).map(Some)
     }
 
     /// Asks the source to finish: end-of-stream is sent to the source, so frames
@@ -221,6 +259,8 @@ impl Capture {
         }
         // Also covers a capture thread that died before finishing.
         bus::finish(&self.pipeline, &self.shared, EndOfStream::Stopped);
+        // The pipeline is NULL: a push the feeder is blocked in returns now.
+        join_feeder(self.feeder.take(), &self.shared);
     }
 
     /// Frames the source delivered so far (inspected, dropped and failed alike).
@@ -259,6 +299,16 @@ impl Capture {
 impl Drop for Capture {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// Waits for the image feeder to end; call it with the pipeline in NULL, where
+/// every push fails at once (a decode in progress still finishes first).
+fn join_feeder(feeder: Option<JoinHandle<()>>, shared: &CaptureShared) {
+    if let Some(feeder) = feeder
+        && feeder.join().is_err()
+    {
+        log::error!(target: "sealcheck::capture", source = shared.origin.as_str(); "the image feeder thread panicked");
     }
 }
 

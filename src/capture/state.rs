@@ -7,6 +7,7 @@
 //! it after the pipeline reached NULL or posted EOS, when no callback runs): an
 //! uncontended lock, one atomic exchange per frame. The ring itself stays lock-free.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -48,6 +49,9 @@ pub(crate) struct CaptureShared {
     /// post EOS when its sink's EOS races with the PAUSED→PLAYING change (an EOS
     /// sent by `stop()` right after start), and a user pipeline may have other sinks.
     pub(crate) sink_eos: AtomicBool,
+    /// Why each GAP buffer on its way to the appsink has no picture, oldest
+    /// first (an image-sequence file that could not be decoded, naming it).
+    gap_reasons: Mutex<VecDeque<String>>,
 }
 
 impl CaptureShared {
@@ -76,7 +80,27 @@ impl CaptureShared {
             stop_requested: AtomicBool::new(false),
             shutdown_requested: AtomicBool::new(false),
             sink_eos: AtomicBool::new(false),
+            gap_reasons: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Records why the next GAP buffer pushed into the pipeline has no picture.
+    pub(crate) fn note_gap_reason(&self, reason: String) {
+        self.gap_reasons
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(reason);
+    }
+
+    /// Why the GAP buffer that just reached the appsink has no picture.
+    pub(crate) fn take_gap_reason(&self) -> String {
+        self.gap_reasons
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or_else(|| {
+                "the source delivered a frame without a picture (a GAP buffer)".to_string()
+            })
     }
 
     /// The producer, if the stream has not ended. A panic elsewhere while it was

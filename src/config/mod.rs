@@ -3,10 +3,12 @@
 //! below, which is all the rest of the program sees.
 
 mod error;
+mod image_sequence;
 mod raw;
 mod validate;
 
 pub use error::{ConfigError, ConfigProblem};
+pub use image_sequence::image_file;
 pub use validate::{load, parse};
 
 use std::path::PathBuf;
@@ -42,7 +44,8 @@ pub enum SourceKind {
     },
     /// Any file `decodebin` reads.
     File { path: PathBuf },
-    /// A numbered image sequence for `multifilesrc`, e.g. `frame_%05d.jpg`.
+    /// A numbered image sequence, e.g. `frame_%05d.jpg`, read from index 0 up to
+    /// the first missing file; each file decoded on its own (`capture::image_feeder`).
     Images { location: PathBuf, framerate: u32 },
     /// A V4L2 camera.
     V4l2 {

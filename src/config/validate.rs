@@ -167,8 +167,8 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
             );
             let framerate = s.int_in("framerate", 1..=240, Some(30));
             let (location, framerate) = (files.resolve(&location?), framerate? as u32);
-            let first = first_image(&location);
-            if !location.to_string_lossy().contains('%') {
+            let first = image_sequence::image_file(&location, 0);
+            if !image_sequence::is_numbered(&location) {
                 s.problem(
                     "location",
                     "must contain a printf-style index such as %05d (e.g. \"frame_%05d.jpg\")",
@@ -221,30 +221,6 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
         }
     };
     Some(kind)
-}
-
-/// The file `multifilesrc` opens first (index 0).
-fn first_image(location: &Path) -> PathBuf {
-    let text = location.to_string_lossy();
-    let Some(start) = text.find('%') else {
-        return location.to_path_buf();
-    };
-    let Some(len) = text[start..].find('d') else {
-        return location.to_path_buf();
-    };
-    let spec = &text[start + 1..start + len];
-    let width: usize = spec.trim_start_matches('0').parse().unwrap_or(0);
-    let index = if spec.starts_with('0') {
-        format!("{:0width$}", 0)
-    } else {
-        format!("{:width$}", 0)
-    };
-    PathBuf::from(format!(
-        "{}{}{}",
-        &text[..start],
-        index,
-        &text[start + len + 1..]
-    ))
 }
 
 fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
