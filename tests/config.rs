@@ -235,3 +235,50 @@ fn int8_engines_need_calibration_images() {
         "{problems:#?}"
     );
 }
+
+#[test]
+fn onnxruntime_session_settings_are_keys_with_defaults() {
+    use sealcheck::config::{ArenaExtend, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let defaults = config::load(&write_config(dir.path(), VALID)).unwrap();
+    assert_eq!(defaults.inference.onnxruntime, OnnxRuntimeConfig::default());
+    assert!(
+        !defaults.inference.onnxruntime.cuda_tf32,
+        "TF32 breaks parity: off by default"
+    );
+
+    let body = VALID.to_string()
+        + "\n[inference.onnxruntime]\ngraph_optimization = \"basic\"\nmemory_pattern = false\n\
+           cuda_arena_extend_strategy = \"same_as_requested\"\ncuda_mem_limit_mib = 512\n\
+           cudnn_conv_algo_search = \"heuristic\"\ncuda_tf32 = true\n";
+    let set = config::load(&write_config(dir.path(), &body)).unwrap();
+    assert_eq!(
+        set.inference.onnxruntime,
+        OnnxRuntimeConfig {
+            graph_optimization: GraphOptimization::Basic,
+            memory_pattern: false,
+            cuda_arena_extend_strategy: ArenaExtend::SameAsRequested,
+            cuda_mem_limit_mib: 512,
+            cudnn_conv_algo_search: ConvAlgoSearch::Heuristic,
+            cuda_tf32: true,
+        }
+    );
+
+    let bad = VALID.to_string()
+        + "\n[inference.onnxruntime]\ngraph_optimization = \"max\"\ncuda_mem_limit_mib = -1\n";
+    let problems = problems_of(&bad);
+    for key in [
+        "inference.onnxruntime.graph_optimization",
+        "inference.onnxruntime.cuda_mem_limit_mib",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.key == key),
+            "{key}: {problems:#?}"
+        );
+    }
+    let level = problems
+        .iter()
+        .find(|p| p.key == "inference.onnxruntime.graph_optimization")
+        .unwrap();
+    assert!(level.message.contains("\"extended\""), "{}", level.message);
+}

@@ -246,6 +246,7 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         .map(|i| DEVICES[i]);
     let threads = s.int_in("threads", 0..=256, Some(0));
     let tensorrt = read_tensorrt(&s.section("tensorrt"), files);
+    let onnxruntime = read_onnxruntime(&s.section("onnxruntime"));
     let onnxruntime_library = if s.has("onnxruntime_library") {
         Some(files.existing(s, "onnxruntime_library", "path of libonnxruntime.so"))
     } else {
@@ -259,10 +260,60 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         preprocess: preprocess?,
         threads: threads? as usize,
         tensorrt: tensorrt?,
+        onnxruntime: onnxruntime?,
         onnxruntime_library: match onnxruntime_library {
             Some(found) => Some(found?),
             None => None,
         },
+    })
+}
+
+fn read_onnxruntime(s: &Section) -> Option<OnnxRuntimeConfig> {
+    const LEVELS: [GraphOptimization; 4] = [
+        GraphOptimization::Disable,
+        GraphOptimization::Basic,
+        GraphOptimization::Extended,
+        GraphOptimization::All,
+    ];
+    const ARENA: [ArenaExtend; 2] = [ArenaExtend::NextPowerOfTwo, ArenaExtend::SameAsRequested];
+    const SEARCH: [ConvAlgoSearch; 3] = [
+        ConvAlgoSearch::Exhaustive,
+        ConvAlgoSearch::Heuristic,
+        ConvAlgoSearch::Default,
+    ];
+    let default = OnnxRuntimeConfig::default();
+    let graph_optimization = s
+        .choice(
+            "graph_optimization",
+            &["disable", "basic", "extended", "all"],
+            Some(3),
+        )
+        .map(|i| LEVELS[i]);
+    let memory_pattern = s.bool_or("memory_pattern", default.memory_pattern);
+    let cuda_arena_extend_strategy = s
+        .choice(
+            "cuda_arena_extend_strategy",
+            &["next_power_of_two", "same_as_requested"],
+            Some(0),
+        )
+        .map(|i| ARENA[i]);
+    let cuda_mem_limit_mib = s.int_in("cuda_mem_limit_mib", 0..=1_048_576, Some(0));
+    let cudnn_conv_algo_search = s
+        .choice(
+            "cudnn_conv_algo_search",
+            &["exhaustive", "heuristic", "default"],
+            Some(0),
+        )
+        .map(|i| SEARCH[i]);
+    let cuda_tf32 = s.bool_or("cuda_tf32", default.cuda_tf32);
+    s.finish();
+    Some(OnnxRuntimeConfig {
+        graph_optimization: graph_optimization?,
+        memory_pattern,
+        cuda_arena_extend_strategy: cuda_arena_extend_strategy?,
+        cuda_mem_limit_mib: cuda_mem_limit_mib? as u64,
+        cudnn_conv_algo_search: cudnn_conv_algo_search?,
+        cuda_tf32,
     })
 }
 

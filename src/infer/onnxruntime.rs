@@ -33,7 +33,9 @@ use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
 };
 use super::{BackendKind, InferenceBackend};
-use crate::config::{ComputeDevice, Config};
+use crate::config::{
+    ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
+};
 
 const ENGINE: &str = "ONNX Runtime";
 
@@ -42,39 +44,6 @@ pub const PINNED_LIBRARY: &str = "libonnxruntime.so.1.31.1";
 
 /// Name looked up on the system's library search path as the last resort.
 const SYSTEM_LIBRARY: &str = "libonnxruntime.so";
-
-/// Session settings that will become config keys (`[inference.onnxruntime]`);
-/// until then they live here, in one place. Intra-op threads are already the
-/// config key `[inference] threads` (0 = ONNX Runtime's default), applied to
-/// the process-wide pool both sessions share.
-pub struct OrtSettings {
-    /// `graph_optimization = "all"` ("disable" | "basic" | "extended" | "all").
-    pub graph_optimization: GraphOptimizationLevel,
-    /// `memory_pattern = true`: ONNX Runtime plans the models' intermediate
-    /// buffers once (the shapes are fixed) and reuses the plan every run.
-    pub memory_pattern: bool,
-    /// `cuda_arena_extend_strategy = "next_power_of_two"` ("same_as_requested"
-    /// keeps the CUDA arena tight on a Jetson's shared memory).
-    pub cuda_arena_extend_strategy: ArenaExtendStrategy,
-    /// `cuda_mem_limit_mib = 0`: CUDA arena limit, 0 = no limit.
-    pub cuda_mem_limit_mib: usize,
-    /// `cudnn_conv_algo_search = "exhaustive"` ("heuristic" | "default"):
-    /// exhaustive costs a slower first frame (warm-up) for faster convolutions after.
-    pub cudnn_conv_algo_search: ConvAlgorithmSearch,
-    /// `cuda_tf32 = false`: TF32 matmuls and convolutions (10-bit mantissa)
-    /// put the demo classifier's logits up to 2.2e-3 relative from tract on
-    /// an H100, over the 1e-3 parity limit; off, they stay within it.
-    pub cuda_tf32: bool,
-}
-
-pub const ORT_SETTINGS: OrtSettings = OrtSettings {
-    graph_optimization: GraphOptimizationLevel::All,
-    memory_pattern: true,
-    cuda_arena_extend_strategy: ArenaExtendStrategy::NextPowerOfTwo,
-    cuda_mem_limit_mib: 0,
-    cudnn_conv_algo_search: ConvAlgorithmSearch::Exhaustive,
-    cuda_tf32: false,
-};
 
 /// A CUDA stream for the sessions' compute (`CUstream`), shared with the
 /// CUDA preprocessing kernels so a frame runs on one stream.
@@ -100,8 +69,9 @@ impl OrtBackend {
             cfg.inference.onnxruntime_library.as_deref(),
             cfg.inference.threads,
         )?;
-        let segmentation = OrtModel::load(&runtime, &seg_spec, device)?;
-        let classifier = OrtModel::load(&runtime, &cls_spec, device)?;
+        let settings = &cfg.inference.onnxruntime;
+        let segmentation = OrtModel::load(&runtime, settings, &seg_spec, device)?;
+        let classifier = OrtModel::load(&runtime, settings, &cls_spec, device)?;
         let kind = match device {
             ComputeDevice::Cpu => BackendKind::OnnxRuntimeCpu,
             ComputeDevice::Cuda => BackendKind::OnnxRuntimeCuda,
@@ -149,10 +119,11 @@ struct OrtModel {
 impl OrtModel {
     fn load(
         runtime: &OrtRuntime,
+        settings: &OnnxRuntimeConfig,
         spec: &ModelSpec<'_>,
         device: ComputeDevice,
     ) -> Result<Self, InferError> {
-        let session = create_session(runtime, spec, device, None)?;
+        let session = create_session(runtime, settings, spec, device, None)?;
         let inputs = declared(session.inputs());
         let outputs = declared(session.outputs());
         let io = resolve_model_io(spec, &inputs, &outputs)?;
@@ -213,6 +184,7 @@ impl OrtModel {
 
 fn create_session(
     runtime: &OrtRuntime,
+    settings: &OnnxRuntimeConfig,
     spec: &ModelSpec<'_>,
     device: ComputeDevice,
     stream: Option<ComputeStream>,
@@ -225,13 +197,13 @@ fn create_session(
     };
     let mut builder = Session::builder(&runtime.env)
         .map_err(|e| engine_error("create session options", e.to_string()))?
-        .with_optimization_level(ORT_SETTINGS.graph_optimization)
+        .with_optimization_level(graph_optimization_level(settings.graph_optimization))
         .map_err(|e| engine_error("set the graph optimization level", e.to_string()))?
-        .with_memory_pattern(ORT_SETTINGS.memory_pattern)
+        .with_memory_pattern(settings.memory_pattern)
         .map_err(|e| engine_error("set the memory pattern", e.to_string()))?;
     // Intra-op threads come from the environment's pool, shared by both sessions.
     if device == ComputeDevice::Cuda {
-        builder = register_cuda(builder, library, stream)?;
+        builder = register_cuda(builder, settings, library, stream)?;
     }
     builder.commit_from_file(spec.path).map_err(|e| {
         let message = e.to_string();
@@ -262,6 +234,7 @@ fn create_session(
 
 fn register_cuda(
     builder: SessionBuilder,
+    settings: &OnnxRuntimeConfig,
     library: &Path,
     stream: Option<ComputeStream>,
 ) -> Result<SessionBuilder, InferError> {
@@ -281,11 +254,19 @@ fn register_cuda(
         Err(e) => return Err(unavailable(format!("cannot list execution providers: {e}"))),
     }
     let mut cuda = ort::ep::CUDA::default()
-        .with_arena_extend_strategy(ORT_SETTINGS.cuda_arena_extend_strategy)
-        .with_conv_algorithm_search(ORT_SETTINGS.cudnn_conv_algo_search)
-        .with_tf32(ORT_SETTINGS.cuda_tf32);
-    if ORT_SETTINGS.cuda_mem_limit_mib > 0 {
-        cuda = cuda.with_memory_limit(ORT_SETTINGS.cuda_mem_limit_mib << 20);
+        .with_arena_extend_strategy(match settings.cuda_arena_extend_strategy {
+            ArenaExtend::NextPowerOfTwo => ArenaExtendStrategy::NextPowerOfTwo,
+            ArenaExtend::SameAsRequested => ArenaExtendStrategy::SameAsRequested,
+        })
+        .with_conv_algorithm_search(match settings.cudnn_conv_algo_search {
+            ConvAlgoSearch::Exhaustive => ConvAlgorithmSearch::Exhaustive,
+            ConvAlgoSearch::Heuristic => ConvAlgorithmSearch::Heuristic,
+            ConvAlgoSearch::Default => ConvAlgorithmSearch::Default,
+        })
+        .with_tf32(settings.cuda_tf32);
+    if settings.cuda_mem_limit_mib > 0 {
+        let bytes = usize::try_from(settings.cuda_mem_limit_mib << 20).unwrap_or(usize::MAX);
+        cuda = cuda.with_memory_limit(bytes);
     }
     if let Some(stream) = stream {
         // SAFETY: the stream belongs to the device path, which drops the
@@ -311,7 +292,13 @@ pub(crate) fn open_cuda_session(
         cfg.inference.onnxruntime_library.as_deref(),
         cfg.inference.threads,
     )?;
-    let session = create_session(&runtime, spec, ComputeDevice::Cuda, Some(stream))?;
+    let session = create_session(
+        &runtime,
+        &cfg.inference.onnxruntime,
+        spec,
+        ComputeDevice::Cuda,
+        Some(stream),
+    )?;
     let io = resolve_model_io(
         spec,
         &declared(session.inputs()),
@@ -320,6 +307,15 @@ pub(crate) fn open_cuda_session(
     log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), role:% = spec.role;
         "ONNX Runtime CUDA session on the pipeline's stream");
     Ok((session, io))
+}
+
+fn graph_optimization_level(level: GraphOptimization) -> GraphOptimizationLevel {
+    match level {
+        GraphOptimization::Disable => GraphOptimizationLevel::Disable,
+        GraphOptimization::Basic => GraphOptimizationLevel::Level1,
+        GraphOptimization::Extended => GraphOptimizationLevel::Level2,
+        GraphOptimization::All => GraphOptimizationLevel::All,
+    }
 }
 
 /// What the session reports about its graph inputs or outputs, for the shared check.
