@@ -76,8 +76,8 @@ impl OrtBackend {
             ComputeDevice::Cpu => BackendKind::OnnxRuntimeCpu,
             ComputeDevice::Cuda => BackendKind::OnnxRuntimeCuda,
         };
-        log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str();
-            "ONNX Runtime sessions ready");
+        log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str(),
+            settings:? = settings; "ONNX Runtime sessions ready");
         Ok(OrtBackend {
             kind,
             segmentation,
