@@ -217,6 +217,25 @@ fn write_png_sequence(dir: &Path, width: usize, height: usize, count: usize) -> 
     location
 }
 
+/// Starts an image-sequence source over `location` with a pool of 2 that blocks.
+fn start_image_sequence(location: PathBuf) -> (Capture, RingConsumer) {
+    let (producer, consumer) = frame_ring(2);
+    let capture = Capture::start(
+        &source(
+            SourceKind::Images {
+                location,
+                framerate: 5,
+            },
+            OverflowPolicy::Block,
+            2,
+        ),
+        producer,
+        Liveness::new(),
+    )
+    .expect("image sequence starts");
+    (capture, consumer)
+}
+
 fn assert_pixels(frame: &FrameSlot, index: usize, width: usize, height: usize) {
     assert_eq!(
         (frame.width as usize, frame.height as usize),
@@ -241,20 +260,7 @@ fn image_sequence_with_odd_width_keeps_every_pixel_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let location = write_png_sequence(dir.path(), width, height, count);
 
-    let (producer, mut consumer) = frame_ring(2);
-    let capture = Capture::start(
-        &source(
-            SourceKind::Images {
-                location,
-                framerate: 5,
-            },
-            OverflowPolicy::Block,
-            2,
-        ),
-        producer,
-        Liveness::new(),
-    )
-    .expect("image sequence starts");
+    let (capture, mut consumer) = start_image_sequence(location);
     let got = receive(&mut consumer, true, |_| {});
     assert_eq!(
         got.end,
@@ -599,20 +605,7 @@ fn image_sequence_gives_every_file_one_event_even_the_ones_that_cannot_be_decode
     std::fs::write(file(5), b"").unwrap();
     let failing = [1, 3, 5];
 
-    let (producer, mut consumer) = frame_ring(2);
-    let capture = Capture::start(
-        &source(
-            SourceKind::Images {
-                location,
-                framerate: 5,
-            },
-            OverflowPolicy::Block,
-            2,
-        ),
-        producer,
-        Liveness::new(),
-    )
-    .expect("image sequence starts");
+    let (capture, mut consumer) = start_image_sequence(location);
     let mut next_seq = 0u64;
     let end = loop {
         match consumer

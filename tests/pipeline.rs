@@ -12,6 +12,31 @@ fn sealcheck() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sealcheck"))
 }
 
+/// `sealcheck run --config CONFIG`, to its end.
+fn run(config: &Path) -> std::process::Output {
+    sealcheck()
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+/// Copies the first `frames` frames of the demo clip into `dir/clip/`.
+fn copy_clip_prefix(dir: &Path, frames: usize) -> PathBuf {
+    let clip = dir.join("clip");
+    std::fs::create_dir_all(&clip).unwrap();
+    for i in 0..frames {
+        let name = format!("frame_{i:05}.jpg");
+        std::fs::copy(
+            repo().join("samples/demo_clip").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
+    }
+    clip
+}
+
 /// A config in `dir` over the demo models; `source` is the whole [source] body.
 fn write_config(dir: &Path, source: &str, backend: &str) -> PathBuf {
     let body = format!(
@@ -61,27 +86,13 @@ fn labels() -> Vec<serde_json::Value> {
 
 /// Runs the first `frames` frames of the demo clip through `backend`.
 fn run_clip_prefix(dir: &Path, frames: usize, backend: &str) -> Vec<serde_json::Value> {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for i in 0..frames {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
+    copy_clip_prefix(dir, frames);
     let config = write_config(
         dir,
         "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"",
         backend,
     );
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -189,12 +200,7 @@ fn dropped_frames_get_not_inspected_results_and_nothing_is_lost() {
     // A test source far faster than tract: most frames must be dropped, none lost.
     let source = "kind = \"test\"\nwidth = 320\nheight = 240\nnum_buffers = 400\noverflow = \"drop\"\npool_size = 2";
     let config = write_config(dir.path(), source, "tract");
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     assert!(
         out.status.success(),
         "{}",
@@ -226,17 +232,8 @@ fn dropped_frames_get_not_inspected_results_and_nothing_is_lost() {
 #[test]
 fn undecodable_images_in_a_sequence_fail_with_error_in_their_own_place() {
     let dir = tempfile::tempdir().unwrap();
-    let clip = dir.path().join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
     let frames = 6;
-    for i in 0..frames {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
+    let clip = copy_clip_prefix(dir.path(), frames);
     // A file that is no image, then a JPEG cut short (it would decode, partly grey).
     std::fs::write(clip.join("frame_00001.jpg"), b"not a jpeg").unwrap();
     let whole = std::fs::read(clip.join("frame_00004.jpg")).unwrap();
@@ -246,12 +243,7 @@ fn undecodable_images_in_a_sequence_fail_with_error_in_their_own_place() {
         "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"",
         "tract",
     );
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -366,12 +358,7 @@ fn corrupt_model_exits_78_naming_the_file() {
         &bad.display().to_string(),
     );
     std::fs::write(&config, text).unwrap();
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&bad.display().to_string()), "{stderr}");
@@ -385,12 +372,7 @@ fn camera_that_cannot_start_is_a_clear_error() {
         "kind = \"v4l2\"\ndevice = \"/dev/video97\"",
         "tract",
     );
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -407,12 +389,7 @@ fn tensorrt_without_the_feature_exits_at_start_with_a_clear_message() {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "kind = \"test\"\nnum_buffers = 5", "tensorrt");
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     assert_eq!(out.status.code(), Some(78));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tensorrt"), "{stderr}");
@@ -448,12 +425,7 @@ fn whole_clip_matches_the_training_pipeline_frame_by_frame() {
         &format!("kind = \"images\"\nlocation = \"{}\"", clip.display()),
         "onnxruntime",
     );
-    let out = sealcheck()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = run(&config);
     assert!(
         out.status.success(),
         "{}",
