@@ -2,7 +2,7 @@
 //! each on its own, and pushes every one into the capture pipeline:
 //!
 //! ```text
-//! feeder thread: file k ─ decode_image_sample ─▶ {appsrc "src"} - {appsink "sink"} ─▶ FrameSink
+//! feeder thread: file k ─ ImageDecoder ─▶ {appsrc "src"} - {appsink "sink"} ─▶ FrameSink
 //!                  └ cannot decode: reason ─▶ CaptureShared gap reasons, empty GAP buffer ─┘
 //! ```
 //!
@@ -25,7 +25,7 @@ use gstreamer as gst;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
-use super::decode::decode_image_sample;
+use super::decode::ImageDecoder;
 use super::error::CaptureError;
 use super::state::CaptureShared;
 use crate::config::image_file;
@@ -60,6 +60,7 @@ fn feed(
         .nseconds()
         .checked_div(u64::from(framerate))
         .map(gst::ClockTime::from_nseconds);
+    let mut decoder = ImageDecoder::new();
     let mut undecodable = 0u64;
     let mut index = 0u64;
     loop {
@@ -80,7 +81,7 @@ fn feed(
             }
             break;
         }
-        let pushed = match decode_image_sample(&path) {
+        let pushed = match decoder.decode(&path) {
             Ok(sample) => push_picture(appsrc, sample, index, frame_duration),
             Err(error) => {
                 undecodable += 1;
