@@ -282,3 +282,27 @@ fn onnxruntime_session_settings_are_keys_with_defaults() {
         .unwrap();
     assert!(level.message.contains("\"extended\""), "{}", level.message);
 }
+
+#[test]
+fn results_rotate_by_size_by_default() {
+    use sealcheck::config::ResultsRotation;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config::load(&write_config(dir.path(), VALID)).unwrap();
+    assert_eq!(
+        cfg.output.rotation,
+        ResultsRotation {
+            max_mib: 256,
+            keep_files: 8
+        }
+    );
+    let problems = problems_of(&VALID.replace(
+        "results = \"results.jsonl\"",
+        "results = \"results.jsonl\"\nkeep_files = 0",
+    ));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "output.keep_files" && p.message.contains("1 to 1000")),
+        "{problems:#?}"
+    );
+}

@@ -10,7 +10,9 @@ use std::cell::Cell;
 
 use std::time::Duration;
 
-use sealcheck::config::{DecisionConfig, Normalization, OutputConfig, OverflowPolicy};
+use sealcheck::config::{
+    DecisionConfig, Normalization, OutputConfig, OverflowPolicy, ResultsRotation,
+};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameMeta, FrameWork, ImageView, PixelLayout, TensorGeometry};
 use sealcheck::output::{ResultSink, format_result};
@@ -170,6 +172,11 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         results: dir.path().join("results.jsonl"),
         flush_each_line: false,
         log_verdicts: false,
+        // The production default: the size check runs on every line.
+        rotation: ResultsRotation {
+            max_mib: 256,
+            keep_files: 8,
+        },
     };
     let mut sink = ResultSink::open(&output).unwrap();
     let mut line = String::with_capacity(512);

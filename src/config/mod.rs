@@ -262,6 +262,18 @@ pub struct OutputConfig {
     pub flush_each_line: bool,
     /// Log every verdict as a structured line (at info for fails, debug for passes).
     pub log_verdicts: bool,
+    /// When the results file reaches `max_mib` it is renamed `<results>.1`
+    /// (older ones shift up, `<results>.<keep_files>` is the oldest kept).
+    pub rotation: ResultsRotation,
+}
+
+/// Size-based rotation of the results file, so months of frames cannot fill the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResultsRotation {
+    /// Rotate once the file holds this many MiB; 0 = never.
+    pub max_mib: u64,
+    /// Rotated files kept.
+    pub keep_files: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -445,6 +445,8 @@ fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
     let results = s.str_required("results", "the JSON-lines results file to append to");
     let flush_each_line = s.bool_or("flush_each_line", false);
     let log_verdicts = s.bool_or("log_verdicts", true);
+    let max_mib = s.int_in("rotate_mib", 0..=1_048_576, Some(256));
+    let keep_files = s.int_in("keep_files", 1..=1000, Some(8));
     s.finish();
     let results = files.resolve(&results?);
     match results.parent() {
@@ -462,6 +464,10 @@ fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
             results,
             flush_each_line,
             log_verdicts,
+            rotation: ResultsRotation {
+                max_mib: max_mib? as u64,
+                keep_files: keep_files? as u32,
+            },
         }),
     }
 }

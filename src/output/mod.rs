@@ -4,10 +4,11 @@
 //! Results are written in capture order (the channel preserves it) and every
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
+mod results_file;
+
+pub use results_file::{OutputError, ResultSink};
+
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,82 +20,11 @@ use crate::frame::{FrameMeta, FrameWork, StageMessage};
 use crate::service::Liveness;
 use crate::stats::RunStats;
 
-#[derive(Debug, thiserror::Error)]
-pub enum OutputError {
-    #[error("cannot open results file {}: {source} — check the `results` path in [output] and that the service may write there", path.display())]
-    Open {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot write results file {}: {source} — is the disk full?", path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 /// Settings the operator may change at run time (SIGHUP).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSettings {
     pub decision: DecisionConfig,
     pub output: OutputConfig,
-}
-
-/// The results file, appended to, one JSON object per line.
-pub struct ResultSink {
-    path: PathBuf,
-    file: BufWriter<File>,
-    flush_each_line: bool,
-    last_flush: Instant,
-}
-
-impl ResultSink {
-    pub fn open(output: &OutputConfig) -> Result<Self, OutputError> {
-        let path = output.results.clone();
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|source| OutputError::Open {
-                path: path.clone(),
-                source,
-            })?;
-        Ok(ResultSink {
-            path,
-            file: BufWriter::with_capacity(64 * 1024, file),
-            flush_each_line: output.flush_each_line,
-            last_flush: Instant::now(),
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn write_line(&mut self, line: &str) -> Result<(), OutputError> {
-        let result = self
-            .file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.write_all(b"\n"));
-        result.map_err(|source| OutputError::Write {
-            path: self.path.clone(),
-            source,
-        })?;
-        // A line on the factory floor wants results on disk promptly even when
-        // not flushing every line: at most a second behind.
-        if self.flush_each_line || self.last_flush.elapsed() >= Duration::from_secs(1) {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    pub fn flush(&mut self) -> Result<(), OutputError> {
-        self.last_flush = Instant::now();
-        self.file.flush().map_err(|source| OutputError::Write {
-            path: self.path.clone(),
-            source,
-        })
-    }
 }
 
 /// Latencies of one frame in milliseconds: preprocess, segment, classify, total.
@@ -283,6 +213,8 @@ impl OutputStage {
             let sink = ResultSink::open(&new.output)?;
             log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
             self.sink = sink;
+        } else if new.output.rotation != self.settings.output.rotation {
+            self.sink.set_rotation(new.output.rotation);
         }
         if new.decision != self.settings.decision {
             log::info!(
