@@ -494,6 +494,33 @@ fn unknown_element_names_the_missing_plugin() {
 }
 
 #[test]
+fn csi_camera_without_the_jetson_plugins_says_which_package_to_install() {
+    gst::init().unwrap();
+    if gst::ElementFactory::find("nvarguscamerasrc").is_some() {
+        println!(
+            "SKIPPED: this machine has nvarguscamerasrc (a Jetson): the missing-plugin message cannot be shown"
+        );
+        return;
+    }
+    let (error, end) = start_error(SourceKind::Csi {
+        sensor_id: 0,
+        width: 1920,
+        height: 1080,
+        framerate: 30,
+    });
+    assert!(
+        matches!(&error, CaptureError::MissingElement { element, .. } if element == "nvarguscamerasrc"),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("CSI camera 0") && text.contains("nvidia-l4t-gstreamer"),
+        "{text}"
+    );
+    assert_eq!(end, Some(EndOfStream::Error(error)));
+}
+
+#[test]
 fn user_pipeline_with_an_appsink_named_sink_delivers_frames() {
     let description = "videotestsrc num-buffers=7 ! video/x-raw,width=50,height=10 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink";
     let (producer, mut consumer) = frame_ring(2);

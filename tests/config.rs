@@ -306,3 +306,35 @@ fn results_rotate_by_size_by_default() {
         "{problems:#?}"
     );
 }
+
+#[test]
+fn csi_camera_is_a_live_source_with_a_sensor_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = VALID.replace(
+        "kind = \"test\"\nnum_buffers = 10",
+        "kind = \"csi\"\nsensor_id = 1\nwidth = 1280\nheight = 720\nframerate = 60",
+    );
+    let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
+    assert_eq!(
+        cfg.source.kind,
+        SourceKind::Csi {
+            sensor_id: 1,
+            width: 1280,
+            height: 720,
+            framerate: 60
+        }
+    );
+    assert_eq!(
+        cfg.source.overflow,
+        OverflowPolicy::Drop,
+        "a camera does not wait"
+    );
+    let problems = problems_of(&VALID.replace(
+        "kind = \"test\"\nnum_buffers = 10",
+        "kind = \"csi\"\nsensor_id = 9",
+    ));
+    assert!(
+        problems.iter().any(|p| p.key == "source.sensor_id"),
+        "{problems:#?}"
+    );
+}

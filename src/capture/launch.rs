@@ -45,6 +45,12 @@ pub(crate) fn describe(kind: &SourceKind) -> String {
         SourceKind::Images { location, .. } => format!("image sequence {}", location.display()),
         SourceKind::V4l2 { device, .. } => format!("v4l2 device {}", device.display()),
         SourceKind::Rtsp { url, .. } => format!("RTSP camera {}", redact_url(url)),
+        SourceKind::Csi {
+            sensor_id,
+            width,
+            height,
+            framerate,
+        } => format!("CSI camera {sensor_id} ({width}x{height}@{framerate})"),
         SourceKind::Pipeline { .. } => "[source] pipeline".to_string(),
     }
 }
@@ -69,6 +75,11 @@ pub(crate) fn hint(kind: &SourceKind) -> &'static str {
         SourceKind::Rtsp { .. } => {
             "check the camera is powered and reachable, and the `url` (with its credentials) and `latency_ms` keys in [source]"
         }
+        SourceKind::Csi { .. } => {
+            "check the CSI camera's ribbon cable and the `sensor_id` key in [source], that nvargus-daemon runs \
+             (`sudo systemctl status nvargus-daemon`), and that the sensor offers the width, height and \
+             framerate asked for (`gst-launch-1.0 nvarguscamerasrc num-buffers=1 ! fakesink` lists its modes)"
+        }
         SourceKind::Pipeline { .. } => {
             "check the `pipeline` key in [source]: try it with gst-launch-1.0 (appsink replaced by fakesink), \
              and make it deliver video/x-raw,format=RGB to appsink name=sink"
@@ -80,7 +91,7 @@ pub(crate) fn hint(kind: &SourceKind) -> &'static str {
 pub(crate) fn start_verb(kind: &SourceKind) -> &'static str {
     match kind {
         SourceKind::File { .. } | SourceKind::Images { .. } => "read",
-        SourceKind::V4l2 { .. } => "opened",
+        SourceKind::V4l2 { .. } | SourceKind::Csi { .. } => "opened",
         SourceKind::Rtsp { .. } => "reached",
         SourceKind::Test { .. } | SourceKind::Pipeline { .. } => "started",
     }
@@ -182,6 +193,11 @@ pub(crate) fn create_pipeline(
             )
         }
         SourceKind::Rtsp { .. } => format!("rtspsrc name=src ! decodebin ! {RGB_TAIL} sync=false"),
+        // Argus delivers NVMM (GPU) buffers; nvvidconv brings them to system memory.
+        SourceKind::Csi { .. } => format!(
+            "nvarguscamerasrc name=src ! capsfilter name=camera_caps ! nvvidconv ! \
+             video/x-raw,format=BGRx ! {RGB_TAIL} sync=false"
+        ),
         SourceKind::Pipeline { description } => description.clone(),
     };
 
@@ -303,8 +319,28 @@ fn configure_source(
             src.set_property("location", url.as_str());
             src.set_property("latency", *latency_ms);
         }
+        SourceKind::Csi {
+            sensor_id,
+            width,
+            height,
+            framerate,
+        } => {
+            // From a string: the property's integer type is the plugin's business.
+            element("src")?.set_property_from_str("sensor-id", &sensor_id.to_string());
+            element("camera_caps")?.set_property("caps", csi_caps(*width, *height, *framerate));
+        }
     }
     Ok(())
+}
+
+/// The mode asked of a CSI sensor, in NVMM (GPU) memory as Argus delivers it.
+fn csi_caps(width: u32, height: u32, framerate: u32) -> gst::Caps {
+    gst::Caps::builder("video/x-raw")
+        .features(["memory:NVMM"])
+        .field("width", width as i32)
+        .field("height", height as i32)
+        .field("framerate", gst::Fraction::new(framerate as i32, 1))
+        .build()
 }
 
 /// GStreamer takes file names as UTF-8 strings.
@@ -344,6 +380,15 @@ mod tests {
     }
 
     #[test]
+    fn csi_caps_ask_argus_for_the_mode_in_nvmm_memory() {
+        gst::init().unwrap();
+        assert_eq!(
+            csi_caps(1280, 720, 60).to_string(),
+            "video/x-raw(memory:NVMM), width=(int)1280, height=(int)720, framerate=(fraction)60/1"
+        );
+    }
+
+    #[test]
     fn every_source_kind_builds_with_its_properties_set() {
         gst::init().unwrap();
         let kinds = [
@@ -376,6 +421,12 @@ mod tests {
             SourceKind::Rtsp {
                 url: "rtsp://user:pw@10.0.0.5/stream".into(),
                 latency_ms: 150,
+            },
+            SourceKind::Csi {
+                sensor_id: 1,
+                width: 1920,
+                height: 1080,
+                framerate: 30,
             },
             SourceKind::Pipeline {
                 description: "videotestsrc ! videoconvert ! appsink name=sink".into(),
@@ -416,6 +467,10 @@ mod tests {
                 } => {
                     let set: gst::Caps = pipeline.by_name("camera_caps").unwrap().property("caps");
                     assert_eq!(set, gst::Caps::from_str(caps).unwrap());
+                }
+                SourceKind::Csi { .. } => {
+                    let set: gst::Caps = pipeline.by_name("camera_caps").unwrap().property("caps");
+                    assert_eq!(set, csi_caps(1920, 1080, 30));
                 }
                 _ => {}
             }

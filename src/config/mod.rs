@@ -54,6 +54,14 @@ pub enum SourceKind {
     },
     /// An RTSP camera.
     Rtsp { url: String, latency_ms: u32 },
+    /// A Jetson CSI camera through Argus (`nvarguscamerasrc`), converted out of
+    /// NVMM memory by `nvvidconv`.
+    Csi {
+        sensor_id: u32,
+        width: u32,
+        height: u32,
+        framerate: u32,
+    },
     /// A raw `gst-launch` description ending in `appsink name=sink`.
     Pipeline { description: String },
 }
@@ -66,13 +74,17 @@ impl SourceKind {
             SourceKind::Images { .. } => "images",
             SourceKind::V4l2 { .. } => "v4l2",
             SourceKind::Rtsp { .. } => "rtsp",
+            SourceKind::Csi { .. } => "csi",
             SourceKind::Pipeline { .. } => "pipeline",
         }
     }
 
     /// Live sources drop frames by default; stored ones apply backpressure.
     pub fn is_live(&self) -> bool {
-        matches!(self, SourceKind::V4l2 { .. } | SourceKind::Rtsp { .. })
+        matches!(
+            self,
+            SourceKind::V4l2 { .. } | SourceKind::Rtsp { .. } | SourceKind::Csi { .. }
+        )
     }
 }
 

@@ -115,7 +115,7 @@ impl Files<'_> {
 }
 
 fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
-    const KINDS: [&str; 6] = ["test", "file", "images", "v4l2", "rtsp", "pipeline"];
+    const KINDS: [&str; 7] = ["test", "file", "images", "v4l2", "rtsp", "pipeline", "csi"];
     let kind_index = s.choice("kind", &KINDS, None);
     let kind = kind_index.and_then(|kind| read_source_kind(s, files, kind));
     let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) {
@@ -204,6 +204,18 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
             SourceKind::Rtsp {
                 url,
                 latency_ms: latency_ms? as u32,
+            }
+        }
+        6 => {
+            let sensor_id = s.int_in("sensor_id", 0..=7, Some(0));
+            let width = s.int_in("width", 16..=7680, Some(1920));
+            let height = s.int_in("height", 16..=4320, Some(1080));
+            let framerate = s.int_in("framerate", 1..=240, Some(30));
+            SourceKind::Csi {
+                sensor_id: sensor_id? as u32,
+                width: width? as u32,
+                height: height? as u32,
+                framerate: framerate? as u32,
             }
         }
         _ => {

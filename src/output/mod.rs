@@ -255,7 +255,7 @@ mod tests {
         let meta = FrameMeta {
             seq: 7,
             captured_at: UNIX_EPOCH,
-            captured_instant: Instant::now(),
+            captured_instant: std::time::Instant::now(),
         };
         let d = Decision {
             verdict: Verdict::Fail,
@@ -279,7 +279,7 @@ mod tests {
         let meta = FrameMeta {
             seq: 1,
             captured_at: UNIX_EPOCH,
-            captured_instant: Instant::now(),
+            captured_instant: std::time::Instant::now(),
         };
         let mut line = String::new();
         format_result(&mut line, &meta, &Decision::not_inspected(), None);
