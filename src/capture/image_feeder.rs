@@ -81,8 +81,17 @@ fn feed(
             }
             break;
         }
-        let pushed = match decoder.decode(&path) {
-            Ok(sample) => push_picture(appsrc, sample, index, frame_duration),
+        let decoded = decoder.decode(&path).and_then(|sample| {
+            match (sample.buffer_owned(), sample.caps_owned()) {
+                (Some(buffer), Some(caps)) => Ok((buffer, caps)),
+                _ => Err(CaptureError::Image {
+                    path: path.clone(),
+                    reason: "the decoder gave a frame without pixels or format".to_string(),
+                }),
+            }
+        });
+        let pushed = match decoded {
+            Ok((buffer, caps)) => push_picture(appsrc, buffer, &caps, index, frame_duration),
             Err(error) => {
                 undecodable += 1;
                 log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(), index = index,
@@ -106,22 +115,20 @@ fn feed(
 /// Pushes a decoded picture, timestamped by its place in the sequence.
 fn push_picture(
     appsrc: &gst_app::AppSrc,
-    sample: gst::Sample,
+    mut buffer: gst::Buffer,
+    caps: &gst::Caps,
     index: u64,
     frame_duration: Option<gst::ClockTime>,
 ) -> Result<gst::FlowSuccess, gst::FlowError> {
-    let (Some(mut buffer), Some(caps)) = (sample.buffer_owned(), sample.caps_owned()) else {
-        return Err(gst::FlowError::Error);
-    };
-    // The buffer's only other owner; without it `make_mut` does not copy.
-    drop(sample);
+    // The sample that held the buffer is gone: `make_mut` copies the metadata
+    // only if the decoder still holds a reference, and shares the pixels.
     {
         let buffer = buffer.make_mut();
         buffer.set_pts(frame_duration.map(|d| d * index));
         buffer.set_duration(frame_duration);
     }
-    if appsrc.caps().as_ref() != Some(&caps) {
-        appsrc.set_caps(Some(&caps));
+    if appsrc.caps().as_ref() != Some(caps) {
+        appsrc.set_caps(Some(caps));
     }
     appsrc.push_buffer(buffer)
 }
