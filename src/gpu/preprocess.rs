@@ -425,6 +425,24 @@ impl GpuPreprocessor {
         self.frame_done.record(&self.stream)
     }
 
+    /// Device mode with several frames in flight: as `enqueue_mask`, but the
+    /// pixel count is copied into `count`, the caller's buffer for this frame,
+    /// and no event is recorded (the caller records its own).
+    ///
+    /// # Safety
+    /// `count` must not be read or written by the host, and must stay alive,
+    /// until the stream has passed this frame's copy.
+    pub unsafe fn enqueue_mask_to(
+        &mut self,
+        count: &mut PinnedBuffer<u64>,
+    ) -> Result<(), GpuError> {
+        self.gpu.bind()?;
+        self.queue_mask_kernels()?;
+        // SAFETY: the caller keeps `count` alive and untouched until the
+        // stream passes the copy; `mask_count` lives as long as `self`.
+        unsafe { self.stream.download(&self.mask_count, 0, 1, count) }
+    }
+
     /// Device mode: waits for the frame queued last and returns its mask's
     /// pixel count. The one synchronization of a frame.
     pub fn wait_mask_pixels(&mut self) -> Result<u64, GpuError> {

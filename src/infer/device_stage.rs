@@ -10,9 +10,15 @@
 //!   host: one wait -> StageMessage::Inspect(work) to the output stage
 //! ```
 //!
+//! A path may keep more than one frame on the stream (`max_in_flight`): when
+//! the next frame is already waiting in the ring, the host stages it while the
+//! GPU still works on the one before. When none is waiting, the frame on the
+//! GPU is finished at once, so a camera's frame never waits for the next one.
+//!
 //! The host mask, tensors and segmentation logits of `FrameWork` are not
 //! filled: the decision reads only `mask_pixels` and `cls_logits`.
 
+use std::collections::VecDeque;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -47,12 +53,21 @@ pub trait DeviceFramePath {
     fn kind(&self) -> BackendKind;
 
     /// Copies `frame` into pinned staging and queues all of its GPU work.
-    /// `frame` may be reused as soon as this returns.
+    /// `frame` may be reused as soon as this returns. At most
+    /// `max_in_flight` frames may be submitted and not yet completed; a
+    /// failed submit leaves nothing to complete.
     fn submit(&mut self, frame: ImageView<'_>) -> Result<(), DeviceFrameError>;
 
-    /// Waits (once) for the frame submitted last, fills `work.mask_pixels`
-    /// and `work.cls_logits`, and returns the GPU time of each part.
+    /// Waits (once) for the oldest frame submitted and not yet completed,
+    /// fills `work.mask_pixels` and `work.cls_logits`, and returns the GPU
+    /// time of each part.
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
+
+    /// How many frames may be on the GPU at once (each with its own result
+    /// buffers and events).
+    fn max_in_flight(&self) -> usize {
+        1
+    }
 
     /// Host<->device bytes per frame of `frame`'s size.
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic;
@@ -205,56 +220,126 @@ impl DeviceStage {
 
     /// Runs until capture ends; returns how it ended.
     pub fn run(mut self, path: &mut dyn DeviceFramePath) -> EndOfStream {
+        let depth = path.max_in_flight().max(1);
+        let mut on_gpu: VecDeque<InFlight> = VecDeque::with_capacity(depth);
         let mut traffic_logged = false;
         loop {
-            let Some(event) = self.input.pop(Duration::from_millis(200)) else {
+            // With a frame on the GPU, take only a frame that is already
+            // waiting: a result must not wait for a slow camera's next frame.
+            let wait = if on_gpu.is_empty() {
+                Duration::from_millis(200)
+            } else {
+                Duration::ZERO
+            };
+            let Some(event) = self.input.pop(wait) else {
+                if !self.finish_oldest(path, &mut on_gpu) {
+                    return EndOfStream::Stopped;
+                }
                 continue;
             };
-            let message = match event {
-                CaptureEvent::Frame(slot) => {
-                    let Ok(mut work) = self.free_work.recv() else {
-                        return EndOfStream::Stopped;
-                    };
-                    work.reset(slot.meta);
-                    if !traffic_logged {
-                        traffic_logged = true;
-                        let t = path.traffic(&slot.image());
-                        log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
-                            device_to_host = t.device_to_host, width = slot.width, height = slot.height;
-                            "device stage: bytes copied per frame");
-                    }
-                    // The pinned copy is the only host pass over the frame; the
-                    // slot goes back to capture as soon as it is made.
-                    let submitted = path.submit(slot.image());
-                    self.input.recycle(slot);
-                    match submitted.and_then(|()| path.complete(&mut work)) {
-                        Ok(t) => {
-                            work.timings.preprocess_ms = t.preprocess_ms;
-                            work.timings.segment_ms = t.segment_ms;
-                            work.timings.classify_ms = t.classify_ms;
+            let slot = match event {
+                CaptureEvent::Frame(slot) => slot,
+                marker => {
+                    // Markers keep their place behind the frames before them.
+                    while !on_gpu.is_empty() {
+                        if !self.finish_oldest(path, &mut on_gpu) {
+                            return EndOfStream::Stopped;
                         }
-                        Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
                     }
-                    self.liveness.frame_preprocessed();
-                    self.liveness.frame_inferred();
-                    StageMessage::Inspect(work)
-                }
-                CaptureEvent::Dropped { meta, count } => {
-                    StageMessage::NotInspected { first: meta, count }
-                }
-                CaptureEvent::Failed { meta, message } => {
-                    StageMessage::CaptureFailed { meta, message }
-                }
-                CaptureEvent::End(end) => {
-                    let _ = self.output.send(StageMessage::End);
-                    return end;
+                    let message = match marker {
+                        CaptureEvent::Dropped { meta, count } => {
+                            StageMessage::NotInspected { first: meta, count }
+                        }
+                        CaptureEvent::Failed { meta, message } => {
+                            StageMessage::CaptureFailed { meta, message }
+                        }
+                        CaptureEvent::End(end) => {
+                            let _ = self.output.send(StageMessage::End);
+                            return end;
+                        }
+                        CaptureEvent::Frame(_) => unreachable!("frames are taken above"),
+                    };
+                    if self.output.send(message).is_err() {
+                        return EndOfStream::Stopped;
+                    }
+                    continue;
                 }
             };
-            if self.output.send(message).is_err() {
+            if on_gpu.len() >= depth && !self.finish_oldest(path, &mut on_gpu) {
                 return EndOfStream::Stopped;
             }
+            let mut work = match self.free_work.try_recv() {
+                Ok(work) => work,
+                Err(_) => {
+                    // Every work record is out: finishing a frame on the GPU
+                    // may be what gives one back.
+                    if !self.finish_oldest(path, &mut on_gpu) {
+                        return EndOfStream::Stopped;
+                    }
+                    let Ok(work) = self.free_work.recv() else {
+                        return EndOfStream::Stopped;
+                    };
+                    work
+                }
+            };
+            work.reset(slot.meta);
+            if !traffic_logged {
+                traffic_logged = true;
+                let t = path.traffic(&slot.image());
+                log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
+                    device_to_host = t.device_to_host, width = slot.width, height = slot.height,
+                    frames_in_flight = depth; "device stage: bytes copied per frame");
+            }
+            // The pinned copy is the only host pass over the frame; the
+            // slot goes back to capture as soon as it is made.
+            let submitted = path.submit(slot.image());
+            self.input.recycle(slot);
+            let submitted = match submitted {
+                Ok(()) => true,
+                Err(e) => {
+                    work.error = Some((e.failed_stage(), e.to_string()));
+                    false
+                }
+            };
+            on_gpu.push_back(InFlight { work, submitted });
         }
     }
+
+    /// Completes the oldest frame on the GPU (if any) and sends its result
+    /// on; `false` when the output stage is gone.
+    fn finish_oldest(
+        &self,
+        path: &mut dyn DeviceFramePath,
+        on_gpu: &mut VecDeque<InFlight>,
+    ) -> bool {
+        let Some(InFlight {
+            mut work,
+            submitted,
+        }) = on_gpu.pop_front()
+        else {
+            return true;
+        };
+        if submitted {
+            match path.complete(&mut work) {
+                Ok(t) => {
+                    work.timings.preprocess_ms = t.preprocess_ms;
+                    work.timings.segment_ms = t.segment_ms;
+                    work.timings.classify_ms = t.classify_ms;
+                }
+                Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
+            }
+        }
+        self.liveness.frame_preprocessed();
+        self.liveness.frame_inferred();
+        self.output.send(StageMessage::Inspect(work)).is_ok()
+    }
+}
+
+/// A frame handed to the device path, in submission order.
+struct InFlight {
+    work: Box<FrameWork>,
+    /// `false`: the submit failed, `work.error` says why, nothing to complete.
+    submitted: bool,
 }
 
 #[cfg(test)]
@@ -265,9 +350,22 @@ mod tests {
     use crate::ring::frame_ring;
 
     /// Test double: a "GPU" that answers from the frame's first byte, so the
-    /// test sees which frame each result came from.
+    /// test sees which frame each result came from, and holds up to `depth`
+    /// frames like a stream would.
     struct FakeDevicePath {
-        last_first_byte: Option<u8>,
+        queued: VecDeque<u8>,
+        depth: usize,
+        most_in_flight: usize,
+    }
+
+    impl FakeDevicePath {
+        fn new(depth: usize) -> Self {
+            FakeDevicePath {
+                queued: VecDeque::new(),
+                depth,
+                most_in_flight: 0,
+            }
+        }
     }
 
     impl DeviceFramePath for FakeDevicePath {
@@ -275,11 +373,16 @@ mod tests {
             BackendKind::OnnxRuntimeCuda
         }
         fn submit(&mut self, frame: ImageView<'_>) -> Result<(), DeviceFrameError> {
-            self.last_first_byte = frame.data.first().copied();
+            assert!(
+                self.queued.len() < self.depth,
+                "more frames submitted than in flight"
+            );
+            self.queued.extend(frame.data.first().copied());
+            self.most_in_flight = self.most_in_flight.max(self.queued.len());
             Ok(())
         }
         fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-            let Some(first) = self.last_first_byte.take() else {
+            let Some(first) = self.queued.pop_front() else {
                 return Err(DeviceFrameError::Unsupported("nothing submitted"));
             };
             if first == 0xEE {
@@ -299,6 +402,90 @@ mod tests {
                 device_to_host: 16,
             }
         }
+        fn max_in_flight(&self) -> usize {
+            self.depth
+        }
+    }
+
+    fn tiny_frame(producer: &mut crate::ring::RingProducer, seq: u64, first: u8) {
+        let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
+        slot.meta.seq = seq;
+        slot.width = 2;
+        slot.height = 1;
+        slot.stride = 6;
+        slot.layout = PixelLayout::Rgb;
+        slot.data.clear();
+        slot.data.extend_from_slice(&[first, 0, 0, 0, 0, 0]);
+        producer.push(CaptureEvent::Frame(slot));
+    }
+
+    #[test]
+    fn two_frames_in_flight_keep_capture_order_and_markers_in_place() {
+        let geometry = TensorGeometry {
+            seg_hw: (4, 4),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
+        let (mut producer, consumer) = frame_ring(8);
+        let (free_tx, free_rx) = bounded(3);
+        for _ in 0..3 {
+            free_tx.send(Box::new(FrameWork::new(&geometry))).unwrap();
+        }
+        let (out_tx, out_rx) = bounded(16);
+        // Everything is in the ring before the stage starts: it can always
+        // stage the next frame while one is on the "GPU".
+        for (seq, first) in [(0u64, 10u8), (1, 11), (2, 12)] {
+            tiny_frame(&mut producer, seq, first);
+        }
+        let meta = crate::frame::FrameMeta::now(3);
+        producer.push(CaptureEvent::Dropped { meta, count: 2 });
+        for (seq, first) in [(5u64, 15u8), (6, 0xEE), (7, 17)] {
+            tiny_frame(&mut producer, seq, first);
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let stage = DeviceStage {
+            input: consumer,
+            output: out_tx,
+            free_work: free_rx,
+            liveness: crate::service::Liveness::new(),
+        };
+        let handle = std::thread::spawn(move || {
+            let mut path = FakeDevicePath::new(2);
+            let end = stage.run(&mut path);
+            (end, path.most_in_flight)
+        });
+        let mut seen = Vec::new();
+        loop {
+            match out_rx.recv().unwrap() {
+                StageMessage::Inspect(work) => {
+                    seen.push((work.meta.seq, work.mask_pixels, work.error.is_some()));
+                    // The stage may already have ended after the last frame.
+                    let _ = free_tx.send(work);
+                }
+                StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
+                StageMessage::End => break,
+                StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
+            }
+        }
+        let (end, most_in_flight) = handle.join().unwrap();
+        assert_eq!(end, EndOfStream::Finished);
+        assert_eq!(
+            most_in_flight, 2,
+            "the next frame was staged while one was on the GPU"
+        );
+        assert_eq!(
+            seen,
+            vec![
+                (0, 10, false),
+                (1, 11, false),
+                (2, 12, false),
+                (3, 2, true),
+                (5, 15, false),
+                (6, 0, true),
+                (7, 17, false)
+            ]
+        );
     }
 
     #[test]
@@ -321,24 +508,13 @@ mod tests {
             free_work: free_rx,
             liveness: crate::service::Liveness::new(),
         };
-        let handle = std::thread::spawn(move || {
-            let mut path = FakeDevicePath {
-                last_first_byte: None,
-            };
-            stage.run(&mut path)
-        });
+        // Two may be in flight, but each frame comes alone: its result must
+        // not wait for the next frame.
+        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2)));
         let mut results = Vec::new();
         for (seq, first) in [(0u64, 7u8), (1, 0xEE), (2, 9)] {
-            let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
-            slot.meta.seq = seq;
-            slot.width = 2;
-            slot.height = 1;
-            slot.stride = 6;
-            slot.layout = PixelLayout::Rgb;
-            slot.data.clear();
-            slot.data.extend_from_slice(&[first, 0, 0, 0, 0, 0]);
-            producer.push(CaptureEvent::Frame(slot));
-            match out_rx.recv().unwrap() {
+            tiny_frame(&mut producer, seq, first);
+            match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
                 StageMessage::Inspect(work) => {
                     results.push((
                         work.meta.seq,

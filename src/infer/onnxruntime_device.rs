@@ -8,9 +8,15 @@
 //!         -> cls session -> logits D2H -> event      (host waits here, once)
 //! ```
 //!
+//! Two frames may be on the stream at once (`IN_FLIGHT`): each has its own
+//! pinned results (count, logits) and events, a "ticket". The device tensors
+//! are shared: on one stream, frame N+1's kernels start only after frame N's
+//! last copy out of them.
+//!
 //! Runs use `disable_synchronize_execution_providers`, so `RunWithBinding`
 //! returns once the work is queued instead of waiting for the stream.
 
+use std::collections::VecDeque;
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
@@ -169,6 +175,17 @@ fn bind_raw(
     Err(message)
 }
 
+/// Frames on the stream at once: the host stages one while the GPU runs the other.
+const IN_FLIGHT: usize = 2;
+
+/// What one frame on the stream owns: where its results land and its events.
+struct Ticket {
+    cls_logits: PinnedBuffer<f32>,
+    mask_pixels: PinnedBuffer<u64>,
+    /// Before the frame, after preprocessing, after the mask, at the end.
+    events: [Event; 4],
+}
+
 /// ONNX Runtime CUDA + the GPU preprocessor on one stream.
 pub struct OrtDevicePath {
     // Drop order: `Drop` syncs the stream; then the sessions (which point at
@@ -177,9 +194,11 @@ pub struct OrtDevicePath {
     segmentation: BoundSession,
     classifier: BoundSession,
     cls_logits_device: DeviceBuffer<f32>,
-    cls_logits: PinnedBuffer<f32>,
-    /// Before the frame, after preprocessing, after the mask, at the end.
-    events: [Event; 4],
+    tickets: [Ticket; IN_FLIGHT],
+    /// Tickets of the frames submitted and not yet completed, oldest first.
+    in_flight: VecDeque<usize>,
+    /// The ticket the next frame takes.
+    next_ticket: usize,
     preprocessor: GpuPreprocessor,
     gpu: Arc<GpuContext>,
 }
@@ -262,16 +281,24 @@ impl OrtDevicePath {
                 cls_out,
             )?
         };
-        let cls_logits = PinnedBuffer::new(&gpu, geometry.cls_classes, false)
-            .map_err(gpu_error("allocate the pinned classifier logits"))?;
-        let event = || Event::new(&gpu, true).map_err(gpu_error("create a timing event"));
-        let events = [event()?, event()?, event()?, event()?];
+        let ticket = || -> Result<Ticket, DeviceFrameError> {
+            let event = || Event::new(&gpu, true).map_err(gpu_error("create a timing event"));
+            Ok(Ticket {
+                cls_logits: PinnedBuffer::new(&gpu, geometry.cls_classes, false)
+                    .map_err(gpu_error("allocate the pinned classifier logits"))?,
+                mask_pixels: PinnedBuffer::new(&gpu, 1, false)
+                    .map_err(gpu_error("allocate the pinned mask count"))?,
+                events: [event()?, event()?, event()?, event()?],
+            })
+        };
+        let tickets = [ticket()?, ticket()?];
         Ok(OrtDevicePath {
             segmentation,
             classifier,
             cls_logits_device,
-            cls_logits,
-            events,
+            tickets,
+            in_flight: VecDeque::with_capacity(IN_FLIGHT),
+            next_ticket: 0,
             preprocessor,
             gpu,
         })
@@ -287,7 +314,14 @@ impl DeviceFramePath for OrtDevicePath {
         let gpu_error = |action: &'static str| {
             move |source: crate::gpu::GpuError| DeviceFrameError::Gpu { action, source }
         };
-        let [begin, preprocessed, masked, done] = &mut self.events;
+        if self.in_flight.len() >= IN_FLIGHT {
+            return Err(DeviceFrameError::Unsupported(
+                "a third frame submitted while two are on the stream (complete one first)",
+            ));
+        }
+        let index = self.next_ticket;
+        let ticket = &mut self.tickets[index];
+        let [begin, preprocessed, masked, done] = &mut ticket.events;
         begin
             .record(self.preprocessor.stream())
             .map_err(gpu_error("record an event"))?;
@@ -298,40 +332,50 @@ impl DeviceFramePath for OrtDevicePath {
             .record(self.preprocessor.stream())
             .map_err(gpu_error("record an event"))?;
         self.segmentation.enqueue()?;
-        self.preprocessor
-            .enqueue_mask()
+        // SAFETY: the ticket's buffers are read only after its `done` event
+        // (recorded below, after this copy) completes, and not written by the
+        // host; a ticket is reused only after `complete` waited for it. All
+        // buffers are owned by `self`, whose Drop syncs the stream.
+        unsafe { self.preprocessor.enqueue_mask_to(&mut ticket.mask_pixels) }
             .map_err(gpu_error("queue the mask kernel"))?;
         masked
             .record(self.preprocessor.stream())
             .map_err(gpu_error("record an event"))?;
         self.classifier.enqueue()?;
-        // SAFETY: `cls_logits` is read only after `done` (recorded next)
-        // completes; both buffers are owned by `self`, whose Drop syncs the stream.
+        // SAFETY: as above.
         unsafe {
             self.preprocessor.stream().download(
                 &self.cls_logits_device,
                 0,
                 self.cls_logits_device.len(),
-                &mut self.cls_logits,
+                &mut ticket.cls_logits,
             )
         }
         .map_err(gpu_error("queue the logits copy"))?;
         done.record(self.preprocessor.stream())
-            .map_err(gpu_error("record an event"))
+            .map_err(gpu_error("record an event"))?;
+        self.in_flight.push_back(index);
+        self.next_ticket = (index + 1) % IN_FLIGHT;
+        Ok(())
     }
 
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
         let gpu_error = |action: &'static str| {
             move |source: crate::gpu::GpuError| DeviceFrameError::Gpu { action, source }
         };
-        work.mask_pixels = self
-            .preprocessor
-            .wait_mask_pixels()
-            .map_err(gpu_error("wait for the mask"))?;
-        let [begin, preprocessed, masked, done] = &self.events;
+        let index = self
+            .in_flight
+            .pop_front()
+            .ok_or(DeviceFrameError::Unsupported(
+                "complete called with no frame on the stream",
+            ))?;
+        let ticket = &self.tickets[index];
+        let [begin, preprocessed, masked, done] = &ticket.events;
         done.synchronize()
             .map_err(gpu_error("wait for the classifier"))?;
-        work.cls_logits.copy_from_slice(self.cls_logits.as_slice());
+        work.mask_pixels = ticket.mask_pixels.as_slice()[0];
+        work.cls_logits
+            .copy_from_slice(ticket.cls_logits.as_slice());
         let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
             Ok(f64::from(
                 later
@@ -346,13 +390,17 @@ impl DeviceFramePath for OrtDevicePath {
         })
     }
 
+    fn max_in_flight(&self) -> usize {
+        IN_FLIGHT
+    }
+
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
         // Copied or read in place (mapped, on a Jetson): the frame crosses once.
         let frame_bytes = frame.stride * frame.height.saturating_sub(1)
             + frame.width * frame.layout.bytes_per_pixel();
         FrameTraffic {
             host_to_device: frame_bytes,
-            device_to_host: self.cls_logits.len() * std::mem::size_of::<f32>()
+            device_to_host: self.cls_logits_device.len() * std::mem::size_of::<f32>()
                 + std::mem::size_of::<u64>(),
         }
     }
