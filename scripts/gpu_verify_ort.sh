@@ -11,8 +11,10 @@
 #      CPU preprocessing (host tensors), ONNX Runtime CPU; and the two Python
 #      peers on the same GPU (OpenCV + onnxruntime-gpu with host copies;
 #      PyTorch on the GPU + IO binding)
+#   d  the full GPU path with frames_in_flight = 1 and = 2, and the PyTorch
+#      peer, in turn, $RUNS times (what keeping two frames on the stream gives)
 #
-#   scripts/gpu_verify_ort.sh [a] [b] [c]     (default: all)
+#   scripts/gpu_verify_ort.sh [a] [b] [c] [d]     (default: all)
 # Binaries (sealcheck, ort_cuda_parity) come from /tmp/sealcheck-carry/bin, where
 # `gpu_carry_ort.sh receive` unpacks them; built here with
 #   cargo build --release --features cuda --bin sealcheck --test ort_cuda_parity
@@ -25,7 +27,7 @@ BIN=${BIN:-/tmp/sealcheck-carry/bin}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 mkdir -p "$OUT" results
 eval "$(scripts/gpu_carry_ort.sh env)"
-steps=${*:-a b c}
+steps=${*:-a b c d}
 
 config() { # name backend device preprocess -> config/gpu_<name>.toml
     sed -e "s|^backend = .*|backend = \"$2\"\ndevice = \"$3\"\npreprocess = \"$4\"|" \
@@ -73,6 +75,18 @@ EOF
             done
             timeout 200 $PY scripts/peer_pipeline.py --device cuda --frames "$FRAMES" --json >>"$OUT/c_peer_cuda.log" 2>&1
             timeout 200 $PY scripts/peer_pipeline_torch.py --frames "$FRAMES" --json >>"$OUT/c_peer_torch.log" 2>&1
+        done
+        ;;
+    d)
+        config bench_gpu_1 onnxruntime cuda cuda
+        config bench_gpu_2 onnxruntime cuda cuda
+        sed -i 's|^preprocess = .*|&\nframes_in_flight = 1|' config/gpu_bench_gpu_1.toml
+        sed -i 's|^preprocess = .*|&\nframes_in_flight = 2|' config/gpu_bench_gpu_2.toml
+        for r in $(seq 1 "$RUNS"); do
+            for v in bench_gpu_1 bench_gpu_2; do
+                timeout 200 "$BIN/sealcheck" bench --config "config/gpu_$v.toml" --frames "$FRAMES" >>"$OUT/d_$v.log" 2>&1
+            done
+            timeout 200 $PY scripts/peer_pipeline_torch.py --frames "$FRAMES" --json >>"$OUT/d_peer_torch.log" 2>&1
         done
         ;;
     esac

@@ -139,6 +139,9 @@ pub struct InferenceConfig {
     pub preprocess: ComputeDevice,
     /// Intra-op threads for the inference engine (0 = engine default).
     pub threads: usize,
+    /// Frames a GPU device path may keep on its stream at once (1 or 2):
+    /// 2 stages the next frame while the GPU works when frames queue up.
+    pub frames_in_flight: usize,
     /// Path of `libonnxruntime.so`, if the config names one.
     pub onnxruntime_library: Option<PathBuf>,
     /// TensorRT engine building, `[inference.tensorrt]`.

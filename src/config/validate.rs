@@ -257,6 +257,7 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         .choice("preprocess", &["cpu", "cuda"], Some(0))
         .map(|i| DEVICES[i]);
     let threads = s.int_in("threads", 0..=256, Some(0));
+    let frames_in_flight = s.int_in("frames_in_flight", 1..=2, Some(2));
     let tensorrt = read_tensorrt(&s.section("tensorrt"), files);
     let onnxruntime = read_onnxruntime(&s.section("onnxruntime"));
     let onnxruntime_library = if s.has("onnxruntime_library") {
@@ -271,6 +272,7 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         device: device?,
         preprocess: preprocess?,
         threads: threads? as usize,
+        frames_in_flight: frames_in_flight? as usize,
         tensorrt: tensorrt?,
         onnxruntime: onnxruntime?,
         onnxruntime_library: match onnxruntime_library {

@@ -192,6 +192,7 @@ impl DeviceStage {
         geometry: TensorGeometry,
     ) -> Result<JoinHandle<EndOfStream>, DeviceFrameError> {
         let config = config.clone();
+        let frames_in_flight = config.inference.frames_in_flight;
         let (started_tx, started_rx) = bounded::<Result<(), DeviceFrameError>>(1);
         let handle = std::thread::Builder::new()
             .name("device".to_string())
@@ -200,7 +201,7 @@ impl DeviceStage {
                     let _ = started_tx.send(Ok(()));
                     log::info!(target: "sealcheck::pipeline", backend = backend.as_str();
                         "device stage: preprocessing, both models and the mask on one CUDA stream");
-                    self.run(path.as_mut())
+                    self.run(path.as_mut(), frames_in_flight)
                 }
                 Err(e) => {
                     let _ = started_tx.send(Err(e));
@@ -218,9 +219,10 @@ impl DeviceStage {
         }
     }
 
-    /// Runs until capture ends; returns how it ended.
-    pub fn run(mut self, path: &mut dyn DeviceFramePath) -> EndOfStream {
-        let depth = path.max_in_flight().max(1);
+    /// Runs until capture ends, with up to `frames_in_flight` frames on the
+    /// GPU (as far as the path allows); returns how it ended.
+    pub fn run(mut self, path: &mut dyn DeviceFramePath, frames_in_flight: usize) -> EndOfStream {
+        let depth = path.max_in_flight().min(frames_in_flight).max(1);
         let mut on_gpu: VecDeque<InFlight> = VecDeque::with_capacity(depth);
         let mut traffic_logged = false;
         loop {
@@ -419,8 +421,11 @@ mod tests {
         producer.push(CaptureEvent::Frame(slot));
     }
 
-    #[test]
-    fn two_frames_in_flight_keep_capture_order_and_markers_in_place() {
+    /// Runs a stream queued up in full (three frames, a run of two drops,
+    /// three frames, one failing) through a path that can hold two frames,
+    /// allowed `frames_in_flight`; returns what came out and the most frames
+    /// the path held at once.
+    fn run_queued(frames_in_flight: usize) -> (Vec<(u64, u64, bool)>, usize) {
         let geometry = TensorGeometry {
             seg_hw: (4, 4),
             seg_classes: 2,
@@ -452,7 +457,7 @@ mod tests {
         };
         let handle = std::thread::spawn(move || {
             let mut path = FakeDevicePath::new(2);
-            let end = stage.run(&mut path);
+            let end = stage.run(&mut path, frames_in_flight);
             (end, path.most_in_flight)
         });
         let mut seen = Vec::new();
@@ -470,22 +475,29 @@ mod tests {
         }
         let (end, most_in_flight) = handle.join().unwrap();
         assert_eq!(end, EndOfStream::Finished);
+        (seen, most_in_flight)
+    }
+
+    #[test]
+    fn two_frames_in_flight_keep_capture_order_and_markers_in_place() {
+        let expected = vec![
+            (0, 10, false),
+            (1, 11, false),
+            (2, 12, false),
+            (3, 2, true),
+            (5, 15, false),
+            (6, 0, true),
+            (7, 17, false),
+        ];
+        let (seen, most_in_flight) = run_queued(2);
         assert_eq!(
             most_in_flight, 2,
             "the next frame was staged while one was on the GPU"
         );
-        assert_eq!(
-            seen,
-            vec![
-                (0, 10, false),
-                (1, 11, false),
-                (2, 12, false),
-                (3, 2, true),
-                (5, 15, false),
-                (6, 0, true),
-                (7, 17, false)
-            ]
-        );
+        assert_eq!(seen, expected);
+        let (seen, most_in_flight) = run_queued(1);
+        assert_eq!(most_in_flight, 1, "frames_in_flight = 1 is obeyed");
+        assert_eq!(seen, expected);
     }
 
     #[test]
@@ -510,7 +522,7 @@ mod tests {
         };
         // Two may be in flight, but each frame comes alone: its result must
         // not wait for the next frame.
-        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2)));
+        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));
         let mut results = Vec::new();
         for (seq, first) in [(0u64, 7u8), (1, 0xEE), (2, 9)] {
             tiny_frame(&mut producer, seq, first);
