@@ -13,8 +13,10 @@
 #      PyTorch on the GPU + IO binding)
 #   d  the full GPU path with frames_in_flight = 1 and = 2, and the PyTorch
 #      peer, in turn, $RUNS times (what keeping two frames on the stream gives)
+#   e  [inference.onnxruntime] cuda_graph and cuda_prefer_nhwc: parity with
+#      both on, then the full GPU path plain / graph / nhwc / both, in turn
 #
-#   scripts/gpu_verify_ort.sh [a] [b] [c] [d]     (default: all)
+#   scripts/gpu_verify_ort.sh [a] [b] [c] [d] [e]     (default: all)
 # Binaries (sealcheck, ort_cuda_parity) come from /tmp/sealcheck-carry/bin, where
 # `gpu_carry_ort.sh receive` unpacks them; built here with
 #   cargo build --release --features cuda --bin sealcheck --test ort_cuda_parity
@@ -27,7 +29,7 @@ BIN=${BIN:-/tmp/sealcheck-carry/bin}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 mkdir -p "$OUT" results
 eval "$(scripts/gpu_carry_ort.sh env)"
-steps=${*:-a b c d}
+steps=${*:-a b c d e}
 
 config() { # name backend device preprocess -> config/gpu_<name>.toml
     sed -e "s|^backend = .*|backend = \"$2\"\ndevice = \"$3\"\npreprocess = \"$4\"|" \
@@ -87,6 +89,22 @@ EOF
                 timeout 200 "$BIN/sealcheck" bench --config "config/gpu_$v.toml" --frames "$FRAMES" >>"$OUT/d_$v.log" 2>&1
             done
             timeout 200 $PY scripts/peer_pipeline_torch.py --frames "$FRAMES" --json >>"$OUT/d_peer_torch.log" 2>&1
+        done
+        ;;
+    e)
+        for v in plain graph nhwc both; do config "e_$v" onnxruntime cuda cuda; done
+        printf '\n[inference.onnxruntime]\ncuda_graph = true\n' >>config/gpu_e_graph.toml
+        printf '\n[inference.onnxruntime]\ncuda_prefer_nhwc = true\n' >>config/gpu_e_nhwc.toml
+        printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/gpu_e_both.toml
+        cp config/demo.toml config/demo.toml.orig
+        printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/demo.toml
+        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/e_parity_graph_nhwc.log" 2>&1
+        echo "exit $?" >>"$OUT/e_parity_graph_nhwc.log"
+        mv config/demo.toml.orig config/demo.toml
+        for r in $(seq 1 "$RUNS"); do
+            for v in plain graph nhwc both; do
+                timeout 200 "$BIN/sealcheck" bench --config "config/gpu_e_$v.toml" --frames "$FRAMES" >>"$OUT/e_$v.log" 2>&1
+            done
         done
         ;;
     esac

@@ -261,6 +261,8 @@ fn onnxruntime_session_settings_are_keys_with_defaults() {
             cuda_mem_limit_mib: 512,
             cudnn_conv_algo_search: ConvAlgoSearch::Heuristic,
             cuda_tf32: true,
+            cuda_graph: false,
+            cuda_prefer_nhwc: false,
         }
     );
 

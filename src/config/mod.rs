@@ -192,6 +192,12 @@ pub struct OnnxRuntimeConfig {
     /// mantissa (the demo classifier's logits moved 2.2e-3 relative on an H100,
     /// over the 1e-3 parity limit), so off unless asked for.
     pub cuda_tf32: bool,
+    /// GPU device path only: ONNX Runtime records each model's kernel
+    /// launches once as a CUDA graph and replays it (the models' tensors stay
+    /// at fixed addresses there), saving the per-kernel launch cost.
+    pub cuda_graph: bool,
+    /// cuDNN convolutions in NHWC layout, which some GPUs run faster.
+    pub cuda_prefer_nhwc: bool,
 }
 
 impl Default for OnnxRuntimeConfig {
@@ -203,6 +209,8 @@ impl Default for OnnxRuntimeConfig {
             cuda_mem_limit_mib: 0,
             cudnn_conv_algo_search: ConvAlgoSearch::Exhaustive,
             cuda_tf32: false,
+            cuda_graph: false,
+            cuda_prefer_nhwc: false,
         }
     }
 }

@@ -320,6 +320,8 @@ fn read_onnxruntime(s: &Section) -> Option<OnnxRuntimeConfig> {
         )
         .map(|i| SEARCH[i]);
     let cuda_tf32 = s.bool_or("cuda_tf32", default.cuda_tf32);
+    let cuda_graph = s.bool_or("cuda_graph", default.cuda_graph);
+    let cuda_prefer_nhwc = s.bool_or("cuda_prefer_nhwc", default.cuda_prefer_nhwc);
     s.finish();
     Some(OnnxRuntimeConfig {
         graph_optimization: graph_optimization?,
@@ -328,6 +330,8 @@ fn read_onnxruntime(s: &Section) -> Option<OnnxRuntimeConfig> {
         cuda_mem_limit_mib: cuda_mem_limit_mib? as u64,
         cudnn_conv_algo_search: cudnn_conv_algo_search?,
         cuda_tf32,
+        cuda_graph,
+        cuda_prefer_nhwc,
     })
 }
 

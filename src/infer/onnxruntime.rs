@@ -263,7 +263,11 @@ fn register_cuda(
             ConvAlgoSearch::Heuristic => ConvAlgorithmSearch::Heuristic,
             ConvAlgoSearch::Default => ConvAlgorithmSearch::Default,
         })
-        .with_tf32(settings.cuda_tf32);
+        .with_tf32(settings.cuda_tf32)
+        .with_prefer_nhwc(settings.cuda_prefer_nhwc)
+        // A graph needs inputs and outputs at fixed addresses: only the device
+        // path (IO binding on the preprocessor's buffers, a stream given) has them.
+        .with_cuda_graph(settings.cuda_graph && stream.is_some());
     if settings.cuda_mem_limit_mib > 0 {
         let bytes = usize::try_from(settings.cuda_mem_limit_mib << 20).unwrap_or(usize::MAX);
         cuda = cuda.with_memory_limit(bytes);
