@@ -4,7 +4,9 @@
 # writing logs under $OUT (default ./gpu-out).
 #
 #   a  `sealcheck run` on the sample clip, preprocess = "cpu" vs "cuda"
-#      (ONNX Runtime CPU inference): same verdict on every frame (issue 4)
+#      (ONNX Runtime CPU inference): same verdict on every frame (issue 4);
+#      and the full GPU path as shipped (ONNX Runtime CUDA, CUDA graphs, two
+#      frames in flight) against the same CPU run
 #   b  tests/ort_cuda_parity.rs: ONNX Runtime CUDA device path vs tract
 #   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
 #      (onnxruntime cuda + preprocess cuda, one stream), ONNX Runtime CUDA with
@@ -48,20 +50,23 @@ for step in $steps; do
     a)
         config pre_cpu onnxruntime cpu cpu
         config pre_cuda onnxruntime cpu cuda
-        for v in pre_cpu pre_cuda; do
+        config full_gpu onnxruntime cuda cuda
+        for v in pre_cpu pre_cuda full_gpu; do
             rm -f "results/gpu_$v.jsonl"
             timeout 200 "$BIN/sealcheck" run --config "config/gpu_$v.toml" >"$OUT/a_$v.log" 2>&1
             echo "exit $?" >>"$OUT/a_$v.log"
         done
-        $PY - results/gpu_pre_cpu.jsonl results/gpu_pre_cuda.jsonl >"$OUT/a_compare.txt" 2>&1 <<'EOF'
+        for other in pre_cuda full_gpu; do
+            $PY - results/gpu_pre_cpu.jsonl "results/gpu_$other.jsonl" "$other" >>"$OUT/a_compare.txt" 2>&1 <<'EOF'
 import json, sys
 def load(p):
     return {r.get("seq"): r for r in map(json.loads, open(p))}
-cpu, cuda = load(sys.argv[1]), load(sys.argv[2])
-diff = [s for s in cpu if cpu[s].get("verdict") != cuda.get(s, {}).get("verdict")]
-print(f"frames: cpu {len(cpu)}, cuda {len(cuda)}; verdicts differ on {len(diff)}: {diff[:20]}")
-print("SAME VERDICTS ON EVERY FRAME" if cpu and len(cpu) == len(cuda) and not diff else "MISMATCH")
+cpu, other = load(sys.argv[1]), load(sys.argv[2])
+diff = [s for s in cpu if cpu[s].get("verdict") != other.get(s, {}).get("verdict")]
+print(f"{sys.argv[3]}: frames: cpu {len(cpu)}, {sys.argv[3]} {len(other)}; verdicts differ on {len(diff)}: {diff[:20]}")
+print("SAME VERDICTS ON EVERY FRAME" if cpu and len(cpu) == len(other) and not diff else "MISMATCH")
 EOF
+        done
         ;;
     b)
         timeout 300 "$BIN/ort_cuda_parity" >"$OUT/b_parity.log" 2>&1
