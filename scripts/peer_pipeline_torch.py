@@ -25,13 +25,10 @@ import onnxruntime as ort
 import torch
 import torch.nn.functional as F
 
+from peer_pipeline import percentile  # the CPU peer's, so both report alike
+
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
 STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
-
-
-def percentile(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
 
 
 def main():

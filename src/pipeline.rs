@@ -168,8 +168,11 @@ impl FrameSource {
 /// The started stages of one run.
 struct Stages {
     capture: FrameSource,
-    preprocess: JoinHandle<EndOfStream>,
-    infer: JoinHandle<()>,
+    /// The stage that reads the ring: preprocess, or the device stage (which
+    /// also infers); it reports how capture ended.
+    ring_reader: JoinHandle<EndOfStream>,
+    /// The infer thread; none with the device stage.
+    infer: Option<JoinHandle<()>>,
     output: JoinHandle<Result<u64, OutputError>>,
     output_done: Receiver<()>,
 }
@@ -267,14 +270,18 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
     let (end, results_written) = if drained {
+        let ring_reader = if stages.infer.is_some() {
+            "preprocess"
+        } else {
+            "device"
+        };
         let end = stages
-            .preprocess
+            .ring_reader
             .join()
-            .map_err(|_| PipelineError::Panicked("preprocess"))?;
-        stages
-            .infer
-            .join()
-            .map_err(|_| PipelineError::Panicked("infer"))?;
+            .map_err(|_| PipelineError::Panicked(ring_reader))?;
+        if let Some(infer) = stages.infer {
+            infer.join().map_err(|_| PipelineError::Panicked("infer"))?;
+        }
         let written = stages
             .output
             .join()
@@ -350,7 +357,7 @@ fn start_stages(
         let _ = done_tx.send(());
         result
     })?;
-    let (preprocess, infer) = match frame_preprocessor {
+    let (ring_reader, infer) = match frame_preprocessor {
         None => {
             let kind = backend.kind();
             // The device path opens its own sessions on its stream.
@@ -363,8 +370,7 @@ fn start_stages(
             }
             .spawn(config, kind, geometry)
             .map_err(|e| InferError::Device(Box::new(e)))?;
-            // Nothing runs between the device thread and output.
-            (device, spawn("infer", || ())?)
+            (device, None)
         }
         Some(frame_preprocessor) => {
             let infer = InferStage {
@@ -383,7 +389,7 @@ fn start_stages(
                 preprocessor: frame_preprocessor,
                 liveness: liveness.clone(),
             };
-            (spawn("preprocess", move || preprocess.run())?, infer)
+            (spawn("preprocess", move || preprocess.run())?, Some(infer))
         }
     };
     let capture = match &context.source {
@@ -407,7 +413,7 @@ fn start_stages(
     };
     Ok(Stages {
         capture,
-        preprocess,
+        ring_reader,
         infer,
         output,
         output_done,

@@ -195,7 +195,7 @@ pub struct OnnxRuntimeConfig {
     /// GPU device path only: ONNX Runtime records each model's kernel
     /// launches once as a CUDA graph and replays it (the models' tensors stay
     /// at fixed addresses there), saving the per-kernel launch cost: 2.3x the
-    /// frames per second of the demo models on an H100, same logits.
+    /// frames per second of the demo models on an H100, parity unchanged.
     pub cuda_graph: bool,
     /// cuDNN convolutions in NHWC layout, which some GPUs run faster.
     pub cuda_prefer_nhwc: bool,

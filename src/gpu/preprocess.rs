@@ -45,6 +45,18 @@ pub enum FrameTransfer {
     Mapped,
 }
 
+impl FrameTransfer {
+    /// Mapped on a GPU that shares the host's memory (a Jetson: one pass over
+    /// the frame saved), copied on a discrete one.
+    pub fn for_gpu(gpu: &GpuContext) -> Self {
+        if gpu.integrated() {
+            FrameTransfer::Mapped
+        } else {
+            FrameTransfer::Copy
+        }
+    }
+}
+
 /// What the engines want and how frames travel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuOptions {

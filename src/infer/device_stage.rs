@@ -47,6 +47,19 @@ pub struct FrameTraffic {
     pub device_to_host: usize,
 }
 
+impl FrameTraffic {
+    /// A device path's traffic: the frame in once (copied, or read in place
+    /// when mapped on a Jetson), the classifier logits and the mask's pixel
+    /// count out.
+    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize) -> Self {
+        FrameTraffic {
+            host_to_device: frame.stride * frame.height.saturating_sub(1)
+                + frame.width * frame.layout.bytes_per_pixel(),
+            device_to_host: cls_classes * std::mem::size_of::<f32>() + std::mem::size_of::<u64>(),
+        }
+    }
+}
+
 /// A whole frame on one CUDA stream, frame in, decision inputs out.
 /// Implemented by the ONNX Runtime CUDA path and TensorRT's `DevicePath`.
 pub trait DeviceFramePath {
@@ -154,11 +167,7 @@ pub fn open_path(
         #[cfg(feature = "tensorrt")]
         BackendKind::TensorRt => {
             let gpu_backend = super::tensorrt::TensorRtBackend::open(config)?;
-            let transfer = if gpu_backend.gpu().integrated() {
-                crate::gpu::FrameTransfer::Mapped
-            } else {
-                crate::gpu::FrameTransfer::Copy
-            };
+            let transfer = crate::gpu::FrameTransfer::for_gpu(gpu_backend.gpu());
             Ok(Box::new(super::tensorrt::DevicePath::new(
                 config,
                 gpu_backend,
@@ -223,7 +232,8 @@ impl DeviceStage {
     /// GPU (as far as the path allows); returns how it ended.
     pub fn run(mut self, path: &mut dyn DeviceFramePath, frames_in_flight: usize) -> EndOfStream {
         let depth = path.max_in_flight().min(frames_in_flight).max(1);
-        let mut on_gpu: VecDeque<InFlight> = VecDeque::with_capacity(depth);
+        // Frames handed to the path, oldest first.
+        let mut on_gpu: VecDeque<Box<FrameWork>> = VecDeque::with_capacity(depth);
         let mut traffic_logged = false;
         loop {
             // With a frame on the GPU, take only a frame that is already
@@ -296,14 +306,11 @@ impl DeviceStage {
             // slot goes back to capture as soon as it is made.
             let submitted = path.submit(slot.image());
             self.input.recycle(slot);
-            let submitted = match submitted {
-                Ok(()) => true,
-                Err(e) => {
-                    work.error = Some((e.failed_stage(), e.to_string()));
-                    false
-                }
-            };
-            on_gpu.push_back(InFlight { work, submitted });
+            // A failed submit leaves nothing on the GPU: its error marks it.
+            if let Err(e) = submitted {
+                work.error = Some((e.failed_stage(), e.to_string()));
+            }
+            on_gpu.push_back(work);
         }
     }
 
@@ -312,16 +319,13 @@ impl DeviceStage {
     fn finish_oldest(
         &self,
         path: &mut dyn DeviceFramePath,
-        on_gpu: &mut VecDeque<InFlight>,
+        on_gpu: &mut VecDeque<Box<FrameWork>>,
     ) -> bool {
-        let Some(InFlight {
-            mut work,
-            submitted,
-        }) = on_gpu.pop_front()
-        else {
+        let Some(mut work) = on_gpu.pop_front() else {
             return true;
         };
-        if submitted {
+        // An error here can only be the submit's: that frame never reached the GPU.
+        if work.error.is_none() {
             match path.complete(&mut work) {
                 Ok(t) => {
                     work.timings.preprocess_ms = t.preprocess_ms;
@@ -335,13 +339,6 @@ impl DeviceStage {
         self.liveness.frame_inferred();
         self.output.send(StageMessage::Inspect(work)).is_ok()
     }
-}
-
-/// A frame handed to the device path, in submission order.
-struct InFlight {
-    work: Box<FrameWork>,
-    /// `false`: the submit failed, `work.error` says why, nothing to complete.
-    submitted: bool,
 }
 
 #[cfg(test)]
@@ -409,6 +406,39 @@ mod tests {
         }
     }
 
+    /// A device stage reading a fresh ring of `slots` frame slots, with
+    /// `records` work records: the ring's producer, the stage, where work
+    /// records go back, and the stage's output.
+    fn stage_over_ring(
+        slots: usize,
+        records: usize,
+    ) -> (
+        crate::ring::RingProducer,
+        DeviceStage,
+        Sender<Box<FrameWork>>,
+        Receiver<StageMessage>,
+    ) {
+        let geometry = TensorGeometry {
+            seg_hw: (4, 4),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
+        let (producer, consumer) = frame_ring(slots);
+        let (free_tx, free_rx) = bounded(records);
+        for _ in 0..records {
+            free_tx.send(Box::new(FrameWork::new(&geometry))).unwrap();
+        }
+        let (out_tx, out_rx) = bounded(16);
+        let stage = DeviceStage {
+            input: consumer,
+            output: out_tx,
+            free_work: free_rx,
+            liveness: crate::service::Liveness::new(),
+        };
+        (producer, stage, free_tx, out_rx)
+    }
+
     fn tiny_frame(producer: &mut crate::ring::RingProducer, seq: u64, first: u8) {
         let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
         slot.meta.seq = seq;
@@ -426,18 +456,7 @@ mod tests {
     /// allowed `frames_in_flight`; returns what came out and the most frames
     /// the path held at once.
     fn run_queued(frames_in_flight: usize) -> (Vec<(u64, u64, bool)>, usize) {
-        let geometry = TensorGeometry {
-            seg_hw: (4, 4),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
-        };
-        let (mut producer, consumer) = frame_ring(8);
-        let (free_tx, free_rx) = bounded(3);
-        for _ in 0..3 {
-            free_tx.send(Box::new(FrameWork::new(&geometry))).unwrap();
-        }
-        let (out_tx, out_rx) = bounded(16);
+        let (mut producer, stage, free_tx, out_rx) = stage_over_ring(8, 3);
         // Everything is in the ring before the stage starts: it can always
         // stage the next frame while one is on the "GPU".
         for (seq, first) in [(0u64, 10u8), (1, 11), (2, 12)] {
@@ -449,12 +468,6 @@ mod tests {
             tiny_frame(&mut producer, seq, first);
         }
         producer.push(CaptureEvent::End(EndOfStream::Finished));
-        let stage = DeviceStage {
-            input: consumer,
-            output: out_tx,
-            free_work: free_rx,
-            liveness: crate::service::Liveness::new(),
-        };
         let handle = std::thread::spawn(move || {
             let mut path = FakeDevicePath::new(2);
             let end = stage.run(&mut path, frames_in_flight);
@@ -502,24 +515,7 @@ mod tests {
 
     #[test]
     fn frames_go_through_in_order_with_gpu_timings_and_errors_marked() {
-        let geometry = TensorGeometry {
-            seg_hw: (4, 4),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
-        };
-        let (mut producer, consumer) = frame_ring(2);
-        let (free_tx, free_rx) = bounded(2);
-        for _ in 0..2 {
-            free_tx.send(Box::new(FrameWork::new(&geometry))).unwrap();
-        }
-        let (out_tx, out_rx) = bounded(8);
-        let stage = DeviceStage {
-            input: consumer,
-            output: out_tx,
-            free_work: free_rx,
-            liveness: crate::service::Liveness::new(),
-        };
+        let (mut producer, stage, free_tx, out_rx) = stage_over_ring(2, 2);
         // Two may be in flight, but each frame comes alone: its result must
         // not wait for the next frame.
         let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));

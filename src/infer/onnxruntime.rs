@@ -202,9 +202,11 @@ fn create_session(
         .with_memory_pattern(settings.memory_pattern)
         .map_err(|e| engine_error("set the memory pattern", e.to_string()))?;
     // Intra-op threads come from the environment's pool, shared by both sessions.
+    // A graph needs inputs and outputs at fixed addresses: only the device path
+    // (IO binding on the preprocessor's buffers, a stream given) has them.
     let uses_cuda_graph = device == ComputeDevice::Cuda && settings.cuda_graph && stream.is_some();
     if device == ComputeDevice::Cuda {
-        builder = register_cuda(builder, settings, library, stream)?;
+        builder = register_cuda(builder, settings, uses_cuda_graph, library, stream)?;
     }
     builder.commit_from_file(spec.path).map_err(|e| {
         let message = e.to_string();
@@ -243,6 +245,7 @@ fn create_session(
 fn register_cuda(
     builder: SessionBuilder,
     settings: &OnnxRuntimeConfig,
+    cuda_graph: bool,
     library: &Path,
     stream: Option<ComputeStream>,
 ) -> Result<SessionBuilder, InferError> {
@@ -273,9 +276,7 @@ fn register_cuda(
         })
         .with_tf32(settings.cuda_tf32)
         .with_prefer_nhwc(settings.cuda_prefer_nhwc)
-        // A graph needs inputs and outputs at fixed addresses: only the device
-        // path (IO binding on the preprocessor's buffers, a stream given) has them.
-        .with_cuda_graph(settings.cuda_graph && stream.is_some());
+        .with_cuda_graph(cuda_graph);
     if settings.cuda_mem_limit_mib > 0 {
         let bytes = usize::try_from(settings.cuda_mem_limit_mib << 20).unwrap_or(usize::MAX);
         cuda = cuda.with_memory_limit(bytes);

@@ -195,10 +195,9 @@ pub struct OrtDevicePath {
     classifier: BoundSession,
     cls_logits_device: DeviceBuffer<f32>,
     tickets: [Ticket; IN_FLIGHT],
-    /// Tickets of the frames submitted and not yet completed, oldest first.
+    /// Tickets of the frames submitted and not yet completed, oldest first;
+    /// tickets are taken in turn, so the next one follows the newest.
     in_flight: VecDeque<usize>,
-    /// The ticket the next frame takes.
-    next_ticket: usize,
     preprocessor: GpuPreprocessor,
     gpu: Arc<GpuContext>,
 }
@@ -220,11 +219,7 @@ impl OrtDevicePath {
         let cls_spec = ModelSpec::classifier(&cfg.classifier);
         let options = GpuOptions {
             mask_class: cfg.segmentation.mask_class,
-            frame_transfer: if gpu.integrated() {
-                FrameTransfer::Mapped
-            } else {
-                FrameTransfer::Copy
-            },
+            frame_transfer: FrameTransfer::for_gpu(&gpu),
             ..GpuOptions::default()
         };
         let preprocessor = GpuPreprocessor::new(
@@ -298,7 +293,6 @@ impl OrtDevicePath {
             cls_logits_device,
             tickets,
             in_flight: VecDeque::with_capacity(IN_FLIGHT),
-            next_ticket: 0,
             preprocessor,
             gpu,
         })
@@ -319,7 +313,10 @@ impl DeviceFramePath for OrtDevicePath {
                 "a third frame submitted while two are on the stream (complete one first)",
             ));
         }
-        let index = self.next_ticket;
+        let index = self
+            .in_flight
+            .back()
+            .map_or(0, |newest| (newest + 1) % IN_FLIGHT);
         let ticket = &mut self.tickets[index];
         let [begin, preprocessed, masked, done] = &mut ticket.events;
         begin
@@ -355,7 +352,6 @@ impl DeviceFramePath for OrtDevicePath {
         done.record(self.preprocessor.stream())
             .map_err(gpu_error("record an event"))?;
         self.in_flight.push_back(index);
-        self.next_ticket = (index + 1) % IN_FLIGHT;
         Ok(())
     }
 
@@ -395,14 +391,7 @@ impl DeviceFramePath for OrtDevicePath {
     }
 
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
-        // Copied or read in place (mapped, on a Jetson): the frame crosses once.
-        let frame_bytes = frame.stride * frame.height.saturating_sub(1)
-            + frame.width * frame.layout.bytes_per_pixel();
-        FrameTraffic {
-            host_to_device: frame_bytes,
-            device_to_host: self.cls_logits_device.len() * std::mem::size_of::<f32>()
-                + std::mem::size_of::<u64>(),
-        }
+        FrameTraffic::device_path(frame, self.cls_logits_device.len())
     }
 }
 

@@ -43,12 +43,7 @@ impl FramePreprocessor {
                 let gpu = GpuContext::open(0)?;
                 let options = GpuOptions {
                     mask_class: config.segmentation.mask_class,
-                    // On a Jetson the GPU reads host memory in place: one pass over the frame saved.
-                    frame_transfer: if gpu.integrated() {
-                        FrameTransfer::Mapped
-                    } else {
-                        FrameTransfer::Copy
-                    },
+                    frame_transfer: FrameTransfer::for_gpu(&gpu),
                     ..GpuOptions::default()
                 };
                 let seg = config.segmentation.normalization;

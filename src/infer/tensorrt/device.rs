@@ -217,12 +217,7 @@ impl crate::infer::device_stage::DeviceFramePath for DevicePath {
     }
 
     fn traffic(&self, frame: &ImageView<'_>) -> crate::infer::device_stage::FrameTraffic {
-        crate::infer::device_stage::FrameTraffic {
-            host_to_device: frame.stride * frame.height.saturating_sub(1)
-                + frame.width * frame.layout.bytes_per_pixel(),
-            device_to_host: self.cls_logits.len() * std::mem::size_of::<f32>()
-                + std::mem::size_of::<u64>(),
-        }
+        crate::infer::device_stage::FrameTraffic::device_path(frame, self.cls_logits.len())
     }
 }
 
