@@ -7,7 +7,9 @@ BINARY     := target/release/sealcheck
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS   := pkg-config libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
               gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools \
-              python3 python3-pip python3-venv systemd
+              python3 python3-pip python3-venv systemd \
+              mosquitto mosquitto-clients prometheus chromium \
+              libgstrtspserver-1.0-dev gstreamer1.0-rtsp
 PY_VENV    := .venv
 PY         := $(PY_VENV)/bin/python
 ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
@@ -22,7 +24,10 @@ deps:
 	@if ! pkg-config --exists gstreamer-1.0 gstreamer-app-1.0 gstreamer-video-1.0 2>/dev/null \
 	   || ! command -v gst-inspect-1.0 >/dev/null || ! gst-inspect-1.0 jpegdec >/dev/null 2>&1 \
 	   || ! command -v python3 >/dev/null || ! python3 -m venv --help >/dev/null 2>&1 \
-	   || ! command -v systemd-analyze >/dev/null; then \
+	   || ! command -v systemd-analyze >/dev/null \
+	   || ! command -v mosquitto >/dev/null || ! command -v mosquitto_sub >/dev/null \
+	   || ! command -v promtool >/dev/null || ! command -v chromium >/dev/null \
+	   || ! pkg-config --exists gstreamer-rtsp-server-1.0 2>/dev/null; then \
 	  echo "Installing system packages: $(APT_PKGS)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PKGS); \
 	fi
