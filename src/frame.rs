@@ -3,6 +3,7 @@
 //!
 //! Both are allocated once at start and recycled, so the steady state allocates nothing.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 /// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
@@ -168,6 +169,10 @@ pub struct FrameWork {
     pub timings: StageTimings,
     /// Set when a stage failed for this frame; the frame then fails with reason `error`.
     pub error: Option<(FailedStage, String)>,
+    /// The frame's pixels, kept only while the archive or the live view asks
+    /// for them (`PixelDemand`): the ring slot goes back to capture right
+    /// after preprocessing, before the verdict is known.
+    pub pixels: FramePixels,
 }
 
 impl FrameWork {
@@ -182,6 +187,7 @@ impl FrameWork {
             cls_logits: vec![0.0; geometry.cls_classes],
             timings: StageTimings::default(),
             error: None,
+            pixels: FramePixels::default(),
         }
     }
 
@@ -191,6 +197,7 @@ impl FrameWork {
         self.mask_pixels = 0;
         self.timings = StageTimings::default();
         self.error = None;
+        self.pixels.valid = false;
     }
 
     /// Fraction of the mask covered by the seal.
@@ -214,4 +221,91 @@ pub enum StageMessage {
     CaptureFailed { meta: FrameMeta, message: String },
     /// No more frames will come.
     End,
+}
+
+/// A copy of a frame's pixels that travels with its work record. The buffer
+/// grows to the frame size on first use and is reused (or swapped with an
+/// equally reused one) afterwards: no allocation per frame.
+#[derive(Debug, Default)]
+pub struct FramePixels {
+    pub width: u32,
+    pub height: u32,
+    pub stride: usize,
+    pub layout: PixelLayout,
+    pub data: Vec<u8>,
+    /// Whether `data` holds this frame's pixels.
+    pub valid: bool,
+}
+
+impl Default for PixelLayout {
+    fn default() -> Self {
+        PixelLayout::Rgb
+    }
+}
+
+impl FramePixels {
+    /// Copies `frame` (rows as they are, stride included).
+    pub fn copy_from(&mut self, frame: &FrameSlot) {
+        self.width = frame.width;
+        self.height = frame.height;
+        self.stride = frame.stride;
+        self.layout = frame.layout;
+        self.data.clear();
+        self.data.extend_from_slice(&frame.data);
+        self.valid = true;
+    }
+
+    /// Copies another copy, reusing this one's buffer.
+    pub fn clone_from_pixels(&mut self, other: &FramePixels) {
+        self.width = other.width;
+        self.height = other.height;
+        self.stride = other.stride;
+        self.layout = other.layout;
+        self.data.clear();
+        self.data.extend_from_slice(&other.data);
+        self.valid = other.valid;
+    }
+
+    pub fn image(&self) -> ImageView<'_> {
+        ImageView {
+            width: self.width as usize,
+            height: self.height as usize,
+            stride: self.stride,
+            layout: self.layout,
+            data: &self.data,
+        }
+    }
+}
+
+/// Who wants frame pixels past preprocessing: the archive (every frame, as
+/// the verdict is not known yet) and the live view (now and then, while a
+/// page is open). Read once per frame by the stage that reads the ring.
+#[derive(Debug, Default)]
+pub struct PixelDemand {
+    archive: AtomicBool,
+    live: AtomicBool,
+}
+
+impl PixelDemand {
+    pub fn wanted(&self) -> bool {
+        self.archive.load(Ordering::Relaxed) || self.live.load(Ordering::Relaxed)
+    }
+
+    pub fn set_archive(&self, on: bool) {
+        self.archive.store(on, Ordering::Relaxed);
+    }
+
+    /// A page asked for a newer live frame.
+    pub fn request_live(&self) {
+        self.live.store(true, Ordering::Relaxed);
+    }
+
+    /// The live view got one; stop copying for it.
+    pub fn live_served(&self) {
+        self.live.store(false, Ordering::Relaxed);
+    }
+
+    pub fn live_requested(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
 }

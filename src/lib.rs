@@ -9,6 +9,7 @@
 //!
 //! `pipeline` wires the stages; `main` only parses the command line.
 
+pub mod archive;
 pub mod bench;
 pub mod capture;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod frame;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;
+pub mod model_id;
 pub mod npy;
 pub mod output;
 pub mod pipeline;
@@ -27,3 +29,4 @@ pub mod preprocess;
 pub mod ring;
 pub mod service;
 pub mod stats;
+pub mod status;

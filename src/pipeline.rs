@@ -27,6 +27,7 @@ use crate::preprocess::{
 use crate::ring::{self, EndOfStream};
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::{RunStats, STAGES};
+use crate::status::{OperatorTaps, RunInfo, RunState, StatusServer, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -44,6 +45,8 @@ pub enum PipelineError {
     Spawn(&'static str, std::io::Error),
     #[error("the {0} thread panicked; results up to the panic were written")]
     Panicked(&'static str),
+    #[error(transparent)]
+    Status(#[from] crate::status::StatusError),
 }
 
 /// How a run ended, and what it did.
@@ -180,8 +183,25 @@ struct Stages {
 /// Runs the pipeline until the source ends or a stop is requested.
 pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineError> {
     let started = Instant::now();
+    // The status server answers from the start ("starting" while models load).
+    let pixel_demand = Arc::new(crate::frame::PixelDemand::default());
+    let telemetry = config.status.as_ref().map(|_| {
+        Telemetry::new(
+            config.service.stall_timeout,
+            crate::status::metrics::DEFAULT_DEADLINE,
+            Arc::clone(&pixel_demand),
+            config.archive.clone(),
+        )
+    });
+    let _status_server = match (&config.status, &telemetry) {
+        (Some(status), Some(t)) => Some(StatusServer::start(status.listen, Arc::clone(t))?),
+        _ => None,
+    };
     let selection = infer::open_backend(&config)?;
     let backend_name = selection.backend.kind().as_str().to_string();
+    if let Some(t) = &telemetry {
+        t.set_info(run_info(&config, &backend_name));
+    }
     log::info!(target: "sealcheck::pipeline", backend = backend_name.as_str(), reason = selection.reason.as_str(); "inference backend chosen");
     let geometry = infer::geometry(
         selection.backend.segmentation_io(),
@@ -191,6 +211,16 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
+    if let Some(t) = &telemetry {
+        t.set_liveness(liveness.clone());
+    }
+    let taps = OperatorTaps::new(
+        telemetry.clone(),
+        config.archive.as_ref(),
+        Arc::clone(&pixel_demand),
+        geometry.seg_hw,
+    )
+    .map_err(|e| PipelineError::Spawn("archive", e))?;
     let stages = start_stages(
         &config,
         &context,
@@ -199,9 +229,14 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         &stats,
         &liveness,
         reload_rx,
+        taps,
+        pixel_demand,
     )?;
     let run_started = Instant::now();
     context.notifier.ready();
+    if let Some(t) = &telemetry {
+        t.set_state(RunState::Running);
+    }
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
 
     let watchdog = crate::service::spawn_watchdog(
@@ -236,6 +271,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 Ok(ServiceSignal::Stop) if drain_deadline.is_none() => {
                     log::info!(target: "sealcheck::pipeline", drain_timeout_s = current.service.drain_timeout.as_secs_f64(); "stop requested: stopping the source and finishing frames in flight");
                     context.notifier.stopping();
+                    if let Some(t) = &telemetry {
+                        t.set_state(RunState::Stopping);
+                    }
                     stopped_by_signal = true;
                     stages.capture.stop();
                     drain_deadline = Some(Instant::now() + current.service.drain_timeout);
@@ -264,6 +302,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }
+    if let Some(t) = &telemetry {
+        t.set_state(RunState::Stopping);
+    }
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
     let drained = drain_deadline.is_none()
@@ -291,6 +332,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
+    if let Some(t) = &telemetry {
+        t.set_state(RunState::Stopped);
+    }
     let stats = Arc::try_unwrap(stats)
         .map(|m| m.into_inner().unwrap_or_default())
         .unwrap_or_else(|shared| {
@@ -316,6 +360,8 @@ fn start_stages(
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
+    taps: OperatorTaps,
+    pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<Stages, PipelineError> {
     let pool = config.source.pool_size;
     let (producer, consumer) = ring::frame_ring(pool);
@@ -345,12 +391,14 @@ fn start_stages(
         settings: LiveSettings {
             decision: config.decision,
             output: config.output.clone(),
+            archive: config.archive.clone(),
         },
         defect_class: config.classifier.defect_class,
         sink,
         stats: Arc::clone(stats),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
+        taps,
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -362,6 +410,10 @@ fn start_stages(
             let kind = backend.kind();
             // The device path opens its own sessions on its stream.
             drop(backend);
+            // It keeps no host copy of the frame or the mask.
+            if config.archive.is_some() || config.status.is_some() {
+                log::warn!(target: "sealcheck::pipeline", "the GPU device path keeps no host copy of frames: the archive and the status page's live view stay empty (metrics and counters work)");
+            }
             let device = infer::device_stage::DeviceStage {
                 input: consumer,
                 output: to_output,
@@ -388,6 +440,7 @@ fn start_stages(
                 free_work: free_rx,
                 preprocessor: frame_preprocessor,
                 liveness: liveness.clone(),
+                pixel_demand,
             };
             (spawn("preprocess", move || preprocess.run())?, Some(infer))
         }
@@ -447,6 +500,7 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
     let settings = LiveSettings {
         decision: new.decision,
         output: new.output.clone(),
+        archive: new.archive.clone(),
     };
     if apply.send(settings).is_err() {
         return;
@@ -455,6 +509,7 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
     // Keep the running values of what needs a restart, so the next reload compares against them.
     current.decision = new.decision;
     current.output = new.output;
+    current.archive = new.archive;
 }
 
 /// Config sections that differ and cannot change while running.
@@ -475,5 +530,27 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.service != new.service {
         changed.push("service");
     }
+    if old.status != new.status {
+        changed.push("status");
+    }
     changed
+}
+
+/// What `/metrics` and the page say about this run: backend, source, model ids.
+fn run_info(config: &Config, backend: &str) -> RunInfo {
+    let model = |role: &'static str, path: &std::path::Path| {
+        let file = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let id = crate::model_id::model_id(path).unwrap_or_else(|_| "unknown".to_string());
+        (role, file, id)
+    };
+    RunInfo {
+        backend: backend.to_string(),
+        source: config.source.kind.name().to_string(),
+        models: vec![
+            model("segmentation", &config.segmentation.path),
+            model("classifier", &config.classifier.path),
+        ],
+    }
 }

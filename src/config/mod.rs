@@ -30,6 +30,10 @@ pub struct Config {
     pub output: OutputConfig,
     pub logging: LoggingConfig,
     pub service: ServiceConfig,
+    /// `[status]`: metrics, health and the status page over HTTP; `None` = off.
+    pub status: Option<StatusConfig>,
+    /// `[archive]`: images of judged frames kept on disk; `None` = off.
+    pub archive: Option<ArchiveConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -320,4 +324,64 @@ pub struct ServiceConfig {
     /// A pipeline that moves no frame for this long while the source says it
     /// is streaming is stalled: watchdog pings stop.
     pub stall_timeout: Duration,
+}
+
+/// `[status]`: the HTTP server for Prometheus, health checks and the operators' page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusConfig {
+    /// Address and port to listen on; the template's is loopback only
+    /// (another address has to be written out).
+    pub listen: std::net::SocketAddr,
+}
+
+/// Which judged frames `[archive]` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchiveKeep {
+    /// Failed frames only (every reason with a picture: defect, no_seal, seal_area, error).
+    Fail,
+    /// Every inspected frame.
+    All,
+    /// Nothing (the section stays in the file, the archive is off).
+    None,
+}
+
+impl ArchiveKeep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArchiveKeep::Fail => "fail",
+            ArchiveKeep::All => "all",
+            ArchiveKeep::None => "none",
+        }
+    }
+}
+
+/// How archived frames are encoded; masks are always PNG.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+}
+
+impl ImageFormat {
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Jpeg => "jpg",
+            ImageFormat::Png => "png",
+        }
+    }
+}
+
+/// `[archive]`: frames (and their masks) under `dir/YYYY-MM-DD/HH/`, a daily
+/// manifest of SHA-256 hashes, oldest hours deleted first at the limits.
+/// Applies on reload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveConfig {
+    pub dir: PathBuf,
+    pub keep: ArchiveKeep,
+    pub format: ImageFormat,
+    /// The archive folder never holds more than this many MiB.
+    pub max_mib: u64,
+    /// Oldest hours go (and new frames are dropped) when the disk's free space
+    /// would fall under this many MiB.
+    pub min_free_mib: u64,
 }

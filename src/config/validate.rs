@@ -51,6 +51,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let output = read_output(&root.section("output"), &files);
     let logging = read_logging(&root.section("logging"));
     let service = read_service(&root.section("service"));
+    let status = read_status(&root, "status");
+    let archive = read_archive(&root, "archive", &files);
     root.finish();
 
     match (
@@ -72,7 +74,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             Some(output),
             Some(logging),
             Some(service),
-        ) if problems.is_empty() => Ok(Config {
+        ) if problems.is_empty() && status.is_some() && archive.is_some() => Ok(Config {
             path: path.to_path_buf(),
             source,
             inference,
@@ -82,6 +84,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             output,
             logging,
             service,
+            status: status.flatten(),
+            archive: archive.flatten(),
         }),
         _ => Err(invalid(problems.into_vec())),
     }
@@ -510,4 +514,72 @@ fn read_service(s: &Section) -> Option<ServiceConfig> {
         drain_timeout: Duration::from_secs_f64(drain?),
         stall_timeout: Duration::from_secs_f64(stall?),
     })
+}
+
+/// `[status]`, absent = off: `Some(None)`; a problem: `None`.
+fn read_status(root: &Section, key: &str) -> Option<Option<StatusConfig>> {
+    if !root.has(key) {
+        root.section(key);
+        return Some(None);
+    }
+    let s = root.section(key);
+    let listen = s.str_required(
+        "listen",
+        "the address and port to serve on, e.g. \"127.0.0.1:9750\" (loopback only)",
+    );
+    s.finish();
+    let listen = listen?;
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(listen) => Some(Some(StatusConfig { listen })),
+        Err(_) => {
+            s.problem(
+                "listen",
+                format!(
+                    "\"{listen}\" is not an address and port; use e.g. \"127.0.0.1:9750\" \
+                     (or \"0.0.0.0:9750\" to be reachable from the network)"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// `[archive]`, absent = off: `Some(None)`; a problem: `None`.
+fn read_archive(root: &Section, key: &str, files: &Files) -> Option<Option<ArchiveConfig>> {
+    if !root.has(key) {
+        root.section(key);
+        return Some(None);
+    }
+    let s = root.section(key);
+    let dir = s.str_required("dir", "the folder archived frames are written under");
+    let keep = s
+        .choice("keep", &["fail", "all", "none"], Some(0))
+        .map(|i| [ArchiveKeep::Fail, ArchiveKeep::All, ArchiveKeep::None][i]);
+    let format = s
+        .choice("format", &["jpeg", "png"], Some(0))
+        .map(|i| [ImageFormat::Jpeg, ImageFormat::Png][i]);
+    let max_mib = s.int_in("max_mib", 1..=16_777_216, Some(10_240));
+    let min_free_mib = s.int_in("min_free_mib", 0..=16_777_216, Some(1024));
+    s.finish();
+    let dir = files.resolve(&dir?);
+    if let Some(parent) = dir.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.is_dir()
+    {
+        s.problem(
+            "dir",
+            format!(
+                "folder {} does not exist; create it or choose another path",
+                parent.display()
+            ),
+        );
+        return None;
+    }
+    Some(Some(ArchiveConfig {
+        dir,
+        keep: keep?,
+        format: format?,
+        max_mib: max_mib? as u64,
+        min_free_mib: min_free_mib? as u64,
+    }))
 }

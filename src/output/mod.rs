@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::config::{DecisionConfig, OutputConfig};
+use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
 use crate::frame::{FrameMeta, FrameWork, StageMessage};
 use crate::service::Liveness;
@@ -25,6 +25,7 @@ use crate::stats::RunStats;
 pub struct LiveSettings {
     pub decision: DecisionConfig,
     pub output: OutputConfig,
+    pub archive: Option<ArchiveConfig>,
 }
 
 /// Latencies of one frame in milliseconds: preprocess, segment, classify, total.
@@ -114,6 +115,8 @@ pub struct OutputStage {
     pub liveness: Liveness,
     /// Frames before this `seq` are written but left out of the statistics (warm-up).
     pub measure_from_seq: u64,
+    /// Metrics, the status page and the archive (`crate::status`).
+    pub taps: crate::status::OperatorTaps,
 }
 
 impl OutputStage {
@@ -127,13 +130,14 @@ impl OutputStage {
                 Err(RecvTimeoutError::Timeout) => {
                     self.apply_reload()?;
                     self.sink.flush()?;
+                    self.taps.idle();
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
             self.apply_reload()?;
             match message {
-                StageMessage::Inspect(work) => {
+                StageMessage::Inspect(mut work) => {
                     let decision =
                         decision::decide(&work, self.defect_class, &self.settings.decision);
                     let t = &work.timings;
@@ -142,7 +146,8 @@ impl OutputStage {
                     if let Some((stage, message)) = &work.error {
                         log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
                     }
-                    self.emit(&mut line, &work.meta, &decision, Some(&latencies))?;
+                    let meta = work.meta;
+                    self.emit(&mut line, &meta, &decision, Some(&latencies), Some(&mut work))?;
                     written += 1;
                     // The preprocess stage may already be gone at the end of a run.
                     let _ = self.recycle.send(work);
@@ -153,19 +158,20 @@ impl OutputStage {
                             seq: first.seq + i,
                             ..first
                         };
-                        self.emit(&mut line, &meta, &Decision::not_inspected(), None)?;
+                        self.emit(&mut line, &meta, &Decision::not_inspected(), None, None)?;
                         written += 1;
                     }
                 }
                 StageMessage::CaptureFailed { meta, message } => {
                     log::warn!(target: "sealcheck::verdict", seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
-                    self.emit(&mut line, &meta, &Decision::error(), None)?;
+                    self.emit(&mut line, &meta, &Decision::error(), None, None)?;
                     written += 1;
                 }
                 StageMessage::End => break,
             }
         }
         self.sink.flush()?;
+        self.taps.finish();
         Ok(written)
     }
 
@@ -175,9 +181,11 @@ impl OutputStage {
         meta: &FrameMeta,
         d: &Decision,
         latencies: Option<&FrameLatencies>,
+        work: Option<&mut FrameWork>,
     ) -> Result<(), OutputError> {
         format_result(line, meta, d, latencies);
         self.sink.write_line(line)?;
+        self.taps.record(meta, d, latencies, line, work);
         if self.settings.output.log_verdicts {
             log::info!(
                 target: "sealcheck::verdict",
@@ -225,6 +233,9 @@ impl OutputStage {
                 max_seal_area = new.decision.max_seal_area;
                 "decision thresholds changed by reload"
             );
+        }
+        if new.archive != self.settings.archive {
+            self.taps.reload_archive(new.archive.as_ref());
         }
         self.settings = new;
         Ok(())

@@ -35,6 +35,8 @@ pub struct PreprocessStage {
     pub free_work: Receiver<Box<FrameWork>>,
     pub preprocessor: FramePreprocessor,
     pub liveness: crate::service::Liveness,
+    /// Whether to keep the frame's pixels in its work record (archive, live view).
+    pub pixel_demand: std::sync::Arc<crate::frame::PixelDemand>,
 }
 
 impl PreprocessStage {
@@ -51,6 +53,9 @@ impl PreprocessStage {
                         return EndOfStream::Stopped;
                     };
                     preprocess_frame(&mut self.preprocessor, &slot, &mut work);
+                    if self.pixel_demand.wanted() {
+                        work.pixels.copy_from(&slot);
+                    }
                     self.input.recycle(slot);
                     self.liveness.frame_preprocessed();
                     StageMessage::Inspect(work)

@@ -178,6 +178,12 @@ impl Liveness {
         }
     }
 
+    /// Whether the source was streaming when last recorded (the watchdog
+    /// records it every ping interval).
+    pub fn source_streaming(&self) -> bool {
+        self.shared.source_streaming.load(Ordering::Relaxed)
+    }
+
     /// Frames capture delivered so far.
     pub fn captured(&self) -> u64 {
         self.shared.captured.load(Ordering::Relaxed)

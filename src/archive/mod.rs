@@ -1,0 +1,289 @@
+//! `[archive]`: images of judged frames on disk, written by their own thread.
+//!
+//! ```text
+//! preprocess: frame pixels copied into the work record (only while the archive is on)
+//! output:     frame to keep? swap its pixels and mask into a free ArchiveJob --try_send-->
+//!             (no free job: dropped, counted as queue_full; the verdict never waits)
+//! archive thread: encode (JPEG/PNG) -> ArchiveStore::write (limits, manifest) -> job back to the pool
+//! ```
+//!
+//! Swapping buffers instead of copying keeps the output thread's cost to a
+//! few pointer moves; every buffer is reused, so the steady state allocates
+//! nothing on the frame path.
+
+mod encode;
+mod store;
+
+pub use encode::{
+    EncodeError, encode_grey_png, encode_rgb, mask_to_frame, packed_rgb, tint_mask,
+};
+pub use store::{ArchiveName, ArchiveStore, ArchiveWrite, free_bytes, sha256_hex, tree_size};
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+
+use crate::config::{ArchiveConfig, ArchiveKeep};
+use crate::decision::{Decision, Reason, Verdict};
+use crate::frame::{FailedStage, FrameMeta, FramePixels, FrameWork, PixelDemand};
+use crate::status::metrics::{ArchiveDrop, LineMetrics};
+
+/// Frames that may wait for the archive thread. Each holds a frame and a
+/// mask (about 4 MiB at 720p); a disk slower than this absorbs drops frames.
+const QUEUE: usize = 6;
+
+/// One frame on its way to disk.
+pub struct ArchiveJob {
+    meta: FrameMeta,
+    reason: Reason,
+    pixels: FramePixels,
+    mask: Vec<f32>,
+    mask_hw: (usize, usize),
+    mask_valid: bool,
+    line: String,
+}
+
+/// The output thread's end: decides what to keep and hands it over.
+pub struct ArchiveQueue {
+    keep: ArchiveKeep,
+    jobs: Option<Sender<Box<ArchiveJob>>>,
+    free: Receiver<Box<ArchiveJob>>,
+    settings: Sender<ArchiveConfig>,
+    demand: Arc<PixelDemand>,
+    metrics: Option<Arc<LineMetrics>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ArchiveQueue {
+    /// Starts the archive thread. `mask_hw` is the segmentation output's size.
+    pub fn start(
+        config: &ArchiveConfig,
+        mask_hw: (usize, usize),
+        demand: Arc<PixelDemand>,
+        metrics: Option<Arc<LineMetrics>>,
+    ) -> std::io::Result<ArchiveQueue> {
+        let (jobs_tx, jobs_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
+        let (free_tx, free_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
+        for _ in 0..QUEUE {
+            let _ = free_tx.send(Box::new(ArchiveJob {
+                meta: FrameMeta::now(0),
+                reason: Reason::Error,
+                pixels: FramePixels::default(),
+                mask: vec![0.0; mask_hw.0 * mask_hw.1],
+                mask_hw,
+                mask_valid: false,
+                line: String::with_capacity(512),
+            }));
+        }
+        let (settings_tx, settings_rx) = bounded::<ArchiveConfig>(4);
+        let writer = ArchiveWriter {
+            store: ArchiveStore::open(config.clone()),
+            jobs: jobs_rx,
+            free: free_tx,
+            settings: settings_rx,
+            metrics: metrics.clone(),
+            encoded: Vec::new(),
+            mask_encoded: Vec::new(),
+            rgb: Vec::new(),
+            grey: Vec::new(),
+            dropping: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("archive".into())
+            .spawn(move || writer.run())?;
+        demand.set_archive(config.keep != ArchiveKeep::None);
+        Ok(ArchiveQueue {
+            keep: config.keep,
+            jobs: Some(jobs_tx),
+            free: free_rx,
+            settings: settings_tx,
+            demand,
+            metrics,
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether this result's frame belongs in the archive. Frames dropped
+    /// at capture have no pixels and are never archived.
+    pub fn wants(&self, d: &Decision) -> bool {
+        match self.keep {
+            ArchiveKeep::None => false,
+            ArchiveKeep::All => d.reason != Reason::NotInspected,
+            ArchiveKeep::Fail => d.verdict == Verdict::Fail && d.reason != Reason::NotInspected,
+        }
+    }
+
+    /// Hands `work`'s pixels and mask to the archive thread (swapping in
+    /// free buffers). Returns whether the frame was queued.
+    pub fn offer(&mut self, work: &mut FrameWork, d: &Decision, line: &str) -> bool {
+        if !self.wants(d) || !work.pixels.valid {
+            return false;
+        }
+        let Ok(mut job) = self.free.try_recv() else {
+            self.dropped(ArchiveDrop::QueueFull);
+            return false;
+        };
+        job.meta = work.meta;
+        job.reason = d.reason;
+        std::mem::swap(&mut job.pixels, &mut work.pixels);
+        work.pixels.valid = false;
+        job.mask_valid = !matches!(
+            &work.error,
+            Some((FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment, _))
+        ) && work.mask.len() == job.mask.len();
+        if job.mask_valid {
+            std::mem::swap(&mut job.mask, &mut work.mask);
+        }
+        job.line.clear();
+        job.line.push_str(line);
+        match self.jobs.as_ref().map(|jobs| jobs.try_send(job)) {
+            Some(Ok(())) => true,
+            Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => {
+                self.dropped(ArchiveDrop::QueueFull);
+                false
+            }
+        }
+    }
+
+    /// New `[archive]` settings from a reload.
+    pub fn reconfigure(&mut self, config: &ArchiveConfig) {
+        self.keep = config.keep;
+        self.demand.set_archive(config.keep != ArchiveKeep::None);
+        let _ = self.settings.try_send(config.clone());
+    }
+
+    /// Turns keeping off (the section was removed on reload).
+    pub fn pause(&mut self) {
+        self.keep = ArchiveKeep::None;
+        self.demand.set_archive(false);
+    }
+
+    fn dropped(&self, why: ArchiveDrop) {
+        if let Some(m) = &self.metrics {
+            m.archive_dropped(why);
+        }
+    }
+
+    /// Writes what is queued and stops the thread.
+    pub fn finish(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.demand.set_archive(false);
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ArchiveQueue {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct ArchiveWriter {
+    store: ArchiveStore,
+    jobs: Receiver<Box<ArchiveJob>>,
+    free: Sender<Box<ArchiveJob>>,
+    settings: Receiver<ArchiveConfig>,
+    metrics: Option<Arc<LineMetrics>>,
+    encoded: Vec<u8>,
+    mask_encoded: Vec<u8>,
+    rgb: Vec<u8>,
+    grey: Vec<u8>,
+    /// The reason frames are being dropped for, logged once per episode.
+    dropping: Option<ArchiveDrop>,
+}
+
+impl ArchiveWriter {
+    fn run(mut self) {
+        self.publish_size();
+        loop {
+            if let Some(config) = self.settings.try_iter().last() {
+                self.store.reconfigure(config);
+                self.publish_size();
+            }
+            match self.jobs.recv_timeout(Duration::from_secs(1)) {
+                Ok(job) => {
+                    let result = self.write(&job);
+                    let _ = self.free.send(job);
+                    self.account(result);
+                }
+                Err(RecvTimeoutError::Timeout) => self.publish_size(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.publish_size();
+    }
+
+    fn write(&mut self, job: &ArchiveJob) -> Result<(), ArchiveDrop> {
+        let format = self.store.config().format;
+        let p = &job.pixels;
+        packed_rgb(&p.image(), &mut self.rgb);
+        let (w, h) = (p.width as usize, p.height as usize);
+        if let Err(e) = encode_rgb(format, &self.rgb, w, h, &mut self.encoded) {
+            log::warn!(target: "sealcheck::archive", seq = job.meta.seq, error = e.to_string().as_str(); "cannot encode a frame for the archive");
+            return Err(ArchiveDrop::WriteError);
+        }
+        let mask = if job.mask_valid {
+            mask_to_frame(&job.mask, job.mask_hw, w, h, &mut self.grey);
+            match encode_grey_png(&self.grey, w, h, &mut self.mask_encoded) {
+                Ok(()) => Some(self.mask_encoded.as_slice()),
+                Err(e) => {
+                    log::warn!(target: "sealcheck::archive", seq = job.meta.seq, error = e.to_string().as_str(); "cannot encode a mask for the archive");
+                    return Err(ArchiveDrop::WriteError);
+                }
+            }
+        } else {
+            None
+        };
+        let name = ArchiveName::new(job.meta.captured_at, job.meta.seq, job.reason.as_str());
+        self.store
+            .write(&ArchiveWrite {
+                name: &name,
+                ext: format.extension(),
+                frame: &self.encoded,
+                mask,
+                result_line: &job.line,
+            })
+            .map(|_| ())
+    }
+
+    fn account(&mut self, result: Result<(), ArchiveDrop>) {
+        match result {
+            Ok(()) => {
+                if let Some(was) = self.dropping.take() {
+                    log::info!(target: "sealcheck::archive", reason = was.as_str(); "archive writing again");
+                }
+                if let Some(m) = &self.metrics {
+                    m.archive_files.inc();
+                }
+            }
+            Err(why) => {
+                if let Some(m) = &self.metrics {
+                    m.archive_dropped(why);
+                }
+                if self.dropping != Some(why) {
+                    let c = self.store.config();
+                    log::warn!(target: "sealcheck::archive", reason = why.as_str(), max_mib = c.max_mib, min_free_mib = c.min_free_mib;
+                        "archive dropping frames ({}): every older hour is already deleted; raise max_mib, free disk space or keep fewer frames",
+                        why.as_str());
+                    self.dropping = Some(why);
+                }
+            }
+        }
+        self.publish_size();
+    }
+
+    fn publish_size(&self) {
+        if let Some(m) = &self.metrics {
+            m.archive_bytes
+                .set(i64::try_from(self.store.used_bytes()).unwrap_or(i64::MAX));
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! The archive folder on disk:
+//!
+//! ```text
+//! dir/
+//!   2026-11-23/                 one folder per UTC day
+//!     manifest.jsonl            per file: SHA-256, the previous line's SHA-256, the result line
+//!     07/                       one folder per UTC hour
+//!       20261123T071530.123Z_42_defect.jpg        the frame, untouched
+//!       20261123T071530.123Z_42_defect_mask.png   the seal mask, frame-sized, 255 = seal
+//! ```
+//!
+//! Limits: before a frame is written, the oldest hours (never the hour being
+//! written) are deleted until the folder stays within `max_mib` and the disk
+//! keeps `min_free_mib` free; a day goes (manifest included) with its last
+//! hour. If the frame still does not fit, it is dropped and counted.
+//!
+//! The manifest is a hash chain: each line carries the SHA-256 of the line
+//! before it, so a line removed or edited later shows.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::ArchiveConfig;
+use crate::model_id::to_hex;
+use crate::status::metrics::ArchiveDrop;
+
+const MANIFEST: &str = "manifest.jsonl";
+
+/// Where one frame goes: `day/hour/stem.ext`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveName {
+    /// `YYYY-MM-DD`
+    pub day: String,
+    /// `HH`
+    pub hour: String,
+    /// `<UTC time>_<seq>_<reason>`, e.g. `20261123T071530.123Z_42_defect`.
+    pub stem: String,
+}
+
+impl ArchiveName {
+    pub fn new(captured_at: SystemTime, seq: u64, reason: &str) -> Self {
+        let t = time::OffsetDateTime::from(captured_at);
+        let (y, mo, d) = (t.year(), u8::from(t.month()), t.day());
+        ArchiveName {
+            day: format!("{y:04}-{mo:02}-{d:02}"),
+            hour: format!("{:02}", t.hour()),
+            stem: format!(
+                "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}.{:03}Z_{seq}_{reason}",
+                t.hour(),
+                t.minute(),
+                t.second(),
+                t.millisecond()
+            ),
+        }
+    }
+
+    /// The frame's path relative to the archive folder (also its URL under `/archive/`).
+    pub fn frame(&self, ext: &str) -> String {
+        format!("{}/{}/{}.{ext}", self.day, self.hour, self.stem)
+    }
+
+    pub fn mask(&self) -> String {
+        format!("{}/{}/{}_mask.png", self.day, self.hour, self.stem)
+    }
+}
+
+/// Is `name` a `YYYY-MM-DD` day folder?
+fn is_day(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// Is `name` an `HH` hour folder?
+fn is_hour(name: &str) -> bool {
+    name.len() == 2 && name.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Apparent size of everything under `path`.
+pub fn tree_size(path: &Path) -> u64 {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| tree_size(&e.path()))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes free for an unprivileged writer on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the
+    // call, and `stat` points to writable memory of the right type; statvfs
+    // writes it fully when it returns 0, and only then is it read.
+    let stat = unsafe {
+        if libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+}
+
+/// The archive folder: writes frames, keeps the manifest chain and the limits.
+pub struct ArchiveStore {
+    config: ArchiveConfig,
+    /// Bytes under `config.dir`: scanned at open, then kept up to date.
+    used: u64,
+    /// Day of the manifest `prev` belongs to, and the SHA-256 of its last line.
+    chain: Option<(String, String)>,
+}
+
+/// What one archived frame needs written.
+pub struct ArchiveWrite<'a> {
+    pub name: &'a ArchiveName,
+    pub ext: &'a str,
+    pub frame: &'a [u8],
+    /// `None` when the frame failed before its mask was made.
+    pub mask: Option<&'a [u8]>,
+    pub result_line: &'a str,
+}
+
+impl ArchiveStore {
+    pub fn open(config: ArchiveConfig) -> Self {
+        if let Err(e) = fs::create_dir_all(&config.dir) {
+            log::error!(target: "sealcheck::archive", dir = config.dir.display().to_string().as_str(), error = e.to_string().as_str();
+                "cannot create the archive folder: check [archive] dir and that the service may write there");
+        }
+        let used = tree_size(&config.dir);
+        log::info!(target: "sealcheck::archive", dir = config.dir.display().to_string().as_str(),
+            used_mib = used as f64 / 1048576.0, max_mib = config.max_mib, min_free_mib = config.min_free_mib,
+            keep = config.keep.as_str(); "archive open");
+        ArchiveStore {
+            config,
+            used,
+            chain: None,
+        }
+    }
+
+    pub fn config(&self) -> &ArchiveConfig {
+        &self.config
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.used
+    }
+
+    /// New settings (a reload): another folder is scanned afresh; new limits
+    /// apply from the next frame.
+    pub fn reconfigure(&mut self, config: ArchiveConfig) {
+        if config.dir != self.config.dir {
+            *self = ArchiveStore::open(config);
+        } else {
+            self.config = config;
+        }
+    }
+
+    /// Writes one frame (and mask) and its manifest line, making room first.
+    pub fn write(&mut self, w: &ArchiveWrite<'_>) -> Result<u64, ArchiveDrop> {
+        let frame_rel = w.name.frame(w.ext);
+        let mask_rel = w.name.mask();
+        let frame_sha = sha256_hex(w.frame);
+        let mask_sha = w.mask.map(sha256_hex);
+        let prev = self.previous_line_hash(&w.name.day);
+        let quote = |s: Option<&str>| s.map_or("null".to_string(), |s| format!("\"{s}\""));
+        let in_day = |rel: &str| rel[w.name.day.len() + 1..].to_string();
+        let line = format!(
+            "{{\"file\":\"{}\",\"sha256\":\"{frame_sha}\",\"mask\":{},\"mask_sha256\":{},\"prev\":{},\"result\":{}}}",
+            in_day(&frame_rel),
+            quote(w.mask.map(|_| in_day(&mask_rel)).as_deref()),
+            quote(mask_sha.as_deref()),
+            quote(prev.as_deref()),
+            w.result_line
+        );
+        let need = w.frame.len() as u64 + w.mask.map_or(0, |m| m.len() as u64) + line.len() as u64 + 1;
+        self.make_room(need, &w.name.day, &w.name.hour)?;
+
+        let day_dir = self.config.dir.join(&w.name.day);
+        let written = (|| -> std::io::Result<()> {
+            fs::create_dir_all(day_dir.join(&w.name.hour))?;
+            fs::write(self.config.dir.join(&frame_rel), w.frame)?;
+            if let Some(mask) = w.mask {
+                fs::write(self.config.dir.join(&mask_rel), mask)?;
+            }
+            let mut manifest = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(day_dir.join(MANIFEST))?;
+            manifest.write_all(format!("{line}\n").as_bytes())
+        })();
+        match written {
+            Ok(()) => {
+                self.used += need;
+                self.chain = Some((w.name.day.clone(), sha256_hex(line.as_bytes())));
+                Ok(need)
+            }
+            Err(e) => {
+                log::warn!(target: "sealcheck::archive", file = frame_rel.as_str(), error = e.to_string().as_str();
+                    "cannot write an archived frame; it is dropped (counted in sealcheck_archive_dropped_total)");
+                // Whatever part made it to disk still counts against the limit.
+                self.used = tree_size(&self.config.dir);
+                self.chain = None;
+                Err(ArchiveDrop::WriteError)
+            }
+        }
+    }
+
+    /// SHA-256 of the last line of `day`'s manifest, from memory or (after a
+    /// start or a write error) from the file.
+    fn previous_line_hash(&mut self, day: &str) -> Option<String> {
+        if let Some((d, hash)) = &self.chain
+            && d == day
+        {
+            return Some(hash.clone());
+        }
+        let text = fs::read_to_string(self.config.dir.join(day).join(MANIFEST)).ok()?;
+        let last = text.lines().rev().find(|l| !l.is_empty())?;
+        let hash = sha256_hex(last.as_bytes());
+        self.chain = Some((day.to_string(), hash.clone()));
+        Some(hash)
+    }
+
+    /// Deletes oldest hours until `need` more bytes fit both limits.
+    fn make_room(&mut self, need: u64, day: &str, hour: &str) -> Result<(), ArchiveDrop> {
+        let max = self.config.max_mib.saturating_mul(1 << 20);
+        let min_free = self.config.min_free_mib.saturating_mul(1 << 20);
+        loop {
+            let over = self.used + need > max;
+            let low = free_bytes(&self.config.dir).is_some_and(|free| free < need + min_free);
+            if !over && !low {
+                return Ok(());
+            }
+            let Some(oldest) = self.oldest_hour(day, hour) else {
+                return Err(if over {
+                    ArchiveDrop::OverLimit
+                } else {
+                    ArchiveDrop::LowDisk
+                });
+            };
+            self.delete_hour(&oldest, if over { "max_mib" } else { "min_free_mib" });
+        }
+    }
+
+    /// The oldest hour folder other than `day/hour` (the one being written).
+    fn oldest_hour(&self, day: &str, hour: &str) -> Option<PathBuf> {
+        let mut days: Vec<String> = list(&self.config.dir, is_day);
+        days.sort();
+        for d in days {
+            let mut hours = list(&self.config.dir.join(&d), is_hour);
+            hours.sort();
+            if let Some(h) = hours.into_iter().find(|h| !(d == day && h == hour)) {
+                return Some(self.config.dir.join(&d).join(h));
+            }
+            // A day left with no hour folder (only its manifest) goes too,
+            // unless it is today's.
+            if d != day {
+                return Some(self.config.dir.join(&d));
+            }
+        }
+        None
+    }
+
+    fn delete_hour(&mut self, path: &Path, limit: &str) {
+        let size = tree_size(path);
+        let removed = fs::remove_dir_all(path);
+        log::info!(target: "sealcheck::archive", folder = path.display().to_string().as_str(),
+            mib = size as f64 / 1048576.0, limit = limit; "archive: oldest hour deleted to stay within the limits");
+        if let Err(e) = removed {
+            log::error!(target: "sealcheck::archive", folder = path.display().to_string().as_str(), error = e.to_string().as_str();
+                "archive: cannot delete an old hour; check the folder's permissions");
+        }
+        // A day whose last hour went goes with its manifest.
+        if let Some(day) = path.parent()
+            && day != self.config.dir
+            && list(day, is_hour).is_empty()
+            && day.file_name().and_then(|n| n.to_str()).is_some_and(is_day)
+            && fs::remove_dir_all(day).is_ok()
+            && self.chain.as_ref().is_some_and(|(d, _)| day.ends_with(d))
+        {
+            self.chain = None;
+        }
+        self.used = tree_size(&self.config.dir);
+    }
+}
+
+fn list(dir: &Path, keep: fn(&str) -> bool) -> Vec<String> {
+    fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| keep(n))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    to_hex(&Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ArchiveKeep, ImageFormat};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn config(dir: &Path, max_mib: u64) -> ArchiveConfig {
+        ArchiveConfig {
+            dir: dir.to_path_buf(),
+            keep: ArchiveKeep::Fail,
+            format: ImageFormat::Png,
+            max_mib,
+            min_free_mib: 0,
+        }
+    }
+
+    #[test]
+    fn names_follow_utc_day_hour_time_seq_reason() {
+        // 2024-02-29T12:34:56.789Z
+        let t = UNIX_EPOCH + Duration::from_millis(1_709_210_096_789);
+        let n = ArchiveName::new(t, 42, "defect");
+        assert_eq!(n.frame("jpg"), "2024-02-29/12/20240229T123456.789Z_42_defect.jpg");
+        assert_eq!(n.mask(), "2024-02-29/12/20240229T123456.789Z_42_defect_mask.png");
+    }
+
+    #[test]
+    fn oldest_hours_go_first_and_the_current_hour_is_never_deleted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for (day, hour) in [("2020-01-01", "05"), ("2020-01-01", "06"), ("2020-01-02", "00")] {
+            fs::create_dir_all(dir.join(day).join(hour)).unwrap();
+            fs::write(dir.join(day).join(hour).join("x.png"), vec![0u8; 400 << 10]).unwrap();
+        }
+        let mut store = ArchiveStore::open(config(dir, 1));
+        let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200); // 2020-01-02T00:00:00Z
+        let name = ArchiveName::new(t, 1, "defect");
+        let frame = vec![1u8; 300 << 10];
+        let w = ArchiveWrite { name: &name, ext: "png", frame: &frame, mask: None, result_line: "{}" };
+        store.write(&w).unwrap();
+        // 3 x 400 KiB + 300 KiB > 1 MiB: the two hours of 2020-01-01 go (and the day), 2020-01-02/00 stays.
+        assert!(!dir.join("2020-01-01").exists());
+        assert!(dir.join("2020-01-02/00/x.png").exists());
+        assert!(tree_size(dir) <= 1 << 20);
+        // Now only the current hour is left: a frame that does not fit is dropped.
+        let name2 = ArchiveName::new(t, 2, "defect");
+        let big = vec![1u8; 600 << 10];
+        let w2 = ArchiveWrite { name: &name2, ext: "png", frame: &big, mask: None, result_line: "{}" };
+        assert_eq!(store.write(&w2), Err(ArchiveDrop::OverLimit));
+        assert!(tree_size(dir) <= 1 << 20);
+    }
+
+    #[test]
+    fn manifest_lines_chain_by_hash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = ArchiveStore::open(config(tmp.path(), 10));
+        let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200);
+        for seq in 0..3 {
+            let name = ArchiveName::new(t + Duration::from_secs(seq), seq, "no_seal");
+            let w = ArchiveWrite { name: &name, ext: "png", frame: b"frame", mask: Some(b"mask"), result_line: "{\"seq\":0}" };
+            store.write(&w).unwrap();
+        }
+        // A new store (a restart) continues the chain from the file.
+        let mut store = ArchiveStore::open(config(tmp.path(), 10));
+        let name = ArchiveName::new(t + Duration::from_secs(9), 9, "defect");
+        let w = ArchiveWrite { name: &name, ext: "png", frame: b"f", mask: None, result_line: "{}" };
+        store.write(&w).unwrap();
+        let text = fs::read_to_string(tmp.path().join("2020-01-02/manifest.jsonl")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert!(first["prev"].is_null());
+        assert_eq!(first["sha256"], sha256_hex(b"frame"));
+        for pair in lines.windows(2) {
+            let next: serde_json::Value = serde_json::from_str(pair[1]).unwrap();
+            assert_eq!(next["prev"], sha256_hex(pair[0].as_bytes()));
+        }
+        assert_eq!(store.used_bytes(), tree_size(tmp.path()));
+    }
+}
