@@ -345,3 +345,39 @@ fn csi_camera_is_a_live_source_with_a_sensor_mode() {
         "{problems:#?}"
     );
 }
+
+#[test]
+fn status_and_archive_are_off_unless_written_and_checked_when_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config::load(&write_config(dir.path(), VALID)).unwrap();
+    assert!(cfg.status.is_none() && cfg.archive.is_none());
+
+    let body = VALID.to_string()
+        + "\n[status]\nlisten = \"127.0.0.1:9750\"\n\n[archive]\ndir = \"archive\"\n";
+    let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
+    assert_eq!(cfg.status.unwrap().listen.to_string(), "127.0.0.1:9750");
+    let archive = cfg.archive.unwrap();
+    assert_eq!(archive.dir, dir.path().join("archive"));
+    assert_eq!(
+        (archive.keep, archive.format, archive.max_mib, archive.min_free_mib),
+        (
+            config::ArchiveKeep::Fail,
+            config::ImageFormat::Jpeg,
+            10240,
+            1024
+        )
+    );
+
+    let body = VALID.to_string()
+        + "\n[status]\nlisten = \"localhost\"\n\n[archive]\ndir = \"no/such/folder/archive\"\nkeep = \"some\"\nmax_mib = 0\n";
+    let problems = match config::load(&write_config(dir.path(), &body)) {
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        other => panic!("expected invalid config, got {other:?}"),
+    };
+    for key in ["status.listen", "archive.keep", "archive.max_mib"] {
+        assert!(
+            problems.iter().any(|p| p.key == key && p.line > 0),
+            "{key} not reported: {problems:#?}"
+        );
+    }
+}
