@@ -77,7 +77,12 @@ impl ImageJudge {
     /// Decodes `image` and judges it with `thresholds`. An image that cannot be
     /// read fails with reason `error` (and `work.error` says why), like a frame
     /// capture could not deliver.
-    pub fn judge(&mut self, image: &Path, meta: FrameMeta, thresholds: &DecisionConfig) -> Decision {
+    pub fn judge(
+        &mut self,
+        image: &Path,
+        meta: FrameMeta,
+        thresholds: &DecisionConfig,
+    ) -> Decision {
         self.slot.meta = meta;
         if let Err(e) = capture::decode_image_file(image, &mut self.slot) {
             report_unreadable(image, &e);
@@ -85,11 +90,6 @@ impl ImageJudge {
             self.work.error = Some((FailedStage::Capture, e.to_string()));
             return Decision::error();
         }
-        self.judge_decoded(thresholds)
-    }
-
-    /// Judges the frame already in the slot (after `judge` decoded it).
-    fn judge_decoded(&mut self, thresholds: &DecisionConfig) -> Decision {
         preprocess_frame(&mut self.frame_preprocessor, &self.slot, &mut self.work);
         infer_frame(
             self.backend.as_mut(),

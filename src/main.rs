@@ -194,12 +194,15 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 images,
                 labels,
                 candidates,
-                reference: reference.unwrap_or_else(sealcheck::evaluate::EngineSpec::reference_default),
+                reference: reference
+                    .unwrap_or_else(sealcheck::evaluate::EngineSpec::reference_default),
                 report,
             })?;
             print!("{}", sealcheck::evaluate::render(&evaluation));
             if gate && !evaluation.gate_passed() {
-                eprintln!("sealcheck: evaluate --gate: a candidate broke a rule (named above); it must not go on the line");
+                eprintln!(
+                    "sealcheck: evaluate --gate: a candidate broke a rule (named above); it must not go on the line"
+                );
                 return Ok(ExitCode::from(1));
             }
             Ok(ExitCode::SUCCESS)

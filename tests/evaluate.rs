@@ -20,7 +20,11 @@ fn clip_prefix(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&clip).unwrap();
     for i in 0..FRAMES {
         let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(repo().join("samples/demo_clip").join(&name), clip.join(&name)).unwrap();
+        std::fs::copy(
+            repo().join("samples/demo_clip").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
     }
     let labels: Vec<&str> = include_str!("../samples/demo_clip/labels.jsonl")
         .lines()
@@ -116,7 +120,13 @@ fn fp32_and_int8_against_tract_recount_from_the_json_and_pass_the_gate() {
     let (out, json) = evaluate(
         dir.path(),
         &clip,
-        &["--candidate", "onnxruntime:cpu", "--candidate", "onnxruntime:cpu:int8", "--gate"],
+        &[
+            "--candidate",
+            "onnxruntime:cpu",
+            "--candidate",
+            "onnxruntime:cpu:int8",
+            "--gate",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out));
     let json = json.unwrap();
@@ -126,16 +136,28 @@ fn fp32_and_int8_against_tract_recount_from_the_json_and_pass_the_gate() {
     for candidate in json["candidates"].as_array().unwrap() {
         assert_eq!(candidate["evaluated"], true, "{candidate}");
         recount(candidate);
-        assert!(candidate["gate"].as_array().unwrap().iter().all(|r| r["passed"] == true));
+        assert!(
+            candidate["gate"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["passed"] == true)
+        );
     }
     // FP32 ONNX Runtime computes what tract computes; INT8 stays close.
     let fp32 = &json["candidates"][0]["vs_reference"];
     assert_eq!(fp32["verdict_flips"], 0);
-    assert!(fp32["max_abs_logit_diff"].as_f64().unwrap() < 1e-3, "{fp32}");
+    assert!(
+        fp32["max_abs_logit_diff"].as_f64().unwrap() < 1e-3,
+        "{fp32}"
+    );
     let int8 = &json["candidates"][1]["vs_reference"];
     assert!(int8["mask_iou_mean"].as_f64().unwrap() >= 0.98, "{int8}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("onnxruntime:cpu:int8") && stdout.contains("mask IoU vs ref mean"), "{stdout}");
+    assert!(
+        stdout.contains("onnxruntime:cpu:int8") && stdout.contains("mask IoU vs ref mean"),
+        "{stdout}"
+    );
     assert!(dir.path().join("report/index.html").is_file());
 }
 
@@ -160,7 +182,10 @@ fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
     let (out, json) = evaluate(dir.path(), &clip, &["--candidate", &spec, "--gate"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let all = text(&out);
-    assert!(all.contains("gate rule recall_not_below_reference broken"), "{all}");
+    assert!(
+        all.contains("gate rule recall_not_below_reference broken"),
+        "{all}"
+    );
     let json = json.unwrap();
     assert_eq!(json["gate_passed"], false);
     let candidate = &json["candidates"][0];
@@ -168,12 +193,17 @@ fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
     let flips = candidate["vs_reference"]["verdict_flips"].as_u64().unwrap();
     assert!(flips > 0);
     // Every disagreeing frame has its picture for a person to look at.
-    let pictures = std::fs::read_dir(dir.path().join("report/overlays")).unwrap().count();
+    let pictures = std::fs::read_dir(dir.path().join("report/overlays"))
+        .unwrap()
+        .count();
     let disagreeing = candidate["per_frame"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["verdict"] != f["reference_verdict"] || (f["verdict"] == "fail") != (f["label"] == "defect"))
+        .filter(|f| {
+            f["verdict"] != f["reference_verdict"]
+                || (f["verdict"] == "fail") != (f["label"] == "defect")
+        })
         .count();
     assert_eq!(pictures, disagreeing);
 }
@@ -201,12 +231,23 @@ fn a_candidate_that_cannot_run_is_reported_not_left_out() {
         .arg(&clip)
         .arg("--report")
         .arg(dir.path().join("report"))
-        .args(["--candidate", "onnxruntime:cpu:int8", "--candidate", "tensorrt:fp16", "--gate"])
+        .args([
+            "--candidate",
+            "onnxruntime:cpu:int8",
+            "--candidate",
+            "tensorrt:fp16",
+            "--gate",
+        ])
         .output()
         .unwrap();
     let all = text(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");
-    assert!(all.contains("onnxruntime:cpu:int8: not evaluated") && all.contains("seg_int8.onnx does not exist") && all.contains("make demo-assets"), "{all}");
+    assert!(
+        all.contains("onnxruntime:cpu:int8: not evaluated")
+            && all.contains("seg_int8.onnx does not exist")
+            && all.contains("make demo-assets"),
+        "{all}"
+    );
     assert!(all.contains("tensorrt:fp16: not evaluated"), "{all}");
     assert!(all.contains("gate rule candidate_ran broken"), "{all}");
 }
@@ -219,7 +260,10 @@ fn labels_naming_missing_frames_and_unknown_specs_are_named() {
     let (out, _) = evaluate(dir.path(), &clip, &["--candidate", "tract"]);
     let all = text(&out);
     assert!(!out.status.success());
-    assert!(all.contains("name frames with no image") && all.contains('3'), "{all}");
+    assert!(
+        all.contains("name frames with no image") && all.contains('3'),
+        "{all}"
+    );
 
     let (out, _) = evaluate(dir.path(), &clip, &["--candidate", "pytorch:cuda"]);
     let all = text(&out);
@@ -238,7 +282,13 @@ fn an_undecodable_frame_fails_with_error_for_every_engine_and_is_counted() {
     for engine in [&json["reference"], &json["candidates"][0]] {
         let frame5 = &engine["per_frame"][5];
         assert_eq!(frame5["reason"], "error", "{frame5}");
-        assert!(frame5["error"].as_str().unwrap().contains("frame_00005.jpg"), "{frame5}");
+        assert!(
+            frame5["error"]
+                .as_str()
+                .unwrap()
+                .contains("frame_00005.jpg"),
+            "{frame5}"
+        );
         recount(engine);
     }
 }

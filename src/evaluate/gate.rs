@@ -56,7 +56,10 @@ pub fn rules(
             });
         }
         _ => {
-            for rule in ["recall_not_below_reference", "label_errors_not_above_reference"] {
+            for rule in [
+                "recall_not_below_reference",
+                "label_errors_not_above_reference",
+            ] {
                 out.push(RuleOutcome {
                     rule,
                     passed: true,

@@ -86,7 +86,8 @@ impl ImageSet {
             if stem.ends_with("_mask") {
                 continue;
             }
-            let frame = trailing_number(&stem).ok_or_else(|| ImageSetError::Unnumbered(path.clone()))?;
+            let frame =
+                trailing_number(&stem).ok_or_else(|| ImageSetError::Unnumbered(path.clone()))?;
             if let Some(first) = by_frame.insert(frame, path.clone()) {
                 return Err(ImageSetError::Duplicate {
                     frame,
@@ -153,7 +154,11 @@ fn read_labels(path: &Path) -> Result<BTreeMap<u64, (bool, String)>, ImageSetErr
         source,
     })?;
     let mut labels = BTreeMap::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let problem = |problem: String| ImageSetError::Label {
             path: path.to_path_buf(),
             line: i + 1,
@@ -169,7 +174,9 @@ fn read_labels(path: &Path) -> Result<BTreeMap<u64, (bool, String)>, ImageSetErr
             Some("ok") => false,
             _ => return Err(problem("needs \"label\": \"ok\" or \"defect\"".into())),
         };
-        let kind = row["kind"].as_str().unwrap_or(if defect { "defect" } else { "ok" });
+        let kind = row["kind"]
+            .as_str()
+            .unwrap_or(if defect { "defect" } else { "ok" });
         if labels.insert(frame, (defect, kind.to_string())).is_some() {
             return Err(problem(format!("frame {frame} is labelled twice")));
         }
@@ -198,7 +205,12 @@ fn check_coverage(
     let unlabelled: Vec<String> = images
         .iter()
         .filter(|(f, _)| !labels.contains_key(f))
-        .map(|(_, p)| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
+        .map(|(_, p)| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     if !unlabelled.is_empty() {
         return Err(ImageSetError::Unlabelled {
@@ -211,7 +223,12 @@ fn check_coverage(
 }
 
 fn abbreviate(items: &[String]) -> String {
-    let shown = items.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    let shown = items
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if items.len() > 10 {
         format!("{shown} and {} more", items.len() - 10)
     } else {
@@ -235,7 +252,12 @@ mod tests {
     #[test]
     fn frames_come_in_number_order_with_labels_and_masks() {
         let dir = folder(
-            &["frame_00002.jpg", "frame_00010.png", "frame_00002_mask.png", "notes.txt"],
+            &[
+                "frame_00002.jpg",
+                "frame_00010.png",
+                "frame_00002_mask.png",
+                "notes.txt",
+            ],
             "{\"frame\":10,\"label\":\"ok\",\"kind\":\"ok\"}\n{\"frame\":2,\"label\":\"defect\",\"kind\":\"gap\"}\n",
         );
         let set = ImageSet::open(dir.path(), None).unwrap();
@@ -248,14 +270,23 @@ mod tests {
 
     #[test]
     fn labels_and_images_must_match_one_to_one() {
-        let dir = folder(&["a_1.jpg"], "{\"frame\":1,\"label\":\"ok\"}\n{\"frame\":7,\"label\":\"ok\"}\n");
+        let dir = folder(
+            &["a_1.jpg"],
+            "{\"frame\":1,\"label\":\"ok\"}\n{\"frame\":7,\"label\":\"ok\"}\n",
+        );
         let e = ImageSet::open(dir.path(), None).unwrap_err().to_string();
-        assert!(e.contains("name frames with no image") && e.contains('7'), "{e}");
+        assert!(
+            e.contains("name frames with no image") && e.contains('7'),
+            "{e}"
+        );
         let dir = folder(&["a_1.jpg", "a_2.jpg"], "{\"frame\":1,\"label\":\"ok\"}\n");
         let e = ImageSet::open(dir.path(), None).unwrap_err().to_string();
         assert!(e.contains("have no line") && e.contains("a_2.jpg"), "{e}");
         let dir = folder(&["a_1.jpg"], "{\"frame\":1,\"label\":\"maybe\"}\n");
         let e = ImageSet::open(dir.path(), None).unwrap_err().to_string();
-        assert!(e.contains("labels.jsonl:1") && e.contains("\"ok\" or \"defect\""), "{e}");
+        assert!(
+            e.contains("labels.jsonl:1") && e.contains("\"ok\" or \"defect\""),
+            "{e}"
+        );
     }
 }

@@ -20,8 +20,8 @@ mod spec;
 mod tally;
 
 pub use gate::RuleOutcome;
-pub use report::render;
 pub use image_set::{EvalFrame, ImageSet, ImageSetError};
+pub use report::render;
 pub use spec::{EngineSpec, SpecError, int8_sibling};
 pub use tally::{EngineTally, FrameRecord};
 
@@ -127,10 +127,7 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
     for (seq, frame) in set.frames.iter().enumerate() {
         let meta = FrameMeta::now(seq as u64);
         let ref_decision = reference.judge.judge(&frame.image, meta, &thresholds);
-        let truth = frame
-            .ground_truth_mask
-            .as_deref()
-            .and_then(|p| gt.load(p));
+        let truth = frame.ground_truth_mask.as_deref().and_then(|p| gt.load(p));
         reference
             .tally
             .record(frame, &ref_decision, &reference.judge.work, None, truth);

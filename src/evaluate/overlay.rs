@@ -86,7 +86,10 @@ fn render(
             let (sx, mx) = (x * fw / w, x * mw / w);
             let px = &slot.data[sy * slot.stride + sx * bpp..][..bpp];
             let rgb = [px[r_at], px[1], px[b_at]].map(f32::from);
-            let (in_ref, in_cand) = (reference[my * mw + mx] >= 0.5, candidate[my * mw + mx] >= 0.5);
+            let (in_ref, in_cand) = (
+                reference[my * mw + mx] >= 0.5,
+                candidate[my * mw + mx] >= 0.5,
+            );
             let tint = match (in_ref, in_cand) {
                 (true, true) => Some([0.0, 255.0, 0.0]),
                 (true, false) => Some([40.0, 90.0, 255.0]),
@@ -109,7 +112,9 @@ fn write_png(path: &Path, rgb: &[u8], w: usize, h: usize) -> std::io::Result<()>
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     let mut writer = encoder.write_header().map_err(std::io::Error::other)?;
-    writer.write_image_data(rgb).map_err(std::io::Error::other)?;
+    writer
+        .write_image_data(rgb)
+        .map_err(std::io::Error::other)?;
     writer.finish().map_err(std::io::Error::other)
 }
 

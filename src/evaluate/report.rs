@@ -25,7 +25,10 @@ pub fn write(evaluation: &Evaluation, overlays: &OverlayWriter) -> std::io::Resu
         evaluation.report.join("evaluation.json"),
         serde_json::to_string_pretty(&json).map_err(std::io::Error::other)? + "\n",
     )?;
-    std::fs::write(evaluation.report.join("index.html"), html(evaluation, overlays))
+    std::fs::write(
+        evaluation.report.join("index.html"),
+        html(evaluation, overlays),
+    )
 }
 
 fn opt(v: Option<f64>) -> Value {
@@ -39,7 +42,9 @@ fn engine_json(outcome: &EngineOutcome) -> Value {
         .map(|r| json!({"rule": r.rule, "passed": r.passed, "skipped": r.skipped, "detail": r.detail}))
         .collect();
     let run = match &outcome.result {
-        Err(why) => return json!({"spec": outcome.spec.text, "evaluated": false, "not_evaluated_because": why, "gate": rules}),
+        Err(why) => {
+            return json!({"spec": outcome.spec.text, "evaluated": false, "not_evaluated_because": why, "gate": rules});
+        }
         Ok(run) => run,
     };
     let t = &run.tally;
@@ -55,7 +60,10 @@ fn engine_json(outcome: &EngineOutcome) -> Value {
         .enumerate()
         .map(|(i, name)| {
             let [p50, p95, p99] = t.latency(i);
-            (name.to_string(), json!({"p50": opt(p50), "p95": opt(p95), "p99": opt(p99)}))
+            (
+                name.to_string(),
+                json!({"p50": opt(p50), "p95": opt(p95), "p99": opt(p99)}),
+            )
         })
         .collect();
     let reasons: serde_json::Map<String, Value> = t
@@ -123,20 +131,73 @@ pub fn render(e: &Evaluation) -> String {
     let mut row = |name: &str, f: &dyn Fn(&EngineOutcome) -> String| {
         rows.push((name.to_string(), engines.iter().map(|o| f(o)).collect()));
     };
-    row("engine", &|o| o.result.as_ref().map_or("not evaluated".into(), |r| r.engine.clone()));
-    let run = |o: &EngineOutcome, f: &dyn Fn(&super::EngineRun) -> String| o.result.as_ref().map_or("-".to_string(), f);
+    row("engine", &|o| {
+        o.result
+            .as_ref()
+            .map_or("not evaluated".into(), |r| r.engine.clone())
+    });
+    let run = |o: &EngineOutcome, f: &dyn Fn(&super::EngineRun) -> String| {
+        o.result.as_ref().map_or("-".to_string(), f)
+    };
     row("load ms", &|o| run(o, &|r| format!("{:.0}", r.load_ms)));
-    row("load RSS MiB", &|o| run(o, &|r| format!("{:.1}", r.load_rss_mib)));
-    row("accuracy", &|o| run(o, &|r| num(r.tally.label_scores().map(|s| s.accuracy), 4)));
-    row("defect recall", &|o| run(o, &|r| num(r.tally.label_scores().map(|s| s.defect_recall), 4)));
-    row("false reject rate", &|o| run(o, &|r| num(r.tally.label_scores().map(|s| s.false_reject_rate), 4)));
-    row("wrong vs labels", &|o| run(o, &|r| r.tally.label_scores().map_or("-".into(), |s| s.wrong.to_string())));
-    row("verdict flips vs ref", &|o| run(o, &|r| r.tally.reference_scores().map_or("-".into(), |s| s.verdict_flips.to_string())));
-    row("mask IoU vs ref mean", &|o| run(o, &|r| num(r.tally.reference_scores().map(|s| s.mask_iou_mean), 4)));
-    row("mask IoU vs ref worst", &|o| run(o, &|r| num(r.tally.reference_scores().map(|s| s.mask_iou_worst), 4)));
-    row("max |logit diff|", &|o| run(o, &|r| num(r.tally.reference_scores().map(|s| s.max_abs_logit_diff), 5)));
-    row("p99 |p_defect diff|", &|o| run(o, &|r| num(r.tally.reference_scores().and_then(|s| s.defect_prob_diff_p99), 5)));
-    row("seal IoU vs truth", &|o| run(o, &|r| num(r.tally.truth_iou(), 4)));
+    row("load RSS MiB", &|o| {
+        run(o, &|r| format!("{:.1}", r.load_rss_mib))
+    });
+    row("accuracy", &|o| {
+        run(o, &|r| num(r.tally.label_scores().map(|s| s.accuracy), 4))
+    });
+    row("defect recall", &|o| {
+        run(o, &|r| {
+            num(r.tally.label_scores().map(|s| s.defect_recall), 4)
+        })
+    });
+    row("false reject rate", &|o| {
+        run(o, &|r| {
+            num(r.tally.label_scores().map(|s| s.false_reject_rate), 4)
+        })
+    });
+    row("wrong vs labels", &|o| {
+        run(o, &|r| {
+            r.tally
+                .label_scores()
+                .map_or("-".into(), |s| s.wrong.to_string())
+        })
+    });
+    row("verdict flips vs ref", &|o| {
+        run(o, &|r| {
+            r.tally
+                .reference_scores()
+                .map_or("-".into(), |s| s.verdict_flips.to_string())
+        })
+    });
+    row("mask IoU vs ref mean", &|o| {
+        run(o, &|r| {
+            num(r.tally.reference_scores().map(|s| s.mask_iou_mean), 4)
+        })
+    });
+    row("mask IoU vs ref worst", &|o| {
+        run(o, &|r| {
+            num(r.tally.reference_scores().map(|s| s.mask_iou_worst), 4)
+        })
+    });
+    row("max |logit diff|", &|o| {
+        run(o, &|r| {
+            num(r.tally.reference_scores().map(|s| s.max_abs_logit_diff), 5)
+        })
+    });
+    row("p99 |p_defect diff|", &|o| {
+        run(o, &|r| {
+            num(
+                r.tally
+                    .reference_scores()
+                    .and_then(|s| s.defect_prob_diff_p99),
+                5,
+            )
+        })
+    });
+    row("seal IoU vs truth", &|o| {
+        run(o, &|r| num(r.tally.truth_iou(), 4))
+    });
     for (i, stage) in ["preprocess", "segment", "classify"].iter().enumerate() {
         row(&format!("{stage} ms p50/p95/p99"), &|o| {
             run(o, &|r| r.tally.latency(i).map(|v| num(v, 2)).join("/"))
@@ -171,10 +232,23 @@ pub fn render(e: &Evaluation) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = format!("{} frames from {}{}\n", e.frames, e.images.display(), if e.labelled { ", labelled" } else { ", no labels" });
+    let mut out = format!(
+        "{} frames from {}{}\n",
+        e.frames,
+        e.images.display(),
+        if e.labelled {
+            ", labelled"
+        } else {
+            ", no labels"
+        }
+    );
     let _ = write!(out, "{:name_w$}", "");
     for (i, o) in engines.iter().enumerate() {
-        let head = if i == 0 { format!("{} (ref)", o.spec.text) } else { o.spec.text.clone() };
+        let head = if i == 0 {
+            format!("{} (ref)", o.spec.text)
+        } else {
+            o.spec.text.clone()
+        };
         let _ = write!(out, "  {head:>w$}", w = col_w[i]);
     }
     out.push('\n');
@@ -190,15 +264,27 @@ pub fn render(e: &Evaluation) -> String {
             let _ = writeln!(out, "{}: not evaluated: {why}", o.spec.text);
         }
         for r in o.rules.iter().filter(|r| !r.passed) {
-            let _ = writeln!(out, "{}: gate rule {} broken: {}", o.spec.text, r.rule, r.detail);
+            let _ = writeln!(
+                out,
+                "{}: gate rule {} broken: {}",
+                o.spec.text, r.rule, r.detail
+            );
         }
     }
-    let _ = writeln!(out, "peak RSS {:.0} MiB; report: {}", e.peak_rss_mib, e.report.join("index.html").display());
+    let _ = writeln!(
+        out,
+        "peak RSS {:.0} MiB; report: {}",
+        e.peak_rss_mib,
+        e.report.join("index.html").display()
+    );
     out
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn html(e: &Evaluation, overlays: &OverlayWriter) -> String {
@@ -208,32 +294,94 @@ fn html(e: &Evaluation, overlays: &OverlayWriter) -> String {
          th:first-child,td:first-child{text-align:left}.fail{color:#b00;font-weight:bold}.pass{color:#070}figure{display:inline-block;margin:6px;vertical-align:top}\
          figcaption{font-size:13px;max-width:640px}.key span{padding:0 6px;margin-right:8px}</style></head><body>\n",
     );
-    let _ = writeln!(out, "<h1>sealcheck evaluate</h1><p>{} frames from <code>{}</code>{}. Gate: <span class=\"{}\">{}</span></p>",
-        e.frames, escape(&e.images.display().to_string()), if e.labelled { ", labelled" } else { ", no labels" },
-        if e.gate_passed() { "pass" } else { "fail" }, if e.gate_passed() { "every candidate passes" } else { "a candidate fails" });
+    let _ = writeln!(
+        out,
+        "<h1>sealcheck evaluate</h1><p>{} frames from <code>{}</code>{}. Gate: <span class=\"{}\">{}</span></p>",
+        e.frames,
+        escape(&e.images.display().to_string()),
+        if e.labelled {
+            ", labelled"
+        } else {
+            ", no labels"
+        },
+        if e.gate_passed() { "pass" } else { "fail" },
+        if e.gate_passed() {
+            "every candidate passes"
+        } else {
+            "a candidate fails"
+        }
+    );
     let _ = writeln!(out, "<pre>{}</pre>", escape(&render(e)));
-    let _ = writeln!(out, "<p class=\"key\">Masks over the frame: <span style=\"background:#0f0\">both</span><span style=\"background:#285aff;color:#fff\">reference only</span><span style=\"background:#ff1e1e;color:#fff\">candidate only</span></p>");
+    let _ = writeln!(
+        out,
+        "<p class=\"key\">Masks over the frame: <span style=\"background:#0f0\">both</span><span style=\"background:#285aff;color:#fff\">reference only</span><span style=\"background:#ff1e1e;color:#fff\">candidate only</span></p>"
+    );
     for o in &e.candidates {
         let _ = writeln!(out, "<h2>{}</h2>", escape(&o.spec.text));
         for r in &o.rules {
-            let _ = writeln!(out, "<p class=\"{}\">{} {}: {}</p>", if r.passed { "pass" } else { "fail" },
-                if r.skipped { "skipped" } else if r.passed { "pass" } else { "FAIL" }, r.rule, escape(&r.detail));
+            let _ = writeln!(
+                out,
+                "<p class=\"{}\">{} {}: {}</p>",
+                if r.passed { "pass" } else { "fail" },
+                if r.skipped {
+                    "skipped"
+                } else if r.passed {
+                    "pass"
+                } else {
+                    "FAIL"
+                },
+                r.rule,
+                escape(&r.detail)
+            );
         }
         let Ok(run) = &o.result else {
-            let _ = writeln!(out, "<p class=\"fail\">not evaluated: {}</p>", escape(o.result.as_ref().err().map_or("", |s| s)));
+            let _ = writeln!(
+                out,
+                "<p class=\"fail\">not evaluated: {}</p>",
+                escape(o.result.as_ref().err().map_or("", |s| s))
+            );
             continue;
         };
-        let disagreeing: Vec<&FrameRecord> = run.tally.records.iter().filter(|r| r.disagrees()).collect();
-        let _ = writeln!(out, "<p>{} frames where it disagrees with the reference or the labels.</p>", disagreeing.len());
+        let disagreeing: Vec<&FrameRecord> =
+            run.tally.records.iter().filter(|r| r.disagrees()).collect();
+        let _ = writeln!(
+            out,
+            "<p>{} frames where it disagrees with the reference or the labels.</p>",
+            disagreeing.len()
+        );
         for r in disagreeing {
-            let picture = overlays.written.iter().find(|(s, f, _)| *s == o.spec.text && *f == r.frame);
+            let picture = overlays
+                .written
+                .iter()
+                .find(|(s, f, _)| *s == o.spec.text && *f == r.frame);
             let c = r.reference;
-            let _ = writeln!(out, "<figure>{}<figcaption>frame {} <code>{}</code>{}<br>reference: {} p_defect {}<br>candidate: {} ({}) p_defect {}, mask IoU with reference {}</figcaption></figure>",
-                picture.map_or("(no picture: too many frames disagree)".to_string(), |(_, _, file)| format!("<img src=\"{}\" width=\"640\" alt=\"frame {}\">", escape(file), r.frame)),
-                r.frame, escape(&r.image),
-                r.defect.map_or(String::new(), |d| format!(", labelled {}{}", if d { "defect" } else { "ok" }, r.kind.as_ref().map_or(String::new(), |k| format!(" ({})", escape(k))))),
-                c.map_or("-", |c| c.verdict.as_str()), c.map_or("-".into(), |c| num(c.defect_prob, 4)),
-                r.verdict.as_str(), r.reason.as_str(), num(r.defect_prob, 4), num(c.map(|c| c.mask_iou), 4));
+            let _ = writeln!(
+                out,
+                "<figure>{}<figcaption>frame {} <code>{}</code>{}<br>reference: {} p_defect {}<br>candidate: {} ({}) p_defect {}, mask IoU with reference {}</figcaption></figure>",
+                picture.map_or(
+                    "(no picture: too many frames disagree)".to_string(),
+                    |(_, _, file)| format!(
+                        "<img src=\"{}\" width=\"640\" alt=\"frame {}\">",
+                        escape(file),
+                        r.frame
+                    )
+                ),
+                r.frame,
+                escape(&r.image),
+                r.defect.map_or(String::new(), |d| format!(
+                    ", labelled {}{}",
+                    if d { "defect" } else { "ok" },
+                    r.kind
+                        .as_ref()
+                        .map_or(String::new(), |k| format!(" ({})", escape(k)))
+                )),
+                c.map_or("-", |c| c.verdict.as_str()),
+                c.map_or("-".into(), |c| num(c.defect_prob, 4)),
+                r.verdict.as_str(),
+                r.reason.as_str(),
+                num(r.defect_prob, 4),
+                num(c.map(|c| c.mask_iou), 4)
+            );
         }
     }
     out.push_str("</body></html>\n");

@@ -31,7 +31,9 @@ pub struct EngineSpec {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-#[error("engine spec `{spec}`: {problem} (examples: tract, onnxruntime:cpu, onnxruntime:cpu:int8, onnxruntime:cuda, tensorrt:fp16, onnxruntime:cpu,cls=new_cls.onnx)")]
+#[error(
+    "engine spec `{spec}`: {problem} (examples: tract, onnxruntime:cpu, onnxruntime:cpu:int8, onnxruntime:cuda, tensorrt:fp16, onnxruntime:cpu,cls=new_cls.onnx)"
+)]
 pub struct SpecError {
     pub spec: String,
     pub problem: String,
@@ -99,7 +101,10 @@ impl FromStr for EngineSpec {
                 if device == Some(ComputeDevice::Cpu) {
                     return Err(fail("TensorRT runs on an NVIDIA GPU (cuda) only".into()));
                 }
-                (ComputeDevice::Cuda, precision.unwrap_or(EnginePrecision::Fp32))
+                (
+                    ComputeDevice::Cuda,
+                    precision.unwrap_or(EnginePrecision::Fp32),
+                )
             }
         };
         let mut spec = EngineSpec {
@@ -115,9 +120,7 @@ impl FromStr for EngineSpec {
                 Some(("seg", path)) if !path.is_empty() => spec.segmentation = Some(path.into()),
                 Some(("cls", path)) if !path.is_empty() => spec.classifier = Some(path.into()),
                 _ => {
-                    return Err(fail(format!(
-                        "`{part}` should be seg=PATH or cls=PATH"
-                    )));
+                    return Err(fail(format!("`{part}` should be seg=PATH or cls=PATH")));
                 }
             }
         }
@@ -149,10 +152,13 @@ impl EngineSpec {
         if self.backend == BackendChoice::TensorRt {
             config.inference.tensorrt.precision = self.precision;
         }
-        let quantized = self.backend == BackendChoice::OnnxRuntime
-            && self.precision == EnginePrecision::Int8;
-        config.segmentation.path =
-            self.model_path(&base.segmentation.path, self.segmentation.as_deref(), quantized)?;
+        let quantized =
+            self.backend == BackendChoice::OnnxRuntime && self.precision == EnginePrecision::Int8;
+        config.segmentation.path = self.model_path(
+            &base.segmentation.path,
+            self.segmentation.as_deref(),
+            quantized,
+        )?;
         config.classifier.path =
             self.model_path(&base.classifier.path, self.classifier.as_deref(), quantized)?;
         Ok(config)
@@ -212,8 +218,14 @@ mod tests {
         let cuda: EngineSpec = "onnxruntime:cuda".parse().unwrap();
         assert_eq!(cuda.precision, EnginePrecision::Fp32);
         let swapped: EngineSpec = "onnxruntime:cpu,cls=/tmp/new.onnx".parse().unwrap();
-        assert_eq!(swapped.classifier.as_deref(), Some(Path::new("/tmp/new.onnx")));
-        assert_eq!(EngineSpec::reference_default().backend, BackendChoice::Tract);
+        assert_eq!(
+            swapped.classifier.as_deref(),
+            Some(Path::new("/tmp/new.onnx"))
+        );
+        assert_eq!(
+            EngineSpec::reference_default().backend,
+            BackendChoice::Tract
+        );
     }
 
     #[test]

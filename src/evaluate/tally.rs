@@ -116,7 +116,11 @@ impl EngineTally {
         let judged = work.error.is_none();
         let t = &work.timings;
         if judged {
-            for (h, ms) in self.latency.iter_mut().zip([t.preprocess_ms, t.segment_ms, t.classify_ms]) {
+            for (h, ms) in
+                self.latency
+                    .iter_mut()
+                    .zip([t.preprocess_ms, t.segment_ms, t.classify_ms])
+            {
                 h.record(ms);
             }
         }
@@ -148,7 +152,10 @@ impl EngineTally {
             reason: decision.reason,
             defect_prob: decision.defect_prob,
             seal_area: decision.seal_area,
-            error: work.error.as_ref().map(|(stage, m)| format!("{}: {m}", stage.as_str())),
+            error: work
+                .error
+                .as_ref()
+                .map(|(stage, m)| format!("{}: {m}", stage.as_str())),
             latency_ms: [t.preprocess_ms, t.segment_ms, t.classify_ms],
             reference,
             truth_iou,
@@ -163,40 +170,80 @@ impl EngineTally {
     pub fn by_reason(&self) -> Vec<(Reason, u64)> {
         Reason::ALL
             .iter()
-            .map(|&r| (r, self.records.iter().filter(|x| x.reason == r).count() as u64))
+            .map(|&r| {
+                (
+                    r,
+                    self.records.iter().filter(|x| x.reason == r).count() as u64,
+                )
+            })
             .filter(|(_, n)| *n > 0)
             .collect()
     }
 
     /// `None` unless every frame is labelled.
     pub fn label_scores(&self) -> Option<LabelScores> {
-        let wrong: Vec<bool> = self.records.iter().map(FrameRecord::wrong).collect::<Option<_>>()?;
-        let defects: Vec<&FrameRecord> = self.records.iter().filter(|r| r.defect == Some(true)).collect();
-        let goods: Vec<&FrameRecord> = self.records.iter().filter(|r| r.defect == Some(false)).collect();
-        let fails = |rs: &[&FrameRecord]| rs.iter().filter(|r| r.verdict == Verdict::Fail).count() as u64;
+        let wrong: Vec<bool> = self
+            .records
+            .iter()
+            .map(FrameRecord::wrong)
+            .collect::<Option<_>>()?;
+        let defects: Vec<&FrameRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.defect == Some(true))
+            .collect();
+        let goods: Vec<&FrameRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.defect == Some(false))
+            .collect();
+        let fails =
+            |rs: &[&FrameRecord]| rs.iter().filter(|r| r.verdict == Verdict::Fail).count() as u64;
         let wrong_count = wrong.iter().filter(|w| **w).count() as u64;
         Some(LabelScores {
             accuracy: 1.0 - ratio(wrong_count, wrong.len() as u64).min(1.0),
-            defect_recall: if defects.is_empty() { 1.0 } else { ratio(fails(&defects), defects.len() as u64) },
-            false_reject_rate: if goods.is_empty() { 0.0 } else { ratio(fails(&goods), goods.len() as u64) },
+            defect_recall: if defects.is_empty() {
+                1.0
+            } else {
+                ratio(fails(&defects), defects.len() as u64)
+            },
+            false_reject_rate: if goods.is_empty() {
+                0.0
+            } else {
+                ratio(fails(&goods), goods.len() as u64)
+            },
             wrong: wrong_count,
         })
     }
 
     /// `None` for the reference itself.
     pub fn reference_scores(&self) -> Option<ReferenceScores> {
-        let comparisons: Vec<ReferenceComparison> =
-            self.records.iter().map(|r| r.reference).collect::<Option<_>>()?;
+        let comparisons: Vec<ReferenceComparison> = self
+            .records
+            .iter()
+            .map(|r| r.reference)
+            .collect::<Option<_>>()?;
         if comparisons.is_empty() {
             return None;
         }
-        let mut diffs: Vec<f64> = self.records.iter().filter_map(FrameRecord::prob_diff).collect();
+        let mut diffs: Vec<f64> = self
+            .records
+            .iter()
+            .filter_map(FrameRecord::prob_diff)
+            .collect();
         diffs.sort_by(f64::total_cmp);
         Some(ReferenceScores {
             verdict_flips: self.records.iter().filter(|r| r.flipped()).count() as u64,
-            mask_iou_mean: comparisons.iter().map(|c| c.mask_iou).sum::<f64>() / comparisons.len() as f64,
-            mask_iou_worst: comparisons.iter().map(|c| c.mask_iou).fold(f64::INFINITY, f64::min),
-            max_abs_logit_diff: comparisons.iter().map(|c| c.max_abs_logit_diff).fold(0.0, f64::max),
+            mask_iou_mean: comparisons.iter().map(|c| c.mask_iou).sum::<f64>()
+                / comparisons.len() as f64,
+            mask_iou_worst: comparisons
+                .iter()
+                .map(|c| c.mask_iou)
+                .fold(f64::INFINITY, f64::min),
+            max_abs_logit_diff: comparisons
+                .iter()
+                .map(|c| c.max_abs_logit_diff)
+                .fold(0.0, f64::max),
             defect_prob_diff_p99: percentile(&diffs, 0.99),
         })
     }
@@ -238,7 +285,10 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
     a.iter()
         .zip(b)
         .map(|(x, y)| f64::from((x - y).abs()))
-        .fold(0.0, |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) })
+        .fold(
+            0.0,
+            |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+        )
 }
 
 /// Ground-truth masks at the segmentation size: the file (any size, white =
@@ -272,7 +322,8 @@ impl GroundTruth {
         self.plane.clear();
         for y in 0..image.height {
             let row = &image.data[y * image.stride..][..image.width * bpp];
-            self.plane.extend(row.chunks_exact(bpp).map(|px| f32::from(px[0]) / 255.0));
+            self.plane
+                .extend(row.chunks_exact(bpp).map(|px| f32::from(px[0]) / 255.0));
         }
         MaskResampler::new((image.height, image.width), self.seg_hw).resize_into(
             &self.plane,
@@ -292,7 +343,10 @@ mod tests {
 
     #[test]
     fn overlap_counts_and_empty_masks_agree() {
-        assert_eq!(overlap(&[1.0, 1.0, 0.0, 0.0], &[1.0, 0.0, 1.0, 0.0], 0.5), (1, 3));
+        assert_eq!(
+            overlap(&[1.0, 1.0, 0.0, 0.0], &[1.0, 0.0, 1.0, 0.0], 0.5),
+            (1, 3)
+        );
         assert_eq!(ratio(0, 0), 1.0);
     }
 
