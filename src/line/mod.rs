@@ -51,6 +51,9 @@ pub struct PartDeadline {
     /// `late` fail (the reject gate has acted by then).
     pub expires_at: SystemTime,
     pub expires: Instant,
+    /// When a `late` fail for this part expires: one more deadline period.
+    late_expires_at: SystemTime,
+    late_expires: Instant,
 }
 
 impl PartDeadline {
@@ -69,15 +72,17 @@ impl PartDeadline {
             due,
             expires_at: at,
             expires: due,
+            late_expires_at: at + deadline,
+            late_expires: due + deadline,
         }
     }
 
     /// The deadline of the `late` fail that replaces the verdict: it may still
     /// be delivered for one more deadline period.
-    fn for_late_fail(self, grace: Duration) -> PartDeadline {
+    pub fn for_late_fail(self) -> PartDeadline {
         PartDeadline {
-            expires_at: self.at + grace,
-            expires: self.due + grace,
+            expires_at: self.late_expires_at,
+            expires: self.late_expires,
             ..self
         }
     }
@@ -94,6 +99,22 @@ pub struct LineVerdict {
     /// Capture to verdict.
     pub latency_ms: f64,
     pub deadline: Option<PartDeadline>,
+}
+
+impl LineVerdict {
+    /// This part as a `late` fail: what an output sends instead when the
+    /// verdict could not leave before its deadline (e.g. the broker was away).
+    pub fn into_late_fail(self) -> LineVerdict {
+        LineVerdict {
+            decision: Decision::late(),
+            deadline: self.deadline.map(PartDeadline::for_late_fail),
+            ..self
+        }
+    }
+
+    pub fn is_late_fail(&self) -> bool {
+        self.decision.reason == crate::decision::Reason::Late
+    }
 }
 
 /// Something at the line that takes verdicts: the MQTT publisher, later a
@@ -238,7 +259,6 @@ impl Line {
     }
 
     fn send_late(&self, seq: u64, meta: &FrameMeta, deadline: Option<PartDeadline>) {
-        let grace = self.deadline().unwrap_or_default();
         self.stats.late.fetch_add(1, Ordering::Relaxed);
         self.send(&LineVerdict {
             seq,
@@ -246,7 +266,7 @@ impl Line {
             captured_instant: meta.captured_instant,
             decision: Decision::late(),
             latency_ms: meta.captured_instant.elapsed().as_secs_f64() * 1e3,
-            deadline: deadline.map(|d| d.for_late_fail(grace)),
+            deadline: deadline.map(PartDeadline::for_late_fail),
         });
     }
 

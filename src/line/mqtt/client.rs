@@ -71,6 +71,7 @@ pub(super) fn start(
         describe: Describe {
             broker: shared.stats.broker.clone(),
             client_id: config.client_id.clone(),
+            username: config.username.clone(),
         },
         rejection_logged: Default::default(),
     };
@@ -309,9 +310,10 @@ impl Handover {
             // Wake for new verdicts, acks, a connect, or the next expiry in the queue.
             let next_expiry = state
                 .queue
-                .front()
-                .and_then(|v| v.deadline)
-                .map(|d| d.expires.saturating_duration_since(now + SEND_MARGIN));
+                .iter()
+                .filter_map(|v| v.deadline.map(|d| d.expires))
+                .min()
+                .map(|expires| expires.saturating_duration_since(now + SEND_MARGIN));
             let wait = next_expiry.map_or(Duration::from_millis(200), |d| {
                 d.clamp(Duration::from_millis(1), Duration::from_millis(200))
             });
@@ -342,6 +344,7 @@ pub(super) fn expiry_seconds(left: Duration) -> u32 {
 struct Describe {
     broker: String,
     client_id: String,
+    username: Option<String>,
 }
 
 impl Describe {
@@ -357,8 +360,14 @@ impl Describe {
                 "no answer from {b} within {CONNECT_TIMEOUT_S} s: check the host, the port and any firewall, and that it speaks MQTT there"
             ),
             ConnectionError::ConnectionRefused(code) => match code {
-                ConnectReturnCode::BadUserNamePassword | ConnectReturnCode::NotAuthorized => format!(
+                ConnectReturnCode::BadUserNamePassword => format!(
                     "{b} refused the user name or password: check `username` and the file named by `password_file` in [mqtt]"
+                ),
+                // Mosquitto answers a wrong password and a refused client id alike.
+                ConnectReturnCode::NotAuthorized => format!(
+                    "{b} does not authorise this client (client id \"{}\"{}): check the password in the file named by `password_file`, `username` and `client_id` in [mqtt] against the broker's users and allowed client ids",
+                    self.client_id,
+                    self.username.as_deref().map_or(", anonymous".to_string(), |u| format!(", user \"{u}\""))
                 ),
                 ConnectReturnCode::ClientIdentifierNotValid | ConnectReturnCode::BadClientId => format!(
                     "{b} refused client id \"{}\": set `client_id` in [mqtt] to one the broker accepts",

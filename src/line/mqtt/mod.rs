@@ -9,8 +9,10 @@
 //!
 //! Rules the design keeps:
 //! - Publishing never blocks inspection: `send` only takes a short lock and queues.
-//! - Nothing leaves after it expired: the queue drops verdicts whose time is
-//!   up (`expired`) before handing them over; at most `WINDOW` are handed to
+//! - Nothing leaves after it expired: a verdict that can no longer reach the
+//!   broker before its deadline becomes the part's `late` fail (which may
+//!   still go out for one more deadline period), and a `late` fail past that
+//!   is dropped (`expired`), before anything is handed over; at most `WINDOW` are handed to
 //!   rumqttc at a time, and only while connected (under the queue's lock, so a
 //!   disconnect cannot slip in between). On a disconnect rumqttc's own resend
 //!   list (where stale publishes would otherwise wait, rumqtt issue 211) is
@@ -88,6 +90,9 @@ pub struct MqttStats {
     pub published: AtomicU64,
     /// By `DropReason` (index in `DropReason::ALL`).
     pub dropped: [AtomicU64; DropReason::ALL.len()],
+    /// Verdicts that could not leave before their deadline (broker away or
+    /// slow) and were sent as `late` fails instead.
+    pub late: AtomicU64,
     /// Times the connection was lost (or could not be made at start).
     pub outages: AtomicU64,
     /// Unix milliseconds when the current outage began; 0 while connected.
@@ -104,6 +109,7 @@ impl MqttStats {
             offered: AtomicU64::new(0),
             published: AtomicU64::new(0),
             dropped: Default::default(),
+            late: AtomicU64::new(0),
             outages: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             ack_latency: Mutex::new(LatencyHistogram::default()),
@@ -152,6 +158,7 @@ impl MqttStats {
             offered: self.offered.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),
             dropped,
+            late: self.late.load(Ordering::Relaxed),
             outages: self.outages.load(Ordering::Relaxed),
             ack_ms,
         }
@@ -183,6 +190,8 @@ pub struct MqttCounts {
     pub offered: u64,
     pub published: u64,
     pub dropped: [u64; DropReason::ALL.len()],
+    /// Verdicts turned into `late` fails in the queue (see `MqttStats::late`).
+    pub late: u64,
     pub outages: u64,
     /// Capture to broker acknowledgement, ms: p50, p99, p99.9 (QoS 1 only).
     pub ack_ms: Option<[f64; 3]>,
@@ -208,11 +217,12 @@ impl MqttCounts {
             .map(|(r, n)| format!("{} {n}", r.as_str()))
             .collect();
         let mut out = format!(
-            "mqtt: {}: published {}, dropped {} ({}), outages {}\n",
+            "mqtt: {}: published {}, dropped {} ({}), late in queue {}, outages {}\n",
             self.broker,
             self.published,
             self.dropped_total(),
             reasons.join(", "),
+            self.late,
             self.outages
         );
         if let Some([p50, p99, p999]) = self.ack_ms {
@@ -261,12 +271,23 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops queued verdicts that can no longer arrive before they expire.
+    /// A queued verdict that can no longer arrive before its deadline becomes
+    /// the part's `late` fail (the line must hear about every part); a `late`
+    /// fail that can no longer arrive in its time is dropped (`expired`).
     fn sweep_expired(&self, state: &mut State, now: Instant) {
+        let in_time = |v: &LineVerdict| v.deadline.is_none_or(|d| now + SEND_MARGIN <= d.expires);
+        let mut late = 0;
+        for v in state.queue.iter_mut() {
+            if !v.is_late_fail() && !in_time(v) {
+                *v = v.into_late_fail();
+                late += 1;
+            }
+        }
+        if late > 0 {
+            self.stats.late.fetch_add(late, Ordering::Relaxed);
+        }
         let before = state.queue.len();
-        state
-            .queue
-            .retain(|v| v.deadline.is_none_or(|d| now + SEND_MARGIN <= d.expires));
+        state.queue.retain(in_time);
         let expired = (before - state.queue.len()) as u64;
         if expired > 0 {
             self.stats.drop_verdicts(DropReason::Expired, expired);
