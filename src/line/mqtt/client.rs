@@ -501,7 +501,7 @@ impl EventLoop {
         match reason {
             PubAckReason::Success | PubAckReason::NoMatchingSubscribers => {
                 stats.published.fetch_add(1, Ordering::Relaxed);
-                stats.record_ack(v.captured_instant);
+                stats.record_ack(&v);
             }
             refused => {
                 stats.drop_verdicts(DropReason::Rejected, 1);

@@ -99,6 +99,8 @@ pub struct MqttStats {
     pub down_since_ms: AtomicU64,
     /// Capture to the broker's acknowledgement (QoS 1) per published verdict.
     ack_latency: Mutex<LatencyHistogram>,
+    /// Verdict (handed to the line) to the broker's acknowledgement: MQTT's own share.
+    send_latency: Mutex<LatencyHistogram>,
 }
 
 impl MqttStats {
@@ -113,6 +115,7 @@ impl MqttStats {
             outages: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             ack_latency: Mutex::new(LatencyHistogram::default()),
+            send_latency: Mutex::new(LatencyHistogram::default()),
         }
     }
 
@@ -125,10 +128,13 @@ impl MqttStats {
         self.dropped.iter().map(|d| d.load(Ordering::Relaxed)).sum()
     }
 
-    fn record_ack(&self, captured: Instant) {
-        let ms = captured.elapsed().as_secs_f64() * 1e3;
+    fn record_ack(&self, verdict: &LineVerdict) {
+        let ms = verdict.captured_instant.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut h) = self.ack_latency.lock() {
             h.record(ms);
+        }
+        if let Ok(mut h) = self.send_latency.lock() {
+            h.record((ms - verdict.latency_ms).max(0.0));
         }
     }
 
@@ -149,9 +155,13 @@ impl MqttStats {
         for (d, a) in dropped.iter_mut().zip(&self.dropped) {
             *d = a.load(Ordering::Relaxed);
         }
-        let ack_ms = self.ack_latency.lock().ok().and_then(|h| {
-            Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?])
-        });
+        let quantiles = |h: &Mutex<LatencyHistogram>| {
+            h.lock().ok().and_then(|h| {
+                Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?])
+            })
+        };
+        let ack_ms = quantiles(&self.ack_latency);
+        let send_ms = quantiles(&self.send_latency);
         MqttCounts {
             broker: self.broker.clone(),
             connected: self.connected.load(Ordering::Relaxed),
@@ -161,6 +171,7 @@ impl MqttStats {
             late: self.late.load(Ordering::Relaxed),
             outages: self.outages.load(Ordering::Relaxed),
             ack_ms,
+            send_ms,
         }
     }
 
@@ -195,6 +206,8 @@ pub struct MqttCounts {
     pub outages: u64,
     /// Capture to broker acknowledgement, ms: p50, p99, p99.9 (QoS 1 only).
     pub ack_ms: Option<[f64; 3]>,
+    /// Verdict to broker acknowledgement, ms: p50, p99, p99.9 (QoS 1 only).
+    pub send_ms: Option<[f64; 3]>,
 }
 
 impl MqttCounts {
@@ -228,6 +241,11 @@ impl MqttCounts {
         if let Some([p50, p99, p999]) = self.ack_ms {
             out.push_str(&format!(
                 "mqtt capture->ack ms: p50 {p50:.2}, p99 {p99:.2}, p99.9 {p999:.2}\n"
+            ));
+        }
+        if let Some([p50, p99, p999]) = self.send_ms {
+            out.push_str(&format!(
+                "mqtt verdict->ack ms: p50 {p50:.2}, p99 {p99:.2}, p99.9 {p999:.2}\n"
             ));
         }
         out
