@@ -14,6 +14,7 @@ pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod decision;
+pub mod evaluate;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;
@@ -21,7 +22,7 @@ pub mod frame;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;
-pub mod model_id;
+pub mod line;
 pub mod npy;
 pub mod output;
 pub mod pipeline;

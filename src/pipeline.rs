@@ -7,6 +7,10 @@
 //!        └──────── free slots ───────────┘  └──────────── free work records ─────────────┘
 //! ```
 //!
+//! The output stage hands each verdict to the line (`line::Line`: MQTT, and a
+//! deadline thread fed by the ring producer that fails a part `late` when its
+//! verdict is not ready in time); see `line` for that side.
+//!
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,8 @@ use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::{self, InferError, InferStage};
+use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
+use crate::line::{Line, LineCounts, LineStats, ModelIds};
 use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
@@ -60,6 +66,35 @@ pub struct RunSummary {
     pub end: EndOfStream,
     /// True when the run ended because SIGTERM/SIGINT asked it to.
     pub stopped_by_signal: bool,
+    /// Verdicts the line got (one per part), and how many were `late`.
+    pub line: LineCounts,
+    /// The MQTT side, when `[mqtt]` is configured.
+    pub mqtt: Option<MqttCounts>,
+}
+
+/// Live counters of the line side, for anything that reports during a run
+/// (STATUS=, a metrics endpoint): cheap to clone, read without locking the
+/// frame path.
+#[derive(Clone)]
+pub struct LineTelemetry {
+    pub line: Arc<LineStats>,
+    pub mqtt: Option<Arc<MqttStats>>,
+}
+
+impl LineTelemetry {
+    /// What STATUS= adds: the late count, and an MQTT outage when there is one.
+    pub fn status_note(&self) -> String {
+        let mut note = String::new();
+        let late = self.line.snapshot().late;
+        if late > 0 {
+            note.push_str(&format!("; late {late}"));
+        }
+        if let Some(outage) = self.mqtt.as_ref().and_then(|m| m.status_note()) {
+            note.push_str("; ");
+            note.push_str(&outage);
+        }
+        note
+    }
 }
 
 impl RunSummary {
@@ -88,6 +123,19 @@ impl RunSummary {
                 q(0.95),
                 q(0.99)
             ));
+        }
+        out.push_str(&self.render_line());
+        out
+    }
+
+    /// The line's part of the summary: verdicts, late, MQTT.
+    pub fn render_line(&self) -> String {
+        let mut out = format!(
+            "line: {} verdicts, {} late\n",
+            self.line.sent, self.line.late
+        );
+        if let Some(mqtt) = &self.mqtt {
+            out.push_str(&mqtt.render());
         }
         out
     }
@@ -178,6 +226,8 @@ struct Stages {
     infer: Option<JoinHandle<()>>,
     output: JoinHandle<Result<u64, OutputError>>,
     output_done: Receiver<()>,
+    /// The deadline thread; it ends once capture is gone and every part is claimed.
+    deadline: JoinHandle<()>,
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -185,21 +235,24 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let started = Instant::now();
     // The status server answers from the start ("starting" while models load).
     let pixel_demand = Arc::new(crate::frame::PixelDemand::default());
-    let telemetry = config.status.as_ref().map(|_| {
+    let operators = config.status.as_ref().map(|_| {
         Telemetry::new(
             config.service.stall_timeout,
-            crate::status::metrics::DEFAULT_DEADLINE,
+            config
+                .decision
+                .deadline
+                .unwrap_or(crate::status::metrics::DEFAULT_DEADLINE),
             Arc::clone(&pixel_demand),
             config.archive.clone(),
         )
     });
-    let _status_server = match (&config.status, &telemetry) {
+    let _status_server = match (&config.status, &operators) {
         (Some(status), Some(t)) => Some(StatusServer::start(status.listen, Arc::clone(t))?),
         _ => None,
     };
     let selection = infer::open_backend(&config)?;
     let backend_name = selection.backend.kind().as_str().to_string();
-    if let Some(t) = &telemetry {
+    if let Some(t) = &operators {
         t.set_info(run_info(&config, &backend_name));
     }
     log::info!(target: "sealcheck::pipeline", backend = backend_name.as_str(), reason = selection.reason.as_str(); "inference backend chosen");
@@ -211,11 +264,28 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    if let Some(t) = &telemetry {
+    let models = ModelIds::of(&config);
+    let mqtt = config
+        .mqtt
+        .as_ref()
+        .map(|m| MqttLine::start(m, models.clone()));
+    let line = Arc::new(Line::new(
+        mqtt.iter().map(MqttLine::output).collect(),
+        config.decision.deadline,
+    ));
+    let telemetry = LineTelemetry {
+        line: Arc::clone(line.stats()),
+        mqtt: mqtt.as_ref().map(MqttLine::stats),
+    };
+    if let Some(t) = &operators {
         t.set_liveness(liveness.clone());
+        t.set_external(crate::status::ExternalStats {
+            line: Some(Arc::clone(&telemetry.line)),
+            mqtt: telemetry.mqtt.clone(),
+        });
     }
     let taps = OperatorTaps::new(
-        telemetry.clone(),
+        operators.clone(),
         config.archive.as_ref(),
         Arc::clone(&pixel_demand),
         geometry.seg_hw,
@@ -229,12 +299,13 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         &stats,
         &liveness,
         reload_rx,
+        (&line, &models),
         taps,
         pixel_demand,
     )?;
     let run_started = Instant::now();
     context.notifier.ready();
-    if let Some(t) = &telemetry {
+    if let Some(t) = &operators {
         t.set_state(RunState::Running);
     }
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
@@ -246,12 +317,14 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stages.capture.streaming_probe(),
         {
             let stats = Arc::clone(&stats);
+            let telemetry = telemetry.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                stats
+                let status = stats
                     .lock()
                     .map(|s| s.status_line(s.frames as f64 / fps_since))
-                    .unwrap_or_default()
+                    .unwrap_or_default();
+                status + &telemetry.status_note()
             }
         },
     )
@@ -271,7 +344,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 Ok(ServiceSignal::Stop) if drain_deadline.is_none() => {
                     log::info!(target: "sealcheck::pipeline", drain_timeout_s = current.service.drain_timeout.as_secs_f64(); "stop requested: stopping the source and finishing frames in flight");
                     context.notifier.stopping();
-                    if let Some(t) = &telemetry {
+                    if let Some(t) = &operators {
                         t.set_state(RunState::Stopping);
                     }
                     stopped_by_signal = true;
@@ -302,7 +375,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }
-    if let Some(t) = &telemetry {
+    if let Some(t) = &operators {
         t.set_state(RunState::Stopping);
     }
     drop(watchdog);
@@ -332,7 +405,19 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
-    if let Some(t) = &telemetry {
+    // Capture is gone: the deadline thread fails what is still open at its
+    // deadline (nothing, after a full drain), then ends.
+    let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
+    let waited = Instant::now();
+    while !stages.deadline.is_finished() && waited.elapsed() < deadline_wait {
+        thread::sleep(Duration::from_millis(2));
+    }
+    if stages.deadline.is_finished() {
+        let _ = stages.deadline.join();
+    }
+    let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
+    let line_counts = line.stats().snapshot();
+    if let Some(t) = &operators {
         t.set_state(RunState::Stopped);
     }
     let stats = Arc::try_unwrap(stats)
@@ -349,9 +434,15 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stats,
         end,
         stopped_by_signal,
+        line: line_counts,
+        mqtt,
     })
 }
 
+/// At the end of a run, how long verdicts still queued may take to reach the broker.
+const MQTT_FLUSH: Duration = Duration::from_secs(2);
+
+#[allow(clippy::too_many_arguments)]
 fn start_stages(
     config: &Config,
     context: &RunContext,
@@ -360,11 +451,16 @@ fn start_stages(
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
+    (line, models): (&Arc<Line>, &ModelIds),
     taps: OperatorTaps,
     pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<Stages, PipelineError> {
     let pool = config.source.pool_size;
-    let (producer, consumer) = ring::frame_ring(pool);
+    let (mut producer, consumer) = ring::frame_ring(pool);
+    // Each part's deadline clock starts as capture hands the frame on.
+    let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
+        .map_err(|e| PipelineError::Spawn("deadline", e))?;
+    producer.on_delivery(move |meta| deadline_feed.delivered(meta));
     // Enough work records for preprocess, infer and output to each hold one
     // frame plus one waiting: more only adds queueing latency, not throughput.
     let work_records = 4;
@@ -398,6 +494,8 @@ fn start_stages(
         stats: Arc::clone(stats),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
+        line: Some(Arc::clone(line)),
+        models: Some(models.clone()),
         taps,
     };
     let output = spawn("output", move || {
@@ -470,6 +568,7 @@ fn start_stages(
         infer,
         output,
         output_done,
+        deadline,
     })
 }
 
@@ -530,6 +629,9 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.service != new.service {
         changed.push("service");
     }
+    if old.mqtt != new.mqtt {
+        changed.push("mqtt");
+    }
     if old.status != new.status {
         changed.push("status");
     }
@@ -542,7 +644,7 @@ fn run_info(config: &Config, backend: &str) -> RunInfo {
         let file = path
             .file_name()
             .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        let id = crate::model_id::model_id(path).unwrap_or_else(|_| "unknown".to_string());
+        let id = crate::line::model_id::model_id(path).unwrap_or_else(|_| "unreadable".to_string());
         (role, file, id)
     };
     RunInfo {

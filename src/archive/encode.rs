@@ -64,7 +64,7 @@ pub fn encode_rgb(
                 jpeg_encoder::ColorType::Rgb,
             )?;
         }
-        ImageFormat::Png => encode_png(rgb, width, height, png::ColorType::Rgb, out)?,
+        ImageFormat::Png => encode_png(rgb, width, height, png::ColorType::Rgb, png::Compression::Fast, out)?,
     }
     Ok(())
 }
@@ -77,7 +77,7 @@ pub fn encode_grey_png(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     out.clear();
-    encode_png(grey, width, height, png::ColorType::Grayscale, out)
+    encode_png(grey, width, height, png::ColorType::Grayscale, png::Compression::Fast, out)
 }
 
 fn encode_png(
@@ -85,6 +85,7 @@ fn encode_png(
     width: usize,
     height: usize,
     color: png::ColorType,
+    compression: png::Compression,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     let (w, h) = match (u32::try_from(width), u32::try_from(height)) {
@@ -94,7 +95,7 @@ fn encode_png(
     let mut encoder = png::Encoder::new(&mut *out, w, h);
     encoder.set_color(color);
     encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Fast);
+    encoder.set_compression(compression);
     let mut writer = encoder.write_header()?;
     writer.write_image_data(data)?;
     writer.finish()?;
@@ -117,13 +118,35 @@ pub fn mask_to_frame(
         out.resize(width * height, 0);
         return;
     }
+    let mut previous_row = usize::MAX;
     for y in 0..height {
         let my = (y * mh / height.max(1)).min(mh - 1);
-        let row = &mask[my * mw..(my + 1) * mw];
-        for x in 0..width {
-            let mx = (x * mw / width.max(1)).min(mw - 1);
-            out.push(if row[mx] >= 0.5 { 255 } else { 0 });
+        if my == previous_row {
+            // Upscaling repeats source rows: copy the row just made.
+            let start = out.len() - width;
+            out.extend_from_within(start..);
+            continue;
         }
+        previous_row = my;
+        let row = &mask[my * mw..(my + 1) * mw];
+        out.extend((0..width).map(|x| {
+            let mx = (x * mw / width.max(1)).min(mw - 1);
+            if row[mx] >= 0.5 { 255 } else { 0 }
+        }));
+    }
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10): the archive
+/// and the status page's encoding take CPU time the frame path leaves over,
+/// and under full load the archive's queue fills and drops (counted)
+/// instead of slowing inference.
+pub fn lower_thread_priority() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id
+    // only changes this thread's nice value (raising it needs no privilege)
+    // and reads no memory of ours.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+    if rc != 0 {
+        log::debug!(target: "sealcheck::archive", error = std::io::Error::last_os_error().to_string().as_str(); "cannot lower the thread's priority");
     }
 }
 

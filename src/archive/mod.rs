@@ -15,7 +15,8 @@ mod encode;
 mod store;
 
 pub use encode::{
-    EncodeError, encode_grey_png, encode_rgb, mask_to_frame, packed_rgb, tint_mask,
+    EncodeError, encode_grey_png, encode_rgb, lower_thread_priority, mask_to_frame, packed_rgb,
+    tint_mask,
 };
 pub use store::{ArchiveName, ArchiveStore, ArchiveWrite, free_bytes, sha256_hex, tree_size};
 
@@ -92,7 +93,10 @@ impl ArchiveQueue {
         };
         let thread = std::thread::Builder::new()
             .name("archive".into())
-            .spawn(move || writer.run())?;
+            .spawn(move || {
+                lower_thread_priority();
+                writer.run()
+            })?;
         demand.set_archive(config.keep != ArchiveKeep::None);
         Ok(ArchiveQueue {
             keep: config.keep,

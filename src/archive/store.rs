@@ -25,7 +25,6 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 
 use crate::config::ArchiveConfig;
-use crate::model_id::to_hex;
 use crate::status::metrics::ArchiveDrop;
 
 const MANIFEST: &str = "manifest.jsonl";
@@ -313,8 +312,13 @@ fn list(dir: &Path, keep: fn(&str) -> bool) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    to_hex(&Sha256::digest(bytes))
+    use std::fmt::Write as _;
+    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 #[cfg(test)]

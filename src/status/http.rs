@@ -71,10 +71,12 @@ impl StatusServer {
         let thread = std::thread::Builder::new()
             .name("status-http".into())
             .spawn(move || {
+                crate::archive::lower_thread_priority();
                 let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_io()
                     .enable_time()
                     .max_blocking_threads(2)
+                    .on_thread_start(crate::archive::lower_thread_priority)
                     .build()
                 {
                     Ok(rt) => rt,
@@ -332,7 +334,7 @@ fn yield_pct(passed: u64, total: u64) -> Value {
 pub fn status_json(t: &Telemetry) -> Value {
     let board: BoardState = t.board.read();
     let (seals, ok, window_by_reason) = board.window_counts();
-    let late_index = Reason::ALL.iter().position(|r| r.as_str() == "late");
+    let external = t.external();
     let info = t.info();
     let health = t.health();
     let archive = t.archive();
@@ -396,7 +398,7 @@ pub fn status_json(t: &Telemetry) -> Value {
             "p50": board.window_latency_quantile(0.5),
             "p99": board.window_latency_quantile(0.99),
         },
-        "late": late_index.map(|i| board.by_reason[i]),
+        "late": external.late(),
         "last": board.last.map(|l| json!({
             "seq": l.seq,
             "ts": rfc3339(l.captured_at),
@@ -406,7 +408,7 @@ pub fn status_json(t: &Telemetry) -> Value {
         })),
         "rejects": rejects,
         "archive": archive_json,
-        "mqtt": Value::Null,
+        "mqtt": external.mqtt_json(),
         "snapshot": board.version,
     })
 }

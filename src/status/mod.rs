@@ -14,12 +14,14 @@
 //! service.
 
 mod board;
+mod external;
 mod http;
 mod live;
 pub mod metrics;
 mod taps;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
+pub use external::ExternalStats;
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
@@ -77,6 +79,8 @@ pub struct Telemetry {
     stall_timeout: Duration,
     state: AtomicU8,
     info: OnceLock<RunInfo>,
+    /// Counters of the line and MQTT (`external`), once they exist.
+    external: Arc<OnceLock<ExternalStats>>,
     /// The archive settings in force (reloads change them).
     archive: Mutex<Option<ArchiveConfig>>,
     started: Instant,
@@ -89,8 +93,14 @@ impl Telemetry {
         demand: Arc<PixelDemand>,
         archive: Option<ArchiveConfig>,
     ) -> Arc<Telemetry> {
+        let metrics = LineMetrics::new(deadline);
+        let external = Arc::new(OnceLock::new());
+        metrics
+            .registry()
+            .register_collector(Box::new(external::ExternalCollector(Arc::clone(&external))));
         Arc::new(Telemetry {
-            metrics: LineMetrics::new(deadline),
+            metrics,
+            external,
             board: Arc::new(SnapshotSlot::default()),
             live: Arc::new(LiveView::new(Arc::clone(&demand))),
             demand,
@@ -106,6 +116,15 @@ impl Telemetry {
     /// The pipeline's liveness record, once the stages exist.
     pub fn set_liveness(&self, liveness: Liveness) {
         let _ = self.liveness.set(liveness);
+    }
+
+    /// The line's and MQTT's counters (see `external`).
+    pub fn set_external(&self, stats: ExternalStats) {
+        let _ = self.external.set(stats);
+    }
+
+    pub fn external(&self) -> ExternalStats {
+        self.external.get().cloned().unwrap_or_default()
     }
 
     pub fn set_state(&self, state: RunState) {

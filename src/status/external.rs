@@ -1,0 +1,128 @@
+//! Counters owned by other parts of sealcheck, shown in `/metrics`, in
+//! `/api/status` and on the page. Each part keeps its own atomics; they are
+//! read here at scrape time (a prometheus-client `Collector`), so the page
+//! and the metrics never hold anything the part waits on.
+//!
+//! This is the one place where another part plugs in:
+//! - the line (`crate::line`): verdicts sent to the line, `late` fails;
+//! - MQTT (`crate::line::mqtt`): connected, published, dropped by reason, outages;
+//! - source recovery and results-file write errors (issue 14): add their
+//!   stats here the same way (a field, its `encode` lines, its JSON) when
+//!   they land.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use serde_json::{Value, json};
+
+use super::metrics::DropLabels;
+use crate::line::LineStats;
+use crate::line::mqtt::{DropReason, MqttStats};
+
+/// The other parts' stats, as far as this run has them.
+#[derive(Clone, Default)]
+pub struct ExternalStats {
+    pub line: Option<Arc<LineStats>>,
+    pub mqtt: Option<Arc<MqttStats>>,
+}
+
+impl ExternalStats {
+    /// Parts whose `late` fails reached the line.
+    pub fn late(&self) -> Option<u64> {
+        self.line.as_ref().map(|l| l.late.load(Ordering::Relaxed))
+    }
+
+    /// `/api/status`'s `mqtt` object; `null` when MQTT is off.
+    pub fn mqtt_json(&self) -> Value {
+        match &self.mqtt {
+            None => Value::Null,
+            Some(m) => json!({
+                "broker": m.broker,
+                "connected": m.connected.load(Ordering::Relaxed),
+                "published": m.published.load(Ordering::Relaxed),
+                "dropped": m.dropped_total(),
+                "late": m.late.load(Ordering::Relaxed),
+                "outages": m.outages.load(Ordering::Relaxed),
+            }),
+        }
+    }
+}
+
+/// Encodes `ExternalStats` at scrape time.
+#[derive(Clone)]
+pub struct ExternalCollector(pub Arc<std::sync::OnceLock<ExternalStats>>);
+
+impl std::fmt::Debug for ExternalCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExternalCollector")
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    ConstCounter::new(value).encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+impl Collector for ExternalCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(stats) = self.0.get() else {
+            return Ok(());
+        };
+        if let Some(line) = &stats.line {
+            counter(
+                &mut encoder,
+                "line_verdicts",
+                "Verdicts handed to the line outputs (one per part)",
+                line.sent.load(Ordering::Relaxed),
+            )?;
+            counter(
+                &mut encoder,
+                "late",
+                "Parts failed `late`: no verdict by their deadline ([decision] deadline_ms)",
+                line.late.load(Ordering::Relaxed),
+            )?;
+        }
+        if let Some(m) = &stats.mqtt {
+            ConstGauge::new(i64::from(m.connected.load(Ordering::Relaxed))).encode(
+                encoder.encode_descriptor(
+                    "mqtt_connected",
+                    "1 while connected to the MQTT broker",
+                    None,
+                    MetricType::Gauge,
+                )?,
+            )?;
+            counter(
+                &mut encoder,
+                "mqtt_published",
+                "Verdicts the broker acknowledged (QoS 1) or that were written (QoS 0)",
+                m.published.load(Ordering::Relaxed),
+            )?;
+            counter(
+                &mut encoder,
+                "mqtt_outages",
+                "Times the broker connection was lost or could not be made",
+                m.outages.load(Ordering::Relaxed),
+            )?;
+            let mut family = encoder.encode_descriptor(
+                "mqtt_dropped",
+                "Verdicts that did not reach the broker, by reason",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, n) in DropReason::ALL.iter().zip(&m.dropped) {
+                ConstCounter::new(n.load(Ordering::Relaxed))
+                    .encode(family.encode_family(&DropLabels { reason: reason.as_str() })?)?;
+            }
+        }
+        Ok(())
+    }
+}
