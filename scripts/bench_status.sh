@@ -9,6 +9,10 @@
 # shared machine falls on both alike.
 #
 #   scripts/bench_status.sh [ROUNDS] [FRAMES] [OUT_DIR]
+#   RATE=8 scripts/bench_status.sh ...   offers frames at 8/s like a camera (default: as fast
+#                                        as the pipeline takes them)
+#   CLIENTS=0 ...  "on" without the polling clients (the archive's share)
+#   ARCHIVE=0 ...  "on" without [archive] (the page's share)
 #
 # Needs a release build (target/release/sealcheck) and ONNX Runtime (make onnxruntime).
 # Writes OUT_DIR/{off,on}-N.json (bench --json) and prints the medians.
@@ -37,11 +41,16 @@ cat >> "$WORK/on.toml" <<CONF
 [status]
 listen = "127.0.0.1:$PORT"
 
+CONF
+if [ "${ARCHIVE:-1}" != 0 ]; then
+    cat >> "$WORK/on.toml" <<CONF
+
 [archive]
 dir = "$WORK/archive"
 keep = "all"
 format = "jpeg"
 CONF
+fi
 
 clients() {
     "$PYTHON" - "$PORT" <<'PY' &
@@ -71,12 +80,13 @@ PY
 for round in $(seq 1 "$ROUNDS"); do
     for mode in off on; do
         rm -rf "$WORK/archive"
-        [ "$mode" = on ] && clients
-        "$BIN" bench --config "$WORK/$mode.toml" --frames "$FRAMES" --warmup 10 --json \
+        [ "$mode" = on ] && [ "${CLIENTS:-1}" != 0 ] && clients
+        "$BIN" bench --config "$WORK/$mode.toml" --frames "$FRAMES" --warmup 10 --json ${RATE:+--rate "$RATE"} \
             2>"$OUT/$mode-$round.log" | tail -n 1 > "$OUT/$mode-$round.json"
         if [ "$mode" = on ]; then
-            kill "$CLIENTS"; CLIENTS=
-            echo "round $round: archived $(find "$WORK/archive" -name '*_mask.png' | wc -l) frames" >&2
+            [ -n "$CLIENTS" ] && kill "$CLIENTS"; CLIENTS=
+            find "$WORK/archive" -name '*_mask.png' | wc -l > "$OUT/on-$round.archived"
+            echo "round $round: archived $(cat "$OUT/on-$round.archived") of $((FRAMES + 10)) frames" >&2
         fi
         echo "round $round $mode: $(cat "$OUT/$mode-$round.json")"
     done
@@ -89,6 +99,9 @@ for mode in ("off", "on"):
     runs = [json.load(open(f"{out}/{mode}-{r}.json")) for r in range(1, rounds + 1)]
     fps = [r["fps"] for r in runs]
     p99 = [r["latency_ms"]["total"]["p99"] for r in runs]
+    kept = ""
+    if mode == "on":
+        kept = "; archived " + ", ".join(open(f"{out}/on-{r}.archived").read().strip() for r in range(1, rounds + 1)) + " frames"
     print(f"{mode:>3}: fps median {statistics.median(fps):7.2f} (runs {', '.join(f'{x:.2f}' for x in fps)}); "
-          f"verdict p99 median {statistics.median(p99):7.1f} ms (runs {', '.join(f'{x:.1f}' for x in p99)})")
+          f"verdict p99 median {statistics.median(p99):7.1f} ms (runs {', '.join(f'{x:.1f}' for x in p99)}){kept}")
 PY

@@ -637,3 +637,44 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     assert!(sample(&metrics, "sealcheck_live_frames_total").unwrap() >= 1.0);
     assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
 }
+
+/// `[archive]` applies on reload: off (`keep = "none"`) at start, every frame
+/// after a SIGHUP with `keep = "all"`, nothing new after one that removes
+/// the section.
+#[test]
+fn archive_settings_apply_on_reload() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let source = "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true pattern=ball ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\noverflow = \"drop\"";
+    let archive = dir.join("archive");
+    let frames = || {
+        files_under(&archive)
+            .keys()
+            .filter(|f| f.ends_with(".png") && !f.ends_with("_mask.png"))
+            .count()
+    };
+    let config = write_config(dir, source, "[archive]\ndir = \"archive\"\nkeep = \"none\"\nformat = \"png\"", 5.0);
+    let mut service = Service::start(&config, &[]);
+    let addr = service.status_addr();
+    wait_until(Duration::from_secs(120), "results", &service, || results(dir).len() >= 5);
+    assert_eq!(frames(), 0, "keep = \"none\" archived frames");
+
+    write_config(dir, source, "[archive]\ndir = \"archive\"\nkeep = \"all\"\nformat = \"png\"", 5.0);
+    let _ = Command::new("kill").arg("-HUP").arg(service.child.id().to_string()).status();
+    wait_until(Duration::from_secs(60), "archived frames after the reload", &service, || frames() >= 3);
+    assert_eq!(status_json(addr)["archive"]["keep"], "all");
+
+    write_config(dir, source, "", 5.0);
+    let _ = Command::new("kill").arg("-HUP").arg(service.child.id().to_string()).status();
+    wait_until(Duration::from_secs(30), "the reload that removes [archive]", &service, || {
+        status_json(addr)["archive"].is_null()
+    });
+    // What was queued before the reload may still land; then nothing more.
+    std::thread::sleep(Duration::from_secs(1));
+    let settled = frames();
+    let results_then = results(dir).len();
+    wait_until(Duration::from_secs(60), "more results", &service, || results(dir).len() >= results_then + 5);
+    assert_eq!(frames(), settled, "frames archived after [archive] was removed");
+    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+}

@@ -136,7 +136,7 @@ pub fn mask_to_frame(
     }
 }
 
-/// Lowers the calling thread's scheduling priority (nice 10): the archive
+/// Lowers the calling thread's scheduling priority (nice 19): the archive
 /// and the status page's encoding take CPU time the frame path leaves over,
 /// and under full load the archive's queue fills and drops (counted)
 /// instead of slowing inference.
@@ -144,7 +144,7 @@ pub fn lower_thread_priority() {
     // SAFETY: gettid has no preconditions; setpriority on our own thread id
     // only changes this thread's nice value (raising it needs no privilege)
     // and reads no memory of ours.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
     if rc != 0 {
         log::debug!(target: "sealcheck::archive", error = std::io::Error::last_os_error().to_string().as_str(); "cannot lower the thread's priority");
     }

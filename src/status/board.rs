@@ -43,9 +43,9 @@ pub struct LastResult {
     pub latency_ms: Option<f64>,
 }
 
-/// Everything the page shows, in fixed-size arrays (cloning allocates nothing
-/// once the destination exists).
-#[derive(Debug, Clone)]
+/// Everything the page shows, in fixed-size arrays (`clone_from` allocates
+/// nothing: the output thread publishes into the same buffers every time).
+#[derive(Debug)]
 pub struct BoardState {
     pub shift_started: SystemTime,
     pub frames: u64,
@@ -119,6 +119,30 @@ impl BoardState {
         (0..FILMSTRIP)
             .map(move |i| &self.rejects[(self.rejects_next + FILMSTRIP - 1 - i) % FILMSTRIP])
             .filter_map(Option::as_ref)
+    }
+}
+
+impl Clone for BoardState {
+    fn clone(&self) -> Self {
+        let mut copy = BoardState::new();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, s: &Self) {
+        self.shift_started = s.shift_started;
+        self.frames = s.frames;
+        self.passed = s.passed;
+        self.failed = s.failed;
+        self.by_reason = s.by_reason;
+        self.window_reason.copy_from_slice(&s.window_reason[..]);
+        self.window_latency_ms.copy_from_slice(&s.window_latency_ms[..]);
+        self.window_len = s.window_len;
+        self.window_next = s.window_next;
+        self.rejects = s.rejects;
+        self.rejects_next = s.rejects_next;
+        self.last = s.last;
+        self.version = s.version;
     }
 }
 
