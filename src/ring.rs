@@ -398,6 +398,13 @@ impl StopHandle {
     pub fn stop_requested(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
     }
+
+    /// Lets the producer wait for free slots again after `request_stop`. Capture
+    /// calls it when it rebuilds a lost live source: the old pipeline's streaming
+    /// thread was woken and is gone, and the ring (with its `seq`) goes on.
+    pub fn clear_stop(&self) {
+        self.shared.stop.store(false, Ordering::Release);
+    }
 }
 
 /// Preprocessing's end: pops events, gives slots back.

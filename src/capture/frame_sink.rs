@@ -140,6 +140,8 @@ impl FrameSink {
         }
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|e| format!("caps {caps} are not raw video ({e}); the appsink must receive video/x-raw,format=RGB"))?;
+        self.shared
+            .note_frame_rate(info.fps().numer(), info.fps().denom());
         self.caps = Some((caps.to_owned(), info.clone()));
         Ok(info)
     }

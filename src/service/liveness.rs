@@ -59,6 +59,11 @@ pub enum Health {
     /// Nothing in flight and the source is not streaming, for less than the stall timeout
     /// (opening the camera, a short reconnect).
     WaitingForSource { for_: Duration },
+    /// Nothing in flight and a live source lost, with capture rebuilding it (see
+    /// `Liveness::set_source_lost`): the process is healthy and a restart would
+    /// not bring the camera back, so the watchdog keeps pinging. The status text
+    /// says since when and when the next try comes.
+    SourceLost { for_: Duration },
     /// Frames in flight but no inspected result for `for_` (longer than the stall
     /// timeout), or the source not streaming for that long; `stage` is where frames most
     /// likely stopped.
@@ -98,6 +103,8 @@ struct Shared {
     source_streaming: AtomicBool,
     /// When `source_streaming` last changed (or the Liveness was made).
     source_since: AtomicU64,
+    /// Capture lost a live source and is rebuilding it.
+    source_lost: AtomicBool,
 }
 
 impl Default for Liveness {
@@ -119,6 +126,7 @@ impl Liveness {
             busy_since: AtomicU64::new(0),
             source_streaming: AtomicBool::new(false),
             source_since: AtomicU64::new(1),
+            source_lost: AtomicBool::new(false),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -178,6 +186,18 @@ impl Liveness {
         }
     }
 
+    /// Records that capture lost a live source and is rebuilding it (true), or
+    /// that the source is back (false). While lost and nothing is in flight the
+    /// pipeline counts as healthy: `Health::SourceLost`.
+    pub fn set_source_lost(&self, lost: bool) {
+        self.shared.source_lost.store(lost, Ordering::Relaxed);
+    }
+
+    /// Whether capture reported a lost live source it is rebuilding.
+    pub fn source_lost(&self) -> bool {
+        self.shared.source_lost.load(Ordering::Relaxed)
+    }
+
     /// Frames capture delivered so far.
     pub fn captured(&self) -> u64 {
         self.shared.captured.load(Ordering::Relaxed)
@@ -235,6 +255,9 @@ impl Liveness {
             return Health::Idle;
         }
         let down_for = ago(s.source_since.load(Ordering::Relaxed));
+        if s.source_lost.load(Ordering::Relaxed) {
+            return Health::SourceLost { for_: down_for };
+        }
         if down_for <= stall_timeout {
             Health::WaitingForSource { for_: down_for }
         } else {
@@ -279,6 +302,8 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
     match health {
         Health::Alive { .. } => status_text.to_string(),
         Health::Idle => format!("idle: source streaming, no frames; {status_text}"),
+        // Capture's status text says it: "camera lost since ..., next try in ...".
+        Health::SourceLost { .. } => status_text.to_string(),
         Health::WaitingForSource { for_ } => {
             format!(
                 "waiting for the source for {:.0} s; {status_text}",
@@ -578,6 +603,28 @@ mod tests {
         ));
         // It comes up: idle until frames arrive.
         assert_eq!(l.is_alive(after(6), STALL, true), Health::Idle);
+    }
+
+    #[test]
+    fn a_lost_source_being_rebuilt_keeps_the_watchdog_pinging() {
+        let l = Liveness::new();
+        l.set_source_lost(true);
+        let health = l.health(after(600), STALL);
+        assert!(
+            matches!(health, Health::SourceLost { for_ } if for_ >= Duration::from_secs(599)),
+            "{health:?}"
+        );
+        assert!(health.is_alive(), "a restart would not bring the camera back");
+        assert_eq!(status_line(&health, "camera lost since ..."), "camera lost since ...");
+        // Frames still in flight during the outage are held to the stall timeout.
+        l.frame_captured();
+        assert!(matches!(
+            l.health(after(600), STALL),
+            Health::Stalled { .. }
+        ));
+        l.frame_finished();
+        l.set_source_lost(false);
+        assert!(!l.source_lost());
     }
 
     #[test]
