@@ -31,9 +31,9 @@ use crate::config::{OutputConfig, ResultsRotation};
 
 /// Bytes written to the file in one go at most, when not flushing every line.
 const WRITE_CHUNK: usize = 64 * 1024;
-/// Lines kept in memory while the file cannot be written (about 2 minutes at
-/// 30 frames/s); later lines are counted as lost.
-const BACKLOG_LIMIT: usize = 1 << 20;
+/// Bytes of lines kept in memory while the file cannot be written (about 20 s
+/// at 30 frames/s: a hiccup costs nothing); later lines are counted as lost.
+const BACKLOG_LIMIT: usize = 128 * 1024;
 /// How often a failing results file is tried again.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the path is checked for a removed or replaced file.
@@ -172,6 +172,8 @@ impl ResultSink {
     /// waits in memory or is counted as lost (see the module notes), so the
     /// `Result` is only for callers written before that.
     pub fn write_line(&mut self, line: &str) -> Result<(), OutputError> {
+        // A failing file is tried again first, so a line after the fix is not lost.
+        self.retry_if_due();
         if self.pending.len() + line.len() + 1 > BACKLOG_LIMIT {
             self.status.lose(1);
         } else {
@@ -180,7 +182,6 @@ impl ResultSink {
             self.bytes += line.len() as u64 + 1;
         }
         if self.failure.is_some() {
-            self.retry_if_due();
             return Ok(());
         }
         if self.rotation.max_mib > 0 && self.bytes >= self.rotation.max_mib << 20 {
@@ -281,9 +282,9 @@ impl ResultSink {
             self.status.inner.episodes.fetch_add(1, Ordering::Relaxed);
             log::error!(target: "sealcheck::output", results = self.path.display().to_string().as_str(), error = error.to_string().as_str();
                 "cannot write the results file: {error}; inspection goes on (verdicts still go to the log), \
-                 lines wait in memory up to {} MiB and are then counted as lost; retrying every {} s \
+                 lines wait in memory up to {} KiB and are then counted as lost; retrying every {} s \
                  (disk full? `df -h {}`)",
-                BACKLOG_LIMIT >> 20, RETRY_INTERVAL.as_secs(),
+                BACKLOG_LIMIT >> 10, RETRY_INTERVAL.as_secs(),
                 self.path.parent().unwrap_or(Path::new("/")).display());
             self.failure = Some(Failure {
                 since: now,
@@ -496,6 +497,57 @@ mod tests {
         sink.flush().unwrap();
         assert_eq!(lines_of(&rotated(&config.results, 1)).len(), 2);
         assert_eq!(std::fs::metadata(&config.results).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn a_full_disk_costs_lines_not_the_run_and_writing_resumes_by_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = output(dir.path(), 0, 3);
+        let mut sink = ResultSink::open(&config).unwrap();
+        let status = sink.status();
+        sink.write_line("before").unwrap();
+        sink.flush().unwrap();
+        // The disk fills up: the path now leads to /dev/full (ENOSPC on every write).
+        std::fs::rename(&config.results, dir.path().join("before.jsonl")).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &config.results).unwrap();
+        sink.last_identity_check = Instant::now() - IDENTITY_CHECK;
+        let line = |i: usize| format!("{i:0>1023}");
+        for i in 0..200 {
+            sink.write_line(&line(i)).unwrap();
+            sink.flush().unwrap();
+        }
+        assert!(!status.is_writable());
+        assert_eq!(status.episodes(), 1, "one episode, however many lines");
+        let kept = BACKLOG_LIMIT / 1024;
+        assert_eq!(status.lost_lines(), 200 - kept as u64, "the backlog is bounded");
+        // Space again (the symlink goes): the next retry creates the file anew.
+        std::fs::remove_file(&config.results).unwrap();
+        if let Some(failure) = &mut sink.failure {
+            failure.next_retry = Instant::now();
+        }
+        sink.write_line(&line(200)).unwrap();
+        assert!(status.is_writable(), "writing resumed by itself");
+        assert_eq!(sink.close(), 200 - kept as u64);
+        let written = lines_of(&config.results);
+        let expected: Vec<String> = (0..kept).chain([200]).map(line).collect();
+        assert_eq!(written, expected, "whole lines, in order, the backlog first");
+        assert_eq!(lines_of(&dir.path().join("before.jsonl")), ["before"]);
+    }
+
+    #[test]
+    fn a_line_cut_short_by_a_removed_file_is_counted_not_half_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = output(dir.path(), 0, 3);
+        let mut sink = ResultSink::open(&config).unwrap();
+        // As after a short write: the first 3 bytes of "abcdef" reached the old file.
+        sink.pending.extend_from_slice(b"def\nnext\n");
+        sink.head_partial = true;
+        std::fs::remove_file(&config.results).unwrap();
+        sink.begin_failure(&std::io::Error::other("test"));
+        sink.failure.as_mut().unwrap().next_retry = Instant::now();
+        sink.retry_if_due();
+        assert_eq!(lines_of(&config.results), ["next"]);
+        assert_eq!(sink.close(), 1);
     }
 
     #[test]
