@@ -153,6 +153,7 @@ pub(crate) fn watch(
             send_eos_to_sources(pipeline, shared);
         }
         shared.flush_pending_drops();
+        shared.liveness.capture_heartbeat();
         let now = Instant::now();
         let mut wait = BUS_POLL;
         if let Some(deadline) = stop_deadline {

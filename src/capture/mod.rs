@@ -128,6 +128,7 @@ impl Capture {
         );
         if source.kind.is_live() {
             shared.recovery = Some(source.recovery);
+            shared.liveness.set_source_managed(true);
         }
         let shared = Arc::new(shared);
         match Self::start_capture(source, &shared) {
@@ -419,6 +420,7 @@ fn wait_until_running(
         PREROLL_TIMEOUT
     };
     loop {
+        shared.liveness.capture_heartbeat();
         if shared.sink_eos.load(Ordering::Acquire) {
             return match bus::queued_error(bus, pipeline, shared, hint) {
                 Some(error) => Err(start_reason(error)),

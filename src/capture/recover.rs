@@ -170,6 +170,7 @@ fn teardown(pipeline: &gst::Pipeline, shared: &CaptureShared) {
 /// Sleeps until `at`; false when a stop or shutdown came first.
 fn wait_until(shared: &CaptureShared, at: Instant) -> bool {
     loop {
+        shared.liveness.capture_heartbeat();
         if shared.ending() {
             return false;
         }

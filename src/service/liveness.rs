@@ -20,6 +20,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use super::notify::Notifier;
 use super::ratelimit::{Admission, RateLimiter};
 
+/// A capture thread that manages its source (see `Liveness::set_source_managed`)
+/// and has not beaten for this long (or the stall timeout, if longer) is stuck.
+const CAPTURE_BEAT_LIMIT: Duration = Duration::from_secs(3);
+
 /// The stages in pipeline order; the order breaks ties when guessing where a stall is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -105,6 +109,11 @@ struct Shared {
     source_since: AtomicU64,
     /// Capture lost a live source and is rebuilding it.
     source_lost: AtomicBool,
+    /// Capture watches and rebuilds this source itself (a live source): while its
+    /// thread beats, a source that is not streaming is capture's business.
+    source_managed: AtomicBool,
+    /// Last beat of the capture thread (see `capture_heartbeat`).
+    capture_beat: AtomicU64,
 }
 
 impl Default for Liveness {
@@ -127,6 +136,8 @@ impl Liveness {
             source_streaming: AtomicBool::new(false),
             source_since: AtomicU64::new(1),
             source_lost: AtomicBool::new(false),
+            source_managed: AtomicBool::new(false),
+            capture_beat: AtomicU64::new(0),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -193,6 +204,24 @@ impl Liveness {
         self.shared.source_lost.store(lost, Ordering::Relaxed);
     }
 
+    /// Capture rebuilds this source itself when it is lost or never comes (a
+    /// live source): while `capture_heartbeat` keeps coming, a source that is not
+    /// streaming is waited for, not a stall.
+    pub fn set_source_managed(&self, managed: bool) {
+        self.shared
+            .source_managed
+            .store(managed, Ordering::Relaxed);
+        self.capture_heartbeat();
+    }
+
+    /// The capture thread is looking after the source (called at least every
+    /// second or so from its loops). A capture thread that stops beating (stuck
+    /// in a driver call) loses the benefit of `set_source_managed`.
+    pub fn capture_heartbeat(&self) {
+        let now = self.stamp(Instant::now());
+        self.shared.capture_beat.store(now, Ordering::Relaxed);
+    }
+
     /// Whether capture reported a lost live source it is rebuilding.
     pub fn source_lost(&self) -> bool {
         self.shared.source_lost.load(Ordering::Relaxed)
@@ -255,10 +284,12 @@ impl Liveness {
             return Health::Idle;
         }
         let down_for = ago(s.source_since.load(Ordering::Relaxed));
-        if s.source_lost.load(Ordering::Relaxed) {
+        let managed = s.source_managed.load(Ordering::Relaxed)
+            && ago(s.capture_beat.load(Ordering::Relaxed)) <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
+        if managed && s.source_lost.load(Ordering::Relaxed) {
             return Health::SourceLost { for_: down_for };
         }
-        if down_for <= stall_timeout {
+        if down_for <= stall_timeout || managed {
             Health::WaitingForSource { for_: down_for }
         } else {
             Health::Stalled {
@@ -608,18 +639,33 @@ mod tests {
     #[test]
     fn a_lost_source_being_rebuilt_keeps_the_watchdog_pinging() {
         let l = Liveness::new();
+        l.set_source_managed(true);
+        // Not streaming yet, past the stall timeout: capture is on it.
+        assert!(matches!(
+            l.health(after(2), Duration::from_secs(1)),
+            Health::WaitingForSource { .. }
+        ));
         l.set_source_lost(true);
-        let health = l.health(after(600), STALL);
+        let health = l.health(after(2), Duration::from_secs(1));
         assert!(
-            matches!(health, Health::SourceLost { for_ } if for_ >= Duration::from_secs(599)),
+            matches!(health, Health::SourceLost { for_ } if for_ >= Duration::from_secs(1)),
             "{health:?}"
         );
         assert!(health.is_alive(), "a restart would not bring the camera back");
         assert_eq!(status_line(&health, "camera lost since ..."), "camera lost since ...");
-        // Frames still in flight during the outage are held to the stall timeout.
-        l.frame_captured();
+        // A capture thread that stopped beating (stuck in a driver) is a stall.
         assert!(matches!(
             l.health(after(600), STALL),
+            Health::Stalled {
+                stage: Stage::Capture,
+                ..
+            }
+        ));
+        // Frames still in flight during the outage are held to the stall timeout.
+        l.capture_heartbeat();
+        l.frame_captured();
+        assert!(matches!(
+            l.health(after(2), Duration::from_secs(1)),
             Health::Stalled { .. }
         ));
         l.frame_finished();
