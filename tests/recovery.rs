@@ -189,6 +189,17 @@ struct Service {
 
 impl Service {
     fn start(config: &Path, systemd: &FakeSystemd) -> Service {
+        Service::spawn(config, systemd, Stdio::null())
+    }
+
+    /// With a pipe to its standard input (for an `fdsrc fd=0` source).
+    fn start_fed(config: &Path, systemd: &FakeSystemd) -> (Service, std::process::ChildStdin) {
+        let mut service = Service::spawn(config, systemd, Stdio::piped());
+        let stdin = service.child.stdin.take().unwrap();
+        (service, stdin)
+    }
+
+    fn spawn(config: &Path, systemd: &FakeSystemd, stdin: Stdio) -> Service {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
             .arg("run")
             .arg("--config")
@@ -198,7 +209,7 @@ impl Service {
             .env_remove("WATCHDOG_PID")
             .env("NOTIFY_SOCKET", &systemd.path)
             .env("WATCHDOG_USEC", WATCHDOG_USEC.to_string())
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -544,4 +555,66 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
         "written + lost = delivered"
     );
     assert!(stderr.contains("result lines could not be written"), "{stderr}");
+}
+
+#[test]
+fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
+    use std::io::Write;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let systemd = FakeSystemd::bind(dir.path());
+    // A camera that freezes: raw frames on our standard input, which simply stops
+    // being written for a while (no error, no end-of-stream).
+    let source = "kind = \"pipeline\"\nlive = true\n\
+        pipeline = \"fdsrc fd=0 ! rawvideoparse width=64 height=48 format=rgb framerate=10/1 ! \
+        videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false\"\n\
+        retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n";
+    let (mut service, mut camera) = Service::start_fed(&write_config(dir.path(), source), &systemd);
+    systemd
+        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    let frame = vec![0x60u8; 64 * 48 * 3];
+    for _ in 0..30 {
+        camera.write_all(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_lines(&results, Duration::from_secs(60), &mut service, "30 results", |l| {
+        l.len() >= 30
+    });
+    let frozen_at = Instant::now();
+    assert!(
+        service.wait_for_log("source lost", Duration::from_secs(5)),
+        "the freeze was not noticed:\n{}",
+        service.stderr()
+    );
+    let noticed = frozen_at.elapsed();
+    // frame_timeout_ms (1 s) after the last frame, plus one retry interval (0.2 s) and slack.
+    assert!(noticed < Duration::from_millis(2000), "noticed after {noticed:?}");
+    assert!(service.stderr().contains("frozen source"), "{}", service.stderr());
+    std::thread::sleep(Duration::from_secs(3));
+    // The camera thaws and keeps sending until the service is stopped.
+    let thawed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let feeder = {
+        let thawed = Arc::clone(&thawed);
+        std::thread::spawn(move || {
+            while thawed.load(std::sync::atomic::Ordering::Relaxed) {
+                if camera.write_all(&frame).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    wait_for_lines(&results, Duration::from_secs(30), &mut service, "60 results", |l| {
+        l.len() >= 60
+    });
+    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    thawed.store(false, std::sync::atomic::Ordering::Relaxed);
+    feeder.join().unwrap();
+    assert_eq!(service.log_count("source lost"), 1, "{}", service.stderr());
+    assert_eq!(service.log_count("source is back after"), 1);
+    let lines = lines_of(&results);
+    assert!(lines.len() >= 60);
+    assert_seq_contiguous(&lines);
 }
