@@ -150,6 +150,10 @@ impl FrameSink {
         let size = (plane.width(), plane.height());
         if self.frame_size != Some(size) {
             self.frame_size = Some(size);
+            // A rebuilt live source delivering the size it had says nothing new.
+            if !self.shared.note_frame_size(size) {
+                return;
+            }
             log::info!(target: "sealcheck::capture",
                 source = self.shared.origin.as_str(), width = size.0, height = size.1,
                 slot_bytes = plane.packed_len(), pool_size = self.shared.pool_size;

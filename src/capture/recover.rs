@@ -103,8 +103,13 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                 Some(&timeout),
             );
             let (reason, frozen) = match watched {
-                Watched::End(end) if shared.ending() || end == EndOfStream::Stopped => {
-                    bus::finish(&run.pipeline, &shared, end);
+                // Asked to stop: whatever the camera did meanwhile, the run was stopped.
+                Watched::End(_) if shared.ending() => {
+                    bus::finish(&run.pipeline, &shared, EndOfStream::Stopped);
+                    return;
+                }
+                Watched::End(EndOfStream::Stopped) => {
+                    bus::finish(&run.pipeline, &shared, EndOfStream::Stopped);
                     return;
                 }
                 Watched::End(EndOfStream::Error(e)) => (e.to_string(), false),

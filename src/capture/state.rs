@@ -62,6 +62,8 @@ pub(crate) struct CaptureShared {
     pub(crate) status: SourceStatus,
     /// Frame interval of the negotiated caps in nanoseconds; 0 = unknown.
     frame_interval_ns: AtomicU64,
+    /// The frame size last logged, `width << 32 | height`; 0 = none yet.
+    logged_frame_size: AtomicU64,
     /// The pipeline now running, if any: a live source's is replaced on every
     /// rebuild; `stop()` wakes its bus and a last `shutdown` sets it to NULL.
     pipeline: Mutex<Option<gst::Pipeline>>,
@@ -97,6 +99,7 @@ impl CaptureShared {
             recovery: None,
             status: SourceStatus::new(),
             frame_interval_ns: AtomicU64::new(0),
+            logged_frame_size: AtomicU64::new(0),
             pipeline: Mutex::new(None),
         }
     }
@@ -121,6 +124,13 @@ impl CaptureShared {
             0
         };
         self.frame_interval_ns.store(interval, Ordering::Relaxed);
+    }
+
+    /// Records the frame size of the stream; true when it differs from the
+    /// last one recorded (worth a log line), false for the same size again.
+    pub(crate) fn note_frame_size(&self, (width, height): (u32, u32)) -> bool {
+        let packed = (u64::from(width) << 32) | u64::from(height);
+        self.logged_frame_size.swap(packed, Ordering::Relaxed) != packed
     }
 
     /// The negotiated frame interval, if the caps name a fixed rate.
