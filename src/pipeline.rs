@@ -90,7 +90,7 @@ impl RunSummary {
         }
         if self.results_lost > 0 {
             out.push_str(&format!(
-                "results file: {} lines could not be written (their verdicts are in the log)\n",
+                "results file: {} lines could not be written (the journal has their verdicts when log_verdicts = true)\n",
                 self.results_lost
             ));
         }

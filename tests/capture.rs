@@ -571,11 +571,22 @@ fn frozen_live_source_is_rebuilt_and_frames_resume_with_seq_unbroken() {
         }
     }
     let _writer = writer_thread.join().unwrap();
-    assert_eq!(seqs, (0..20).collect::<Vec<u64>>(), "seq unbroken across the rebuild");
-    assert!(longest_gap >= Duration::from_millis(1000), "{longest_gap:?}");
+    assert_eq!(
+        seqs,
+        (0..20).collect::<Vec<u64>>(),
+        "seq unbroken across the rebuild"
+    );
+    assert!(
+        longest_gap >= Duration::from_millis(1000),
+        "{longest_gap:?}"
+    );
     assert_eq!((status.outages(), status.frozen()), (1, 1));
     assert!(status.is_up(), "frames came back: the outage is over");
-    assert!(status.last_error().contains("frozen"), "{}", status.last_error());
+    assert!(
+        status.last_error().contains("frozen"),
+        "{}",
+        status.last_error()
+    );
     capture.stop();
     assert!(matches!(
         consumer.pop(Duration::from_secs(5)),

@@ -360,7 +360,10 @@ fn live_source_recovery_keys_have_defaults_and_are_checked() {
     assert_eq!(cfg.source.recovery, config::SourceRecovery::default());
     assert_eq!(cfg.source.recovery.retry_min, Duration::from_millis(500));
     assert_eq!(cfg.source.recovery.retry_max, Duration::from_secs(10));
-    assert_eq!(cfg.source.recovery.frame_timeout, None, "from the frame rate");
+    assert_eq!(
+        cfg.source.recovery.frame_timeout, None,
+        "from the frame rate"
+    );
 
     let cfg = config::load(&write_config(
         dir.path(),
@@ -396,7 +399,9 @@ fn a_user_pipeline_is_live_only_when_marked() {
     let pipeline = |extra: &str| {
         VALID.replace(
             "kind = \"test\"\nnum_buffers = 10",
-            &format!("kind = \"pipeline\"\npipeline = \"videotestsrc ! appsink name=sink\"\n{extra}"),
+            &format!(
+                "kind = \"pipeline\"\npipeline = \"videotestsrc ! appsink name=sink\"\n{extra}"
+            ),
         )
     };
     let cfg = config::load(&write_config(dir.path(), &pipeline(""))).unwrap();
@@ -405,9 +410,7 @@ fn a_user_pipeline_is_live_only_when_marked() {
     let cfg = config::load(&write_config(dir.path(), &pipeline("live = true"))).unwrap();
     assert!(cfg.source.kind.is_live(), "recovers like a camera");
     assert_eq!(cfg.source.overflow, OverflowPolicy::Drop);
-    let problems = problems_of(
-        &VALID.replace("num_buffers = 10", "num_buffers = 10\nlive = true"),
-    );
+    let problems = problems_of(&VALID.replace("num_buffers = 10", "num_buffers = 10\nlive = true"));
     assert!(
         problems.iter().any(|p| p.key == "source.live"),
         "`live` belongs to pipeline sources only: {problems:#?}"

@@ -50,8 +50,25 @@ const VALUES: &[&str] = &[
 
 /// Stray text dropped somewhere: brackets, quotes, equals, newlines, multi-byte characters.
 const STRAY: &[&str] = &[
-    "[", "]", "\"", "'", "=", "\n", "#", ".", ",", "{", "}", "\\", "\u{0}", "é", "🦀", "\t", "[[x]]\n",
-    "[source]\n", "a.b.c = 1\n",
+    "[",
+    "]",
+    "\"",
+    "'",
+    "=",
+    "\n",
+    "#",
+    ".",
+    ",",
+    "{",
+    "}",
+    "\\",
+    "\u{0}",
+    "é",
+    "🦀",
+    "\t",
+    "[[x]]\n",
+    "[source]\n",
+    "a.b.c = 1\n",
 ];
 
 #[derive(Debug, Clone)]
@@ -154,16 +171,18 @@ fn parse_bounded(text: String, path: PathBuf) -> Result<Result<(), ConfigError>,
         Err(mpsc::RecvTimeoutError::Timeout) => Err(TestCaseError::fail(format!(
             "parse took longer than {PARSE_LIMIT:?} on:\n{shown}"
         ))),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(TestCaseError::fail(format!(
-            "parse panicked on:\n{shown}"
-        ))),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Err(TestCaseError::fail(format!("parse panicked on:\n{shown}")))
+        }
     }
 }
 
 /// Accepted, or rejected with every problem placed at a line and column of
 /// the file and named so in the message.
 fn check(original: &str, path: &Path, mutations: &[Mutation]) -> Result<(), TestCaseError> {
-    let text = mutations.iter().fold(original.to_string(), |t, m| apply(&t, m));
+    let text = mutations
+        .iter()
+        .fold(original.to_string(), |t, m| apply(&t, m));
     match parse_bounded(text.clone(), path.to_path_buf())? {
         Ok(()) => Ok(()),
         Err(ConfigError::Invalid { problems, .. }) => {
@@ -265,5 +284,9 @@ fn a_missing_section_is_placed_at_the_end_of_the_file() {
         .iter()
         .find(|p| p.key == "output.results")
         .expect("output.results is reported");
-    assert_eq!(results.line, without_output.lines().count() + 1, "{results:?}");
+    assert_eq!(
+        results.line,
+        without_output.lines().count() + 1,
+        "{results:?}"
+    );
 }

@@ -399,9 +399,13 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
     systemd
         .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
         .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
-    wait_for_lines(&results, Duration::from_secs(60), &mut service, "20 results", |l| {
-        l.len() >= 20
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "20 results",
+        |l| l.len() >= 20,
+    );
 
     let lost_at = Instant::now();
     camera.kill();
@@ -420,7 +424,10 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
         Duration::from_secs(20),
         &mut service,
         "results after the camera came back",
-        |l| l.iter().any(|line| line["ts"].as_str().unwrap_or("") >= after.as_str()),
+        |l| {
+            l.iter()
+                .any(|line| line["ts"].as_str().unwrap_or("") >= after.as_str())
+        },
     );
     let first_back = lines
         .iter()
@@ -436,7 +443,11 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
     // The watchdog kept pinging through the outage (stall_timeout_s = 1 would
     // have stopped it), and STATUS= said what was going on.
     let pings = systemd.pings(lost_at, back_at);
-    let longest = pings.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    let longest = pings
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
     assert!(
         pings.len() >= 8 && longest < WATCHDOG,
         "{} pings during the outage, longest gap {longest:?}",
@@ -453,10 +464,17 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
 
     assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
     let stderr = service.stderr();
-    assert_eq!(service.log_count("source lost"), 1, "logged once:\n{stderr}");
+    assert_eq!(
+        service.log_count("source lost"),
+        1,
+        "logged once:\n{stderr}"
+    );
     assert_eq!(service.log_count("source is back after"), 1, "{stderr}");
     let outage = log_field(&stderr, "source is back after", "outage_s").unwrap();
-    assert!((3.5..10.0).contains(&outage), "outage of {outage} s:\n{stderr}");
+    assert!(
+        (3.5..10.0).contains(&outage),
+        "outage of {outage} s:\n{stderr}"
+    );
     assert_seq_contiguous(&lines_of(&results));
 }
 
@@ -487,9 +505,13 @@ fn camera_missing_at_start_is_waited_for_after_ready() {
     assert!(service.is_running(), "{}", service.stderr());
     assert!(lines_of(&results).is_empty());
     let _camera = RtspCamera::start(port);
-    wait_for_lines(&results, Duration::from_secs(30), &mut service, "results", |l| {
-        l.len() >= 10
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(30),
+        &mut service,
+        "results",
+        |l| l.len() >= 10,
+    );
     assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
     assert_eq!(service.log_count("source not available at start"), 1);
     assert_eq!(service.log_count("source is back after"), 1);
@@ -509,9 +531,13 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
     systemd
         .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
         .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
-    wait_for_lines(&results, Duration::from_secs(60), &mut service, "results", |l| {
-        l.len() >= 50
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "results",
+        |l| l.len() >= 50,
+    );
 
     // The disk is full: the path now leads to /dev/full, every write fails.
     fs::rename(&results, &before).unwrap();
@@ -530,14 +556,22 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
         "{}",
         service.stderr()
     );
-    wait_for_lines(&results, Duration::from_secs(10), &mut service, "new lines", |l| {
-        l.len() >= 20
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(10),
+        &mut service,
+        "new lines",
+        |l| l.len() >= 20,
+    );
 
     let status = service.terminate();
     let stderr = service.stderr();
     assert_eq!(status.code(), Some(1), "lines were lost: exit 1\n{stderr}");
-    assert_eq!(service.log_count("cannot write the results file"), 1, "{stderr}");
+    assert_eq!(
+        service.log_count("cannot write the results file"),
+        1,
+        "{stderr}"
+    );
     let lost = log_field(&stderr, "the results file is written again", "lost_lines").unwrap();
     assert!(lost > 0.0, "{stderr}");
 
@@ -554,7 +588,10 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
         last + 1,
         "written + lost = delivered"
     );
-    assert!(stderr.contains("result lines could not be written"), "{stderr}");
+    assert!(
+        stderr.contains("result lines could not be written"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -579,9 +616,13 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
         camera.write_all(&frame).unwrap();
         std::thread::sleep(Duration::from_millis(100));
     }
-    wait_for_lines(&results, Duration::from_secs(60), &mut service, "30 results", |l| {
-        l.len() >= 30
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "30 results",
+        |l| l.len() >= 30,
+    );
     let frozen_at = Instant::now();
     assert!(
         service.wait_for_log("source lost", Duration::from_secs(5)),
@@ -590,8 +631,15 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
     );
     let noticed = frozen_at.elapsed();
     // frame_timeout_ms (1 s) after the last frame, plus one retry interval (0.2 s) and slack.
-    assert!(noticed < Duration::from_millis(2000), "noticed after {noticed:?}");
-    assert!(service.stderr().contains("frozen source"), "{}", service.stderr());
+    assert!(
+        noticed < Duration::from_millis(2000),
+        "noticed after {noticed:?}"
+    );
+    assert!(
+        service.stderr().contains("frozen source"),
+        "{}",
+        service.stderr()
+    );
     std::thread::sleep(Duration::from_secs(3));
     // The camera thaws and keeps sending until the service is stopped.
     let thawed = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -606,9 +654,13 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
             }
         })
     };
-    wait_for_lines(&results, Duration::from_secs(30), &mut service, "60 results", |l| {
-        l.len() >= 60
-    });
+    wait_for_lines(
+        &results,
+        Duration::from_secs(30),
+        &mut service,
+        "60 results",
+        |l| l.len() >= 60,
+    );
     assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
     thawed.store(false, std::sync::atomic::Ordering::Relaxed);
     feeder.join().unwrap();

@@ -113,7 +113,10 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                     return;
                 }
                 Watched::End(EndOfStream::Error(e)) => (e.to_string(), false),
-                Watched::End(_) => ("the source ended its stream (end-of-stream)".to_string(), false),
+                Watched::End(_) => (
+                    "the source ended its stream (end-of-stream)".to_string(),
+                    false,
+                ),
                 Watched::Frozen { waited } => (
                     format!(
                         "no frame for {:.1} s, with no error and no end-of-stream (frozen source)",

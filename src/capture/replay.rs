@@ -49,7 +49,10 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
             return Err(CaptureError::Start {
                 origin: super::launch::describe(&source.kind),
                 verb: super::launch::start_verb(&source.kind),
-                reason: format!("the source was lost while frames were being loaded: {}", status.last_error()),
+                reason: format!(
+                    "the source was lost while frames were being loaded: {}",
+                    status.last_error()
+                ),
                 hint: super::launch::hint(&source.kind),
             });
         }

@@ -141,7 +141,10 @@ impl SourceStatus {
             "camera lost"
         });
         if let Some(since) = self.lost_since() {
-            let secs = since.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+            let secs = since
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs();
             text.push_str(&format!(
                 " since {:02}:{:02}:{:02} UTC",
                 secs / 3600 % 24,
@@ -190,7 +193,9 @@ impl SourceStatus {
 
     /// The next rebuild is planned at `at`.
     pub(crate) fn next_try_at(&self, at: Instant) {
-        self.inner.next_try_ns.store(self.stamp(at), Ordering::Relaxed);
+        self.inner
+            .next_try_ns
+            .store(self.stamp(at), Ordering::Relaxed);
     }
 
     /// A rebuild is being tried now.
@@ -314,7 +319,10 @@ mod tests {
         status.next_try_at(Instant::now() + Duration::from_secs(2));
         let line = status.describe_outage().unwrap();
         assert!(line.starts_with("waiting for camera since "), "{line}");
-        assert!(line.contains("1 try") && line.contains("next try in"), "{line}");
+        assert!(
+            line.contains("1 try") && line.contains("next try in"),
+            "{line}"
+        );
         assert_eq!((status.outages(), status.failed_tries()), (1, 1));
         status.trying();
         let ended = status.back().unwrap();
@@ -322,7 +330,12 @@ mod tests {
         assert!(status.back().is_none(), "ends once");
         assert!(status.is_up() && status.down_for().is_none());
         assert!(status.lost("frozen", true, false));
-        assert!(status.describe_outage().unwrap().starts_with("camera lost since "));
+        assert!(
+            status
+                .describe_outage()
+                .unwrap()
+                .starts_with("camera lost since ")
+        );
         assert_eq!((status.outages(), status.frozen()), (2, 1));
     }
 }

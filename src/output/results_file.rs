@@ -381,7 +381,9 @@ impl ResultSink {
         // The old file is complete on disk (written above); replacing the handle closes it.
         self.reopen();
         if self.file.is_none() {
-            self.begin_failure(&std::io::Error::other("cannot create a new results file after rotation"));
+            self.begin_failure(&std::io::Error::other(
+                "cannot create a new results file after rotation",
+            ));
             return;
         }
         self.last_identity_check = Instant::now();
@@ -519,7 +521,11 @@ mod tests {
         assert!(!status.is_writable());
         assert_eq!(status.episodes(), 1, "one episode, however many lines");
         let kept = BACKLOG_LIMIT / 1024;
-        assert_eq!(status.lost_lines(), 200 - kept as u64, "the backlog is bounded");
+        assert_eq!(
+            status.lost_lines(),
+            200 - kept as u64,
+            "the backlog is bounded"
+        );
         // Space again (the symlink goes): the next retry creates the file anew.
         std::fs::remove_file(&config.results).unwrap();
         if let Some(failure) = &mut sink.failure {
@@ -530,7 +536,10 @@ mod tests {
         assert_eq!(sink.close(), 200 - kept as u64);
         let written = lines_of(&config.results);
         let expected: Vec<String> = (0..kept).chain([200]).map(line).collect();
-        assert_eq!(written, expected, "whole lines, in order, the backlog first");
+        assert_eq!(
+            written, expected,
+            "whole lines, in order, the backlog first"
+        );
         assert_eq!(lines_of(&dir.path().join("before.jsonl")), ["before"]);
     }
 

@@ -208,9 +208,7 @@ impl Liveness {
     /// live source): while `capture_heartbeat` keeps coming, a source that is not
     /// streaming is waited for, not a stall.
     pub fn set_source_managed(&self, managed: bool) {
-        self.shared
-            .source_managed
-            .store(managed, Ordering::Relaxed);
+        self.shared.source_managed.store(managed, Ordering::Relaxed);
         self.capture_heartbeat();
     }
 
@@ -651,8 +649,14 @@ mod tests {
             matches!(health, Health::SourceLost { for_ } if for_ >= Duration::from_secs(1)),
             "{health:?}"
         );
-        assert!(health.is_alive(), "a restart would not bring the camera back");
-        assert_eq!(status_line(&health, "camera lost since ..."), "camera lost since ...");
+        assert!(
+            health.is_alive(),
+            "a restart would not bring the camera back"
+        );
+        assert_eq!(
+            status_line(&health, "camera lost since ..."),
+            "camera lost since ..."
+        );
         // A capture thread that stopped beating (stuck in a driver) is a stall.
         assert!(matches!(
             l.health(after(600), STALL),
