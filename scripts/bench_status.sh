@@ -85,7 +85,7 @@ for round in $(seq 1 "$ROUNDS"); do
             2>"$OUT/$mode-$round.log" | tail -n 1 > "$OUT/$mode-$round.json"
         if [ "$mode" = on ]; then
             [ -n "$CLIENTS" ] && kill "$CLIENTS"; CLIENTS=
-            find "$WORK/archive" -name '*_mask.png' | wc -l > "$OUT/on-$round.archived"
+            find "$WORK/archive" -name '*_mask.png' 2>/dev/null | wc -l > "$OUT/on-$round.archived"
             echo "round $round: archived $(cat "$OUT/on-$round.archived") of $((FRAMES + 10)) frames" >&2
         fi
         echo "round $round $mode: $(cat "$OUT/$mode-$round.json")"

@@ -271,8 +271,10 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
     println!("SKIPPED: needs `--features fault-injection` (the run is held after its frames by a stalled inference)");
 }
 
-/// The clip's first 30 frames with inference held at frame 24 (fault
-/// injection), so the process stays up with exactly 24 results: the archive,
+/// The clip's first 30 frames, paced at 5 frames/s like a camera (the
+/// archive thread runs at the lowest CPU priority and takes what inspection
+/// leaves over), with inference held at frame 24 (fault injection), so the
+/// process stays up with exactly 24 results: the archive,
 /// the manifest, /metrics (and promtool), /healthz's 503 and the request
 /// limits are all checked against a run that is over but still answering.
 #[cfg(feature = "fault-injection")]
@@ -283,9 +285,13 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     copy_clip_prefix(dir, 30);
+    let source = format!(
+        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} stop-index=29 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"block\"",
+        dir.join("clip/frame_%05d.jpg").display()
+    );
     let config = write_config(
         dir,
-        "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"",
+        &source,
         "[archive]\ndir = \"archive\"\nkeep = \"fail\"\nformat = \"jpeg\"",
         1.0,
     );
@@ -310,7 +316,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         }
         all
     };
-    wait_until(Duration::from_secs(30), "the archive to catch up", &service, || {
+    wait_until(Duration::from_secs(90), "the archive to catch up", &service, || {
         manifest_lines().len() >= fails.len()
     });
     let files = files_under(&archive);

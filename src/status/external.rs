@@ -6,9 +6,11 @@
 //! This is the one place where another part plugs in:
 //! - the line (`crate::line`): verdicts sent to the line, `late` fails;
 //! - MQTT (`crate::line::mqtt`): connected, published, dropped by reason, outages;
-//! - source recovery and results-file write errors (issue 14): add their
-//!   stats here the same way (a field, its `encode` lines, its JSON) when
-//!   they land.
+//! - source recovery (`crate::capture::SourceStatus`): up or lost, outages;
+//! - the results file (`crate::output::ResultsFileStatus`): write-error
+//!   episodes and lost lines.
+//!
+//! A new part adds a field here, its lines in `encode`, and its JSON.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,20 +23,53 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
 use super::metrics::DropLabels;
+use crate::capture::SourceStatus;
 use crate::line::LineStats;
 use crate::line::mqtt::{DropReason, MqttStats};
+use crate::output::ResultsFileStatus;
 
 /// The other parts' stats, as far as this run has them.
 #[derive(Clone, Default)]
 pub struct ExternalStats {
     pub line: Option<Arc<LineStats>>,
     pub mqtt: Option<Arc<MqttStats>>,
+    /// A live source's state (`None` for a replay).
+    pub source: Option<SourceStatus>,
+    pub results_file: Option<ResultsFileStatus>,
 }
 
 impl ExternalStats {
     /// Parts whose `late` fails reached the line.
     pub fn late(&self) -> Option<u64> {
         self.line.as_ref().map(|l| l.late.load(Ordering::Relaxed))
+    }
+
+    /// `/api/status`'s source details (besides `kind` and `up`).
+    pub fn source_json(&self) -> Value {
+        match &self.source {
+            None => Value::Null,
+            Some(s) => json!({
+                "outages": s.outages(),
+                "frozen": s.frozen(),
+                "lost_since": s.lost_since().map(|t| {
+                    let mut out = String::new();
+                    crate::output::write_rfc3339(&mut out, t);
+                    out
+                }),
+            }),
+        }
+    }
+
+    /// `/api/status`'s `results_file` object.
+    pub fn results_file_json(&self) -> Value {
+        match &self.results_file {
+            None => Value::Null,
+            Some(r) => json!({
+                "writable": r.is_writable(),
+                "lost_lines": r.lost_lines(),
+                "write_error_episodes": r.episodes(),
+            }),
+        }
     }
 
     /// `/api/status`'s `mqtt` object; `null` when MQTT is off.
@@ -55,7 +90,7 @@ impl ExternalStats {
 
 /// Encodes `ExternalStats` at scrape time.
 #[derive(Clone)]
-pub struct ExternalCollector(pub Arc<std::sync::OnceLock<ExternalStats>>);
+pub struct ExternalCollector(pub Arc<std::sync::Mutex<ExternalStats>>);
 
 impl std::fmt::Debug for ExternalCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,9 +109,35 @@ fn counter(
 
 impl Collector for ExternalCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(stats) = self.0.get() else {
-            return Ok(());
-        };
+        let stats = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(source) = &stats.source {
+            counter(
+                &mut encoder,
+                "source_outages",
+                "Times the live source was lost (or missing at start) and rebuilt",
+                source.outages(),
+            )?;
+            counter(
+                &mut encoder,
+                "source_frozen",
+                "Source losses found because no frame came for frame_timeout_ms",
+                source.frozen(),
+            )?;
+        }
+        if let Some(results) = &stats.results_file {
+            counter(
+                &mut encoder,
+                "results_write_errors",
+                "Episodes of results-file write errors (disk full, file removed, I/O error)",
+                results.episodes(),
+            )?;
+            counter(
+                &mut encoder,
+                "results_lost_lines",
+                "Result lines that never reached the results file",
+                results.lost_lines(),
+            )?;
+        }
         if let Some(line) = &stats.line {
             counter(
                 &mut encoder,

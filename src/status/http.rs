@@ -377,7 +377,9 @@ pub fn status_json(t: &Telemetry) -> Value {
         "source": {
             "kind": info.map(|i| i.source.clone()),
             "up": t.source_up(),
+            "recovery": external.source_json(),
         },
+        "results_file": external.results_file_json(),
         "shift": {
             "since": rfc3339(board.shift_started),
             "frames": board.frames,

@@ -80,7 +80,7 @@ pub struct Telemetry {
     state: AtomicU8,
     info: OnceLock<RunInfo>,
     /// Counters of the line and MQTT (`external`), once they exist.
-    external: Arc<OnceLock<ExternalStats>>,
+    external: Arc<Mutex<ExternalStats>>,
     /// The archive settings in force (reloads change them).
     archive: Mutex<Option<ArchiveConfig>>,
     started: Instant,
@@ -94,7 +94,7 @@ impl Telemetry {
         archive: Option<ArchiveConfig>,
     ) -> Arc<Telemetry> {
         let metrics = LineMetrics::new(deadline);
-        let external = Arc::new(OnceLock::new());
+        let external = Arc::new(Mutex::new(ExternalStats::default()));
         metrics
             .registry()
             .register_collector(Box::new(external::ExternalCollector(Arc::clone(&external))));
@@ -120,11 +120,11 @@ impl Telemetry {
 
     /// The line's and MQTT's counters (see `external`).
     pub fn set_external(&self, stats: ExternalStats) {
-        let _ = self.external.set(stats);
+        *self.external.lock().unwrap_or_else(|p| p.into_inner()) = stats;
     }
 
     pub fn external(&self) -> ExternalStats {
-        self.external.get().cloned().unwrap_or_default()
+        self.external.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn set_state(&self, state: RunState) {
@@ -173,6 +173,12 @@ impl Telemetry {
         match liveness.health(Instant::now(), self.stall_timeout) {
             Health::Alive { in_flight } => Ok(format!("ok: results moving, {in_flight} frames in flight")),
             Health::Idle => Ok("ok: idle, the source is streaming but sends no frames".into()),
+            // The watchdog keeps pinging (a restart would not bring the
+            // camera back); the page shows the source as lost.
+            Health::SourceLost { for_ } => Ok(format!(
+                "ok: the process is healthy; the source was lost {:.0} s ago and is being rebuilt (no frames, no verdicts meanwhile)",
+                for_.as_secs_f64()
+            )),
             Health::WaitingForSource { for_ } => Ok(format!(
                 "ok: waiting for the source for {:.0} s",
                 for_.as_secs_f64()
@@ -187,8 +193,13 @@ impl Telemetry {
 
     /// Whether frames are coming from the source (as the watchdog last saw it).
     pub fn source_up(&self) -> bool {
-        self.state() == RunState::Running
-            && self.liveness.get().is_some_and(Liveness::source_streaming)
+        if self.state() != RunState::Running {
+            return false;
+        }
+        match self.external().source {
+            Some(source) => source.is_up() && self.liveness.get().is_some_and(Liveness::source_streaming),
+            None => self.liveness.get().is_some_and(Liveness::source_streaming),
+        }
     }
 
     pub fn uptime(&self) -> Duration {
