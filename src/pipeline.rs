@@ -703,9 +703,10 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
 /// What `/metrics` and the page say about this run: backend, source, model ids.
 fn run_info(config: &Config, backend: &str) -> RunInfo {
     let model = |role: &'static str, path: &std::path::Path| {
-        let file = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let file = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let id = crate::line::model_id::model_id(path).unwrap_or_else(|_| "unreadable".to_string());
         (role, file, id)
     };

@@ -430,7 +430,12 @@ fn status_and_archive_are_off_unless_written_and_checked_when_they_are() {
     let archive = cfg.archive.unwrap();
     assert_eq!(archive.dir, dir.path().join("archive"));
     assert_eq!(
-        (archive.keep, archive.format, archive.max_mib, archive.min_free_mib),
+        (
+            archive.keep,
+            archive.format,
+            archive.max_mib,
+            archive.min_free_mib
+        ),
         (
             config::ArchiveKeep::Fail,
             config::ImageFormat::Jpeg,

@@ -175,7 +175,9 @@ impl Reply {
 /// given (no normalisation, no encoding).
 fn request(addr: SocketAddr, method: &str, target: &str, extra: &str) -> Reply {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
     write!(
         stream,
         "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n"
@@ -231,7 +233,9 @@ fn files_under(dir: &Path) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let path = e.path();
             match e.metadata() {
@@ -261,14 +265,20 @@ fn copy_clip_prefix(dir: &Path, frames: usize) {
     std::fs::create_dir_all(&clip).unwrap();
     for i in 0..frames {
         let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(repo().join("samples/demo_clip").join(&name), clip.join(&name)).unwrap();
+        std::fs::copy(
+            repo().join("samples/demo_clip").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
     }
 }
 
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_file() {
-    println!("SKIPPED: needs `--features fault-injection` (the run is held after its frames by a stalled inference)");
+    println!(
+        "SKIPPED: needs `--features fault-injection` (the run is held after its frames by a stalled inference)"
+    );
 }
 
 /// The clip's first 30 frames, paced at 5 frames/s like a camera (the
@@ -302,23 +312,33 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
     });
     let lines = results(dir);
     assert_eq!(lines.len(), RESULTS);
-    let fails: Vec<&(String, serde_json::Value)> =
-        lines.iter().filter(|(_, v)| v["verdict"] == "fail").collect();
-    assert!(fails.len() >= 5, "the clip prefix has failed seals: {}", fails.len());
+    let fails: Vec<&(String, serde_json::Value)> = lines
+        .iter()
+        .filter(|(_, v)| v["verdict"] == "fail")
+        .collect();
+    assert!(
+        fails.len() >= 5,
+        "the clip prefix has failed seals: {}",
+        fails.len()
+    );
 
     // Exactly one frame and one mask per failed frame, nothing for passes.
     let archive = dir.join("archive");
     let manifest_lines = || -> Vec<String> {
         let mut all = Vec::new();
         for day in std::fs::read_dir(&archive).into_iter().flatten().flatten() {
-            let text = std::fs::read_to_string(day.path().join("manifest.jsonl")).unwrap_or_default();
+            let text =
+                std::fs::read_to_string(day.path().join("manifest.jsonl")).unwrap_or_default();
             all.extend(text.lines().map(str::to_string));
         }
         all
     };
-    wait_until(Duration::from_secs(90), "the archive to catch up", &service, || {
-        manifest_lines().len() >= fails.len()
-    });
+    wait_until(
+        Duration::from_secs(90),
+        "the archive to catch up",
+        &service,
+        || manifest_lines().len() >= fails.len(),
+    );
     let files = files_under(&archive);
     let frames: Vec<&String> = files.keys().filter(|f| f.ends_with(".jpg")).collect();
     let masks: Vec<&String> = files.keys().filter(|f| f.ends_with("_mask.png")).collect();
@@ -344,22 +364,45 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
             let bytes = std::fs::read(day.join(entry[file].as_str().unwrap())).unwrap();
             assert_eq!(entry[hash].as_str().unwrap(), sha256_hex(&bytes), "{line}");
         }
-        assert_eq!(entry["prev"].as_str().map(str::to_string), prev, "chain broken at {line}");
+        assert_eq!(
+            entry["prev"].as_str().map(str::to_string),
+            prev,
+            "chain broken at {line}"
+        );
         prev = Some(sha256_hex(line.as_bytes()));
         let seq = entry["result"]["seq"].as_u64().unwrap() as usize;
-        assert_eq!(entry["result"], lines[seq].1, "manifest result differs from the results file");
+        assert_eq!(
+            entry["result"], lines[seq].1,
+            "manifest result differs from the results file"
+        );
     }
 
     // /metrics counts equal the results file's, and promtool accepts them.
     let metrics = get(addr, "/metrics");
     assert_eq!(metrics.status, 200);
     let text = metrics.text();
-    assert_eq!(sample(&text, "sealcheck_frames_total"), Some(RESULTS as f64), "{text}");
-    for reason in ["ok", "defect", "no_seal", "seal_area", "error", "not_inspected"] {
+    assert_eq!(
+        sample(&text, "sealcheck_frames_total"),
+        Some(RESULTS as f64),
+        "{text}"
+    );
+    for reason in [
+        "ok",
+        "defect",
+        "no_seal",
+        "seal_area",
+        "error",
+        "not_inspected",
+    ] {
         let count = lines.iter().filter(|(_, v)| v["reason"] == reason).count();
         let verdict = if reason == "ok" { "pass" } else { "fail" };
-        let series = format!("sealcheck_verdicts_total{{verdict=\"{verdict}\",reason=\"{reason}\"}}");
-        assert_eq!(sample(&text, &series), Some(count as f64), "{series}\n{text}");
+        let series =
+            format!("sealcheck_verdicts_total{{verdict=\"{verdict}\",reason=\"{reason}\"}}");
+        assert_eq!(
+            sample(&text, &series),
+            Some(count as f64),
+            "{series}\n{text}"
+        );
     }
     assert_eq!(
         sample(&text, "sealcheck_verdict_latency_seconds_count"),
@@ -369,9 +412,16 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         sample(&text, "sealcheck_archive_files_total"),
         Some(fails.len() as f64)
     );
-    assert!(text.contains("sealcheck_model_info{role=\"segmentation\",file=\"seg.onnx\",sha256=\""));
+    assert!(
+        text.contains("sealcheck_model_info{role=\"segmentation\",file=\"seg.onnx\",sha256=\"")
+    );
     assert!(text.contains("sealcheck_build_info{version=\""));
-    let openmetrics = request(addr, "GET", "/metrics", "Accept: application/openmetrics-text; version=1.0.0\r\n");
+    let openmetrics = request(
+        addr,
+        "GET",
+        "/metrics",
+        "Accept: application/openmetrics-text; version=1.0.0\r\n",
+    );
     assert!(openmetrics.text().ends_with("# EOF\n"));
     match Command::new("promtool")
         .args(["check", "metrics"])
@@ -381,7 +431,12 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         .spawn()
     {
         Ok(mut promtool) => {
-            promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            promtool
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
             let out = promtool.wait_with_output().unwrap();
             assert!(
                 out.status.success(),
@@ -391,7 +446,10 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
             );
         }
         Err(e) => {
-            assert!(std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(), "promtool: {e} (make deps installs it)");
+            assert!(
+                std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+                "promtool: {e} (make deps installs it)"
+            );
             println!("SKIPPED: promtool check ({e})");
         }
     }
@@ -415,7 +473,13 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
 
     // Leaving the archive folder, in every spelling, is 404; nothing writes.
     std::fs::write(dir.join("secret.jpg"), b"not for the web").unwrap();
-    let day = reject["image"].as_str().unwrap().split('/').nth(2).unwrap().to_string();
+    let day = reject["image"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .nth(2)
+        .unwrap()
+        .to_string();
     for target in [
         "/archive/../sealcheck.toml".to_string(),
         "/archive/..%2Fsealcheck.toml".to_string(),
@@ -434,13 +498,22 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         assert_eq!(reply.status, 404, "{target}: {}", reply.text());
         assert!(!reply.text().contains("not for the web"));
     }
-    assert_eq!(request(addr, "POST", "/api/status", "Content-Length: 0\r\n").status, 405);
-    assert_eq!(request(addr, "DELETE", &reject["image"].as_str().unwrap(), "").status, 405);
+    assert_eq!(
+        request(addr, "POST", "/api/status", "Content-Length: 0\r\n").status,
+        405
+    );
+    assert_eq!(
+        request(addr, "DELETE", &reject["image"].as_str().unwrap(), "").status,
+        405
+    );
     let big = request(addr, "GET", "/api/status", "Content-Length: 100000\r\n");
     assert_eq!(big.status, 413, "{}", big.text());
     let long = get(addr, &format!("/api/status?{}", "x".repeat(4000)));
     assert_eq!(long.status, 414);
-    assert!(get(addr, reject["image"].as_str().unwrap()).status == 200, "still serving");
+    assert!(
+        get(addr, reject["image"].as_str().unwrap()).status == 200,
+        "still serving"
+    );
 }
 
 /// A live test source keeping every frame as PNG (snow does not compress)
@@ -476,8 +549,14 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
         let files = files_under(&archive);
         let total: u64 = files.values().sum();
         largest = largest.max(total);
-        assert!(total <= limit, "archive at {total} bytes > {limit}: {files:#?}");
-        let new_frames = files.keys().filter(|f| !f.starts_with("2020-") && f.ends_with("_mask.png")).count();
+        assert!(
+            total <= limit,
+            "archive at {total} bytes > {limit}: {files:#?}"
+        );
+        let new_frames = files
+            .keys()
+            .filter(|f| !f.starts_with("2020-") && f.ends_with("_mask.png"))
+            .count();
         if old_gone_at.is_none() && !archive.join("2020-01-01").exists() {
             old_gone_at = Some(new_frames);
         }
@@ -489,20 +568,35 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
             );
         }
         let metrics = get(addr, "/metrics").text();
-        let dropped = sample(&metrics, "sealcheck_archive_dropped_total{reason=\"over_limit\"}").unwrap_or(0.0);
+        let dropped = sample(
+            &metrics,
+            "sealcheck_archive_dropped_total{reason=\"over_limit\"}",
+        )
+        .unwrap_or(0.0);
         if dropped >= 3.0 && old_gone_at.is_some() {
             assert!(sample(&metrics, "sealcheck_archive_files_total").unwrap() >= 1.0);
             let archived = sample(&metrics, "sealcheck_archive_bytes").unwrap() as u64;
             assert!(archived <= limit);
             break;
         }
-        assert!(Instant::now() < deadline, "no drops after 120 s:\n{metrics}\n{}", service.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "no drops after 120 s:\n{metrics}\n{}",
+            service.stderr()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(largest > limit / 2, "the archive never filled up: {largest}");
+    assert!(
+        largest > limit / 2,
+        "the archive never filled up: {largest}"
+    );
     let status = status_json(addr);
     assert!(status["archive"]["dropped"]["over_limit"].as_u64().unwrap() >= 3);
-    assert!(service.stderr().contains("oldest hour deleted"), "{}", service.stderr());
+    assert!(
+        service.stderr().contains("oldest hour deleted"),
+        "{}",
+        service.stderr()
+    );
     assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
 }
 
@@ -514,7 +608,10 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
 fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     let chromium = Path::new("/usr/bin/chromium");
     if !chromium.exists() {
-        assert!(std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(), "chromium missing (make deps installs it)");
+        assert!(
+            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+            "chromium missing (make deps installs it)"
+        );
         println!("SKIPPED: no /usr/bin/chromium");
         return;
     }
@@ -529,9 +626,16 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     let config = write_config(dir, &source, "[archive]\ndir = \"archive\"", 5.0);
     let mut service = Service::start(&config, &[]);
     let addr = service.status_addr();
-    wait_until(Duration::from_secs(180), "results with rejects", &service, || {
-        status_json(addr)["rejects"].as_array().is_some_and(|r| r.len() >= 3)
-    });
+    wait_until(
+        Duration::from_secs(180),
+        "results with rejects",
+        &service,
+        || {
+            status_json(addr)["rejects"]
+                .as_array()
+                .is_some_and(|r| r.len() >= 3)
+        },
+    );
     // As an open page does: ask for the live frame until one is there, so the
     // browser (whose timers run on virtual time) finds one at once.
     wait_until(Duration::from_secs(30), "a live frame", &service, || {
@@ -546,7 +650,10 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let s = status_json(addr);
-                snapshots.lock().unwrap().insert(s["snapshot"].as_u64().unwrap(), s);
+                snapshots
+                    .lock()
+                    .unwrap()
+                    .insert(s["snapshot"].as_u64().unwrap(), s);
                 let _ = get(addr, "/api/live.jpg");
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -598,7 +705,9 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     recorder.join().unwrap();
 
     let text_of = |id: &str| -> String {
-        let start = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
+        let start = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
         let from = start + dom[start..].find('>').unwrap() + 1;
         dom[from..from + dom[from..].find('<').unwrap()].to_string()
     };
@@ -609,9 +718,12 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("the page rendered no snapshot:\n{dom}"));
     let snapshots = snapshots.lock().unwrap();
-    let shown = snapshots
-        .get(&rendered)
-        .unwrap_or_else(|| panic!("snapshot {rendered} not among those served: {:?}", snapshots.keys()));
+    let shown = snapshots.get(&rendered).unwrap_or_else(|| {
+        panic!(
+            "snapshot {rendered} not among those served: {:?}",
+            snapshots.keys()
+        )
+    });
     for (id, value) in [
         ("shift-frames", &shown["shift"]["frames"]),
         ("shift-pass", &shown["shift"]["pass"]),
@@ -620,11 +732,19 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
         ("window-pass", &shown["window"]["pass"]),
         ("window-fail", &shown["window"]["fail"]),
     ] {
-        assert_eq!(text_of(id), value.to_string(), "#{id} differs from /api/status");
+        assert_eq!(
+            text_of(id),
+            value.to_string(),
+            "#{id} differs from /api/status"
+        );
     }
     for (reason, n) in shown["window"]["by_reason"].as_object().unwrap() {
         if reason != "ok" && reason != "late" {
-            assert_eq!(text_of(&format!("reason-{reason}")), n.to_string(), "fails for {reason}");
+            assert_eq!(
+                text_of(&format!("reason-{reason}")),
+                n.to_string(),
+                "fails for {reason}"
+            );
         }
     }
     assert_eq!(
@@ -637,7 +757,10 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
         "no live frame reached the page"
     );
     let png = std::fs::read(&screenshot).expect("chromium wrote no screenshot");
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "screenshot too small");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "screenshot too small"
+    );
     println!("status page screenshot: {}", screenshot.display());
     let metrics = get(addr, "/metrics").text();
     assert!(sample(&metrics, "sealcheck_live_frames_total").unwrap() >= 1.0);
@@ -660,27 +783,59 @@ fn archive_settings_apply_on_reload() {
             .filter(|f| f.ends_with(".png") && !f.ends_with("_mask.png"))
             .count()
     };
-    let config = write_config(dir, source, "[archive]\ndir = \"archive\"\nkeep = \"none\"\nformat = \"png\"", 5.0);
+    let config = write_config(
+        dir,
+        source,
+        "[archive]\ndir = \"archive\"\nkeep = \"none\"\nformat = \"png\"",
+        5.0,
+    );
     let mut service = Service::start(&config, &[]);
     let addr = service.status_addr();
-    wait_until(Duration::from_secs(120), "results", &service, || results(dir).len() >= 5);
+    wait_until(Duration::from_secs(120), "results", &service, || {
+        results(dir).len() >= 5
+    });
     assert_eq!(frames(), 0, "keep = \"none\" archived frames");
 
-    write_config(dir, source, "[archive]\ndir = \"archive\"\nkeep = \"all\"\nformat = \"png\"", 5.0);
-    let _ = Command::new("kill").arg("-HUP").arg(service.child.id().to_string()).status();
-    wait_until(Duration::from_secs(60), "archived frames after the reload", &service, || frames() >= 3);
+    write_config(
+        dir,
+        source,
+        "[archive]\ndir = \"archive\"\nkeep = \"all\"\nformat = \"png\"",
+        5.0,
+    );
+    let _ = Command::new("kill")
+        .arg("-HUP")
+        .arg(service.child.id().to_string())
+        .status();
+    wait_until(
+        Duration::from_secs(60),
+        "archived frames after the reload",
+        &service,
+        || frames() >= 3,
+    );
     assert_eq!(status_json(addr)["archive"]["keep"], "all");
 
     write_config(dir, source, "", 5.0);
-    let _ = Command::new("kill").arg("-HUP").arg(service.child.id().to_string()).status();
-    wait_until(Duration::from_secs(30), "the reload that removes [archive]", &service, || {
-        status_json(addr)["archive"].is_null()
-    });
+    let _ = Command::new("kill")
+        .arg("-HUP")
+        .arg(service.child.id().to_string())
+        .status();
+    wait_until(
+        Duration::from_secs(30),
+        "the reload that removes [archive]",
+        &service,
+        || status_json(addr)["archive"].is_null(),
+    );
     // What was queued before the reload may still land; then nothing more.
     std::thread::sleep(Duration::from_secs(1));
     let settled = frames();
     let results_then = results(dir).len();
-    wait_until(Duration::from_secs(60), "more results", &service, || results(dir).len() >= results_then + 5);
-    assert_eq!(frames(), settled, "frames archived after [archive] was removed");
+    wait_until(Duration::from_secs(60), "more results", &service, || {
+        results(dir).len() >= results_then + 5
+    });
+    assert_eq!(
+        frames(),
+        settled,
+        "frames archived after [archive] was removed"
+    );
     assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
 }

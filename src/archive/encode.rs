@@ -64,7 +64,14 @@ pub fn encode_rgb(
                 jpeg_encoder::ColorType::Rgb,
             )?;
         }
-        ImageFormat::Png => encode_png(rgb, width, height, png::ColorType::Rgb, png::Compression::Fast, out)?,
+        ImageFormat::Png => encode_png(
+            rgb,
+            width,
+            height,
+            png::ColorType::Rgb,
+            png::Compression::Fast,
+            out,
+        )?,
     }
     Ok(())
 }
@@ -77,7 +84,14 @@ pub fn encode_grey_png(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     out.clear();
-    encode_png(grey, width, height, png::ColorType::Grayscale, png::Compression::Fast, out)
+    encode_png(
+        grey,
+        width,
+        height,
+        png::ColorType::Grayscale,
+        png::Compression::Fast,
+        out,
+    )
 }
 
 fn encode_png(

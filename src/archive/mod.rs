@@ -135,7 +135,10 @@ impl ArchiveQueue {
         work.pixels.valid = false;
         job.mask_valid = !matches!(
             &work.error,
-            Some((FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment, _))
+            Some((
+                FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
+                _
+            ))
         ) && work.mask.len() == job.mask.len();
         if job.mask_valid {
             std::mem::swap(&mut job.mask, &mut work.mask);

@@ -188,7 +188,8 @@ impl ArchiveStore {
             quote(prev.as_deref()),
             w.result_line
         );
-        let need = w.frame.len() as u64 + w.mask.map_or(0, |m| m.len() as u64) + line.len() as u64 + 1;
+        let need =
+            w.frame.len() as u64 + w.mask.map_or(0, |m| m.len() as u64) + line.len() as u64 + 1;
         self.make_room(need, &w.name.day, &w.name.hour)?;
 
         let day_dir = self.config.dir.join(&w.name.day);
@@ -315,10 +316,12 @@ fn list(dir: &Path, keep: fn(&str) -> bool) -> Vec<String> {
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
-    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 #[cfg(test)]
@@ -342,15 +345,25 @@ mod tests {
         // 2024-02-29T12:34:56.789Z
         let t = UNIX_EPOCH + Duration::from_millis(1_709_210_096_789);
         let n = ArchiveName::new(t, 42, "defect");
-        assert_eq!(n.frame("jpg"), "2024-02-29/12/20240229T123456.789Z_42_defect.jpg");
-        assert_eq!(n.mask(), "2024-02-29/12/20240229T123456.789Z_42_defect_mask.png");
+        assert_eq!(
+            n.frame("jpg"),
+            "2024-02-29/12/20240229T123456.789Z_42_defect.jpg"
+        );
+        assert_eq!(
+            n.mask(),
+            "2024-02-29/12/20240229T123456.789Z_42_defect_mask.png"
+        );
     }
 
     #[test]
     fn oldest_hours_go_first_and_the_current_hour_is_never_deleted() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        for (day, hour) in [("2020-01-01", "05"), ("2020-01-01", "06"), ("2020-01-02", "00")] {
+        for (day, hour) in [
+            ("2020-01-01", "05"),
+            ("2020-01-01", "06"),
+            ("2020-01-02", "00"),
+        ] {
             fs::create_dir_all(dir.join(day).join(hour)).unwrap();
             fs::write(dir.join(day).join(hour).join("x.png"), vec![0u8; 400 << 10]).unwrap();
         }
@@ -358,7 +371,13 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200); // 2020-01-02T00:00:00Z
         let name = ArchiveName::new(t, 1, "defect");
         let frame = vec![1u8; 300 << 10];
-        let w = ArchiveWrite { name: &name, ext: "png", frame: &frame, mask: None, result_line: "{}" };
+        let w = ArchiveWrite {
+            name: &name,
+            ext: "png",
+            frame: &frame,
+            mask: None,
+            result_line: "{}",
+        };
         store.write(&w).unwrap();
         // 3 x 400 KiB + 300 KiB > 1 MiB: the two hours of 2020-01-01 go (and the day), 2020-01-02/00 stays.
         assert!(!dir.join("2020-01-01").exists());
@@ -367,7 +386,13 @@ mod tests {
         // Now only the current hour is left: a frame that does not fit is dropped.
         let name2 = ArchiveName::new(t, 2, "defect");
         let big = vec![1u8; 600 << 10];
-        let w2 = ArchiveWrite { name: &name2, ext: "png", frame: &big, mask: None, result_line: "{}" };
+        let w2 = ArchiveWrite {
+            name: &name2,
+            ext: "png",
+            frame: &big,
+            mask: None,
+            result_line: "{}",
+        };
         assert_eq!(store.write(&w2), Err(ArchiveDrop::OverLimit));
         assert!(tree_size(dir) <= 1 << 20);
     }
@@ -379,13 +404,25 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200);
         for seq in 0..3 {
             let name = ArchiveName::new(t + Duration::from_secs(seq), seq, "no_seal");
-            let w = ArchiveWrite { name: &name, ext: "png", frame: b"frame", mask: Some(b"mask"), result_line: "{\"seq\":0}" };
+            let w = ArchiveWrite {
+                name: &name,
+                ext: "png",
+                frame: b"frame",
+                mask: Some(b"mask"),
+                result_line: "{\"seq\":0}",
+            };
             store.write(&w).unwrap();
         }
         // A new store (a restart) continues the chain from the file.
         let mut store = ArchiveStore::open(config(tmp.path(), 10));
         let name = ArchiveName::new(t + Duration::from_secs(9), 9, "defect");
-        let w = ArchiveWrite { name: &name, ext: "png", frame: b"f", mask: None, result_line: "{}" };
+        let w = ArchiveWrite {
+            name: &name,
+            ext: "png",
+            frame: b"f",
+            mask: None,
+            result_line: "{}",
+        };
         store.write(&w).unwrap();
         let text = fs::read_to_string(tmp.path().join("2020-01-02/manifest.jsonl")).unwrap();
         let lines: Vec<&str> = text.lines().collect();

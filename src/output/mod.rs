@@ -167,7 +167,13 @@ impl OutputStage {
                         log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
                     }
                     let meta = work.meta;
-                    self.emit(&mut line, &meta, &decision, Some(&latencies), Some(&mut work))?;
+                    self.emit(
+                        &mut line,
+                        &meta,
+                        &decision,
+                        Some(&latencies),
+                        Some(&mut work),
+                    )?;
                     written += 1;
                     // The preprocess stage may already be gone at the end of a run.
                     let _ = self.recycle.send(work);

@@ -136,7 +136,8 @@ impl Clone for BoardState {
         self.failed = s.failed;
         self.by_reason = s.by_reason;
         self.window_reason.copy_from_slice(&s.window_reason[..]);
-        self.window_latency_ms.copy_from_slice(&s.window_latency_ms[..]);
+        self.window_latency_ms
+            .copy_from_slice(&s.window_latency_ms[..]);
         self.window_len = s.window_len;
         self.window_next = s.window_next;
         self.rejects = s.rejects;
@@ -191,10 +192,7 @@ impl StatusBoard {
         archived: bool,
     ) {
         let s = &mut self.state;
-        let reason_index = Reason::ALL
-            .iter()
-            .position(|r| *r == d.reason)
-            .unwrap_or(0);
+        let reason_index = Reason::ALL.iter().position(|r| *r == d.reason).unwrap_or(0);
         s.frames += 1;
         match d.verdict {
             Verdict::Pass => s.passed += 1,
@@ -267,8 +265,17 @@ mod tests {
         let slot = std::sync::Arc::new(SnapshotSlot::default());
         let mut board = StatusBoard::new(std::sync::Arc::clone(&slot));
         for seq in 0..1500u64 {
-            let reason = if seq % 3 == 0 { Reason::Defect } else { Reason::Ok };
-            board.record(&FrameMeta::now(seq), &decision(reason), Some(seq as f64), false);
+            let reason = if seq % 3 == 0 {
+                Reason::Defect
+            } else {
+                Reason::Ok
+            };
+            board.record(
+                &FrameMeta::now(seq),
+                &decision(reason),
+                Some(seq as f64),
+                false,
+            );
         }
         board.publish();
         let s = slot.read();

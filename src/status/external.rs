@@ -104,7 +104,12 @@ fn counter(
     help: &str,
     value: u64,
 ) -> Result<(), std::fmt::Error> {
-    ConstCounter::new(value).encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
+    ConstCounter::new(value).encode(encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        MetricType::Counter,
+    )?)
 }
 
 impl Collector for ExternalCollector {
@@ -180,8 +185,11 @@ impl Collector for ExternalCollector {
                 MetricType::Counter,
             )?;
             for (reason, n) in DropReason::ALL.iter().zip(&m.dropped) {
-                ConstCounter::new(n.load(Ordering::Relaxed))
-                    .encode(family.encode_family(&DropLabels { reason: reason.as_str() })?)?;
+                ConstCounter::new(n.load(Ordering::Relaxed)).encode(family.encode_family(
+                    &DropLabels {
+                        reason: reason.as_str(),
+                    },
+                )?)?;
             }
         }
         Ok(())

@@ -18,8 +18,8 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::board::{BoardState, WINDOW};
 use super::Telemetry;
+use super::board::{BoardState, WINDOW};
 use crate::archive::ArchiveName;
 use crate::decision::Reason;
 
@@ -36,7 +36,9 @@ const MAX_CONCURRENT: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    #[error("[status] listen = \"{addr}\": cannot listen: {source} — is another program (or another sealcheck) using the port? choose another in [status] listen")]
+    #[error(
+        "[status] listen = \"{addr}\": cannot listen: {source} — is another program (or another sealcheck) using the port? choose another in [status] listen"
+    )]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
@@ -57,8 +59,14 @@ pub struct StatusServer {
 impl StatusServer {
     /// Binds `listen` now (so a port in use fails the start) and serves on a
     /// thread of its own.
-    pub fn start(listen: SocketAddr, telemetry: Arc<Telemetry>) -> Result<StatusServer, StatusError> {
-        let bind_error = |source| StatusError::Bind { addr: listen, source };
+    pub fn start(
+        listen: SocketAddr,
+        telemetry: Arc<Telemetry>,
+    ) -> Result<StatusServer, StatusError> {
+        let bind_error = |source| StatusError::Bind {
+            addr: listen,
+            source,
+        };
         let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
         listener.set_nonblocking(true).map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
@@ -146,7 +154,10 @@ fn router(telemetry: Arc<Telemetry>) -> Router {
         .with_state(telemetry)
         .layer(axum::middleware::from_fn(guard))
         .layer(RequestBodyLimitLayer::new(MAX_BODY))
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
         .layer(ConcurrencyLimitLayer::new(MAX_CONCURRENT))
 }
 
@@ -157,7 +168,10 @@ async fn guard(request: axum::extract::Request, next: axum::middleware::Next) ->
     }
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     headers
         .entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
@@ -192,7 +206,10 @@ async fn metrics(State(t): State<Arc<Telemetry>>, headers: axum::http::HeaderMap
             .into_response()
     } else {
         (
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
             t.metrics.encode_prometheus(),
         )
             .into_response()
@@ -227,8 +244,14 @@ async fn live_jpeg(State(t): State<Arc<Telemetry>>) -> Response {
             if let Ok(v) = HeaderValue::from_str(&frame.seq.to_string()) {
                 h.insert("x-sealcheck-seq", v);
             }
-            h.insert("x-sealcheck-verdict", HeaderValue::from_static(frame.verdict.as_str()));
-            h.insert("x-sealcheck-reason", HeaderValue::from_static(frame.reason.as_str()));
+            h.insert(
+                "x-sealcheck-verdict",
+                HeaderValue::from_static(frame.verdict.as_str()),
+            );
+            h.insert(
+                "x-sealcheck-reason",
+                HeaderValue::from_static(frame.reason.as_str()),
+            );
             response
         }
         // No frame yet: the first one is on its way.
@@ -243,7 +266,11 @@ async fn archive_file(State(t): State<Arc<Telemetry>>, uri: Uri) -> Response {
     let Some(dir) = t.archive().map(|a| a.dir) else {
         return not_found().await;
     };
-    let Some(relative) = uri.path().strip_prefix("/archive/").and_then(safe_archive_path) else {
+    let Some(relative) = uri
+        .path()
+        .strip_prefix("/archive/")
+        .and_then(safe_archive_path)
+    else {
         return not_found().await;
     };
     let content_type = match relative.extension().and_then(|e| e.to_str()) {
@@ -426,7 +453,9 @@ mod tests {
     #[test]
     fn only_archive_shaped_paths_pass() {
         assert!(safe_archive_path("2026-11-23/07/20261123T071530.123Z_42_defect.jpg").is_some());
-        assert!(safe_archive_path("2026-11-23/07/20261123T071530.123Z_42_defect_mask.png").is_some());
+        assert!(
+            safe_archive_path("2026-11-23/07/20261123T071530.123Z_42_defect_mask.png").is_some()
+        );
         assert!(safe_archive_path("2026-11-23/manifest.jsonl").is_some());
         for bad in [
             "../etc/passwd",

@@ -83,7 +83,10 @@ impl LiveView {
         frame.mask.clear();
         let mask_made = !matches!(
             &work.error,
-            Some((FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment, _))
+            Some((
+                FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
+                _
+            ))
         );
         if mask_made {
             frame

@@ -8,8 +8,8 @@
 //! Gauges that describe a state (source up, archive bytes) are set by their
 //! owners or refreshed just before a scrape.
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -98,7 +98,9 @@ pub struct AtomicHistogram {
 
 impl AtomicHistogram {
     pub fn new(upper_bounds: Vec<f64>) -> Self {
-        let buckets = (0..=upper_bounds.len()).map(|_| AtomicU64::new(0)).collect();
+        let buckets = (0..=upper_bounds.len())
+            .map(|_| AtomicU64::new(0))
+            .collect();
         AtomicHistogram {
             upper_bounds,
             buckets,
@@ -115,8 +117,10 @@ impl AtomicHistogram {
             .position(|b| seconds <= *b)
             .unwrap_or(self.upper_bounds.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns
-            .fetch_add(value.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            value.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -131,10 +135,14 @@ impl AtomicHistogram {
             .zip(&self.buckets)
             .map(|(b, c)| (*b, c.load(Ordering::Relaxed)))
             .collect();
-        buckets.push((f64::INFINITY, self.buckets[self.upper_bounds.len()].load(Ordering::Relaxed)));
+        buckets.push((
+            f64::INFINITY,
+            self.buckets[self.upper_bounds.len()].load(Ordering::Relaxed),
+        ));
         let count = buckets.iter().map(|(_, c)| c).sum();
         let sum = self.sum_ns.load(Ordering::Relaxed) as f64 * 1e-9;
-        encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, count, &buckets, None)
+        encoder
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, count, &buckets, None)
     }
 }
 
@@ -246,11 +254,7 @@ impl LineMetrics {
                     .clone()
             })
             .collect();
-        registry.register(
-            "verdicts",
-            "Verdicts by verdict and reason",
-            verdict_family,
-        );
+        registry.register("verdicts", "Verdicts by verdict and reason", verdict_family);
         let not_inspected = Counter::default();
         registry.register(
             "not_inspected",
@@ -329,7 +333,7 @@ impl LineMetrics {
         Arc::new(metrics)
     }
 
-        /// The registry, to register more families (build and model info, and
+    /// The registry, to register more families (build and model info, and
     /// the counters other parts own: see `status::external`).
     pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
@@ -478,14 +482,35 @@ mod tests {
         m.verdict_latency.observe(Duration::from_millis(61));
         m.verdict_latency.observe(Duration::from_secs(5));
         let text = m.encode_prometheus();
-        assert!(text.contains("# TYPE sealcheck_frames_total counter"), "{text}");
+        assert!(
+            text.contains("# TYPE sealcheck_frames_total counter"),
+            "{text}"
+        );
         assert!(text.contains("sealcheck_frames_total 1"), "{text}");
-        assert!(text.contains("sealcheck_verdicts_total{verdict=\"fail\",reason=\"defect\"} 1"), "{text}");
-        assert!(text.contains("sealcheck_verdicts_total{verdict=\"pass\",reason=\"ok\"} 0"), "{text}");
-        assert!(text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"0.06\"} 1"), "{text}");
-        assert!(text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"0.066\"} 2"), "{text}");
-        assert!(text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"+Inf\"} 3"), "{text}");
-        assert!(text.contains("sealcheck_verdict_latency_seconds_count 3"), "{text}");
+        assert!(
+            text.contains("sealcheck_verdicts_total{verdict=\"fail\",reason=\"defect\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sealcheck_verdicts_total{verdict=\"pass\",reason=\"ok\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"0.06\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"0.066\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sealcheck_verdict_latency_seconds_bucket{le=\"+Inf\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sealcheck_verdict_latency_seconds_count 3"),
+            "{text}"
+        );
         assert!(!text.contains("# EOF"));
         assert!(m.encode_openmetrics().ends_with("# EOF\n"));
     }

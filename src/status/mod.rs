@@ -124,7 +124,10 @@ impl Telemetry {
     }
 
     pub fn external(&self) -> ExternalStats {
-        self.external.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.external
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn set_state(&self, state: RunState) {
@@ -155,14 +158,19 @@ impl Telemetry {
     }
 
     pub fn archive(&self) -> Option<ArchiveConfig> {
-        self.archive.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.archive
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// `Ok(text)` while healthy, `Err(reason)` when the watchdog would stop
     /// pinging (or the pipeline is not running).
     pub fn health(&self) -> Result<String, String> {
         match self.state() {
-            RunState::Starting => return Err("starting: loading models and opening the source".into()),
+            RunState::Starting => {
+                return Err("starting: loading models and opening the source".into());
+            }
             RunState::Stopping => return Err("stopping: finishing the frames in flight".into()),
             RunState::Stopped => return Err("stopped: the pipeline has ended".into()),
             RunState::Running => {}
@@ -171,7 +179,9 @@ impl Telemetry {
             return Err("starting: the stages are not running yet".into());
         };
         match liveness.health(Instant::now(), self.stall_timeout) {
-            Health::Alive { in_flight } => Ok(format!("ok: results moving, {in_flight} frames in flight")),
+            Health::Alive { in_flight } => {
+                Ok(format!("ok: results moving, {in_flight} frames in flight"))
+            }
             Health::Idle => Ok("ok: idle, the source is streaming but sends no frames".into()),
             // The watchdog keeps pinging (a restart would not bring the
             // camera back); the page shows the source as lost.
@@ -183,7 +193,11 @@ impl Telemetry {
                 "ok: waiting for the source for {:.0} s",
                 for_.as_secs_f64()
             )),
-            Health::Stalled { stage, for_, in_flight } => Err(format!(
+            Health::Stalled {
+                stage,
+                for_,
+                in_flight,
+            } => Err(format!(
                 "stalled at {} for {:.1} s with {in_flight} frames in flight: watchdog pings stopped, systemd will restart the service",
                 stage.name(),
                 for_.as_secs_f64()
@@ -197,7 +211,9 @@ impl Telemetry {
             return false;
         }
         match self.external().source {
-            Some(source) => source.is_up() && self.liveness.get().is_some_and(Liveness::source_streaming),
+            Some(source) => {
+                source.is_up() && self.liveness.get().is_some_and(Liveness::source_streaming)
+            }
             None => self.liveness.get().is_some_and(Liveness::source_streaming),
         }
     }

@@ -45,7 +45,9 @@ impl OperatorTaps {
             None => None,
         };
         Ok(OperatorTaps {
-            board: telemetry.as_ref().map(|t| StatusBoard::new(Arc::clone(&t.board))),
+            board: telemetry
+                .as_ref()
+                .map(|t| StatusBoard::new(Arc::clone(&t.board))),
             live: telemetry.as_ref().map(|t| Arc::clone(&t.live)),
             metrics,
             archive,
@@ -107,10 +109,17 @@ impl OperatorTaps {
         match (config, &mut self.archive) {
             (Some(c), Some(archive)) => archive.reconfigure(c),
             (Some(c), None) => {
-                match ArchiveQueue::start(c, self.mask_hw, Arc::clone(&self.demand), self.metrics.clone()) {
+                match ArchiveQueue::start(
+                    c,
+                    self.mask_hw,
+                    Arc::clone(&self.demand),
+                    self.metrics.clone(),
+                ) {
                     Ok(archive) => self.archive = Some(archive),
-                    Err(e) => log::error!(target: "sealcheck::archive", error = e.to_string().as_str();
-                        "cannot start the archive thread after reload; the archive stays off"),
+                    Err(e) => {
+                        log::error!(target: "sealcheck::archive", error = e.to_string().as_str();
+                        "cannot start the archive thread after reload; the archive stays off")
+                    }
                 }
             }
             (None, Some(archive)) => archive.pause(),
