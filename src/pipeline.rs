@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::capture::{Capture, CaptureError, Replay};
+use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
@@ -27,7 +27,7 @@ use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
 use crate::model_swap::{self, RunningEngine};
-use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
+use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
@@ -64,6 +64,11 @@ pub struct RunSummary {
     pub end: EndOfStream,
     /// True when the run ended because SIGTERM/SIGINT asked it to.
     pub stopped_by_signal: bool,
+    /// Result lines that could not be written to the results file (disk full,
+    /// I/O error): the run exits non-zero when any was lost.
+    pub results_lost: u64,
+    /// Times the live source was lost (or missing at start) and rebuilt.
+    pub source_outages: u64,
     /// Verdicts the line got (one per part), and how many were `late`.
     pub line: LineCounts,
     /// The MQTT side, when `[mqtt]` is configured.
@@ -113,6 +118,18 @@ impl RunSummary {
             self.fps(),
             self.elapsed.as_secs_f64(),
         );
+        if self.source_outages > 0 {
+            out.push_str(&format!(
+                "source: lost {} time(s), recovered inside the process\n",
+                self.source_outages
+            ));
+        }
+        if self.results_lost > 0 {
+            out.push_str(&format!(
+                "results file: {} lines could not be written (the journal has their verdicts when log_verdicts = true)\n",
+                self.results_lost
+            ));
+        }
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
             out.push_str(&format!(
@@ -195,6 +212,14 @@ impl FrameSource {
         }
     }
 
+    /// Up or lost, outages and tries of a live source; `None` for a replay.
+    fn source_status(&self) -> Option<SourceStatus> {
+        match self {
+            FrameSource::Capture(c) => Some(c.source_status()),
+            FrameSource::Replay(_) => None,
+        }
+    }
+
     /// A probe for the watchdog thread: is the source healthy and streaming?
     fn streaming_probe(&self) -> Box<dyn Fn() -> bool + Send> {
         match self {
@@ -226,6 +251,8 @@ struct Stages {
     output_done: Receiver<()>,
     /// The deadline thread; it ends once capture is gone and every part is claimed.
     deadline: JoinHandle<()>,
+    /// Whether the results file is written, and lines lost (for metrics too).
+    results_file: ResultsFileStatus,
     /// Where reloaded models go, and the engine they must match; none on the
     /// GPU device path (new models there need a restart).
     model_swap: Option<ModelSwapTarget>,
@@ -285,13 +312,15 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         {
             let stats = Arc::clone(&stats);
             let telemetry = telemetry.clone();
+            let source = stages.capture.source_status();
+            let results_file = stages.results_file.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                let status = stats
+                let line = stats
                     .lock()
                     .map(|s| s.status_line(s.frames as f64 / fps_since))
                     .unwrap_or_default();
-                status + &telemetry.status_note()
+                problems_first(source.as_ref(), &results_file, line) + &telemetry.status_note()
             }
         },
     )
@@ -341,6 +370,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     }
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
+    let source_outages = stages
+        .capture
+        .source_status()
+        .map_or(0, |status| status.outages());
+    let results_file = stages.results_file.clone();
     let drained = drain_deadline.is_none()
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
@@ -394,7 +428,31 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stopped_by_signal,
         line: line_counts,
         mqtt,
+        results_lost: results_file.lost_lines(),
+        source_outages,
     })
+}
+
+/// The STATUS= text: what is wrong first (camera lost, results file not
+/// written), then the counts.
+fn problems_first(
+    source: Option<&SourceStatus>,
+    results_file: &ResultsFileStatus,
+    counts: String,
+) -> String {
+    let mut line = String::new();
+    if let Some(outage) = source.and_then(SourceStatus::describe_outage) {
+        line.push_str(&outage);
+        line.push_str("; ");
+    }
+    if !results_file.is_writable() {
+        line.push_str(&format!(
+            "results file NOT WRITTEN ({} lines lost); ",
+            results_file.lost_lines()
+        ));
+    }
+    line.push_str(&counts);
+    line
 }
 
 /// At the end of a run, how long verdicts still queued may take to reach the broker.
@@ -436,6 +494,7 @@ fn start_stages(
     };
 
     let sink = ResultSink::open(&config.output)?;
+    let results_file = sink.status();
     let output = OutputStage {
         input: output_in,
         recycle: free_tx,
@@ -530,6 +589,7 @@ fn start_stages(
         output_done,
         deadline,
         model_swap,
+        results_file,
     })
 }
 

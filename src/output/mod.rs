@@ -7,7 +7,7 @@
 
 mod results_file;
 
-pub use results_file::{OutputError, ResultSink};
+pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -189,7 +189,8 @@ impl OutputStage {
                 StageMessage::End => break,
             }
         }
-        self.sink.flush()?;
+        // Lines that never reached the file are counted in the sink's status.
+        self.sink.close();
         Ok(written)
     }
 
@@ -241,18 +242,25 @@ impl OutputStage {
     }
 
     fn apply_reload(&mut self) -> Result<(), OutputError> {
-        let Some(new) = self.reload.try_iter().last() else {
+        let Some(mut new) = self.reload.try_iter().last() else {
             return Ok(());
         };
         if new.output.results != self.settings.output.results
             || new.output.flush_each_line != self.settings.output.flush_each_line
         {
-            self.sink.flush()?;
-            let sink = ResultSink::open(&new.output)?;
-            log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
-            self.sink = sink;
-        } else if new.output.rotation != self.settings.output.rotation {
-            self.sink.set_rotation(new.output.rotation);
+            match ResultSink::open_sharing(&new.output, self.sink.status()) {
+                Ok(sink) => {
+                    self.sink.close();
+                    log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
+                    self.sink = sink;
+                }
+                Err(e) => {
+                    // Inspection goes on into the old file rather than stopping.
+                    log::error!(target: "sealcheck::output", error = e.to_string().as_str(); "reload: the new results file cannot be opened; results keep going to {}", self.sink.path().display());
+                    new.output.results = self.settings.output.results.clone();
+                    new.output.flush_each_line = self.settings.output.flush_each_line;
+                }
+            }
         }
         if new.decision.deadline != self.settings.decision.deadline
             && let Some(line) = &self.line
@@ -261,6 +269,7 @@ impl OutputStage {
             log::info!(target: "sealcheck::decision", deadline_ms = new.decision.deadline.map_or(0, |d| d.as_millis() as u64);
                 "per-part deadline changed by reload; it applies to frames captured from now on");
         }
+        self.sink.set_rotation(new.output.rotation);
         if new.decision != self.settings.decision {
             log::info!(
                 target: "sealcheck::decision",
