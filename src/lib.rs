@@ -21,6 +21,7 @@ pub mod frame;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;
+pub mod line;
 pub mod npy;
 pub mod output;
 pub mod pipeline;

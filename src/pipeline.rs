@@ -7,6 +7,10 @@
 //!        └──────── free slots ───────────┘  └──────────── free work records ─────────────┘
 //! ```
 //!
+//! The output stage hands each verdict to the line (`line::Line`: MQTT, and a
+//! deadline thread fed by the ring producer that fails a part `late` when its
+//! verdict is not ready in time); see `line` for that side.
+//!
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,8 @@ use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::{self, InferError, InferStage};
+use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
+use crate::line::{Line, LineCounts, LineStats, ModelIds};
 use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
@@ -62,6 +68,35 @@ pub struct RunSummary {
     pub results_lost: u64,
     /// Times the live source was lost (or missing at start) and rebuilt.
     pub source_outages: u64,
+    /// Verdicts the line got (one per part), and how many were `late`.
+    pub line: LineCounts,
+    /// The MQTT side, when `[mqtt]` is configured.
+    pub mqtt: Option<MqttCounts>,
+}
+
+/// Live counters of the line side, for anything that reports during a run
+/// (STATUS=, a metrics endpoint): cheap to clone, read without locking the
+/// frame path.
+#[derive(Clone)]
+pub struct LineTelemetry {
+    pub line: Arc<LineStats>,
+    pub mqtt: Option<Arc<MqttStats>>,
+}
+
+impl LineTelemetry {
+    /// What STATUS= adds: the late count, and an MQTT outage when there is one.
+    pub fn status_note(&self) -> String {
+        let mut note = String::new();
+        let late = self.line.snapshot().late;
+        if late > 0 {
+            note.push_str(&format!("; late {late}"));
+        }
+        if let Some(outage) = self.mqtt.as_ref().and_then(|m| m.status_note()) {
+            note.push_str("; ");
+            note.push_str(&outage);
+        }
+        note
+    }
 }
 
 impl RunSummary {
@@ -103,6 +138,19 @@ impl RunSummary {
                 q(0.95),
                 q(0.99)
             ));
+        }
+        out.push_str(&self.render_line());
+        out
+    }
+
+    /// The line's part of the summary: verdicts, late, MQTT.
+    pub fn render_line(&self) -> String {
+        let mut out = format!(
+            "line: {} verdicts, {} late\n",
+            self.line.sent, self.line.late
+        );
+        if let Some(mqtt) = &self.mqtt {
+            out.push_str(&mqtt.render());
         }
         out
     }
@@ -203,6 +251,8 @@ struct Stages {
     output_done: Receiver<()>,
     /// Whether the results file is written, and lines lost (for metrics too).
     results_file: ResultsFileStatus,
+    /// The deadline thread; it ends once capture is gone and every part is claimed.
+    deadline: JoinHandle<()>,
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -219,6 +269,19 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
+    let models = ModelIds::of(&config);
+    let mqtt = config
+        .mqtt
+        .as_ref()
+        .map(|m| MqttLine::start(m, models.clone()));
+    let line = Arc::new(Line::new(
+        mqtt.iter().map(MqttLine::output).collect(),
+        config.decision.deadline,
+    ));
+    let telemetry = LineTelemetry {
+        line: Arc::clone(line.stats()),
+        mqtt: mqtt.as_ref().map(MqttLine::stats),
+    };
     let stages = start_stages(
         &config,
         &context,
@@ -227,6 +290,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         &stats,
         &liveness,
         reload_rx,
+        (&line, &models),
     )?;
     let run_started = Instant::now();
     context.notifier.ready();
@@ -241,13 +305,18 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             let stats = Arc::clone(&stats);
             let source = stages.capture.source_status();
             let results_file = stages.results_file.clone();
+            let telemetry = telemetry.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                let line = stats
+                let status = stats
                     .lock()
                     .map(|s| s.status_line(s.frames as f64 / fps_since))
                     .unwrap_or_default();
-                problems_first(source.as_ref(), &results_file, line)
+                problems_first(
+                    source.as_ref(),
+                    &results_file,
+                    status + &telemetry.status_note(),
+                )
             }
         },
     )
@@ -327,6 +396,18 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
+    // Capture is gone: the deadline thread fails what is still open at its
+    // deadline (nothing, after a full drain), then ends.
+    let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
+    let waited = Instant::now();
+    while !stages.deadline.is_finished() && waited.elapsed() < deadline_wait {
+        thread::sleep(Duration::from_millis(2));
+    }
+    if stages.deadline.is_finished() {
+        let _ = stages.deadline.join();
+    }
+    let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
+    let line_counts = line.stats().snapshot();
     let stats = Arc::try_unwrap(stats)
         .map(|m| m.into_inner().unwrap_or_default())
         .unwrap_or_else(|shared| {
@@ -343,8 +424,13 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stopped_by_signal,
         results_lost: results_file.lost_lines(),
         source_outages,
+        line: line_counts,
+        mqtt,
     })
 }
+
+/// At the end of a run, how long verdicts still queued may take to reach the broker.
+const MQTT_FLUSH: Duration = Duration::from_secs(2);
 
 /// The STATUS= text: what is wrong first (camera lost, results file not
 /// written), then the counts.
@@ -368,6 +454,7 @@ fn problems_first(
     line
 }
 
+#[allow(clippy::too_many_arguments)]
 fn start_stages(
     config: &Config,
     context: &RunContext,
@@ -376,9 +463,14 @@ fn start_stages(
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
+    (line, models): (&Arc<Line>, &ModelIds),
 ) -> Result<Stages, PipelineError> {
     let pool = config.source.pool_size;
-    let (producer, consumer) = ring::frame_ring(pool);
+    let (mut producer, consumer) = ring::frame_ring(pool);
+    // Each part's deadline clock starts as capture hands the frame on.
+    let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
+        .map_err(|e| PipelineError::Spawn("deadline", e))?;
+    producer.on_delivery(move |meta| deadline_feed.delivered(meta));
     // Enough work records for preprocess, infer and output to each hold one
     // frame plus one waiting: more only adds queueing latency, not throughput.
     let work_records = 4;
@@ -412,6 +504,8 @@ fn start_stages(
         stats: Arc::clone(stats),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
+        line: Some(Arc::clone(line)),
+        models: Some(models.clone()),
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -479,6 +573,7 @@ fn start_stages(
         output,
         output_done,
         results_file,
+        deadline,
     })
 }
 
@@ -536,6 +631,9 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.service != new.service {
         changed.push("service");
+    }
+    if old.mqtt != new.mqtt {
+        changed.push("mqtt");
     }
     changed
 }

@@ -177,6 +177,7 @@ pub fn frame_ring_with_capacity(
         pending_drops: None,
         spare: None,
         ended: false,
+        on_delivery: None,
     };
     let consumer = RingConsumer {
         full: full_cons,
@@ -198,6 +199,8 @@ pub struct RingProducer {
     /// the next `acquire_slot` returns it.
     spare: Option<Box<FrameSlot>>,
     ended: bool,
+    /// Told of every delivered frame as it is pushed (see `on_delivery`).
+    on_delivery: Option<Box<dyn FnMut(&FrameMeta) + Send>>,
 }
 
 impl std::fmt::Debug for RingProducer {
@@ -259,6 +262,21 @@ impl RingProducer {
             }
             return;
         }
+        if let Some(observe) = &mut self.on_delivery {
+            match &event {
+                CaptureEvent::Frame(slot) => observe(&slot.meta),
+                CaptureEvent::Failed { meta, .. } => observe(meta),
+                CaptureEvent::Dropped { meta, count } => {
+                    for i in 0..*count {
+                        observe(&FrameMeta {
+                            seq: meta.seq + i,
+                            ..*meta
+                        });
+                    }
+                }
+                CaptureEvent::End(_) => {}
+            }
+        }
         match event {
             CaptureEvent::Dropped { meta, count } => self.note_dropped(meta, count),
             CaptureEvent::Frame(slot) => {
@@ -294,6 +312,13 @@ impl RingProducer {
             }
             CaptureEvent::End(end) => self.finish(end),
         }
+    }
+
+    /// Calls `observe` with every delivered frame's final `FrameMeta` (seq,
+    /// capture time), in `seq` order, as it is pushed: the line's deadline
+    /// clock starts here. It runs on the capture thread: keep it short.
+    pub fn on_delivery(&mut self, observe: impl FnMut(&FrameMeta) + Send + 'static) {
+        self.on_delivery = Some(Box::new(observe));
     }
 
     /// Frames counted as dropped but not yet in the ring.

@@ -31,6 +31,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub service: ServiceConfig,
     pub evaluate: EvaluateConfig,
+    /// `[mqtt]`: verdicts to a broker; `None` when the section is absent.
+    pub mqtt: Option<MqttConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -319,6 +321,9 @@ pub struct DecisionConfig {
     /// Seal area fraction must lie in [min, max] (else reason `seal_area`).
     pub min_seal_area: f64,
     pub max_seal_area: f64,
+    /// Per-part deadline from capture (`deadline_ms`; `None` = off): a part
+    /// without a verdict by then is failed on the line with reason `late`.
+    pub deadline: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -363,4 +368,42 @@ pub struct ServiceConfig {
     /// A pipeline that moves no frame for this long while the source says it
     /// is streaming is stalled: watchdog pings stop.
     pub stall_timeout: Duration,
+}
+
+/// Where an MQTT broker is and how to reach it (`[mqtt]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttBroker {
+    pub host: String,
+    pub port: u16,
+    /// `mqtts://`: TLS, trusting the certificates in this PEM file.
+    pub tls_ca_file: Option<PathBuf>,
+}
+
+impl MqttBroker {
+    /// `mqtt://host:port` or `mqtts://host:port`, for messages.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca_file.is_some() {
+            "mqtts"
+        } else {
+            "mqtt"
+        };
+        format!("{scheme}://{}:{}", self.host, self.port)
+    }
+}
+
+/// `[mqtt]`: verdicts published to a broker, one message per part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttConfig {
+    pub broker: MqttBroker,
+    pub client_id: String,
+    /// Verdicts go to `<topic>/verdict`, availability to `<topic>/status`.
+    pub topic: String,
+    /// 0 (at most once) or 1 (at least once, acknowledged by the broker).
+    pub qos: u8,
+    pub username: Option<String>,
+    /// A file holding the password, readable only by the service; read at start.
+    pub password_file: Option<PathBuf>,
+    pub keep_alive: Duration,
+    /// Verdicts that may wait to be sent; when full, the oldest is dropped (counted).
+    pub queue: usize,
 }
