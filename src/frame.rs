@@ -3,8 +3,11 @@
 //!
 //! Both are allocated once at start and recycled, so the steady state allocates nothing.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
+
+use crate::model_id::ModelIds;
 
 /// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
 /// the others exist for the GPU kernels, which read the camera's own layout.
@@ -169,6 +172,9 @@ pub struct FrameWork {
     pub timings: StageTimings,
     /// Set when a stage failed for this frame; the frame then fails with reason `error`.
     pub error: Option<(FailedStage, String)>,
+    /// The models that judged this frame, set by the stage that ran them (a
+    /// model swap on reload changes them between two frames).
+    pub models: Option<Arc<ModelIds>>,
     /// The frame's pixels, kept only while the archive or the live view asks
     /// for them (`PixelDemand`): the ring slot goes back to capture right
     /// after preprocessing, before the verdict is known.
@@ -187,6 +193,7 @@ impl FrameWork {
             cls_logits: vec![0.0; geometry.cls_classes],
             timings: StageTimings::default(),
             error: None,
+            models: None,
             pixels: FramePixels::default(),
         }
     }
@@ -197,6 +204,7 @@ impl FrameWork {
         self.mask_pixels = 0;
         self.timings = StageTimings::default();
         self.error = None;
+        self.models = None;
         self.pixels.valid = false;
     }
 
