@@ -821,4 +821,24 @@ mod tests {
             "{waited:?}"
         );
     }
+
+    #[test]
+    fn on_delivery_sees_every_delivered_frame_once_in_order() {
+        let (mut producer, _consumer) = frame_ring(1);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        producer.on_delivery(move |meta| sink.lock().unwrap().push(meta.seq));
+        // One slot: frame 0 fills it, 1..=3 are dropped (one run), 4 fails to copy.
+        for seq in 0..4 {
+            deliver(&mut producer, seq, OverflowPolicy::Drop);
+        }
+        producer.push(CaptureEvent::Failed {
+            meta: FrameMeta::now(4),
+            message: "cannot map".into(),
+        });
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        // After the end nothing more is delivered.
+        deliver(&mut producer, 5, OverflowPolicy::Drop);
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
 }

@@ -759,3 +759,24 @@ fn malformed_mqtt_settings_are_config_errors_with_their_place() {
         assert!(!text.contains(PASSWORD), "password echoed: {text}");
     }
 }
+
+#[test]
+fn mqtt_section_defaults_and_off_when_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = clip_source(dir.path(), 1);
+    let config = write_config(dir.path(), &source, 60, "url = \"mqtt://broker.local\"");
+    let cfg = sealcheck::config::load(&config).unwrap();
+    let mqtt = cfg.mqtt.expect("[mqtt] present");
+    assert_eq!(mqtt.broker.url(), "mqtt://broker.local:1883");
+    assert_eq!((mqtt.qos, mqtt.queue), (1, 256));
+    assert_eq!(mqtt.keep_alive, Duration::from_secs(10));
+    assert!(!mqtt.client_id.is_empty());
+    assert_eq!(mqtt.topic, format!("sealcheck/{}", mqtt.client_id));
+    assert_eq!(cfg.decision.deadline, Some(Duration::from_millis(60)));
+
+    let text = std::fs::read_to_string(&config).unwrap();
+    let without = text.split("[mqtt]").next().unwrap().replace("deadline_ms = 60", "deadline_ms = 0");
+    std::fs::write(&config, without).unwrap();
+    let cfg = sealcheck::config::load(&config).unwrap();
+    assert!(cfg.mqtt.is_none() && cfg.decision.deadline.is_none());
+}

@@ -441,3 +441,97 @@ impl Drop for MqttLine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Decision, Reason};
+    use crate::frame::FrameMeta;
+    use crate::line::PartDeadline;
+
+    fn shared(capacity: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                connected: false,
+                handed: VecDeque::new(),
+                inflight: HashMap::new(),
+                stopping: false,
+                closed: false,
+                overflow_logged: false,
+            }),
+            wake: Condvar::new(),
+            stats: Arc::new(MqttStats::new("mqtt://test:1883".into())),
+            capacity,
+        })
+    }
+
+    fn verdict(seq: u64, deadline_ms: Option<u64>) -> LineVerdict {
+        let meta = FrameMeta::now(seq);
+        LineVerdict {
+            seq,
+            captured_at: meta.captured_at,
+            captured_instant: meta.captured_instant,
+            decision: Decision::error(),
+            latency_ms: 1.0,
+            deadline: deadline_ms.map(|ms| PartDeadline::of(&meta, Duration::from_millis(ms))),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_oldest_and_counts_it() {
+        let shared = shared(2);
+        let queue = VerdictQueue {
+            shared: Arc::clone(&shared),
+            unavailable: false,
+        };
+        for seq in 0..3 {
+            queue.send(&verdict(seq, None));
+        }
+        let seqs: Vec<u64> = shared.lock().queue.iter().map(|v| v.seq).collect();
+        assert_eq!(seqs, vec![1, 2]);
+        let counts = shared.stats.snapshot();
+        assert_eq!((counts.offered, counts.dropped(DropReason::QueueFull)), (3, 1));
+    }
+
+    #[test]
+    fn a_verdict_that_cannot_leave_in_time_becomes_a_late_fail_then_expires() {
+        let shared = shared(8);
+        let mut state = shared.lock();
+        state.queue.push_back(verdict(0, Some(20)));
+        state.queue.push_back(verdict(1, None));
+        let start = Instant::now();
+        shared.sweep_expired(&mut state, start);
+        assert_eq!(state.queue[0].decision.reason, Reason::Error, "still in time");
+        shared.sweep_expired(&mut state, start + Duration::from_millis(25));
+        assert_eq!(state.queue[0].decision.reason, Reason::Late);
+        assert_eq!(shared.stats.snapshot().late, 1);
+        shared.sweep_expired(&mut state, start + Duration::from_millis(45));
+        assert_eq!(state.queue.len(), 1, "the late fail expired; no deadline never expires");
+        assert_eq!(shared.stats.snapshot().dropped(DropReason::Expired), 1);
+    }
+
+    #[test]
+    fn unacknowledged_verdicts_go_back_to_the_front_in_order() {
+        let shared = shared(8);
+        let mut state = shared.lock();
+        state.queue.push_back(verdict(5, None));
+        state.handed.push_back(Sent::Verdict(verdict(4, None)));
+        state.inflight.insert(7, Sent::Verdict(verdict(3, None)));
+        state.inflight.insert(2, Sent::Status);
+        shared.requeue_unacked(&mut state);
+        let seqs: Vec<u64> = state.queue.iter().map(|v| v.seq).collect();
+        assert_eq!(seqs, vec![3, 4, 5]);
+        assert!(state.handed.is_empty() && state.inflight.is_empty());
+    }
+
+    #[test]
+    fn status_says_when_the_broker_is_away() {
+        let stats = MqttStats::new("mqtt://b:1883".into());
+        stats.set_down(true);
+        let note = stats.status_note().unwrap();
+        assert!(note.starts_with("MQTT broker mqtt://b:1883 unreachable for 0 s"), "{note}");
+        stats.set_down(false);
+        assert_eq!(stats.status_note(), None);
+    }
+}
