@@ -74,7 +74,7 @@ uninstall:
 	scripts/install.sh uninstall
 
 # Regenerates the demo models, the sample clip and the model card's numbers.
-demo-assets: python
+demo-assets: python build onnxruntime
 	scripts/make_demo_assets.sh
 
 clean:

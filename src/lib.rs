@@ -13,6 +13,7 @@ pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod decision;
+pub mod evaluate;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;

@@ -30,6 +30,7 @@ pub struct Config {
     pub output: OutputConfig,
     pub logging: LoggingConfig,
     pub service: ServiceConfig,
+    pub evaluate: EvaluateConfig,
     /// `[mqtt]`: verdicts to a broker; `None` when the section is absent.
     pub mqtt: Option<MqttConfig>,
 }
@@ -266,6 +267,18 @@ pub struct ClassifierModel {
     pub mask_std: f32,
     /// Class index of "defective" in the logits.
     pub defect_class: usize,
+}
+
+/// What `sealcheck evaluate --gate` demands of a candidate, against the
+/// reference engine on the same frames (`[evaluate]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvaluateConfig {
+    /// Mean seal-mask IoU with the reference's masks, at least.
+    pub min_mean_mask_iou: f64,
+    /// Defect recall against the labels may fall this far below the reference's.
+    pub recall_tolerance: f64,
+    /// Wrong verdicts against the labels beyond the reference's count that are allowed.
+    pub extra_label_errors: u64,
 }
 
 /// Thresholds an operator tunes; applied at once on reload.

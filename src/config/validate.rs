@@ -51,6 +51,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let output = read_output(&root.section("output"), &files);
     let logging = read_logging(&root.section("logging"));
     let service = read_service(&root.section("service"));
+    let evaluate = read_evaluate(&root.section("evaluate"));
     let mqtt = root
         .has("mqtt")
         .then(|| read_mqtt(&root.section("mqtt"), &files));
@@ -65,6 +66,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         output,
         logging,
         service,
+        evaluate,
     ) {
         (
             Some(source),
@@ -75,6 +77,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             Some(output),
             Some(logging),
             Some(service),
+            Some(evaluate),
         ) if problems.is_empty() && !matches!(mqtt, Some(None)) => Ok(Config {
             path: path.to_path_buf(),
             source,
@@ -85,6 +88,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             output,
             logging,
             service,
+            evaluate,
             mqtt: mqtt.flatten(),
         }),
         _ => Err(invalid(problems.into_vec())),
@@ -425,6 +429,19 @@ fn read_classifier(s: &Section, files: &Files) -> Option<ClassifierModel> {
         mask_mean: mask_mean? as f32,
         mask_std: mask_std? as f32,
         defect_class: defect_class? as usize,
+    })
+}
+
+/// `[evaluate]`: the rules `sealcheck evaluate --gate` holds a candidate to.
+fn read_evaluate(s: &Section) -> Option<EvaluateConfig> {
+    let min_mean_mask_iou = s.float_in("min_mean_mask_iou", 0.0..=1.0, Some(0.98));
+    let recall_tolerance = s.float_in("recall_tolerance", 0.0..=1.0, Some(0.0));
+    let extra_label_errors = s.int_in("extra_label_errors", 0..=1_000_000, Some(0));
+    s.finish();
+    Some(EvaluateConfig {
+        min_mean_mask_iou: min_mean_mask_iou?,
+        recall_tolerance: recall_tolerance?,
+        extra_label_errors: extra_label_errors? as u64,
     })
 }
 
