@@ -475,6 +475,8 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
     let subscriber = Subscriber::start(broker.port, None);
     let frames = 20;
     let source = clip_source(dir.path(), frames);
+    // A file that is no image: capture fails that frame; the line still gets its `error`.
+    std::fs::write(dir.path().join("clip/frame_00005.jpg"), b"not a jpeg").unwrap();
     let config = write_config(
         dir.path(),
         &source,
@@ -506,6 +508,8 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
         assert_eq!(r["late"], false);
         assert!(m["deadline"].is_null(), "no deadline configured");
     }
+    assert_eq!(verdicts[5].1["reason"], "error");
+    assert_eq!(verdicts[5].1["evaluation"], "NotDecidable");
     // Availability: online (retained) when connected, offline at the clean stop.
     let statuses = subscriber.statuses();
     assert_eq!(statuses.first().map(String::as_str), Some("online"), "{statuses:?}");
@@ -779,4 +783,35 @@ fn mqtt_section_defaults_and_off_when_absent() {
     std::fs::write(&config, without).unwrap();
     let cfg = sealcheck::config::load(&config).unwrap();
     assert!(cfg.mqtt.is_none() && cfg.decision.deadline.is_none());
+}
+
+#[test]
+fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    // 60 frames/s into two slots: inspection cannot keep up, most frames are dropped.
+    let frames = 60;
+    let source = format!("{}overflow = \"drop\"\npool_size = 2\n", paced_source(60, frames));
+    let config = write_config(
+        dir.path(),
+        &source,
+        0,
+        &format!("url = \"{}\"\ntopic = \"{TOPIC}\"\nqueue = 1000", broker.url()),
+    );
+    let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(wait_until(Duration::from_secs(5), || subscriber.verdicts().len() >= frames as usize));
+    let verdicts = subscriber.verdicts();
+    let seqs: Vec<u64> = verdicts.iter().map(|(_, m)| m["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..frames as u64).collect::<Vec<_>>(), "every frame once, in order");
+    let results = results(dir.path());
+    for ((_, m), r) in verdicts.iter().zip(&results) {
+        assert_eq!((&m["seq"], &m["reason"]), (&r["seq"], &r["reason"]));
+    }
+    assert!(
+        verdicts.iter().any(|(_, m)| m["reason"] == "not_inspected"),
+        "expected drops at 60 frames/s: {stdout}"
+    );
 }

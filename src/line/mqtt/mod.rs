@@ -97,6 +97,8 @@ pub struct MqttStats {
     pub outages: AtomicU64,
     /// Unix milliseconds when the current outage began; 0 while connected.
     pub down_since_ms: AtomicU64,
+    /// CPU time the two MQTT threads used (added when each ends): MQTT's cost.
+    pub cpu_ns: AtomicU64,
     /// Capture to the broker's acknowledgement (QoS 1) per published verdict.
     ack_latency: Mutex<LatencyHistogram>,
     /// Verdict (handed to the line) to the broker's acknowledgement: MQTT's own share.
@@ -114,6 +116,7 @@ impl MqttStats {
             late: AtomicU64::new(0),
             outages: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
             ack_latency: Mutex::new(LatencyHistogram::default()),
             send_latency: Mutex::new(LatencyHistogram::default()),
         }
@@ -172,6 +175,7 @@ impl MqttStats {
             outages: self.outages.load(Ordering::Relaxed),
             ack_ms,
             send_ms,
+            cpu_ms: self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 
@@ -208,6 +212,8 @@ pub struct MqttCounts {
     pub ack_ms: Option<[f64; 3]>,
     /// Verdict to broker acknowledgement, ms: p50, p99, p99.9 (QoS 1 only).
     pub send_ms: Option<[f64; 3]>,
+    /// CPU milliseconds of the MQTT threads (complete once `finish` returned).
+    pub cpu_ms: f64,
 }
 
 impl MqttCounts {
@@ -230,13 +236,14 @@ impl MqttCounts {
             .map(|(r, n)| format!("{} {n}", r.as_str()))
             .collect();
         let mut out = format!(
-            "mqtt: {}: published {}, dropped {} ({}), late in queue {}, outages {}\n",
+            "mqtt: {}: published {}, dropped {} ({}), late in queue {}, outages {}, cpu {:.1} ms\n",
             self.broker,
             self.published,
             self.dropped_total(),
             reasons.join(", "),
             self.late,
-            self.outages
+            self.outages,
+            self.cpu_ms
         );
         if let Some([p50, p99, p999]) = self.ack_ms {
             out.push_str(&format!(
@@ -250,6 +257,20 @@ impl MqttCounts {
         }
         out
     }
+}
+
+/// CPU time the calling thread has used so far.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return 0;
+    }
+    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// What went to the broker and is not acknowledged yet.
