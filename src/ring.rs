@@ -160,6 +160,9 @@ pub fn frame_ring_with_capacity(
     (producer, consumer)
 }
 
+/// Called with each delivered frame's meta, in `seq` order (`RingProducer::on_delivery`).
+type DeliveryObserver = Box<dyn FnMut(&FrameMeta) + Send>;
+
 /// Capture's end: takes free slots, pushes events. Dropping it without `End`
 /// having been pushed pushes `End(Stopped)`, so the consumer always sees an end.
 pub struct RingProducer {
@@ -173,7 +176,7 @@ pub struct RingProducer {
     spare: Option<Box<FrameSlot>>,
     ended: bool,
     /// Told of every delivered frame as it is pushed (see `on_delivery`).
-    on_delivery: Option<Box<dyn FnMut(&FrameMeta) + Send>>,
+    on_delivery: Option<DeliveryObserver>,
 }
 
 impl std::fmt::Debug for RingProducer {

@@ -39,6 +39,25 @@ pub use model_id::ModelIds;
 /// plant LAN: well under a millisecond; the rest is margin).
 pub const SEND_MARGIN: Duration = Duration::from_millis(2);
 
+/// Nice value the line's timing threads (deadline, MQTT) ask for: ahead of
+/// everything else on a busy machine, so a `late` fail leaves at its deadline.
+const LINE_THREAD_NICE: i32 = -10;
+
+/// Raises the calling thread's scheduling priority to `LINE_THREAD_NICE`
+/// where the service may (root or `CAP_SYS_NICE`, e.g. systemd's `Nice=` or
+/// `AmbientCapabilities=CAP_SYS_NICE`); otherwise it runs at the default.
+pub(crate) fn raise_thread_priority() {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    let rc = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, LINE_THREAD_NICE)
+    };
+    if rc != 0 {
+        log::debug!(target: "sealcheck::line", nice = LINE_THREAD_NICE;
+            "cannot raise the priority of a line thread (needs CAP_SYS_NICE); it runs at the default");
+    }
+}
+
 /// When a part's verdict is due, in both clocks.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PartDeadline {
@@ -199,7 +218,9 @@ impl Line {
 
     /// A new deadline (reload); it applies to parts captured from now on.
     pub fn set_deadline(&self, deadline: Option<Duration>) {
-        let ns = deadline.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+        let ns = deadline.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
         self.deadline_ns.store(ns, Ordering::Relaxed);
     }
 
@@ -301,7 +322,10 @@ mod tests {
     fn line(deadline_ms: u64) -> (Line, Arc<RecordingOutput>) {
         let out = Arc::new(RecordingOutput::default());
         let deadline = (deadline_ms > 0).then(|| Duration::from_millis(deadline_ms));
-        (Line::new(vec![out.clone() as Arc<dyn LineOutput>], deadline), out)
+        (
+            Line::new(vec![out.clone() as Arc<dyn LineOutput>], deadline),
+            out,
+        )
     }
 
     fn ok() -> Decision {
@@ -324,7 +348,10 @@ mod tests {
         assert_eq!(line.deliver(&m1, &ok(), 1.0), Delivery::Late);
         // A timer for part 0 firing late finds it claimed.
         assert!(!line.expire(&m0, PartDeadline::of(&m0, Duration::from_millis(1000))));
-        assert_eq!(*out.0.lock().unwrap(), vec![(0, Reason::Ok), (1, Reason::Late)]);
+        assert_eq!(
+            *out.0.lock().unwrap(),
+            vec![(0, Reason::Ok), (1, Reason::Late)]
+        );
         assert_eq!(line.stats().snapshot().late, 1);
     }
 
@@ -344,7 +371,12 @@ mod tests {
         line.deliver(&FrameMeta::now(3), &ok(), 1.0);
         assert_eq!(
             *out.0.lock().unwrap(),
-            vec![(0, Reason::Ok), (1, Reason::Late), (2, Reason::Late), (3, Reason::Ok)]
+            vec![
+                (0, Reason::Ok),
+                (1, Reason::Late),
+                (2, Reason::Late),
+                (3, Reason::Ok)
+            ]
         );
     }
 
@@ -355,6 +387,8 @@ mod tests {
         let ms = d.at.duration_since(UNIX_EPOCH).unwrap();
         assert_eq!(ms.subsec_nanos() % 1_000_000, 0);
         let from_capture = d.due - m.captured_instant;
-        assert!(from_capture <= Duration::from_millis(60) && from_capture > Duration::from_millis(58));
+        assert!(
+            from_capture <= Duration::from_millis(60) && from_capture > Duration::from_millis(58)
+        );
     }
 }

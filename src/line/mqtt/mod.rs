@@ -123,7 +123,10 @@ impl MqttStats {
     }
 
     fn drop_verdicts(&self, reason: DropReason, count: u64) {
-        let i = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+        let i = DropReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
         self.dropped[i].fetch_add(count, Ordering::Relaxed);
     }
 
@@ -159,9 +162,9 @@ impl MqttStats {
             *d = a.load(Ordering::Relaxed);
         }
         let quantiles = |h: &Mutex<LatencyHistogram>| {
-            h.lock().ok().and_then(|h| {
-                Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?])
-            })
+            h.lock()
+                .ok()
+                .and_then(|h| Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?]))
         };
         let ack_ms = quantiles(&self.ack_latency);
         let send_ms = quantiles(&self.send_latency);
@@ -512,7 +515,10 @@ mod tests {
         let seqs: Vec<u64> = shared.lock().queue.iter().map(|v| v.seq).collect();
         assert_eq!(seqs, vec![1, 2]);
         let counts = shared.stats.snapshot();
-        assert_eq!((counts.offered, counts.dropped(DropReason::QueueFull)), (3, 1));
+        assert_eq!(
+            (counts.offered, counts.dropped(DropReason::QueueFull)),
+            (3, 1)
+        );
     }
 
     #[test]
@@ -523,12 +529,20 @@ mod tests {
         state.queue.push_back(verdict(1, None));
         let start = Instant::now();
         shared.sweep_expired(&mut state, start);
-        assert_eq!(state.queue[0].decision.reason, Reason::Error, "still in time");
+        assert_eq!(
+            state.queue[0].decision.reason,
+            Reason::Error,
+            "still in time"
+        );
         shared.sweep_expired(&mut state, start + Duration::from_millis(25));
         assert_eq!(state.queue[0].decision.reason, Reason::Late);
         assert_eq!(shared.stats.snapshot().late, 1);
         shared.sweep_expired(&mut state, start + Duration::from_millis(45));
-        assert_eq!(state.queue.len(), 1, "the late fail expired; no deadline never expires");
+        assert_eq!(
+            state.queue.len(),
+            1,
+            "the late fail expired; no deadline never expires"
+        );
         assert_eq!(shared.stats.snapshot().dropped(DropReason::Expired), 1);
     }
 
@@ -551,7 +565,10 @@ mod tests {
         let stats = MqttStats::new("mqtt://b:1883".into());
         stats.set_down(true);
         let note = stats.status_note().unwrap();
-        assert!(note.starts_with("MQTT broker mqtt://b:1883 unreachable for 0 s"), "{note}");
+        assert!(
+            note.starts_with("MQTT broker mqtt://b:1883 unreachable for 0 s"),
+            "{note}"
+        );
         stats.set_down(false);
         assert_eq!(stats.status_note(), None);
     }
