@@ -166,6 +166,14 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             if let sealcheck::ring::EndOfStream::Error(e) = summary.end {
                 return Err(anyhow::Error::new(e).context("the source failed during the run"));
             }
+            // Every verdict reached the log, but the results file misses some:
+            // whoever reads the file must learn it from the exit status.
+            if summary.results_lost > 0 {
+                anyhow::bail!(
+                    "{} result lines could not be written to the results file (see the journal for why)",
+                    summary.results_lost
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect {

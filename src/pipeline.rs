@@ -17,16 +17,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, bounded, select};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::capture::{Capture, CaptureError, Replay};
+use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
-use crate::infer::{self, InferError, InferStage};
+use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
-use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
+use crate::model_swap::{self, RunningEngine};
+use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
@@ -63,6 +64,11 @@ pub struct RunSummary {
     pub end: EndOfStream,
     /// True when the run ended because SIGTERM/SIGINT asked it to.
     pub stopped_by_signal: bool,
+    /// Result lines that could not be written to the results file (disk full,
+    /// I/O error): the run exits non-zero when any was lost.
+    pub results_lost: u64,
+    /// Times the live source was lost (or missing at start) and rebuilt.
+    pub source_outages: u64,
     /// Verdicts the line got (one per part), and how many were `late`.
     pub line: LineCounts,
     /// The MQTT side, when `[mqtt]` is configured.
@@ -112,6 +118,18 @@ impl RunSummary {
             self.fps(),
             self.elapsed.as_secs_f64(),
         );
+        if self.source_outages > 0 {
+            out.push_str(&format!(
+                "source: lost {} time(s), recovered inside the process\n",
+                self.source_outages
+            ));
+        }
+        if self.results_lost > 0 {
+            out.push_str(&format!(
+                "results file: {} lines could not be written (the journal has their verdicts when log_verdicts = true)\n",
+                self.results_lost
+            ));
+        }
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
             out.push_str(&format!(
@@ -194,6 +212,14 @@ impl FrameSource {
         }
     }
 
+    /// Up or lost, outages and tries of a live source; `None` for a replay.
+    fn source_status(&self) -> Option<SourceStatus> {
+        match self {
+            FrameSource::Capture(c) => Some(c.source_status()),
+            FrameSource::Replay(_) => None,
+        }
+    }
+
     /// A probe for the watchdog thread: is the source healthy and streaming?
     fn streaming_probe(&self) -> Box<dyn Fn() -> bool + Send> {
         match self {
@@ -225,6 +251,16 @@ struct Stages {
     output_done: Receiver<()>,
     /// The deadline thread; it ends once capture is gone and every part is claimed.
     deadline: JoinHandle<()>,
+    /// Whether the results file is written, and lines lost (for metrics too).
+    results_file: ResultsFileStatus,
+    /// Where reloaded models go, and the engine they must match; none on the
+    /// GPU device path (new models there need a restart).
+    model_swap: Option<ModelSwapTarget>,
+}
+
+struct ModelSwapTarget {
+    swaps: Sender<ModelSwap>,
+    running: RunningEngine,
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -241,11 +277,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let models = ModelIds::of(&config);
+    let models = Arc::new(ModelIds::of(&config));
     let mqtt = config
         .mqtt
         .as_ref()
-        .map(|m| MqttLine::start(m, models.clone()));
+        .map(|m| MqttLine::start(m, (*models).clone()));
     let line = Arc::new(Line::new(
         mqtt.iter().map(MqttLine::output).collect(),
         config.decision.deadline,
@@ -276,13 +312,15 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         {
             let stats = Arc::clone(&stats);
             let telemetry = telemetry.clone();
+            let source = stages.capture.source_status();
+            let results_file = stages.results_file.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                let status = stats
+                let line = stats
                     .lock()
                     .map(|s| s.status_line(s.frames as f64 / fps_since))
                     .unwrap_or_default();
-                status + &telemetry.status_note()
+                problems_first(source.as_ref(), &results_file, line) + &telemetry.status_note()
             }
         },
     )
@@ -313,7 +351,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 }
                 Ok(ServiceSignal::Reload) => {
                     context.notifier.reloading();
-                    reload(&mut current, &reload_tx);
+                    reload(&mut current, &reload_tx, stages.model_swap.as_ref());
                     context.notifier.ready();
                 }
                 // Nobody can send any more (a bench or a test): stop listening.
@@ -332,6 +370,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     }
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
+    let source_outages = stages
+        .capture
+        .source_status()
+        .map_or(0, |status| status.outages());
+    let results_file = stages.results_file.clone();
     let drained = drain_deadline.is_none()
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
@@ -385,7 +428,31 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stopped_by_signal,
         line: line_counts,
         mqtt,
+        results_lost: results_file.lost_lines(),
+        source_outages,
     })
+}
+
+/// The STATUS= text: what is wrong first (camera lost, results file not
+/// written), then the counts.
+fn problems_first(
+    source: Option<&SourceStatus>,
+    results_file: &ResultsFileStatus,
+    counts: String,
+) -> String {
+    let mut line = String::new();
+    if let Some(outage) = source.and_then(SourceStatus::describe_outage) {
+        line.push_str(&outage);
+        line.push_str("; ");
+    }
+    if !results_file.is_writable() {
+        line.push_str(&format!(
+            "results file NOT WRITTEN ({} lines lost); ",
+            results_file.lost_lines()
+        ));
+    }
+    line.push_str(&counts);
+    line
 }
 
 /// At the end of a run, how long verdicts still queued may take to reach the broker.
@@ -400,7 +467,7 @@ fn start_stages(
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
-    (line, models): (&Arc<Line>, &ModelIds),
+    (line, models): (&Arc<Line>, &Arc<ModelIds>),
 ) -> Result<Stages, PipelineError> {
     let pool = config.source.pool_size;
     let (mut producer, consumer) = ring::frame_ring(pool);
@@ -427,6 +494,7 @@ fn start_stages(
     };
 
     let sink = ResultSink::open(&config.output)?;
+    let results_file = sink.status();
     let output = OutputStage {
         input: output_in,
         recycle: free_tx,
@@ -441,13 +509,14 @@ fn start_stages(
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
         line: Some(Arc::clone(line)),
-        models: Some(models.clone()),
+        models: Some(Arc::clone(models)),
     };
     let output = spawn("output", move || {
         let result = output.run();
         let _ = done_tx.send(());
         result
     })?;
+    let mut model_swap = None;
     let (ring_reader, infer) = match frame_preprocessor {
         None => {
             let kind = backend.kind();
@@ -464,9 +533,19 @@ fn start_stages(
             (device, None)
         }
         Some(frame_preprocessor) => {
+            let (swaps, swap_rx) = bounded::<ModelSwap>(1);
+            model_swap = Some(ModelSwapTarget {
+                swaps,
+                running: RunningEngine {
+                    kind: backend.kind(),
+                    geometry,
+                },
+            });
             let infer = InferStage {
                 input: infer_in,
                 output: to_output,
+                models: Arc::clone(models),
+                swaps: swap_rx,
                 backend,
                 preprocessor: cpu_preprocessor(config, geometry),
                 mask_class: config.segmentation.mask_class,
@@ -509,6 +588,8 @@ fn start_stages(
         output,
         output_done,
         deadline,
+        model_swap,
+        results_file,
     })
 }
 
@@ -523,9 +604,14 @@ fn spawn<T: Send + 'static>(
 }
 
 /// Re-reads the config file. Thresholds and output settings apply at once;
-/// anything else that changed is logged as needing a restart. An invalid
-/// file is rejected and the running config stays.
-fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>) {
+/// new model files are swapped in between two frames once they pass
+/// `model_swap::prepare` (host path); anything else that changed is logged as
+/// needing a restart. An invalid file is rejected and the running config stays.
+fn reload(
+    current: &mut Config,
+    apply: &crossbeam_channel::Sender<LiveSettings>,
+    model_swap: Option<&ModelSwapTarget>,
+) {
     let new = match config::load(&current.path) {
         Ok(new) => new,
         Err(e) => {
@@ -533,7 +619,7 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
             return;
         }
     };
-    for section in restart_sections(current, &new) {
+    for section in restart_sections(current, &new, model_swap.is_some()) {
         log::warn!(target: "sealcheck::config", section = section; "reload: [{section}] changed but only applies after `systemctl restart sealcheck`");
     }
     let settings = LiveSettings {
@@ -546,11 +632,42 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
     log::info!(target: "sealcheck::config", path = new.path.display().to_string().as_str(); "config reloaded: decision and output settings applied");
     // Keep the running values of what needs a restart, so the next reload compares against them.
     current.decision = new.decision;
-    current.output = new.output;
+    current.output = new.output.clone();
+    current.acceptance_images = new.acceptance_images.clone();
+    if let Some(target) = model_swap
+        && model_swap::paths_changed(current, &new)
+        && model_swap::only_paths_changed(current, &new)
+    {
+        swap_models(current, &new, target);
+    }
+}
+
+/// Opens, checks, gates and warms up the reloaded config's models, then hands
+/// them to the infer thread. Runs while systemd shows the reload in progress.
+fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
+    let started = Instant::now();
+    log::info!(target: "sealcheck::model_swap", segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(), acceptance_images = new.acceptance_images.is_some(); "new model files named: opening them beside the running ones");
+    match model_swap::prepare(current, new, target.running) {
+        Ok(swap) => {
+            let (seg, cls) = (
+                swap.models.segmentation.clone(),
+                swap.models.classifier.clone(),
+            );
+            if target.swaps.send(swap).is_err() {
+                return;
+            }
+            log::info!(target: "sealcheck::model_swap", segmentation = seg.as_str(), classifier = cls.as_str(), prepare_ms = started.elapsed().as_secs_f64() * 1e3; "new models accepted: they judge from the next frame on");
+            current.segmentation = new.segmentation.clone();
+            current.classifier = new.classifier.clone();
+        }
+        Err(refused) => {
+            log::error!(target: "sealcheck::model_swap", step = refused.step, detail = refused.detail.as_str(), segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(); "{refused}");
+        }
+    }
 }
 
 /// Config sections that differ and cannot change while running.
-fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
+fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'static str> {
     let mut changed = Vec::new();
     if old.source != new.source {
         changed.push("source");
@@ -558,7 +675,8 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.inference != new.inference {
         changed.push("inference");
     }
-    if old.segmentation != new.segmentation || old.classifier != new.classifier {
+    let swappable = models_swap && model_swap::only_paths_changed(old, new);
+    if (old.segmentation != new.segmentation || old.classifier != new.classifier) && !swappable {
         changed.push("models");
     }
     if old.logging != new.logging {
@@ -590,8 +708,8 @@ mod tests {
     fn a_changed_mqtt_section_needs_a_restart_and_a_deadline_does_not() {
         let old = config("[mqtt]\nurl = \"mqtt://a\"\n");
         let new = config("[mqtt]\nurl = \"mqtt://b\"\n[decision]\ndeadline_ms = 60\n");
-        assert_eq!(restart_sections(&old, &new), vec!["mqtt"]);
+        assert_eq!(restart_sections(&old, &new, false), vec!["mqtt"]);
         let deadline_only = config("[mqtt]\nurl = \"mqtt://a\"\n[decision]\ndeadline_ms = 60\n");
-        assert!(restart_sections(&old, &deadline_only).is_empty());
+        assert!(restart_sections(&old, &deadline_only, false).is_empty());
     }
 }

@@ -25,10 +25,24 @@
 //! order holds; its slot is kept for the next frame.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, OnceLock};
-use std::thread::{self, Thread};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+// The ring's own protocol (wake-ups, the stop flag, the marker count) runs on
+// loom's primitives under the `loom` feature, so `loom_model` below can explore
+// its interleavings; `ringbuf` itself is outside loom's view (see there).
+#[cfg(feature = "loom")]
+use loom::sync::Arc;
+#[cfg(feature = "loom")]
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+#[cfg(feature = "loom")]
+use loom::thread::{self, Thread};
+#[cfg(not(feature = "loom"))]
+use std::sync::Arc;
+#[cfg(not(feature = "loom"))]
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+#[cfg(not(feature = "loom"))]
+use std::thread::{self, Thread};
 
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
@@ -102,6 +116,19 @@ impl Shared {
             thread.unpark();
         }
     }
+}
+
+/// Parks the calling thread until it is unparked, at most `limit`. Under loom,
+/// which has no timed park, it waits for the unpark: a lost wake-up is then a
+/// deadlock loom reports, not a delay the timeout hides.
+fn park_timeout(limit: Duration) {
+    #[cfg(feature = "loom")]
+    {
+        let _ = limit;
+        thread::park();
+    }
+    #[cfg(not(feature = "loom"))]
+    thread::park_timeout(limit);
 }
 
 /// Registers the calling thread as the one to wake, on first use. Returns how
@@ -220,7 +247,7 @@ impl RingProducer {
                 // Stopping, or no consumer left to give slots back.
                 return None;
             }
-            thread::park_timeout(park_limit.unwrap_or(PRODUCER_PARK));
+            park_timeout(park_limit.unwrap_or(PRODUCER_PARK));
         }
     }
 
@@ -426,6 +453,13 @@ impl StopHandle {
     pub fn stop_requested(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
     }
+
+    /// Lets the producer wait for free slots again after `request_stop`. Capture
+    /// calls it when it rebuilds a lost live source: the old pipeline's streaming
+    /// thread was woken and is gone, and the ring (with its `seq`) goes on.
+    pub fn clear_stop(&self) {
+        self.shared.stop.store(false, Ordering::Release);
+    }
 }
 
 /// Preprocessing's end: pops events, gives slots back.
@@ -470,7 +504,7 @@ impl RingConsumer {
                 }
                 None => Duration::from_secs(3600),
             };
-            thread::park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
+            park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
         }
     }
 
@@ -499,7 +533,7 @@ impl RingConsumer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -843,5 +877,157 @@ mod tests {
         // After the end nothing more is delivered.
         deliver(&mut producer, 5, OverflowPolicy::Drop);
         assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+}
+
+/// The ring's hand-over protocol under loom (`make test` runs it:
+/// `cargo test --release --features loom --lib ring::loom_model`).
+///
+/// What is modelled: the wake-up protocol (registration in a `OnceLock`, the
+/// `SeqCst` fences in `wake_*` against the ones in `pop` and `acquire_slot`,
+/// park/unpark), the stop flag, the marker count and slot recycling, all on
+/// loom's atomics and threads, with every `park` untimed so that a lost
+/// wake-up shows as a deadlock. What is assumed: `ringbuf`'s SPSC push and pop
+/// are correct; they use atomics loom cannot see, so here each is one
+/// indivisible step between loom's scheduling points (its own tests and Miri
+/// runs cover its internals).
+#[cfg(all(test, feature = "loom"))]
+mod loom_model {
+    use super::*;
+
+    /// Few preemptions: enough for every wake-up race of two threads, and the
+    /// models finish in seconds.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(f);
+    }
+
+    fn frame(producer: &mut RingProducer, seq: u64, policy: OverflowPolicy) -> bool {
+        let meta = FrameMeta {
+            seq,
+            captured_at: std::time::UNIX_EPOCH,
+            captured_instant: Instant::now(),
+        };
+        match producer.acquire_slot(policy) {
+            Some(mut slot) => {
+                slot.meta = meta;
+                producer.push(CaptureEvent::Frame(slot));
+                true
+            }
+            None => {
+                producer.push(CaptureEvent::Dropped { meta, count: 1 });
+                false
+            }
+        }
+    }
+
+    /// Pops to `End` with no timeout (a lost wake-up deadlocks), recycling
+    /// frames; returns the seqs covered and how the stream ended.
+    fn drain(consumer: &mut RingConsumer) -> (Vec<u64>, EndOfStream) {
+        let mut seqs = Vec::new();
+        loop {
+            match consumer.pop(Duration::MAX) {
+                Some(CaptureEvent::Frame(slot)) => {
+                    seqs.push(slot.meta.seq);
+                    consumer.recycle(slot);
+                }
+                Some(CaptureEvent::Dropped { meta, count }) => {
+                    seqs.extend(meta.seq..meta.seq + count)
+                }
+                Some(CaptureEvent::Failed { meta, .. }) => seqs.push(meta.seq),
+                Some(CaptureEvent::End(end)) => return (seqs, end),
+                None => panic!("pop without a timeout returned nothing"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_parked_consumer_never_misses_a_frame_or_the_end() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(2);
+            let capture = thread::spawn(move || {
+                frame(&mut producer, 0, OverflowPolicy::Drop);
+                frame(&mut producer, 1, OverflowPolicy::Drop);
+                producer.push(CaptureEvent::End(EndOfStream::Finished));
+            });
+            let (seqs, end) = drain(&mut consumer);
+            capture.join().unwrap();
+            assert_eq!(seqs, [0, 1]);
+            assert_eq!(end, EndOfStream::Finished);
+            assert_eq!(consumer.free_slots(), 2, "every slot came back");
+        });
+    }
+
+    #[test]
+    fn a_blocked_producer_is_woken_by_the_recycled_slot() {
+        model(|| {
+            // One slot: the second frame waits for the first one's slot.
+            let (mut producer, mut consumer) = frame_ring(1);
+            let capture = thread::spawn(move || {
+                let blocked_never_drops = frame(&mut producer, 0, OverflowPolicy::Block)
+                    && frame(&mut producer, 1, OverflowPolicy::Block);
+                producer.push(CaptureEvent::End(EndOfStream::Finished));
+                blocked_never_drops
+            });
+            let (seqs, end) = drain(&mut consumer);
+            assert!(capture.join().unwrap());
+            assert_eq!((seqs, end), (vec![0, 1], EndOfStream::Finished));
+        });
+    }
+
+    #[test]
+    fn stop_wakes_a_producer_waiting_for_a_slot_and_clear_stop_rearms_it() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(1);
+            let stop = producer.stop_handle();
+            let capture = thread::spawn(move || {
+                assert!(frame(&mut producer, 0, OverflowPolicy::Block));
+                // The only slot is held by the consumer: waits until stopped.
+                let got = producer.acquire_slot(OverflowPolicy::Block).is_some();
+                (producer, got)
+            });
+            let held = match consumer.pop(Duration::MAX) {
+                Some(CaptureEvent::Frame(slot)) => slot,
+                other => panic!("{other:?}"),
+            };
+            stop.request_stop();
+            let (mut producer, got) = capture.join().unwrap();
+            assert!(!got, "a stopped producer gets no slot");
+            // A rebuilt source: waiting works again, and the recycled slot comes back.
+            stop.clear_stop();
+            consumer.recycle(held);
+            assert!(producer.acquire_slot(OverflowPolicy::Block).is_some());
+        });
+    }
+
+    #[test]
+    fn markers_are_counted_back_to_zero_whatever_the_interleaving() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(1);
+            let shared = Arc::clone(&producer.shared);
+            let capture = thread::spawn(move || {
+                let meta = |seq| FrameMeta {
+                    seq,
+                    captured_at: std::time::UNIX_EPOCH,
+                    captured_instant: Instant::now(),
+                };
+                producer.push(CaptureEvent::Failed {
+                    meta: meta(0),
+                    message: String::new(),
+                });
+                producer.push(CaptureEvent::Dropped {
+                    meta: meta(1),
+                    count: 2,
+                });
+                assert!(producer.flush_pending_drops());
+                producer.push(CaptureEvent::End(EndOfStream::Stopped));
+            });
+            let (seqs, end) = drain(&mut consumer);
+            capture.join().unwrap();
+            assert_eq!((seqs, end), (vec![0, 1, 2], EndOfStream::Stopped));
+            assert!(consumer.pop(Duration::ZERO).is_none());
+            assert_eq!(shared.markers_in_ring.load(Ordering::SeqCst), 0);
+        });
     }
 }

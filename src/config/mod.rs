@@ -26,6 +26,9 @@ pub struct Config {
     pub inference: InferenceConfig,
     pub segmentation: SegmentationModel,
     pub classifier: ClassifierModel,
+    /// `[models] acceptance_images`: a labelled folder that new models must
+    /// pass (`sealcheck evaluate --gate` rules) before a reload swaps them in.
+    pub acceptance_images: Option<PathBuf>,
     pub decision: DecisionConfig,
     pub output: OutputConfig,
     pub logging: LoggingConfig,
@@ -65,8 +68,9 @@ pub enum SourceKind {
         height: u32,
         framerate: u32,
     },
-    /// A raw `gst-launch` description ending in `appsink name=sink`.
-    Pipeline { description: String },
+    /// A raw `gst-launch` description ending in `appsink name=sink`; `live`
+    /// (`[source] live = true`) makes it a camera: drops by default, recovers.
+    Pipeline { description: String, live: bool },
 }
 
 impl SourceKind {
@@ -86,7 +90,10 @@ impl SourceKind {
     pub fn is_live(&self) -> bool {
         matches!(
             self,
-            SourceKind::V4l2 { .. } | SourceKind::Rtsp { .. } | SourceKind::Csi { .. }
+            SourceKind::V4l2 { .. }
+                | SourceKind::Rtsp { .. }
+                | SourceKind::Csi { .. }
+                | SourceKind::Pipeline { live: true, .. }
         )
     }
 }
@@ -106,6 +113,32 @@ pub struct SourceConfig {
     pub overflow: OverflowPolicy,
     /// Number of preallocated frame slots (and ring capacity).
     pub pool_size: usize,
+    /// How a live source is brought back after it is lost.
+    pub recovery: SourceRecovery,
+}
+
+/// Recovery of a live source inside the process (`[source] retry_min_ms`,
+/// `retry_max_ms`, `frame_timeout_ms`): on an error, end-of-stream or a frozen
+/// stream the source's pipeline is rebuilt, waiting `retry_min` after the loss
+/// and doubling up to `retry_max` between failed tries. Finite sources (file,
+/// images, test) never recover: their end-of-stream ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceRecovery {
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+    /// No frame for this long (no error, no end-of-stream) means the source is
+    /// frozen; `None`: ten frame intervals of the negotiated rate, at least 1 s.
+    pub frame_timeout: Option<Duration>,
+}
+
+impl Default for SourceRecovery {
+    fn default() -> Self {
+        SourceRecovery {
+            retry_min: Duration::from_millis(500),
+            retry_max: Duration::from_secs(10),
+            frame_timeout: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -46,6 +46,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let models = root.section("models");
     let segmentation = read_segmentation(&models.section("segmentation"), &files);
     let classifier = read_classifier(&models.section("classifier"), &files);
+    let acceptance_images = models.opt_str("acceptance_images").and_then(|dir| {
+        let dir = files.resolve(&dir);
+        if dir.is_dir() {
+            Some(dir)
+        } else {
+            models.problem("acceptance_images", format!("folder {} does not exist (relative paths resolve against the config file's folder); it holds labelled frames new models must pass on reload", dir.display()));
+            None
+        }
+    });
     models.finish();
     let decision = read_decision(&root.section("decision"));
     let output = read_output(&root.section("output"), &files);
@@ -89,6 +98,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             logging,
             service,
             evaluate,
+            acceptance_images,
             mqtt: mqtt.flatten(),
         }),
         _ => Err(invalid(problems.into_vec())),
@@ -138,6 +148,7 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
             _ => OverflowPolicy::Drop,
         });
     let pool_size = s.int_in("pool_size", 2..=64, Some(4));
+    let recovery = read_recovery(s);
     // Which keys belong in [source] depends on the kind: judge them only once it is known.
     if kind_index.is_some() {
         s.finish();
@@ -146,6 +157,34 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
         kind: kind?,
         overflow: overflow?,
         pool_size: pool_size? as usize,
+        recovery: recovery?,
+    })
+}
+
+/// `retry_min_ms`, `retry_max_ms`, `frame_timeout_ms` of `[source]` (live sources).
+fn read_recovery(s: &Section) -> Option<SourceRecovery> {
+    let default = SourceRecovery::default();
+    let ms = |d: Duration| d.as_millis() as i64;
+    let retry_min = s.int_in("retry_min_ms", 10..=600_000, Some(ms(default.retry_min)));
+    let retry_max = s.int_in("retry_max_ms", 10..=3_600_000, Some(ms(default.retry_max)));
+    let frame_timeout = if s.has("frame_timeout_ms") {
+        Some(s.int_in("frame_timeout_ms", 100..=3_600_000, None)?)
+    } else {
+        s.int_in("frame_timeout_ms", 0..=0, Some(0));
+        None
+    };
+    let (retry_min, retry_max) = (retry_min?, retry_max?);
+    if retry_min > retry_max {
+        s.problem(
+            "retry_min_ms",
+            format!("({retry_min}) must not exceed retry_max_ms ({retry_max})"),
+        );
+        return None;
+    }
+    Some(SourceRecovery {
+        retry_min: Duration::from_millis(retry_min as u64),
+        retry_max: Duration::from_millis(retry_max as u64),
+        frame_timeout: frame_timeout.map(|ms| Duration::from_millis(ms as u64)),
     })
 }
 
@@ -237,7 +276,9 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
                     "must end in an appsink named sink (\"... ! appsink name=sink\")",
                 );
             }
-            SourceKind::Pipeline { description }
+            // A camera behind a user pipeline: drops by default and is rebuilt when lost.
+            let live = s.bool_or("live", false);
+            SourceKind::Pipeline { description, live }
         }
     };
     Some(kind)

@@ -134,7 +134,7 @@ mod tests {
             feed.delivered(m);
         }
         // Part 0 is decided at once; 1..3 never are.
-        line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1);
+        line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1, None);
         drop(feed);
         thread.join().unwrap();
         let got = out.0.lock().unwrap().clone();

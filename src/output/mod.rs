@@ -7,7 +7,7 @@
 
 mod results_file;
 
-pub use results_file::{OutputError, ResultSink};
+pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -132,8 +132,9 @@ pub struct OutputStage {
     pub measure_from_seq: u64,
     /// Where verdicts go to the line (MQTT, the deadline); `None`: results file only.
     pub line: Option<Arc<Line>>,
-    /// Ids of the models, written into every result line.
-    pub models: Option<ModelIds>,
+    /// Ids of the models, written into every result line: those that judged
+    /// the frame, else (a frame no model saw) the ones that judged the last.
+    pub models: Option<Arc<ModelIds>>,
 }
 
 impl OutputStage {
@@ -162,6 +163,9 @@ impl OutputStage {
                     if let Some((stage, message)) = &work.error {
                         log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
                     }
+                    if let Some(models) = &work.models {
+                        self.models = Some(Arc::clone(models));
+                    }
                     self.emit(&mut line, &work.meta, &decision, Some(&latencies))?;
                     written += 1;
                     // The preprocess stage may already be gone at the end of a run.
@@ -185,7 +189,8 @@ impl OutputStage {
                 StageMessage::End => break,
             }
         }
-        self.sink.flush()?;
+        // Lines that never reached the file are counted in the sink's status.
+        self.sink.close();
         Ok(written)
     }
 
@@ -202,11 +207,11 @@ impl OutputStage {
                 || meta.captured_instant.elapsed().as_secs_f64() * 1e3,
                 |l| l[3],
             );
-            l.deliver(meta, d, latency)
+            l.deliver(meta, d, latency, self.models.as_ref())
         });
         let late = delivery == Some(Delivery::Late);
         format_result(line, meta, d, latencies);
-        append_line_fields(line, late, self.models.as_ref());
+        append_line_fields(line, late, self.models.as_deref());
         self.sink.write_line(line)?;
         if self.settings.output.log_verdicts {
             log::info!(
@@ -237,18 +242,25 @@ impl OutputStage {
     }
 
     fn apply_reload(&mut self) -> Result<(), OutputError> {
-        let Some(new) = self.reload.try_iter().last() else {
+        let Some(mut new) = self.reload.try_iter().last() else {
             return Ok(());
         };
         if new.output.results != self.settings.output.results
             || new.output.flush_each_line != self.settings.output.flush_each_line
         {
-            self.sink.flush()?;
-            let sink = ResultSink::open(&new.output)?;
-            log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
-            self.sink = sink;
-        } else if new.output.rotation != self.settings.output.rotation {
-            self.sink.set_rotation(new.output.rotation);
+            match ResultSink::open_sharing(&new.output, self.sink.status()) {
+                Ok(sink) => {
+                    self.sink.close();
+                    log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
+                    self.sink = sink;
+                }
+                Err(e) => {
+                    // Inspection goes on into the old file rather than stopping.
+                    log::error!(target: "sealcheck::output", error = e.to_string().as_str(); "reload: the new results file cannot be opened; results keep going to {}", self.sink.path().display());
+                    new.output.results = self.settings.output.results.clone();
+                    new.output.flush_each_line = self.settings.output.flush_each_line;
+                }
+            }
         }
         if new.decision.deadline != self.settings.decision.deadline
             && let Some(line) = &self.line
@@ -257,6 +269,7 @@ impl OutputStage {
             log::info!(target: "sealcheck::decision", deadline_ms = new.decision.deadline.map_or(0, |d| d.as_millis() as u64);
                 "per-part deadline changed by reload; it applies to frames captured from now on");
         }
+        self.sink.set_rotation(new.output.rotation);
         if new.decision != self.settings.decision {
             log::info!(
                 target: "sealcheck::decision",

@@ -292,7 +292,11 @@ impl Handover {
             }
             let room = state.connected && state.handed.len() + state.inflight.len() < WINDOW;
             if room && let Some(verdict) = state.queue.pop_front() {
-                format_verdict(&mut payload, &verdict, &self.models);
+                format_verdict(
+                    &mut payload,
+                    &verdict,
+                    verdict.models.as_deref().unwrap_or(&self.models),
+                );
                 let properties = PublishProperties {
                     payload_format_indicator: Some(1),
                     message_expiry_interval: verdict

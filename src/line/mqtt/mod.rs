@@ -277,7 +277,7 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// What went to the broker and is not acknowledged yet.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Sent {
     Verdict(LineVerdict),
     /// A retained status message (`online` / `offline`).
@@ -321,7 +321,7 @@ impl Shared {
         let mut late = 0;
         for v in state.queue.iter_mut() {
             if !v.is_late_fail() && !in_time(v) {
-                *v = v.into_late_fail();
+                *v = v.clone().into_late_fail();
                 late += 1;
             }
         }
@@ -384,7 +384,7 @@ impl LineOutput for VerdictQueue {
                     "MQTT queue full: dropping the oldest unsent verdicts (counted) until the broker keeps up");
             }
         }
-        state.queue.push_back(*verdict);
+        state.queue.push_back(verdict.clone());
         drop(state);
         self.shared.wake.notify_all();
     }
@@ -499,6 +499,7 @@ mod tests {
             decision: Decision::error(),
             latency_ms: 1.0,
             deadline: deadline_ms.map(|ms| PartDeadline::of(&meta, Duration::from_millis(ms))),
+            models: None,
         }
     }
 
