@@ -910,3 +910,38 @@ fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
         "expected drops at 60 frames/s: {stdout}"
     );
 }
+
+#[test]
+fn a_killed_inspector_is_offline_by_its_last_will() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    let config = write_config(
+        dir.path(),
+        &paced_source(5, 100_000),
+        0,
+        &format!("url = \"{}\"\ntopic = \"{TOPIC}\"", broker.url()),
+    );
+    let mut run = Run::start(&config, &[]);
+    assert!(
+        wait_until(Duration::from_secs(120), || !subscriber
+            .verdicts()
+            .is_empty()),
+        "no verdict:\n{}",
+        run.stderr()
+    );
+    assert_eq!(subscriber.statuses(), vec!["online".to_string()]);
+    // SIGKILL: no clean DISCONNECT, so the broker publishes the last will.
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || subscriber
+            .statuses()
+            .last()
+            .map(String::as_str)
+            == Some("offline")),
+        "no offline last will: {:?}",
+        subscriber.statuses()
+    );
+}
