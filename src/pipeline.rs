@@ -109,7 +109,7 @@ impl RunSummary {
     pub fn render(&self) -> String {
         let s = &self.stats;
         let mut out = format!(
-            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\nlatency ms      p50      p95      p99\n",
+            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\n",
             self.backend,
             self.backend_reason,
             self.frames_delivered,
@@ -130,6 +130,7 @@ impl RunSummary {
                 self.results_lost
             ));
         }
+        out.push_str("latency ms      p50      p95      p99\n");
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
             out.push_str(&format!(
