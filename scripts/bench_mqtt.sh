@@ -6,8 +6,8 @@
 # CONFIG (default config/bench-onnxruntime.toml if present, else config/demo.toml) must not
 # have an [mqtt] section: the script adds one pointing at its own broker. Each round runs the
 # same bench without and with MQTT back to back (the machine's load then hits both alike),
-# then one run offered at 30 frames/s. Prints one JSON line per run; docs/PERFORMANCE.md
-# quotes them.
+# then one run offered at each rate in RATES (default 30 frames/s, RATE_FRAMES frames).
+# Prints one JSON line per run; docs/PERFORMANCE.md quotes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIG=${1:-config/demo.toml}
@@ -34,13 +34,29 @@ cp "$CONFIG" "$plain"
 { cat "$CONFIG"; printf '\n[mqtt]\nurl = "mqtt://127.0.0.1:%s"\ntopic = "bench/sealcheck"\nqos = 1\nqueue = 1024\n' "$port"; } > "$mqtt"
 trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null; rm -rf "$work" "$plain" "$mqtt"' EXIT
 
+# One bench; its JSON report with the CPU seconds the process used ("cpu_s": user + system,
+# less sensitive than frames/s to what else the machine runs).
+bench() {
+  python3 - "$BIN" bench "$@" --json <<'PY'
+import json, resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+report = json.loads(out)
+report["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
+print(json.dumps(report))
+PY
+}
+load() { cut -d' ' -f1 /proc/loadavg; }
+
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), config $CONFIG"
 for round in $(seq "$ROUNDS"); do
   for variant in off on; do
     cfg=$plain; [ "$variant" = on ] && cfg=$mqtt
-    printf '{"round":%s,"mqtt":"%s","load":"%s","report":%s}\n' "$round" "$variant" \
-      "$(cut -d' ' -f1 /proc/loadavg)" "$("$BIN" bench --config "$cfg" --frames "$FRAMES" --warmup 20 --json 2>/dev/null)"
+    printf '{"round":%s,"mqtt":"%s","load":"%s","report":%s}\n' "$round" "$variant" "$(load)" \
+      "$(bench --config "$cfg" --frames "$FRAMES" --warmup 20)"
   done
 done
-printf '{"rate":30,"mqtt":"on","load":"%s","report":%s}\n' "$(cut -d' ' -f1 /proc/loadavg)" \
-  "$("$BIN" bench --config "$mqtt" --frames "$RATE_FRAMES" --warmup 20 --rate 30 --json 2>/dev/null)"
+for rate in ${RATES:-30}; do
+  printf '{"rate":%s,"mqtt":"on","load":"%s","report":%s}\n' "$rate" "$(load)" \
+    "$(bench --config "$mqtt" --frames "$RATE_FRAMES" --warmup 20 --rate "$rate")"
+done

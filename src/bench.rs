@@ -92,6 +92,8 @@ impl BenchReport {
                     "published": m.published,
                     "dropped": dropped,
                     "outages": m.outages,
+                    "late_in_queue": m.late,
+                    "cpu_ms": m.cpu_ms,
                     "capture_to_ack_ms": m.ack_ms.map(|[p50, p99, p999]| serde_json::json!({"p50": p50, "p99": p99, "p99.9": p999})),
                     "verdict_to_ack_ms": m.send_ms.map(|[p50, p99, p999]| serde_json::json!({"p50": p50, "p99": p99, "p99.9": p999})),
                 })

@@ -778,3 +778,26 @@ fn run_info(config: &Config, backend: &str) -> RunInfo {
         ],
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+        let text = format!(
+            "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"{models}/seg.onnx\"\n\
+             [models.classifier]\npath = \"{models}/cls.onnx\"\n[output]\nresults = \"r.jsonl\"\n{extra}"
+        );
+        config::parse(&text, std::path::Path::new("/tmp/sealcheck.toml")).unwrap()
+    }
+
+    #[test]
+    fn a_changed_mqtt_section_needs_a_restart_and_a_deadline_does_not() {
+        let old = config("[mqtt]\nurl = \"mqtt://a\"\n");
+        let new = config("[mqtt]\nurl = \"mqtt://b\"\n[decision]\ndeadline_ms = 60\n");
+        assert_eq!(restart_sections(&old, &new, false), vec!["mqtt"]);
+        let deadline_only = config("[mqtt]\nurl = \"mqtt://a\"\n[decision]\ndeadline_ms = 60\n");
+        assert!(restart_sections(&old, &deadline_only, false).is_empty());
+    }
+}

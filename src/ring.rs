@@ -187,6 +187,9 @@ pub fn frame_ring_with_capacity(
     (producer, consumer)
 }
 
+/// Called with each delivered frame's meta, in `seq` order (`RingProducer::on_delivery`).
+type DeliveryObserver = Box<dyn FnMut(&FrameMeta) + Send>;
+
 /// Capture's end: takes free slots, pushes events. Dropping it without `End`
 /// having been pushed pushes `End(Stopped)`, so the consumer always sees an end.
 pub struct RingProducer {
@@ -200,7 +203,7 @@ pub struct RingProducer {
     spare: Option<Box<FrameSlot>>,
     ended: bool,
     /// Told of every delivered frame as it is pushed (see `on_delivery`).
-    on_delivery: Option<Box<dyn FnMut(&FrameMeta) + Send>>,
+    on_delivery: Option<DeliveryObserver>,
 }
 
 impl std::fmt::Debug for RingProducer {
@@ -854,6 +857,26 @@ mod tests {
             waited >= Duration::from_millis(30) && waited < Duration::from_secs(2),
             "{waited:?}"
         );
+    }
+
+    #[test]
+    fn on_delivery_sees_every_delivered_frame_once_in_order() {
+        let (mut producer, _consumer) = frame_ring(1);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        producer.on_delivery(move |meta| sink.lock().unwrap().push(meta.seq));
+        // One slot: frame 0 fills it, 1..=3 are dropped (one run), 4 fails to copy.
+        for seq in 0..4 {
+            deliver(&mut producer, seq, OverflowPolicy::Drop);
+        }
+        producer.push(CaptureEvent::Failed {
+            meta: FrameMeta::now(4),
+            message: "cannot map".into(),
+        });
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        // After the end nothing more is delivered.
+        deliver(&mut producer, 5, OverflowPolicy::Drop);
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4]);
     }
 }
 

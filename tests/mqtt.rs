@@ -103,9 +103,10 @@ impl Broker {
         self.child = Some(child);
         let port = self.port;
         assert!(
-            wait_until(Duration::from_secs(10), || TcpStream::connect(
-                ("127.0.0.1", port)
-            )
+            wait_until(Duration::from_secs(10), || TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
             .is_ok()),
             "mosquitto did not listen on {port}: {}",
             std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -450,7 +451,11 @@ fn parse_time(s: &str) -> SystemTime {
     let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
     let (hms, ms) = time.split_once('.').unwrap();
     let t: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
-    let (y, m) = if d[1] <= 2 { (d[0] - 1, d[1] + 9) } else { (d[0], d[1] - 3) };
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
     let doy = (153 * m + 2) / 5 + d[2] - 1;
@@ -475,6 +480,8 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
     let subscriber = Subscriber::start(broker.port, None);
     let frames = 20;
     let source = clip_source(dir.path(), frames);
+    // A file that is no image: capture fails that frame; the line still gets its `error`.
+    std::fs::write(dir.path().join("clip/frame_00005.jpg"), b"not a jpeg").unwrap();
     let config = write_config(
         dir.path(),
         &source,
@@ -484,7 +491,11 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
     let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
-        wait_until(Duration::from_secs(5), || subscriber.statuses().last().map(String::as_str) == Some("offline")),
+        wait_until(Duration::from_secs(5), || subscriber
+            .statuses()
+            .last()
+            .map(String::as_str)
+            == Some("offline")),
         "no offline status at the end: {:?}",
         subscriber.statuses()
     );
@@ -499,18 +510,32 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
         assert_eq!(m["seq"], i as u64, "in seq order");
         assert_eq!(m["seq"], r["seq"]);
         assert_eq!(m["ts"], r["ts"]);
-        assert_eq!((&m["verdict"], &m["reason"]), (&r["verdict"], &r["reason"]), "seq {i}");
+        assert_eq!(
+            (&m["verdict"], &m["reason"]),
+            (&r["verdict"], &r["reason"]),
+            "seq {i}"
+        );
         assert_eq!(m["models"]["segmentation"], seg.as_str());
         assert_eq!(m["models"]["classifier"], cls.as_str());
         assert_eq!(r["models"], m["models"]);
         assert_eq!(r["late"], false);
         assert!(m["deadline"].is_null(), "no deadline configured");
     }
+    assert_eq!(verdicts[5].1["reason"], "error");
+    assert_eq!(verdicts[5].1["evaluation"], "NotDecidable");
     // Availability: online (retained) when connected, offline at the clean stop.
     let statuses = subscriber.statuses();
-    assert_eq!(statuses.first().map(String::as_str), Some("online"), "{statuses:?}");
+    assert_eq!(
+        statuses.first().map(String::as_str),
+        Some("online"),
+        "{statuses:?}"
+    );
     let (sent, late, published, dropped) = summary_counts(&stdout);
-    assert_eq!((sent, late, published, dropped), (frames as u64, 0, frames as u64, 0), "{stdout}");
+    assert_eq!(
+        (sent, late, published, dropped),
+        (frames as u64, 0, frames as u64, 0),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -524,11 +549,15 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
         dir.path(),
         &paced_source(5, frames),
         2000,
-        &format!("url = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1\nkeep_alive_s = 5", broker.url()),
+        &format!(
+            "url = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1\nkeep_alive_s = 5",
+            broker.url()
+        ),
     );
     let run = Run::start(&config, &[]);
     assert!(
-        wait_until(Duration::from_secs(120), || subscriber.verdicts().len() >= 10),
+        wait_until(Duration::from_secs(120), || subscriber.verdicts().len()
+            >= 10),
         "no verdicts before the outage:\n{}",
         run.stderr()
     );
@@ -538,12 +567,19 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
     broker.restart();
     let back_at = SystemTime::now();
     let (code, stdout, stderr) = run.finish(Duration::from_secs(120));
-    assert_eq!(code, 0, "sealcheck must keep running through the outage:\n{stdout}\n{stderr}");
+    assert_eq!(
+        code, 0,
+        "sealcheck must keep running through the outage:\n{stdout}\n{stderr}"
+    );
     let results = results(dir.path());
     assert_eq!(results.len(), frames as usize, "every frame got its result");
     let (sent, _late, published, dropped) = summary_counts(&stdout);
     assert_eq!(sent, frames as u64, "{stdout}");
-    assert_eq!(published + dropped, frames as u64, "published + dropped = frames:\n{stdout}");
+    assert_eq!(
+        published + dropped,
+        frames as u64,
+        "published + dropped = frames:\n{stdout}"
+    );
 
     let verdicts = subscriber.verdicts();
     assert_schema_valid(&verdicts);
@@ -566,8 +602,14 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
         verdicts.iter().any(|(at, _)| *at > back_at),
         "no verdict after the broker came back"
     );
-    let seqs: Vec<u64> = verdicts.iter().map(|(_, m)| m["seq"].as_u64().unwrap()).collect();
-    assert!(seqs.windows(2).all(|w| w[0] <= w[1]), "out of order: {seqs:?}");
+    let seqs: Vec<u64> = verdicts
+        .iter()
+        .map(|(_, m)| m["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] <= w[1]),
+        "out of order: {seqs:?}"
+    );
     assert!(
         !verdicts
             .iter()
@@ -575,7 +617,11 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
         "a verdict while the broker was down?"
     );
     // The log says it once per outage, and when it is back.
-    assert_eq!(stderr.matches("lost the MQTT broker").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("lost the MQTT broker").count(),
+        1,
+        "{stderr}"
+    );
     assert!(stderr.contains("reachable again after"), "{stderr}");
     assert!(stdout.contains("outages 1"), "{stdout}");
 }
@@ -600,9 +646,16 @@ fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file()
     let (code, stdout, stderr) = Run::start(&config, &[("SEALCHECK_FAULT_DELAY_INFER_MS", "250")])
         .finish(Duration::from_secs(240));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    assert!(wait_until(Duration::from_secs(5), || subscriber.verdicts().len() >= frames));
+    assert!(wait_until(Duration::from_secs(5), || subscriber
+        .verdicts()
+        .len()
+        >= frames));
     let verdicts = subscriber.verdicts();
-    assert_eq!(verdicts.len(), frames, "one message per part, the late fail only");
+    assert_eq!(
+        verdicts.len(),
+        frames,
+        "one message per part, the late fail only"
+    );
     assert_schema_valid(&verdicts);
     for (at, m) in &verdicts {
         assert_eq!(m["reason"], "late", "{m}");
@@ -625,13 +678,19 @@ fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file()
         assert!(r["latency_ms"]["total"].as_f64().unwrap() > deadline_ms as f64);
     }
     let (sent, late, published, dropped) = summary_counts(&stdout);
-    assert_eq!((sent, late, published, dropped), (frames as u64, frames as u64, frames as u64, 0), "{stdout}");
+    assert_eq!(
+        (sent, late, published, dropped),
+        (frames as u64, frames as u64, frames as u64, 0),
+        "{stdout}"
+    );
 }
 
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file() {
-    println!("SKIPPED: needs `cargo test --features fault-injection` (the inference delay hook is compiled out)");
+    println!(
+        "SKIPPED: needs `cargo test --features fault-injection` (the inference delay hook is compiled out)"
+    );
 }
 
 /// Runs 10 paced frames against `mqtt` settings; MQTT trouble must not stop
@@ -660,7 +719,11 @@ fn broker_trouble_is_explained_inspection_goes_on_and_the_password_never_shows()
         .arg(PASSWORD)
         .output()
         .expect("mosquitto_passwd (package mosquitto)");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let acl = dir.path().join("acl");
     std::fs::write(&acl, format!("user line7\ntopic write {TOPIC}/#\n")).unwrap();
     let broker = Broker::start(
@@ -695,20 +758,27 @@ fn broker_trouble_is_explained_inspection_goes_on_and_the_password_never_shows()
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&broker.url(), "line7-b", &wrong), 5);
     // Mosquitto answers "not authorised" (0x87) or "bad user name or password" (0x86).
     assert!(
-        out.contains("refused the user name or password") || out.contains("does not authorise this client"),
+        out.contains("refused the user name or password")
+            || out.contains("does not authorise this client"),
         "{out}"
     );
     assert!(out.contains("password_file"), "{out}");
 
     // A client id the broker refuses.
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&broker.url(), "intruder", &good), 5);
-    assert!(out.contains("client id \\\"intruder\\\"") && out.contains("client_id"), "{out}");
+    assert!(
+        out.contains("client id \\\"intruder\\\"") && out.contains("client_id"),
+        "{out}"
+    );
 
     // Refused connection: nothing listens there.
     let closed = format!("mqtt://127.0.0.1:{}", free_port());
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&closed, "line7-c", &good), 5);
     assert!(out.contains("refused: is the broker running"), "{out}");
-    assert!(out.contains("inspection and the results file go on"), "{out}");
+    assert!(
+        out.contains("inspection and the results file go on"),
+        "{out}"
+    );
 
     // A host that accepts TCP but never answers (a hung broker, or a
     // firewall that swallows packets): the connect times out.
@@ -721,8 +791,14 @@ fn broker_trouble_is_explained_inspection_goes_on_and_the_password_never_shows()
     // The password file: missing, or readable by others.
     let missing = dir.path().join("no-such-file");
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&broker.url(), "line7-e", &missing), 3);
-    assert!(out.contains("does not exist") && out.contains("MQTT is off for this run"), "{out}");
-    assert!(out.contains("unavailable 3"), "every verdict counted: {out}");
+    assert!(
+        out.contains("does not exist") && out.contains("MQTT is off for this run"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unavailable 3"),
+        "every verdict counted: {out}"
+    );
     let open = secret(0o644, PASSWORD);
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&broker.url(), "line7-f", &open), 3);
     assert!(out.contains("chmod 600"), "{out}");
@@ -736,7 +812,10 @@ fn malformed_mqtt_settings_are_config_errors_with_their_place() {
     let dir = tempfile::tempdir().unwrap();
     for (mqtt, says) in [
         ("url = \"http://broker:1883\"", "mqtt.url"),
-        (&format!("url = \"mqtt://line7:{PASSWORD}@broker\"") as &str, "must not hold a user name or password"),
+        (
+            &format!("url = \"mqtt://line7:{PASSWORD}@broker\"") as &str,
+            "must not hold a user name or password",
+        ),
         ("url = \"mqtt://broker\"\nqos = 2", "mqtt.qos"),
         ("url = \"mqtts://broker\"", "needs `ca_file`"),
         ("url = \"mqtt://broker\"\ntopic = \"a/#\"", "mqtt.topic"),
@@ -758,4 +837,111 @@ fn malformed_mqtt_settings_are_config_errors_with_their_place() {
         assert!(text.contains("sealcheck.toml:"), "file:line:col: {text}");
         assert!(!text.contains(PASSWORD), "password echoed: {text}");
     }
+}
+
+#[test]
+fn mqtt_section_defaults_and_off_when_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = clip_source(dir.path(), 1);
+    let config = write_config(dir.path(), &source, 60, "url = \"mqtt://broker.local\"");
+    let cfg = sealcheck::config::load(&config).unwrap();
+    let mqtt = cfg.mqtt.expect("[mqtt] present");
+    assert_eq!(mqtt.broker.url(), "mqtt://broker.local:1883");
+    assert_eq!((mqtt.qos, mqtt.queue), (1, 256));
+    assert_eq!(mqtt.keep_alive, Duration::from_secs(10));
+    assert!(!mqtt.client_id.is_empty());
+    assert_eq!(mqtt.topic, format!("sealcheck/{}", mqtt.client_id));
+    assert_eq!(cfg.decision.deadline, Some(Duration::from_millis(60)));
+
+    let text = std::fs::read_to_string(&config).unwrap();
+    let without = text
+        .split("[mqtt]")
+        .next()
+        .unwrap()
+        .replace("deadline_ms = 60", "deadline_ms = 0");
+    std::fs::write(&config, without).unwrap();
+    let cfg = sealcheck::config::load(&config).unwrap();
+    assert!(cfg.mqtt.is_none() && cfg.decision.deadline.is_none());
+}
+
+#[test]
+fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    // 60 frames/s into two slots: inspection cannot keep up, most frames are dropped.
+    let frames = 60;
+    let source = format!(
+        "{}overflow = \"drop\"\npool_size = 2\n",
+        paced_source(60, frames)
+    );
+    let config = write_config(
+        dir.path(),
+        &source,
+        0,
+        &format!(
+            "url = \"{}\"\ntopic = \"{TOPIC}\"\nqueue = 1000",
+            broker.url()
+        ),
+    );
+    let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(wait_until(Duration::from_secs(5), || subscriber
+        .verdicts()
+        .len()
+        >= frames as usize));
+    let verdicts = subscriber.verdicts();
+    let seqs: Vec<u64> = verdicts
+        .iter()
+        .map(|(_, m)| m["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs,
+        (0..frames as u64).collect::<Vec<_>>(),
+        "every frame once, in order"
+    );
+    let results = results(dir.path());
+    for ((_, m), r) in verdicts.iter().zip(&results) {
+        assert_eq!((&m["seq"], &m["reason"]), (&r["seq"], &r["reason"]));
+    }
+    assert!(
+        verdicts.iter().any(|(_, m)| m["reason"] == "not_inspected"),
+        "expected drops at 60 frames/s: {stdout}"
+    );
+}
+
+#[test]
+fn a_killed_inspector_is_offline_by_its_last_will() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    let config = write_config(
+        dir.path(),
+        &paced_source(5, 100_000),
+        0,
+        &format!("url = \"{}\"\ntopic = \"{TOPIC}\"", broker.url()),
+    );
+    let mut run = Run::start(&config, &[]);
+    assert!(
+        wait_until(Duration::from_secs(120), || !subscriber
+            .verdicts()
+            .is_empty()),
+        "no verdict:\n{}",
+        run.stderr()
+    );
+    assert_eq!(subscriber.statuses(), vec!["online".to_string()]);
+    // SIGKILL: no clean DISCONNECT, so the broker publishes the last will.
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || subscriber
+            .statuses()
+            .last()
+            .map(String::as_str)
+            == Some("offline")),
+        "no offline last will: {:?}",
+        subscriber.statuses()
+    );
 }

@@ -80,6 +80,7 @@ pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, JoinHandle<()>)>
 }
 
 fn run(line: &Line, fifo: &Receiver<(FrameMeta, PartDeadline)>) {
+    super::raise_thread_priority();
     for (meta, deadline) in fifo.iter() {
         if line.is_claimed(meta.seq) {
             continue;
@@ -102,9 +103,12 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    /// (seq, reason, when it came, when it was due).
+    type Arrival = (u64, Reason, Instant, Option<Instant>);
+
     /// Test double: records each verdict with the time it came.
     #[derive(Default)]
-    struct Clocked(Mutex<Vec<(u64, Reason, Instant, Option<Instant>)>>);
+    struct Clocked(Mutex<Vec<Arrival>>);
 
     impl LineOutput for Clocked {
         fn send(&self, v: &LineVerdict) {

@@ -15,7 +15,7 @@ use rumqttc::v5::mqttbytes::v5::{
 use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions};
 
 use super::message::format_verdict;
-use super::{DropReason, Sent, Shared, State, WINDOW};
+use super::{DropReason, Sent, Shared, State, WINDOW, thread_cpu_ns};
 use crate::config::MqttConfig;
 use crate::line::{ModelIds, SEND_MARGIN};
 
@@ -80,7 +80,12 @@ pub(super) fn start(
     };
     let event_thread = std::thread::Builder::new()
         .name("mqtt".into())
-        .spawn(move || events.run(connection))
+        .spawn(move || {
+            let stats = Arc::clone(&events.shared.stats);
+            crate::line::raise_thread_priority();
+            events.run(connection);
+            stats.cpu_ns.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+        })
         .map_err(StartError::Spawn)?;
     let handover = Handover {
         shared,
@@ -91,7 +96,12 @@ pub(super) fn start(
     };
     let handover_thread = std::thread::Builder::new()
         .name("mqtt-publish".into())
-        .spawn(move || handover.run())
+        .spawn(move || {
+            let stats = Arc::clone(&handover.shared.stats);
+            crate::line::raise_thread_priority();
+            handover.run();
+            stats.cpu_ns.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+        })
         .map_err(StartError::Spawn)?;
     Ok(Running {
         client,

@@ -97,6 +97,8 @@ pub struct MqttStats {
     pub outages: AtomicU64,
     /// Unix milliseconds when the current outage began; 0 while connected.
     pub down_since_ms: AtomicU64,
+    /// CPU time the two MQTT threads used (added when each ends): MQTT's cost.
+    pub cpu_ns: AtomicU64,
     /// Capture to the broker's acknowledgement (QoS 1) per published verdict.
     ack_latency: Mutex<LatencyHistogram>,
     /// Verdict (handed to the line) to the broker's acknowledgement: MQTT's own share.
@@ -114,6 +116,7 @@ impl MqttStats {
             late: AtomicU64::new(0),
             outages: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
             ack_latency: Mutex::new(LatencyHistogram::default()),
             send_latency: Mutex::new(LatencyHistogram::default()),
         }
@@ -175,6 +178,7 @@ impl MqttStats {
             outages: self.outages.load(Ordering::Relaxed),
             ack_ms,
             send_ms,
+            cpu_ms: self.cpu_ns.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 
@@ -211,6 +215,8 @@ pub struct MqttCounts {
     pub ack_ms: Option<[f64; 3]>,
     /// Verdict to broker acknowledgement, ms: p50, p99, p99.9 (QoS 1 only).
     pub send_ms: Option<[f64; 3]>,
+    /// CPU milliseconds of the MQTT threads (complete once `finish` returned).
+    pub cpu_ms: f64,
 }
 
 impl MqttCounts {
@@ -233,13 +239,14 @@ impl MqttCounts {
             .map(|(r, n)| format!("{} {n}", r.as_str()))
             .collect();
         let mut out = format!(
-            "mqtt: {}: published {}, dropped {} ({}), late in queue {}, outages {}\n",
+            "mqtt: {}: published {}, dropped {} ({}), late in queue {}, outages {}, cpu {:.1} ms\n",
             self.broker,
             self.published,
             self.dropped_total(),
             reasons.join(", "),
             self.late,
-            self.outages
+            self.outages,
+            self.cpu_ms
         );
         if let Some([p50, p99, p999]) = self.ack_ms {
             out.push_str(&format!(
@@ -253,6 +260,20 @@ impl MqttCounts {
         }
         out
     }
+}
+
+/// CPU time the calling thread has used so far.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return 0;
+    }
+    (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// What went to the broker and is not acknowledged yet.
@@ -442,5 +463,114 @@ impl Drop for MqttLine {
         if let Some(running) = self.running.take() {
             running.finish(&self.shared, Duration::ZERO);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Decision, Reason};
+    use crate::frame::FrameMeta;
+    use crate::line::PartDeadline;
+
+    fn shared(capacity: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                connected: false,
+                handed: VecDeque::new(),
+                inflight: HashMap::new(),
+                stopping: false,
+                closed: false,
+                overflow_logged: false,
+            }),
+            wake: Condvar::new(),
+            stats: Arc::new(MqttStats::new("mqtt://test:1883".into())),
+            capacity,
+        })
+    }
+
+    fn verdict(seq: u64, deadline_ms: Option<u64>) -> LineVerdict {
+        let meta = FrameMeta::now(seq);
+        LineVerdict {
+            seq,
+            captured_at: meta.captured_at,
+            captured_instant: meta.captured_instant,
+            decision: Decision::error(),
+            latency_ms: 1.0,
+            deadline: deadline_ms.map(|ms| PartDeadline::of(&meta, Duration::from_millis(ms))),
+            models: None,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_the_oldest_and_counts_it() {
+        let shared = shared(2);
+        let queue = VerdictQueue {
+            shared: Arc::clone(&shared),
+            unavailable: false,
+        };
+        for seq in 0..3 {
+            queue.send(&verdict(seq, None));
+        }
+        let seqs: Vec<u64> = shared.lock().queue.iter().map(|v| v.seq).collect();
+        assert_eq!(seqs, vec![1, 2]);
+        let counts = shared.stats.snapshot();
+        assert_eq!(
+            (counts.offered, counts.dropped(DropReason::QueueFull)),
+            (3, 1)
+        );
+    }
+
+    #[test]
+    fn a_verdict_that_cannot_leave_in_time_becomes_a_late_fail_then_expires() {
+        let shared = shared(8);
+        let mut state = shared.lock();
+        state.queue.push_back(verdict(0, Some(20)));
+        state.queue.push_back(verdict(1, None));
+        let start = Instant::now();
+        shared.sweep_expired(&mut state, start);
+        assert_eq!(
+            state.queue[0].decision.reason,
+            Reason::Error,
+            "still in time"
+        );
+        shared.sweep_expired(&mut state, start + Duration::from_millis(25));
+        assert_eq!(state.queue[0].decision.reason, Reason::Late);
+        assert_eq!(shared.stats.snapshot().late, 1);
+        shared.sweep_expired(&mut state, start + Duration::from_millis(45));
+        assert_eq!(
+            state.queue.len(),
+            1,
+            "the late fail expired; no deadline never expires"
+        );
+        assert_eq!(shared.stats.snapshot().dropped(DropReason::Expired), 1);
+    }
+
+    #[test]
+    fn unacknowledged_verdicts_go_back_to_the_front_in_order() {
+        let shared = shared(8);
+        let mut state = shared.lock();
+        state.queue.push_back(verdict(5, None));
+        state.handed.push_back(Sent::Verdict(verdict(4, None)));
+        state.inflight.insert(7, Sent::Verdict(verdict(3, None)));
+        state.inflight.insert(2, Sent::Status);
+        shared.requeue_unacked(&mut state);
+        let seqs: Vec<u64> = state.queue.iter().map(|v| v.seq).collect();
+        assert_eq!(seqs, vec![3, 4, 5]);
+        assert!(state.handed.is_empty() && state.inflight.is_empty());
+    }
+
+    #[test]
+    fn status_says_when_the_broker_is_away() {
+        let stats = MqttStats::new("mqtt://b:1883".into());
+        stats.set_down(true);
+        let note = stats.status_note().unwrap();
+        assert!(
+            note.starts_with("MQTT broker mqtt://b:1883 unreachable for 0 s"),
+            "{note}"
+        );
+        stats.set_down(false);
+        assert_eq!(stats.status_note(), None);
     }
 }
