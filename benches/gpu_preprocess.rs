@@ -190,7 +190,7 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
     let mut bench = Bench {
         gpu: Arc::clone(gpu),
         stream: Stream::new(gpu)?,
-        kernels: KernelSet::load(gpu)?,
+        kernels: KernelSet::load_with_bench(gpu)?,
         events,
         batch: [Event::new(gpu, true)?, Event::new(gpu, true)?],
         runs: args.runs.max(1),

@@ -6,7 +6,8 @@
 #   a  `sealcheck run` on the sample clip, preprocess = "cpu" vs "cuda"
 #      (ONNX Runtime CPU inference): same verdict on every frame (issue 4);
 #      and the full GPU path as shipped (ONNX Runtime CUDA, CUDA graphs, two
-#      frames in flight) against the same CPU run
+#      frames in flight) against the same CPU run; each run's log must say
+#      "model opened" once per model
 #   b  tests/ort_cuda_parity.rs: ONNX Runtime CUDA device path vs tract
 #   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
 #      (onnxruntime cuda + preprocess cuda, one stream), ONNX Runtime CUDA with
@@ -55,6 +56,10 @@ for step in $steps; do
             rm -f "results/gpu_$v.jsonl"
             timeout 200 "$BIN/sealcheck" run --config "config/gpu_$v.toml" >"$OUT/a_$v.log" 2>&1
             echo "exit $?" >>"$OUT/a_$v.log"
+        done
+        # Each model opened once per run (issue 11), the device path included.
+        for v in pre_cpu pre_cuda full_gpu; do
+            echo "$v: \"model opened\" lines: $(grep -c 'model opened' "$OUT/a_$v.log") (2 expected)" >>"$OUT/a_compare.txt"
         done
         for other in pre_cuda full_gpu; do
             $PY - results/gpu_pre_cpu.jsonl "results/gpu_$other.jsonl" "$other" >>"$OUT/a_compare.txt" 2>&1 <<'EOF'

@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use sealcheck::config::{BackendChoice, ComputeDevice, Config};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameSlot, FrameWork};
-use sealcheck::infer::device_stage::open_path;
-use sealcheck::infer::{BackendKind, InferenceBackend, geometry, tract::TractBackend};
+use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, open_path};
+use sealcheck::infer::{InferenceBackend, geometry, tract::TractBackend};
 use sealcheck::preprocess::{cpu_preprocessor, logits_to_mask};
 
 const LOGITS_TOLERANCE: f64 = 1e-3;
@@ -66,8 +66,15 @@ fn main() -> ExitCode {
     let mut tract = TractBackend::open(&config).expect("tract opens the demo models");
     let geometry = geometry(tract.segmentation_io(), tract.classifier_io()).expect("geometry");
     let mut cpu = cpu_preprocessor(&config, geometry);
-    let mut path = match open_path(&config, BackendKind::OnnxRuntimeCuda, geometry) {
-        Ok(path) => path,
+    let mut path = match open_path(&config, DevicePlan::OnnxRuntimeCuda) {
+        Ok(opened) if opened.geometry == geometry => opened.path,
+        Ok(opened) => {
+            println!(
+                "FAIL: the device path read {:?}, tract {geometry:?}",
+                opened.geometry
+            );
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
             println!("SKIPPED: ONNX Runtime CUDA device path unavailable ({e})");
             return ExitCode::SUCCESS;

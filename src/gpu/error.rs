@@ -43,6 +43,8 @@ pub enum GpuError {
         #[source]
         source: DriverError,
     },
+    #[error("kernel {symbol} was not loaded into this kernel set (a benchmark-only kernel?)")]
+    KernelNotLoaded { symbol: &'static str },
     #[error("the frame was refused: {0}")]
     Frame(#[from] PreprocessError),
     #[error(

@@ -260,6 +260,22 @@ impl GpuPreprocessor {
         geometry: TensorGeometry,
         options: GpuOptions,
     ) -> Result<Self, GpuError> {
+        let stream = Stream::new(gpu)?;
+        Self::on_stream(stream, seg, cls, mask_mean, mask_std, geometry, options)
+    }
+
+    /// As `new`, queuing on `stream` (made before the preprocessor, so that
+    /// an engine can be opened on it first and tell the geometry).
+    pub fn on_stream(
+        stream: Stream,
+        seg: Normalization,
+        cls: Normalization,
+        mask_mean: f32,
+        mask_std: f32,
+        geometry: TensorGeometry,
+        options: GpuOptions,
+    ) -> Result<Self, GpuError> {
+        let gpu = &Arc::clone(stream.gpu());
         for (what, side) in [
             ("segmentation input height", geometry.seg_hw.0),
             ("segmentation input width", geometry.seg_hw.1),
@@ -308,7 +324,7 @@ impl GpuPreprocessor {
         let mut gpu_pre = GpuPreprocessor {
             gpu: Arc::clone(gpu),
             kernels: KernelSet::load(gpu)?,
-            stream: Stream::new(gpu)?,
+            stream,
             geometry,
             options,
             seg_affine: ChannelAffine::from_normalization(&seg),

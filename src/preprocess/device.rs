@@ -39,17 +39,11 @@ impl FramePreprocessor {
             ComputeDevice::Cpu => Ok(FramePreprocessor::Cpu(cpu_preprocessor(config, geometry))),
             #[cfg(feature = "cuda")]
             ComputeDevice::Cuda => {
-                use crate::gpu::{FrameTransfer, GpuContext, GpuOptions, GpuPreprocessor};
+                use crate::gpu::{GpuContext, Stream, TensorElement};
                 let gpu = GpuContext::open(0)?;
-                let options = GpuOptions {
-                    mask_class: config.segmentation.mask_class,
-                    frame_transfer: FrameTransfer::for_gpu(&gpu),
-                    ..GpuOptions::default()
-                };
-                let seg = config.segmentation.normalization;
-                let cls = config.classifier.normalization;
-                let (mean, std) = (config.classifier.mask_mean, config.classifier.mask_std);
-                let pre = GpuPreprocessor::new(&gpu, seg, cls, mean, std, geometry, options)?;
+                let stream = Stream::new(&gpu)?;
+                let f32s = (TensorElement::F32, TensorElement::F32);
+                let pre = gpu_preprocessor(config, stream, geometry, f32s)?;
                 log::info!(target: "sealcheck::preprocess", gpu = gpu.name(), mapped = gpu.integrated(); "preprocessing on CUDA");
                 Ok(FramePreprocessor::Cuda(Box::new(pre)))
             }
@@ -80,5 +74,35 @@ pub fn cpu_preprocessor(config: &Config, geometry: TensorGeometry) -> Preprocess
         config.classifier.mask_mean,
         config.classifier.mask_std,
         geometry,
+    )
+}
+
+/// The GPU preprocessor for `config`'s normalization and mask class, queuing
+/// on `stream`: the one place it is built from the config (host mode above,
+/// and the device path). `elements`: the engines' input and segmentation
+/// logits element types; frames are mapped on a GPU sharing host memory.
+#[cfg(feature = "cuda")]
+pub fn gpu_preprocessor(
+    config: &Config,
+    stream: crate::gpu::Stream,
+    geometry: TensorGeometry,
+    (input_element, logits_element): (crate::gpu::TensorElement, crate::gpu::TensorElement),
+) -> Result<crate::gpu::GpuPreprocessor, crate::gpu::GpuError> {
+    use crate::gpu::{FrameTransfer, GpuOptions, GpuPreprocessor};
+    let options = GpuOptions {
+        input_element,
+        logits_element,
+        mask_class: config.segmentation.mask_class,
+        frame_transfer: FrameTransfer::for_gpu(stream.gpu()),
+        ..GpuOptions::default()
+    };
+    GpuPreprocessor::on_stream(
+        stream,
+        config.segmentation.normalization,
+        config.classifier.normalization,
+        config.classifier.mask_mean,
+        config.classifier.mask_std,
+        geometry,
+        options,
     )
 }

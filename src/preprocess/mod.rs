@@ -27,6 +27,8 @@ mod stage;
 pub(crate) mod taps;
 
 pub use device::{FramePreprocessError, FramePreprocessor, cpu_preprocessor};
+#[cfg(feature = "cuda")]
+pub use device::gpu_preprocessor;
 pub use error::PreprocessError;
 pub use frame_rows::MAX_FRAME_SIDE;
 pub use mask::logits_to_mask;

@@ -14,9 +14,9 @@
 //! ```
 //!
 //! Layers: `bridge` (the `#[cxx::bridge]`), `engine` (safe owners:
-//! `Builder`, `Runtime`, `Engine`, `Context<'engine>`), `engine_cache`,
+//! `Builder`, `Runtime`, `Engine`, `LoadedEngine`), `engine_cache`,
 //! `calibration`, `progress` (TensorRT's logger and build progress), `device`
-//! (`DevicePath`: device mode with the GPU preprocessor), and this file, the
+//! (`TrtDeviceEngine`: device mode on the shared device runner), and this file, the
 //! backend (host mode through `InferenceBackend`).
 //!
 //! Settings the config file has no keys for yet come from the environment
@@ -35,9 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub use bridge::{LibraryInfo, Precision, TensorInfo};
-pub use device::{DevicePath, DeviceTimings};
+pub use device::{TrtDeviceEngine, device_runner};
+pub(crate) use device::open as open_device;
 pub use engine::{
-    Builder, Context, Engine, LoadedEngine, Runtime, compiled_against, int8_calibration_supported,
+    Builder, Engine, LoadedEngine, Runtime, compiled_against, int8_calibration_supported,
     load_library, version_string,
 };
 pub use engine_cache::{BuildReason, CacheOutcome, EngineCache};
@@ -48,7 +49,8 @@ use self::bridge::{BuildOptions, DataType, TensorMode};
 use self::calibration::{CalibrationFeed, SampleMaker, calibration_digest, calibration_images};
 use self::engine_cache::EngineSpec;
 use super::model_io::{
-    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
+    resolve_model_io,
 };
 use super::{BackendKind, InferError, InferenceBackend};
 use crate::config::{Config, EnginePrecision};
@@ -270,35 +272,6 @@ impl TensorRtBackend {
         let model = self.model_mut(role);
         // SAFETY: forwarded from this function's contract.
         unsafe { model.loaded.enqueue(stream) }
-    }
-
-    /// This backend's own device buffer for `role`'s output (what the engine
-    /// writes in host mode; device mode may bind the classifier's output to it).
-    pub fn own_output(&self, role: ModelRole) -> DeviceTensor {
-        let output = &self.model(role).output;
-        DeviceTensor {
-            ptr: output.device_ptr(),
-            len: output.len(),
-            element: TensorElement::F32,
-        }
-    }
-
-    /// Device mode: queues a copy of `role`'s own output buffer into `dst` on `stream`.
-    ///
-    /// # Safety
-    /// `dst` must not be read or written by the host until `stream` has run
-    /// this copy (an event recorded after it has completed).
-    pub unsafe fn queue_output_download(
-        &self,
-        role: ModelRole,
-        stream: &Stream,
-        dst: &mut PinnedBuffer<f32>,
-    ) -> Result<(), TrtError> {
-        let output = &self.model(role).output;
-        // SAFETY: `output` lives as long as `self`; the caller keeps `dst`
-        // untouched until the stream has run the copy.
-        unsafe { stream.download(output, 0, output.len(), dst) }
-            .map_err(TrtError::gpu("copy the output from the GPU"))
     }
 
     /// Points both engines back at this backend's own buffers (host mode).
@@ -548,6 +521,7 @@ impl OpenSession<'_> {
         let io_tensors = cached.engine.io_tensors()?;
         let (inputs, outputs) = declared_tensors(&io_tensors);
         let io = resolve_model_io(spec, &inputs, &outputs)?;
+        record_opened(spec, ENGINE);
         let memory = cached.engine.device_memory_size()?;
         log::info!(target: "sealcheck::tensorrt", model = role.as_str(), engine:% = cached.path.display(),
             activations_mib = memory / (1 << 20), input:? = io.input_shape, output:? = io.output_shape;
