@@ -23,7 +23,7 @@ use std::sync::Arc;
 use sealcheck::config::Normalization;
 use sealcheck::frame::{PixelLayout, TensorGeometry};
 use sealcheck::gpu::kernels::{self, FrameParams, MaskParams, ResizeTarget};
-use sealcheck::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
+use sealcheck::preprocess::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 use sealcheck::gpu::{
     DeviceBuffer, DeviceValue, Event, GpuContext, GpuError, Kernel, KernelSet, PinnedBuffer,
     Stream, TensorElement,

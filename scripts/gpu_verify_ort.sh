@@ -8,7 +8,8 @@
 #      and the full GPU path as shipped (ONNX Runtime CUDA, CUDA graphs, two
 #      frames in flight) against the same CPU run; each run's log must say
 #      "model opened" once per model
-#   b  tests/ort_cuda_parity.rs: ONNX Runtime CUDA device path vs tract
+#   b  tests/parity.rs: every inference path the machine has (ONNX Runtime CPU,
+#      CUDA host, CUDA device path) vs tract, on every clip frame
 #   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
 #      (onnxruntime cuda + preprocess cuda, one stream), ONNX Runtime CUDA with
 #      CPU preprocessing (host tensors), ONNX Runtime CPU; and the two Python
@@ -20,9 +21,10 @@
 #      both on, then the full GPU path plain / graph / nhwc / both, in turn
 #
 #   scripts/gpu_verify_ort.sh [a] [b] [c] [d] [e]     (default: all)
-# Binaries (sealcheck, ort_cuda_parity) come from /tmp/sealcheck-carry/bin, where
+# Binaries (sealcheck, parity) come from /tmp/sealcheck-carry/bin, where
 # `gpu_carry_ort.sh receive` unpacks them; built here with
-#   cargo build --release --features cuda --bin sealcheck --test ort_cuda_parity
+#   cargo build --release --features cuda --bin sealcheck --test parity
+# (the test binary copied to the plain name `parity` before `gpu_carry_ort.sh prepare`)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -74,7 +76,7 @@ EOF
         done
         ;;
     b)
-        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/b_parity.log" 2>&1
+        SEALCHECK_PARITY_STRIDE=1 timeout 500 "$BIN/parity" >"$OUT/b_parity.log" 2>&1
         echo "exit $?" >>"$OUT/b_parity.log"
         ;;
     c)
@@ -108,7 +110,7 @@ EOF
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/gpu_e_both.toml
         cp config/demo.toml config/demo.toml.orig
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/demo.toml
-        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/e_parity_graph_nhwc.log" 2>&1
+        SEALCHECK_PARITY_STRIDE=1 timeout 500 "$BIN/parity" >"$OUT/e_parity_graph_nhwc.log" 2>&1
         echo "exit $?" >>"$OUT/e_parity_graph_nhwc.log"
         mv config/demo.toml.orig config/demo.toml
         for r in $(seq 1 "$RUNS"); do

@@ -23,7 +23,6 @@ pub mod decision;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;
-#[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod infer;
 pub mod inspect;

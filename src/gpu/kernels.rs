@@ -9,25 +9,21 @@ use std::sync::Arc;
 
 use super::driver::{self, Function, Module};
 use super::stream::Stream;
+pub use super::element::TensorElement;
 use super::{GpuContext, GpuError};
 use crate::frame::PixelLayout;
 
-/// Element type of a tensor on the device, as the engine's input or output wants it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorElement {
-    F32,
-    /// IEEE half precision (carried as `u16` bits on the host).
-    F16,
+/// One output coordinate's two input neighbours and their weights; the
+/// layout of `Tap` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceTap {
+    pub first: u32,
+    pub second: u32,
+    pub w_first: f32,
+    pub w_second: f32,
 }
-
-impl TensorElement {
-    pub fn bytes(self) -> usize {
-        match self {
-            TensorElement::F32 => 4,
-            TensorElement::F16 => 2,
-        }
-    }
-}
+const _: () = assert!(size_of::<DeviceTap>() == 16);
 
 /// The compiled kernel files (one fatbin per `kernels/*.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

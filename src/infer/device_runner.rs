@@ -26,9 +26,9 @@ use super::{BackendKind, ModelRole};
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
-    DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, GpuPreprocessor, PinnedBuffer,
-    Stream, TensorElement,
+    DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, Stream, TensorElement,
 };
+use crate::preprocess::gpu::GpuPreprocessor;
 
 /// Frames on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
@@ -80,7 +80,7 @@ fn gpu_error(action: &'static str) -> impl Fn(GpuError) -> DeviceFrameError {
 
 impl<E: DeviceEngine> DeviceRunner<E> {
     /// Builds the GPU preprocessor for `geometry` on `stream` (from the
-    /// config, in `preprocess::gpu_preprocessor`), the classifier logits
+    /// config, `GpuPreprocessor::from_config`), the classifier logits
     /// buffer and the tickets, then has `bind` make the engine over those
     /// tensors. `elements`: the engine's input and segmentation-logits
     /// element types.
@@ -96,7 +96,7 @@ impl<E: DeviceEngine> DeviceRunner<E> {
         bind: impl FnOnce(BoundTensors) -> Result<E, DeviceFrameError>,
     ) -> Result<Self, DeviceFrameError> {
         let gpu = Arc::clone(stream.gpu());
-        let preprocessor = crate::preprocess::gpu_preprocessor(config, stream, geometry, elements)
+        let preprocessor = GpuPreprocessor::from_config(config, stream, geometry, elements)
             .map_err(gpu_error("set up GPU preprocessing"))?;
         let cls_logits_device = DeviceBuffer::<f32>::new(&gpu, geometry.cls_classes)
             .map_err(gpu_error("allocate the classifier logits"))?;
@@ -221,7 +221,10 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
             .map_err(gpu_error("record an event"))?;
         self.preprocessor
             .enqueue_frame(frame)
-            .map_err(gpu_error("queue the frame kernel"))?;
+            .map_err(|source| DeviceFrameError::Preprocess {
+                action: "queue the frame kernel",
+                source,
+            })?;
         preprocessed
             .record(self.preprocessor.stream())
             .map_err(gpu_error("record an event"))?;

@@ -10,6 +10,11 @@
 //!   host: one wait -> StageMessage::Inspect(work) to the output stage
 //! ```
 //!
+//! Which engine, and whether this stage runs at all, is decided from the
+//! config (`device_plan`) before any engine is opened; the thread opens the
+//! engine once (`open_path`) and reports the models' geometry back on its
+//! start channel, which sizes the pipeline's work records.
+//!
 //! A path may keep more than one frame on the stream (`max_in_flight`): when
 //! the next frame is already waiting in the ring, the host stages it while the
 //! GPU still works on the one before. When none is waiting, the frame on the
@@ -61,7 +66,8 @@ impl FrameTraffic {
 }
 
 /// A whole frame on one CUDA stream, frame in, decision inputs out.
-/// Implemented by the ONNX Runtime CUDA path and TensorRT's `DevicePath`.
+/// Implemented by `device_runner::DeviceRunner` for every GPU engine (and by
+/// a test double below).
 pub trait DeviceFramePath {
     fn kind(&self) -> BackendKind;
 
@@ -97,12 +103,18 @@ pub trait DeviceFramePath {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceFrameError {
-    #[cfg(feature = "cuda")]
     #[error("GPU device path: cannot {action}: {source}")]
     Gpu {
         action: &'static str,
         #[source]
         source: crate::gpu::GpuError,
+    },
+    /// The GPU preprocessor refused the frame or could not queue it.
+    #[error("GPU device path: cannot {action}: {source}")]
+    Preprocess {
+        action: &'static str,
+        #[source]
+        source: crate::preprocess::FramePreprocessError,
     },
     #[error(
         "ONNX Runtime on CUDA: cannot {action} for the {role} model: {message} \
@@ -146,8 +158,7 @@ impl DeviceFrameError {
     /// problem with the models or the config, which stops the start.
     pub fn is_engine_unavailable(&self) -> bool {
         match self {
-            #[cfg(feature = "cuda")]
-            DeviceFrameError::Gpu { .. } => true,
+            DeviceFrameError::Gpu { .. } | DeviceFrameError::Preprocess { .. } => true,
             DeviceFrameError::Open(e) => e.is_engine_unavailable(),
             #[cfg(feature = "tensorrt")]
             DeviceFrameError::TensorRt(e) => e.is_unavailable(),

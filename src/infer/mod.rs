@@ -10,6 +10,15 @@
 //! Every engine reads the models' input/output names and shapes from the files
 //! and checks them against the config through `model_io`, so a model swap that
 //! breaks the contract stops the start with a message naming file and key.
+//!
+//! Device mode (`preprocess = "cuda"` with a GPU engine, decided from the config
+//! by `device_stage::device_plan`) does not go through `open_backend`:
+//!
+//! ```text
+//! device_stage (its thread) -> open_path(plan) -> device_runner::DeviceRunner<E>
+//!     E = onnxruntime_device::OrtDeviceEngine | tensorrt::TrtDeviceEngine
+//!     (each opens its models once, on the runner's stream, and only queues them)
+//! ```
 
 // The device path's runner (one stream, tickets, events) shared by the GPU
 // engines; a stub that says "no CUDA" without the `cuda` feature.

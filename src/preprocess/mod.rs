@@ -19,6 +19,12 @@
 
 mod device;
 mod error;
+// The CPU preprocessing's work on the GPU (feature `cuda`; a stub without).
+#[cfg(feature = "cuda")]
+pub mod gpu;
+#[cfg(not(feature = "cuda"))]
+#[path = "gpu_stub.rs"]
+pub mod gpu;
 pub(crate) mod frame_rows;
 mod mask;
 pub(crate) mod normalize;
@@ -27,8 +33,6 @@ mod stage;
 pub(crate) mod taps;
 
 pub use device::{FramePreprocessError, FramePreprocessor, cpu_preprocessor};
-#[cfg(feature = "cuda")]
-pub use device::gpu_preprocessor;
 pub use error::PreprocessError;
 pub use frame_rows::MAX_FRAME_SIDE;
 pub use mask::logits_to_mask;
