@@ -55,6 +55,8 @@ demo: build onnxruntime
 
 test: deps python onnxruntime
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --release --locked --no-fail-fast --features fault-injection
+	# The frame ring's hand-over protocol under the loom model checker (rebuilds only sealcheck).
+	$(CARGO) test --release --locked --features loom --lib ring::loom_model
 	scripts/verify_unit.sh
 	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
 	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
@@ -76,7 +78,7 @@ uninstall:
 	scripts/install.sh uninstall
 
 # Regenerates the demo models, the sample clip and the model card's numbers.
-demo-assets: python
+demo-assets: python build onnxruntime
 	scripts/make_demo_assets.sh
 
 clean:

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sealcheck::capture::Capture;
-use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind};
+use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind, SourceRecovery};
 use sealcheck::ring::{CaptureEvent, frame_ring};
 use sealcheck::service::Liveness;
 
@@ -19,6 +19,7 @@ fn frames_per_second(kind: SourceKind) -> (u64, f64) {
         kind,
         overflow: OverflowPolicy::Block,
         pool_size: 4,
+        recovery: SourceRecovery::default(),
     };
     let (producer, mut consumer) = frame_ring(source.pool_size);
     let started = Instant::now();

@@ -33,5 +33,17 @@ echo "[assets] evaluated at $((SECONDS - start))s (rc $rc)"
 python3 scripts/make_clip.py --seed "$CLIP_SEED" --count 300 --out "$CLIP"
 # reference per-frame outputs for the clip (what the Rust pipeline should reproduce)
 python3 scripts/evaluate.py --frames "$CLIP" --models "$MODELS" --per-frame "$CLIP/expected.jsonl" || true
+# INT8 (QDQ) models, calibrated on tensors from sealcheck's own preprocessing of frames of a
+# seed used nowhere else: the ranges the line will see, not a re-implementation's.
+CALIB_SEED=${CALIB_SEED:-5005}
+SEALCHECK=${SEALCHECK:-target/release/sealcheck}
+rm -rf "$WORK/calib" "$WORK/calib_dump"
+python3 scripts/gen_seals.py --seed "$CALIB_SEED" --count 96 --out "$WORK/calib" --no-masks
+models_abs=$(cd "$MODELS" && pwd)
+sed -e "s|^backend = .*|backend = \"onnxruntime\"|" -e "s|\"\.\./models/|\"$models_abs/|" \
+    -e "s|\"\.\./|\"$PWD/|" config/demo.toml >"$WORK/calib.toml"
+"$SEALCHECK" inspect --config "$WORK/calib.toml" --dump "$WORK/calib_dump" "$WORK"/calib/*.jpg >/dev/null
+python3 scripts/quantize_int8.py --dumps "$WORK/calib_dump" --models "$MODELS"
+echo "[assets] INT8 models at $((SECONDS - start))s"
 echo "[assets] done in $((SECONDS - start))s $(date -u +%FT%TZ)"
 exit $rc

@@ -54,6 +54,7 @@ impl BenchReport {
                 q(0.99)
             ));
         }
+        out.push_str(&self.summary.render_line());
         out
     }
 
@@ -80,6 +81,21 @@ impl BenchReport {
             "frame_size": [self.frame_size.0, self.frame_size.1],
             "fps": self.fps(),
             "latency_ms": latency,
+            "line": {"verdicts": self.summary.line.sent, "late": self.summary.line.late},
+            "mqtt": self.summary.mqtt.as_ref().map(|m| {
+                let dropped: serde_json::Map<String, serde_json::Value> = crate::line::mqtt::DropReason::ALL
+                    .iter()
+                    .map(|r| (r.as_str().to_string(), serde_json::json!(m.dropped(*r))))
+                    .collect();
+                serde_json::json!({
+                    "broker": m.broker,
+                    "published": m.published,
+                    "dropped": dropped,
+                    "outages": m.outages,
+                    "capture_to_ack_ms": m.ack_ms.map(|[p50, p99, p999]| serde_json::json!({"p50": p50, "p99": p99, "p99.9": p999})),
+                    "verdict_to_ack_ms": m.send_ms.map(|[p50, p99, p999]| serde_json::json!({"p50": p50, "p99": p99, "p99.9": p999})),
+                })
+            }),
         })
         .to_string()
     }

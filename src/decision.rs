@@ -28,6 +28,29 @@ pub enum Reason {
     SealArea,
     NotInspected,
     Error,
+    /// No verdict by the part's deadline (`[decision] deadline_ms`): the line got a fail.
+    Late,
+}
+
+/// The OPC UA machinery result terms (OPC 40001-101, `ResultEvaluation`), for the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evaluation {
+    /// The part was judged and is good.
+    Ok,
+    /// The part was judged and is bad.
+    NotOk,
+    /// The part could not be judged (not inspected, an error, late): fails safe.
+    NotDecidable,
+}
+
+impl Evaluation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Evaluation::Ok => "OK",
+            Evaluation::NotOk => "NotOK",
+            Evaluation::NotDecidable => "NotDecidable",
+        }
+    }
 }
 
 impl Reason {
@@ -39,16 +62,27 @@ impl Reason {
             Reason::SealArea => "seal_area",
             Reason::NotInspected => "not_inspected",
             Reason::Error => "error",
+            Reason::Late => "late",
         }
     }
 
-    pub const ALL: [Reason; 6] = [
+    /// What the reason means to a machine that only knows OPC UA's result terms.
+    pub fn evaluation(self) -> Evaluation {
+        match self {
+            Reason::Ok => Evaluation::Ok,
+            Reason::Defect | Reason::NoSeal | Reason::SealArea => Evaluation::NotOk,
+            Reason::NotInspected | Reason::Error | Reason::Late => Evaluation::NotDecidable,
+        }
+    }
+
+    pub const ALL: [Reason; 7] = [
         Reason::Ok,
         Reason::Defect,
         Reason::NoSeal,
         Reason::SealArea,
         Reason::NotInspected,
         Reason::Error,
+        Reason::Late,
     ];
 }
 
@@ -76,6 +110,16 @@ impl Decision {
         Decision {
             verdict: Verdict::Fail,
             reason: Reason::Error,
+            defect_prob: None,
+            seal_area: None,
+        }
+    }
+
+    /// What the line gets for a part whose verdict missed its deadline.
+    pub fn late() -> Self {
+        Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::Late,
             defect_prob: None,
             seal_area: None,
         }
@@ -137,6 +181,7 @@ mod tests {
             no_seal_below: 0.005,
             min_seal_area: 0.02,
             max_seal_area: 0.5,
+            deadline: None,
         }
     }
 
@@ -195,6 +240,16 @@ mod tests {
     fn non_finite_logits_fail_safe() {
         let d = decide(&work(20, [f32::NAN, 0.0]), 1, &thresholds());
         assert_eq!((d.verdict, d.reason), (Verdict::Fail, Reason::Error));
+    }
+
+    #[test]
+    fn every_fail_reason_maps_to_a_failing_evaluation() {
+        for reason in Reason::ALL {
+            let e = reason.evaluation();
+            assert_eq!(e == Evaluation::Ok, reason == Reason::Ok, "{reason:?}");
+        }
+        assert_eq!(Reason::Late.evaluation().as_str(), "NotDecidable");
+        assert_eq!(Reason::Defect.evaluation().as_str(), "NotOK");
     }
 
     #[test]

@@ -19,3 +19,16 @@ pub fn maybe_stall(after: Option<u64>, seq: u64) {
         }
     }
 }
+
+/// `SEALCHECK_FAULT_DELAY_INFER_MS=N`: the inference thread takes N ms longer
+/// for every frame (a slow model), so parts miss a short deadline.
+pub fn infer_delay() -> Option<std::time::Duration> {
+    let ms: u64 = std::env::var("SEALCHECK_FAULT_DELAY_INFER_MS").ok()?.parse().ok()?;
+    Some(std::time::Duration::from_millis(ms))
+}
+
+pub fn maybe_delay(delay: Option<std::time::Duration>) {
+    if let Some(delay) = delay {
+        std::thread::sleep(delay);
+    }
+}

@@ -6,14 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use crate::capture::{self, CaptureError};
-use crate::config::Config;
+use crate::config::{Config, DecisionConfig};
 use crate::decision::{self, Decision};
-use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork};
-use crate::infer::{self, InferError, infer_frame};
+use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork, TensorGeometry};
+use crate::infer::{self, InferError, InferenceBackend, infer_frame};
 use crate::npy::{NpyError, write_npy_f32};
 use crate::output::format_result;
 use crate::preprocess::{
-    FramePreprocessError, FramePreprocessor, cpu_preprocessor, preprocess_frame,
+    FramePreprocessError, FramePreprocessor, Preprocessor, cpu_preprocessor, preprocess_frame,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,75 @@ pub struct ImageResult {
     pub decision: Decision,
 }
 
+/// One engine with its preprocessing and work buffers, judging one image at a
+/// time on the calling thread: what `inspect` runs, and each engine of `evaluate`.
+pub struct ImageJudge {
+    pub backend: Box<dyn InferenceBackend>,
+    /// Why this engine (for logs and reports).
+    pub reason: String,
+    pub geometry: TensorGeometry,
+    frame_preprocessor: FramePreprocessor,
+    preprocessor: Preprocessor,
+    mask_class: usize,
+    defect_class: usize,
+    slot: FrameSlot,
+    /// The last judged frame's tensors, mask, logits and timings.
+    pub work: FrameWork,
+}
+
+impl ImageJudge {
+    /// Opens the engine and preprocessing the config names.
+    pub fn open(config: &Config) -> Result<Self, InspectError> {
+        let selection = infer::open_backend(config)?;
+        let geometry = infer::geometry(
+            selection.backend.segmentation_io(),
+            selection.backend.classifier_io(),
+        )?;
+        Ok(ImageJudge {
+            frame_preprocessor: FramePreprocessor::open(config, geometry)?,
+            preprocessor: cpu_preprocessor(config, geometry),
+            mask_class: config.segmentation.mask_class,
+            defect_class: config.classifier.defect_class,
+            slot: FrameSlot::with_capacity(0),
+            work: FrameWork::new(&geometry),
+            backend: selection.backend,
+            reason: selection.reason,
+            geometry,
+        })
+    }
+
+    /// Decodes `image` and judges it with `thresholds`. An image that cannot be
+    /// read fails with reason `error` (and `work.error` says why), like a frame
+    /// capture could not deliver.
+    pub fn judge(
+        &mut self,
+        image: &Path,
+        meta: FrameMeta,
+        thresholds: &DecisionConfig,
+    ) -> Decision {
+        self.slot.meta = meta;
+        if let Err(e) = capture::decode_image_file(image, &mut self.slot) {
+            report_unreadable(image, &e);
+            self.work.reset(meta);
+            self.work.error = Some((FailedStage::Capture, e.to_string()));
+            return Decision::error();
+        }
+        preprocess_frame(&mut self.frame_preprocessor, &self.slot, &mut self.work);
+        infer_frame(
+            self.backend.as_mut(),
+            &self.preprocessor,
+            self.mask_class,
+            &mut self.work,
+        );
+        decision::decide(&self.work, self.defect_class, thresholds)
+    }
+
+    /// The decoded frame of the last `judge` (for reports that draw on it).
+    pub fn frame(&self) -> &FrameSlot {
+        &self.slot
+    }
+}
+
 /// Inspects each image and calls `emit` with its result, in order. An image that
 /// cannot be read still gets a result (verdict `fail`, reason `error`).
 pub fn inspect(
@@ -45,44 +114,20 @@ pub fn inspect(
     dump: Option<&Path>,
     mut emit: impl FnMut(&Path, &ImageResult),
 ) -> Result<(), InspectError> {
-    let mut selection = infer::open_backend(config)?;
-    let geometry = infer::geometry(
-        selection.backend.segmentation_io(),
-        selection.backend.classifier_io(),
-    )?;
-    log::info!(target: "sealcheck::inspect", backend = selection.backend.kind().as_str(), reason = selection.reason.as_str(); "inference backend chosen");
-    let mut frame_preprocessor = FramePreprocessor::open(config, geometry)?;
-    let preprocessor = cpu_preprocessor(config, geometry);
-    let mut slot = FrameSlot::with_capacity(0);
-    let mut work = FrameWork::new(&geometry);
+    let mut judge = ImageJudge::open(config)?;
+    log::info!(target: "sealcheck::inspect", backend = judge.backend.kind().as_str(), reason = judge.reason.as_str(); "inference backend chosen");
     for (seq, image) in images.iter().enumerate() {
         let meta = FrameMeta::now(seq as u64);
-        slot.meta = meta;
-        let decoded = capture::decode_image_file(image, &mut slot);
-        let decision = match decoded {
-            Ok(()) => {
-                preprocess_frame(&mut frame_preprocessor, &slot, &mut work);
-                infer_frame(
-                    selection.backend.as_mut(),
-                    &preprocessor,
-                    config.segmentation.mask_class,
-                    &mut work,
-                );
-                if let Some((stage, message)) = &work.error {
-                    log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), stage = stage.as_str(), error = message.as_str(); "inspection failed");
-                }
-                if let Some(dir) = dump {
-                    dump_tensors(dir, image, &work, &geometry)?;
-                }
-                decision::decide(&work, config.classifier.defect_class, &config.decision)
+        let decision = judge.judge(image, meta, &config.decision);
+        let work = &judge.work;
+        if !matches!(work.error, Some((FailedStage::Capture, _))) {
+            if let Some((stage, message)) = &work.error {
+                log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), stage = stage.as_str(), error = message.as_str(); "inspection failed");
             }
-            Err(e) => {
-                report_unreadable(image, &e);
-                work.reset(meta);
-                work.error = Some((FailedStage::Capture, e.to_string()));
-                Decision::error()
+            if let Some(dir) = dump {
+                dump_tensors(dir, image, work, &judge.geometry)?;
             }
-        };
+        }
         let t = &work.timings;
         let latencies = [
             t.preprocess_ms,
@@ -95,7 +140,7 @@ pub fn inspect(
             &mut line,
             &meta,
             &decision,
-            decoded_latencies(&work, &latencies),
+            decoded_latencies(work, &latencies),
         );
         // Name the image first so a line can be traced back to its file.
         let name =

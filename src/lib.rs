@@ -20,12 +20,14 @@ pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod decision;
+pub mod evaluate;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;
+pub mod line;
 pub mod npy;
 pub mod output;
 pub mod pipeline;

@@ -18,6 +18,10 @@
 //! before any engine is opened; the stage that runs opens each model once and
 //! its geometry sizes the work records.
 //!
+//! The output stage hands each verdict to the line (`line::Line`: MQTT, and a
+//! deadline thread fed by the ring producer that fails a part `late` when its
+//! verdict is not ready in time); see `line` for that side.
+//!
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 
 use std::sync::{Arc, Mutex};
@@ -26,13 +30,15 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, bounded, select};
 
-use crate::capture::{Capture, CaptureError, Replay};
+use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::device_stage::{DeviceFrameError, DeviceStage, DeviceStartFailed};
 use crate::infer::{self, InferError, InferStage};
-use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink};
+use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
+use crate::line::{Line, LineCounts, LineStats, ModelIds};
+use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
@@ -72,6 +78,40 @@ pub struct RunSummary {
     pub end: EndOfStream,
     /// True when the run ended because SIGTERM/SIGINT asked it to.
     pub stopped_by_signal: bool,
+    /// Result lines that could not be written to the results file (disk full,
+    /// I/O error): the run exits non-zero when any was lost.
+    pub results_lost: u64,
+    /// Times the live source was lost (or missing at start) and rebuilt.
+    pub source_outages: u64,
+    /// Verdicts the line got (one per part), and how many were `late`.
+    pub line: LineCounts,
+    /// The MQTT side, when `[mqtt]` is configured.
+    pub mqtt: Option<MqttCounts>,
+}
+
+/// Live counters of the line side, for anything that reports during a run
+/// (STATUS=, a metrics endpoint): cheap to clone, read without locking the
+/// frame path.
+#[derive(Clone)]
+pub struct LineTelemetry {
+    pub line: Arc<LineStats>,
+    pub mqtt: Option<Arc<MqttStats>>,
+}
+
+impl LineTelemetry {
+    /// What STATUS= adds: the late count, and an MQTT outage when there is one.
+    pub fn status_note(&self) -> String {
+        let mut note = String::new();
+        let late = self.line.snapshot().late;
+        if late > 0 {
+            note.push_str(&format!("; late {late}"));
+        }
+        if let Some(outage) = self.mqtt.as_ref().and_then(|m| m.status_note()) {
+            note.push_str("; ");
+            note.push_str(&outage);
+        }
+        note
+    }
 }
 
 impl RunSummary {
@@ -92,6 +132,18 @@ impl RunSummary {
             self.fps(),
             self.elapsed.as_secs_f64(),
         );
+        if self.source_outages > 0 {
+            out.push_str(&format!(
+                "source: lost {} time(s), recovered inside the process\n",
+                self.source_outages
+            ));
+        }
+        if self.results_lost > 0 {
+            out.push_str(&format!(
+                "results file: {} lines could not be written (the journal has their verdicts when log_verdicts = true)\n",
+                self.results_lost
+            ));
+        }
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
             out.push_str(&format!(
@@ -100,6 +152,19 @@ impl RunSummary {
                 q(0.95),
                 q(0.99)
             ));
+        }
+        out.push_str(&self.render_line());
+        out
+    }
+
+    /// The line's part of the summary: verdicts, late, MQTT.
+    pub fn render_line(&self) -> String {
+        let mut out = format!(
+            "line: {} verdicts, {} late\n",
+            self.line.sent, self.line.late
+        );
+        if let Some(mqtt) = &self.mqtt {
+            out.push_str(&mqtt.render());
         }
         out
     }
@@ -161,6 +226,14 @@ impl FrameSource {
         }
     }
 
+    /// Up or lost, outages and tries of a live source; `None` for a replay.
+    fn source_status(&self) -> Option<SourceStatus> {
+        match self {
+            FrameSource::Capture(c) => Some(c.source_status()),
+            FrameSource::Replay(_) => None,
+        }
+    }
+
     /// A probe for the watchdog thread: is the source healthy and streaming?
     fn streaming_probe(&self) -> Box<dyn Fn() -> bool + Send> {
         match self {
@@ -190,6 +263,10 @@ struct Stages {
     infer: Option<JoinHandle<()>>,
     output: JoinHandle<Result<u64, OutputError>>,
     output_done: Receiver<()>,
+    /// The deadline thread; it ends once capture is gone and every part is claimed.
+    deadline: JoinHandle<()>,
+    /// Whether the results file is written, and lines lost (for metrics too).
+    results_file: ResultsFileStatus,
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -198,7 +275,27 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let (stages, engine) = start_stages(&config, &context, &stats, &liveness, reload_rx)?;
+    let models = ModelIds::of(&config);
+    let mqtt = config
+        .mqtt
+        .as_ref()
+        .map(|m| MqttLine::start(m, models.clone()));
+    let line = Arc::new(Line::new(
+        mqtt.iter().map(MqttLine::output).collect(),
+        config.decision.deadline,
+    ));
+    let telemetry = LineTelemetry {
+        line: Arc::clone(line.stats()),
+        mqtt: mqtt.as_ref().map(MqttLine::stats),
+    };
+    let (stages, engine) = start_stages(
+        &config,
+        &context,
+        &stats,
+        &liveness,
+        reload_rx,
+        (&line, &models),
+    )?;
     let run_started = Instant::now();
     context.notifier.ready();
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
@@ -210,12 +307,16 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stages.capture.streaming_probe(),
         {
             let stats = Arc::clone(&stats);
+            let telemetry = telemetry.clone();
+            let source = stages.capture.source_status();
+            let results_file = stages.results_file.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
-                stats
+                let line = stats
                     .lock()
                     .map(|s| s.status_line(s.frames as f64 / fps_since))
-                    .unwrap_or_default()
+                    .unwrap_or_default();
+                problems_first(source.as_ref(), &results_file, line) + &telemetry.status_note()
             }
         },
     )
@@ -265,6 +366,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     }
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
+    let source_outages = stages
+        .capture
+        .source_status()
+        .map_or(0, |status| status.outages());
+    let results_file = stages.results_file.clone();
     let drained = drain_deadline.is_none()
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
@@ -290,6 +396,18 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
+    // Capture is gone: the deadline thread fails what is still open at its
+    // deadline (nothing, after a full drain), then ends.
+    let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
+    let waited = Instant::now();
+    while !stages.deadline.is_finished() && waited.elapsed() < deadline_wait {
+        thread::sleep(Duration::from_millis(2));
+    }
+    if stages.deadline.is_finished() {
+        let _ = stages.deadline.join();
+    }
+    let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
+    let line_counts = line.stats().snapshot();
     let stats = Arc::try_unwrap(stats)
         .map(|m| m.into_inner().unwrap_or_default())
         .unwrap_or_else(|shared| {
@@ -304,6 +422,10 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         stats,
         end,
         stopped_by_signal,
+        line: line_counts,
+        mqtt,
+        results_lost: results_file.lost_lines(),
+        source_outages,
     })
 }
 
@@ -326,15 +448,46 @@ enum FramePath {
     },
 }
 
+/// The STATUS= text: what is wrong first (camera lost, results file not
+/// written), then the counts.
+fn problems_first(
+    source: Option<&SourceStatus>,
+    results_file: &ResultsFileStatus,
+    counts: String,
+) -> String {
+    let mut line = String::new();
+    if let Some(outage) = source.and_then(SourceStatus::describe_outage) {
+        line.push_str(&outage);
+        line.push_str("; ");
+    }
+    if !results_file.is_writable() {
+        line.push_str(&format!(
+            "results file NOT WRITTEN ({} lines lost); ",
+            results_file.lost_lines()
+        ));
+    }
+    line.push_str(&counts);
+    line
+}
+
+/// At the end of a run, how long verdicts still queued may take to reach the broker.
+const MQTT_FLUSH: Duration = Duration::from_secs(2);
+
+#[allow(clippy::too_many_arguments)]
 fn start_stages(
     config: &Config,
     context: &RunContext,
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
+    (line, models): (&Arc<Line>, &ModelIds),
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
     let pool = config.source.pool_size;
-    let (producer, consumer) = ring::frame_ring(pool);
+    let (mut producer, consumer) = ring::frame_ring(pool);
+    // Each part's deadline clock starts as capture hands the frame on.
+    let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
+        .map_err(|e| PipelineError::Spawn("deadline", e))?;
+    producer.on_delivery(move |meta| deadline_feed.delivered(meta));
     // Enough work records for preprocess, infer and output to each hold one
     // frame plus one waiting: more only adds queueing latency, not throughput.
     let work_records = 4;
@@ -357,6 +510,7 @@ fn start_stages(
     }
 
     let sink = ResultSink::open(&config.output)?;
+    let results_file = sink.status();
     let output = OutputStage {
         input: output_in,
         recycle: free_tx,
@@ -370,6 +524,8 @@ fn start_stages(
         stats: Arc::clone(stats),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
+        line: Some(Arc::clone(line)),
+        models: Some(models.clone()),
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -429,6 +585,8 @@ fn start_stages(
             infer,
             output,
             output_done,
+            deadline,
+            results_file,
         },
         engine,
     ))
@@ -495,6 +653,7 @@ fn open_frame_path(
         frame_preprocessor,
     };
     Ok((path, geometry, engine))
+
 }
 
 fn spawn<T: Send + 'static>(
@@ -551,6 +710,9 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     }
     if old.service != new.service {
         changed.push("service");
+    }
+    if old.mqtt != new.mqtt {
+        changed.push("mqtt");
     }
     changed
 }

@@ -25,10 +25,24 @@
 //! order holds; its slot is kept for the next frame.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, OnceLock};
-use std::thread::{self, Thread};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+// The ring's own protocol (wake-ups, the stop flag, the marker count) runs on
+// loom's primitives under the `loom` feature, so `loom_model` below can explore
+// its interleavings; `ringbuf` itself is outside loom's view (see there).
+#[cfg(feature = "loom")]
+use loom::sync::Arc;
+#[cfg(feature = "loom")]
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+#[cfg(feature = "loom")]
+use loom::thread::{self, Thread};
+#[cfg(not(feature = "loom"))]
+use std::sync::Arc;
+#[cfg(not(feature = "loom"))]
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+#[cfg(not(feature = "loom"))]
+use std::thread::{self, Thread};
 
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
@@ -104,6 +118,19 @@ impl Shared {
     }
 }
 
+/// Parks the calling thread until it is unparked, at most `limit`. Under loom,
+/// which has no timed park, it waits for the unpark: a lost wake-up is then a
+/// deadlock loom reports, not a delay the timeout hides.
+fn park_timeout(limit: Duration) {
+    #[cfg(feature = "loom")]
+    {
+        let _ = limit;
+        thread::park();
+    }
+    #[cfg(not(feature = "loom"))]
+    thread::park_timeout(limit);
+}
+
 /// Registers the calling thread as the one to wake, on first use. Returns how
 /// long this thread may park at most: unbounded (`None`) when it is the
 /// registered thread, a short slice otherwise.
@@ -150,6 +177,7 @@ pub fn frame_ring_with_capacity(
         pending_drops: None,
         spare: None,
         ended: false,
+        on_delivery: None,
     };
     let consumer = RingConsumer {
         full: full_cons,
@@ -171,6 +199,8 @@ pub struct RingProducer {
     /// the next `acquire_slot` returns it.
     spare: Option<Box<FrameSlot>>,
     ended: bool,
+    /// Told of every delivered frame as it is pushed (see `on_delivery`).
+    on_delivery: Option<Box<dyn FnMut(&FrameMeta) + Send>>,
 }
 
 impl std::fmt::Debug for RingProducer {
@@ -214,7 +244,7 @@ impl RingProducer {
                 // Stopping, or no consumer left to give slots back.
                 return None;
             }
-            thread::park_timeout(park_limit.unwrap_or(PRODUCER_PARK));
+            park_timeout(park_limit.unwrap_or(PRODUCER_PARK));
         }
     }
 
@@ -231,6 +261,21 @@ impl RingProducer {
                 self.spare = Some(slot);
             }
             return;
+        }
+        if let Some(observe) = &mut self.on_delivery {
+            match &event {
+                CaptureEvent::Frame(slot) => observe(&slot.meta),
+                CaptureEvent::Failed { meta, .. } => observe(meta),
+                CaptureEvent::Dropped { meta, count } => {
+                    for i in 0..*count {
+                        observe(&FrameMeta {
+                            seq: meta.seq + i,
+                            ..*meta
+                        });
+                    }
+                }
+                CaptureEvent::End(_) => {}
+            }
         }
         match event {
             CaptureEvent::Dropped { meta, count } => self.note_dropped(meta, count),
@@ -267,6 +312,13 @@ impl RingProducer {
             }
             CaptureEvent::End(end) => self.finish(end),
         }
+    }
+
+    /// Calls `observe` with every delivered frame's final `FrameMeta` (seq,
+    /// capture time), in `seq` order, as it is pushed: the line's deadline
+    /// clock starts here. It runs on the capture thread: keep it short.
+    pub fn on_delivery(&mut self, observe: impl FnMut(&FrameMeta) + Send + 'static) {
+        self.on_delivery = Some(Box::new(observe));
     }
 
     /// Frames counted as dropped but not yet in the ring.
@@ -398,6 +450,13 @@ impl StopHandle {
     pub fn stop_requested(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
     }
+
+    /// Lets the producer wait for free slots again after `request_stop`. Capture
+    /// calls it when it rebuilds a lost live source: the old pipeline's streaming
+    /// thread was woken and is gone, and the ring (with its `seq`) goes on.
+    pub fn clear_stop(&self) {
+        self.shared.stop.store(false, Ordering::Release);
+    }
 }
 
 /// Preprocessing's end: pops events, gives slots back.
@@ -442,7 +501,7 @@ impl RingConsumer {
                 }
                 None => Duration::from_secs(3600),
             };
-            thread::park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
+            park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
         }
     }
 
@@ -471,7 +530,7 @@ impl RingConsumer {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -795,5 +854,157 @@ mod tests {
             waited >= Duration::from_millis(30) && waited < Duration::from_secs(2),
             "{waited:?}"
         );
+    }
+}
+
+/// The ring's hand-over protocol under loom (`make test` runs it:
+/// `cargo test --release --features loom --lib ring::loom_model`).
+///
+/// What is modelled: the wake-up protocol (registration in a `OnceLock`, the
+/// `SeqCst` fences in `wake_*` against the ones in `pop` and `acquire_slot`,
+/// park/unpark), the stop flag, the marker count and slot recycling, all on
+/// loom's atomics and threads, with every `park` untimed so that a lost
+/// wake-up shows as a deadlock. What is assumed: `ringbuf`'s SPSC push and pop
+/// are correct; they use atomics loom cannot see, so here each is one
+/// indivisible step between loom's scheduling points (its own tests and Miri
+/// runs cover its internals).
+#[cfg(all(test, feature = "loom"))]
+mod loom_model {
+    use super::*;
+
+    /// Few preemptions: enough for every wake-up race of two threads, and the
+    /// models finish in seconds.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(f);
+    }
+
+    fn frame(producer: &mut RingProducer, seq: u64, policy: OverflowPolicy) -> bool {
+        let meta = FrameMeta {
+            seq,
+            captured_at: std::time::UNIX_EPOCH,
+            captured_instant: Instant::now(),
+        };
+        match producer.acquire_slot(policy) {
+            Some(mut slot) => {
+                slot.meta = meta;
+                producer.push(CaptureEvent::Frame(slot));
+                true
+            }
+            None => {
+                producer.push(CaptureEvent::Dropped { meta, count: 1 });
+                false
+            }
+        }
+    }
+
+    /// Pops to `End` with no timeout (a lost wake-up deadlocks), recycling
+    /// frames; returns the seqs covered and how the stream ended.
+    fn drain(consumer: &mut RingConsumer) -> (Vec<u64>, EndOfStream) {
+        let mut seqs = Vec::new();
+        loop {
+            match consumer.pop(Duration::MAX) {
+                Some(CaptureEvent::Frame(slot)) => {
+                    seqs.push(slot.meta.seq);
+                    consumer.recycle(slot);
+                }
+                Some(CaptureEvent::Dropped { meta, count }) => {
+                    seqs.extend(meta.seq..meta.seq + count)
+                }
+                Some(CaptureEvent::Failed { meta, .. }) => seqs.push(meta.seq),
+                Some(CaptureEvent::End(end)) => return (seqs, end),
+                None => panic!("pop without a timeout returned nothing"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_parked_consumer_never_misses_a_frame_or_the_end() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(2);
+            let capture = thread::spawn(move || {
+                frame(&mut producer, 0, OverflowPolicy::Drop);
+                frame(&mut producer, 1, OverflowPolicy::Drop);
+                producer.push(CaptureEvent::End(EndOfStream::Finished));
+            });
+            let (seqs, end) = drain(&mut consumer);
+            capture.join().unwrap();
+            assert_eq!(seqs, [0, 1]);
+            assert_eq!(end, EndOfStream::Finished);
+            assert_eq!(consumer.free_slots(), 2, "every slot came back");
+        });
+    }
+
+    #[test]
+    fn a_blocked_producer_is_woken_by_the_recycled_slot() {
+        model(|| {
+            // One slot: the second frame waits for the first one's slot.
+            let (mut producer, mut consumer) = frame_ring(1);
+            let capture = thread::spawn(move || {
+                let blocked_never_drops = frame(&mut producer, 0, OverflowPolicy::Block)
+                    && frame(&mut producer, 1, OverflowPolicy::Block);
+                producer.push(CaptureEvent::End(EndOfStream::Finished));
+                blocked_never_drops
+            });
+            let (seqs, end) = drain(&mut consumer);
+            assert!(capture.join().unwrap());
+            assert_eq!((seqs, end), (vec![0, 1], EndOfStream::Finished));
+        });
+    }
+
+    #[test]
+    fn stop_wakes_a_producer_waiting_for_a_slot_and_clear_stop_rearms_it() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(1);
+            let stop = producer.stop_handle();
+            let capture = thread::spawn(move || {
+                assert!(frame(&mut producer, 0, OverflowPolicy::Block));
+                // The only slot is held by the consumer: waits until stopped.
+                let got = producer.acquire_slot(OverflowPolicy::Block).is_some();
+                (producer, got)
+            });
+            let held = match consumer.pop(Duration::MAX) {
+                Some(CaptureEvent::Frame(slot)) => slot,
+                other => panic!("{other:?}"),
+            };
+            stop.request_stop();
+            let (mut producer, got) = capture.join().unwrap();
+            assert!(!got, "a stopped producer gets no slot");
+            // A rebuilt source: waiting works again, and the recycled slot comes back.
+            stop.clear_stop();
+            consumer.recycle(held);
+            assert!(producer.acquire_slot(OverflowPolicy::Block).is_some());
+        });
+    }
+
+    #[test]
+    fn markers_are_counted_back_to_zero_whatever_the_interleaving() {
+        model(|| {
+            let (mut producer, mut consumer) = frame_ring(1);
+            let shared = Arc::clone(&producer.shared);
+            let capture = thread::spawn(move || {
+                let meta = |seq| FrameMeta {
+                    seq,
+                    captured_at: std::time::UNIX_EPOCH,
+                    captured_instant: Instant::now(),
+                };
+                producer.push(CaptureEvent::Failed {
+                    meta: meta(0),
+                    message: String::new(),
+                });
+                producer.push(CaptureEvent::Dropped {
+                    meta: meta(1),
+                    count: 2,
+                });
+                assert!(producer.flush_pending_drops());
+                producer.push(CaptureEvent::End(EndOfStream::Stopped));
+            });
+            let (seqs, end) = drain(&mut consumer);
+            capture.join().unwrap();
+            assert_eq!((seqs, end), (vec![0, 1, 2], EndOfStream::Stopped));
+            assert!(consumer.pop(Duration::ZERO).is_none());
+            assert_eq!(shared.markers_in_ring.load(Ordering::SeqCst), 0);
+        });
     }
 }

@@ -11,7 +11,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use sealcheck::capture::{Capture, CaptureError, decode_image_file};
-use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind};
+use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind, SourceRecovery};
 use sealcheck::frame::{FrameSlot, PixelLayout};
 use sealcheck::ring::{CaptureEvent, EndOfStream, RingConsumer, frame_ring};
 use sealcheck::service::Liveness;
@@ -24,6 +24,7 @@ fn source(kind: SourceKind, overflow: OverflowPolicy, pool_size: usize) -> Sourc
         kind,
         overflow,
         pool_size,
+        recovery: SourceRecovery::default(),
     }
 }
 
@@ -435,13 +436,41 @@ fn corrupt_video_file_fails_at_start_not_later() {
     );
 }
 
+/// Polls `done` every 10 ms up to `limit`.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
+}
+
+fn quick_retries(mut config: SourceConfig) -> SourceConfig {
+    config.recovery.retry_min = Duration::from_millis(50);
+    config.recovery.retry_max = Duration::from_millis(200);
+    config
+}
+
 #[test]
-fn absent_v4l2_device_fails_at_start_with_what_to_check() {
-    let (error, _) = start_error(SourceKind::V4l2 {
-        device: "/dev/video9".into(),
-        caps: None,
-    });
-    let text = error.to_string();
+fn absent_v4l2_device_is_waited_for_saying_what_to_check() {
+    let (producer, mut consumer) = frame_ring(2);
+    let config = quick_retries(source(
+        SourceKind::V4l2 {
+            device: "/dev/video9".into(),
+            caps: None,
+        },
+        OverflowPolicy::Drop,
+        2,
+    ));
+    let capture = Capture::start(&config, producer, Liveness::new())
+        .expect("a camera missing at start is waited for, not an error");
+    let status = capture.source_status();
+    assert!(!status.is_up());
+    assert_eq!(status.outages(), 1);
+    let text = status.last_error();
     assert!(
         text.starts_with("v4l2 device /dev/video9 cannot be opened: "),
         "{text}"
@@ -450,6 +479,119 @@ fn absent_v4l2_device_fails_at_start_with_what_to_check() {
         text.contains("check the camera is connected and the `device` key in [source]"),
         "{text}"
     );
+    assert!(
+        wait_until(Duration::from_secs(10), || status.tries_this_outage() >= 3),
+        "capture keeps trying: {} tries",
+        status.tries_this_outage()
+    );
+    let line = status.describe_outage().unwrap();
+    assert!(line.starts_with("waiting for camera since "), "{line}");
+    assert_eq!(status.outages(), 1, "one outage however many tries");
+    assert!(
+        consumer.pop(Duration::from_millis(50)).is_none(),
+        "nothing, not even End, while waiting"
+    );
+    capture.stop();
+    assert!(matches!(
+        consumer.pop(Duration::from_secs(2)),
+        Some(CaptureEvent::End(EndOfStream::Stopped))
+    ));
+}
+
+/// Raw RGB frames of 64x48 into a pipe read by `fdsrc`: a live source that
+/// can be frozen (stop writing: no error, no end-of-stream) and thawed.
+const RAW_W: usize = 64;
+const RAW_H: usize = 48;
+
+fn raw_pipe_source(fd: i32, frame_timeout: Duration) -> SourceConfig {
+    let mut config = quick_retries(source(
+        SourceKind::Pipeline {
+            description: format!(
+                "fdsrc fd={fd} ! rawvideoparse width={RAW_W} height={RAW_H} format=rgb framerate=20/1 ! \
+                 videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false"
+            ),
+            live: true,
+        },
+        OverflowPolicy::Drop,
+        4,
+    ));
+    config.recovery.frame_timeout = Some(frame_timeout);
+    config
+}
+
+fn write_raw_frames(pipe: &mut impl std::io::Write, count: usize) {
+    let frame = vec![0x80u8; RAW_W * RAW_H * 3];
+    for _ in 0..count {
+        pipe.write_all(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn frozen_live_source_is_rebuilt_and_frames_resume_with_seq_unbroken() {
+    use std::os::fd::AsRawFd;
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let frame_timeout = Duration::from_millis(400);
+    let config = raw_pipe_source(reader.as_raw_fd(), frame_timeout);
+    let (producer, mut consumer) = frame_ring(4);
+    let writer_thread = std::thread::spawn(move || {
+        write_raw_frames(&mut writer, 10);
+        // Frozen: the pipe stays open and silent, as a hung camera does.
+        std::thread::sleep(Duration::from_millis(1500));
+        write_raw_frames(&mut writer, 10);
+        writer
+    });
+    let capture = Capture::start(&config, producer, Liveness::new()).expect("starts");
+    let status = capture.source_status();
+    let mut seqs = Vec::new();
+    let mut last_frame = Instant::now();
+    let mut longest_gap = Duration::ZERO;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seqs.len() < 20 && Instant::now() < deadline {
+        match consumer.pop(Duration::from_millis(100)) {
+            Some(CaptureEvent::Frame(slot)) => {
+                longest_gap = longest_gap.max(last_frame.elapsed());
+                last_frame = Instant::now();
+                seqs.push(slot.meta.seq);
+                consumer.recycle(slot);
+            }
+            Some(CaptureEvent::Dropped { meta, count }) => {
+                seqs.extend(meta.seq..meta.seq + count);
+            }
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {}
+        }
+        if seqs.len() == 10 && status.outages() == 0 {
+            // Lost after frame_timeout, rebuilt one retry interval (50 ms) later.
+            let limit = frame_timeout + config.recovery.retry_min + Duration::from_millis(300);
+            assert!(
+                wait_until(limit, || status.tries_this_outage() >= 1),
+                "a source silent for {frame_timeout:?} must be rebuilt within {limit:?}"
+            );
+        }
+    }
+    let _writer = writer_thread.join().unwrap();
+    assert_eq!(
+        seqs,
+        (0..20).collect::<Vec<u64>>(),
+        "seq unbroken across the rebuild"
+    );
+    assert!(
+        longest_gap >= Duration::from_millis(1000),
+        "{longest_gap:?}"
+    );
+    assert_eq!((status.outages(), status.frozen()), (1, 1));
+    assert!(status.is_up(), "frames came back: the outage is over");
+    assert!(
+        status.last_error().contains("frozen"),
+        "{}",
+        status.last_error()
+    );
+    capture.stop();
+    assert!(matches!(
+        consumer.pop(Duration::from_secs(5)),
+        Some(CaptureEvent::End(EndOfStream::Stopped))
+    ));
 }
 
 #[test]
@@ -466,6 +608,7 @@ fn invalid_v4l2_caps_are_rejected_before_opening_the_device() {
 fn pipeline_description_without_an_appsink_named_sink_is_rejected() {
     let (error, _) = start_error(SourceKind::Pipeline {
         description: "videotestsrc ! fakesink".into(),
+        live: false,
     });
     assert!(
         matches!(&error, CaptureError::NoAppsink { found } if found == "no element named sink"),
@@ -475,6 +618,7 @@ fn pipeline_description_without_an_appsink_named_sink_is_rejected() {
 
     let (error, _) = start_error(SourceKind::Pipeline {
         description: "videotestsrc ! fakesink name=sink".into(),
+        live: false,
     });
     assert!(
         matches!(&error, CaptureError::NoAppsink { found } if found.contains("fakesink")),
@@ -486,6 +630,7 @@ fn pipeline_description_without_an_appsink_named_sink_is_rejected() {
 fn unknown_element_names_the_missing_plugin() {
     let (error, _) = start_error(SourceKind::Pipeline {
         description: "nosuchcamerasrc ! appsink name=sink".into(),
+        live: false,
     });
     assert!(
         matches!(&error, CaptureError::MissingElement { element, .. } if element == "nosuchcamerasrc"),
@@ -528,6 +673,7 @@ fn user_pipeline_with_an_appsink_named_sink_delivers_frames() {
         &source(
             SourceKind::Pipeline {
                 description: description.into(),
+                live: false,
             },
             OverflowPolicy::Block,
             2,
@@ -570,6 +716,7 @@ fn error_mid_stream_ends_with_the_error_not_finished() {
         &source(
             SourceKind::Pipeline {
                 description: description.into(),
+                live: false,
             },
             OverflowPolicy::Block,
             2,

@@ -345,3 +345,74 @@ fn csi_camera_is_a_live_source_with_a_sensor_mode() {
         "{problems:#?}"
     );
 }
+
+#[test]
+fn live_source_recovery_keys_have_defaults_and_are_checked() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let camera = |extra: &str| {
+        VALID.replace(
+            "kind = \"test\"\nnum_buffers = 10",
+            &format!("kind = \"rtsp\"\nurl = \"rtsp://127.0.0.1:8554/line\"\n{extra}"),
+        )
+    };
+    let cfg = config::load(&write_config(dir.path(), &camera(""))).unwrap();
+    assert_eq!(cfg.source.recovery, config::SourceRecovery::default());
+    assert_eq!(cfg.source.recovery.retry_min, Duration::from_millis(500));
+    assert_eq!(cfg.source.recovery.retry_max, Duration::from_secs(10));
+    assert_eq!(
+        cfg.source.recovery.frame_timeout, None,
+        "from the frame rate"
+    );
+
+    let cfg = config::load(&write_config(
+        dir.path(),
+        &camera("retry_min_ms = 100\nretry_max_ms = 2000\nframe_timeout_ms = 1500"),
+    ))
+    .unwrap();
+    assert_eq!(cfg.source.recovery.retry_min, Duration::from_millis(100));
+    assert_eq!(cfg.source.recovery.retry_max, Duration::from_secs(2));
+    assert_eq!(
+        cfg.source.recovery.frame_timeout,
+        Some(Duration::from_millis(1500))
+    );
+
+    let problems = problems_of(&camera("retry_min_ms = 5000\nretry_max_ms = 1000"));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "source.retry_min_ms" && p.message.contains("retry_max_ms")),
+        "{problems:#?}"
+    );
+    let problems = problems_of(&camera("frame_timeout_ms = 5"));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "source.frame_timeout_ms" && p.line > 0),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_user_pipeline_is_live_only_when_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = |extra: &str| {
+        VALID.replace(
+            "kind = \"test\"\nnum_buffers = 10",
+            &format!(
+                "kind = \"pipeline\"\npipeline = \"videotestsrc ! appsink name=sink\"\n{extra}"
+            ),
+        )
+    };
+    let cfg = config::load(&write_config(dir.path(), &pipeline(""))).unwrap();
+    assert!(!cfg.source.kind.is_live());
+    assert_eq!(cfg.source.overflow, OverflowPolicy::Block);
+    let cfg = config::load(&write_config(dir.path(), &pipeline("live = true"))).unwrap();
+    assert!(cfg.source.kind.is_live(), "recovers like a camera");
+    assert_eq!(cfg.source.overflow, OverflowPolicy::Drop);
+    let problems = problems_of(&VALID.replace("num_buffers = 10", "num_buffers = 10\nlive = true"));
+    assert!(
+        problems.iter().any(|p| p.key == "source.live"),
+        "`live` belongs to pipeline sources only: {problems:#?}"
+    );
+}

@@ -365,23 +365,6 @@ fn corrupt_model_exits_78_naming_the_file() {
 }
 
 #[test]
-fn camera_that_cannot_start_is_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        "kind = \"v4l2\"\ndevice = \"/dev/video97\"",
-        "tract",
-    );
-    let out = run(&config);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("/dev/video97") && stderr.contains("device"),
-        "{stderr}"
-    );
-}
-
-#[test]
 fn tensorrt_without_the_feature_exits_at_start_with_a_clear_message() {
     if cfg!(feature = "tensorrt") {
         println!("SKIPPED: this build has the tensorrt feature");

@@ -166,6 +166,7 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         no_seal_below: 0.005,
         min_seal_area: 0.01,
         max_seal_area: 0.9,
+        deadline: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let output = OutputConfig {

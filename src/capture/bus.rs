@@ -2,7 +2,6 @@
 //! the capture thread (EOS, errors, PLAYING), which turns the end of the stream
 //! into the ring's `End` event and sets the pipeline to NULL.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -111,57 +110,82 @@ pub(crate) fn wake(bus: &gst::Bus) {
     )));
 }
 
-/// The capture thread: runs until the stream ends, then pushes `End` and sets
-/// the pipeline to NULL. `saw_eos` is set when EOS was already seen during start.
+/// How watching one pipeline ended.
+pub(crate) enum Watched {
+    /// The stream ended: EOS, an error, or a stop or shutdown request.
+    End(EndOfStream),
+    /// No frame came for `waited` although the pipeline reported neither an
+    /// error nor end-of-stream: the source is frozen.
+    Frozen { waited: Duration },
+}
+
+/// The capture thread's watch over one pipeline: returns when the stream ends
+/// or, with a `frame_timeout`, when no frame came for that long (frozen). The
+/// caller pushes `End` or rebuilds. `saw_eos` is set when EOS was already seen
+/// during start.
 pub(crate) fn watch(
-    pipeline: gst::Pipeline,
-    bus: gst::Bus,
-    shared: Arc<CaptureShared>,
+    pipeline: &gst::Pipeline,
+    bus: &gst::Bus,
+    shared: &CaptureShared,
     hint: &'static str,
     saw_eos: bool,
-) {
+    frame_timeout: Option<&dyn Fn() -> Duration>,
+) -> Watched {
+    let started = Instant::now();
     let mut stop_deadline: Option<Instant> = None;
     let mut eos = saw_eos;
-    let end = loop {
+    loop {
         if eos || shared.sink_eos.load(Ordering::Acquire) {
-            if let Some(error) = queued_error(&bus, &pipeline, &shared, hint) {
-                break EndOfStream::Error(error);
+            if let Some(error) = queued_error(bus, pipeline, shared, hint) {
+                return Watched::End(EndOfStream::Error(error));
             }
-            break if shared.stop_requested.load(Ordering::Acquire) {
+            return Watched::End(if shared.stop_requested.load(Ordering::Acquire) {
                 EndOfStream::Stopped
             } else {
                 EndOfStream::Finished
-            };
+            });
         }
         if shared.shutdown_requested.load(Ordering::Acquire) {
-            break EndOfStream::Stopped;
+            return Watched::End(EndOfStream::Stopped);
         }
         if stop_deadline.is_none() && shared.stop_requested.load(Ordering::Acquire) {
             stop_deadline = Some(Instant::now() + STOP_TIMEOUT);
-            send_eos_to_sources(&pipeline, &shared);
+            send_eos_to_sources(pipeline, shared);
         }
         shared.flush_pending_drops();
+        shared.liveness.capture_heartbeat();
+        let now = Instant::now();
         let mut wait = BUS_POLL;
         if let Some(deadline) = stop_deadline {
-            let now = Instant::now();
             if now >= deadline {
                 log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(), waited_ms = STOP_TIMEOUT.as_millis() as u64;
                     "the source did not finish within the stop timeout after end-of-stream was sent; shutting it down");
-                break EndOfStream::Stopped;
+                return Watched::End(EndOfStream::Stopped);
             }
             wait = wait.min(deadline - now);
+        } else if let Some(frame_timeout) = frame_timeout {
+            // Quiet since the last frame of this pipeline, or since it started.
+            let last = shared
+                .last_frame_at()
+                .filter(|t| *t >= started)
+                .unwrap_or(started);
+            let limit = frame_timeout();
+            let quiet = now.saturating_duration_since(last);
+            if quiet >= limit {
+                return Watched::Frozen { waited: quiet };
+            }
+            wait = wait.min(limit - quiet + Duration::from_millis(1));
         }
         let Some(message) = bus.timed_pop(gst::ClockTime::from_nseconds(wait.as_nanos() as u64))
         else {
             continue;
         };
-        match handle(&message, &pipeline, &shared, hint) {
+        match handle(&message, pipeline, shared, hint) {
             BusEvent::Eos => eos = true,
-            BusEvent::Error(e) => break EndOfStream::Error(e),
+            BusEvent::Error(e) => return Watched::End(EndOfStream::Error(e)),
             BusEvent::AsyncDone | BusEvent::Other => {}
         }
-    };
-    finish(&pipeline, &shared, end);
+    }
 }
 
 /// Sends end-of-stream to the pipeline's source elements. Sent to each source

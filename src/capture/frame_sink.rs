@@ -140,6 +140,8 @@ impl FrameSink {
         }
         let info = gst_video::VideoInfo::from_caps(caps)
             .map_err(|e| format!("caps {caps} are not raw video ({e}); the appsink must receive video/x-raw,format=RGB"))?;
+        self.shared
+            .note_frame_rate(info.fps().numer(), info.fps().denom());
         self.caps = Some((caps.to_owned(), info.clone()));
         Ok(info)
     }
@@ -148,6 +150,10 @@ impl FrameSink {
         let size = (plane.width(), plane.height());
         if self.frame_size != Some(size) {
             self.frame_size = Some(size);
+            // A rebuilt live source delivering the size it had says nothing new.
+            if !self.shared.note_frame_size(size) {
+                return;
+            }
             log::info!(target: "sealcheck::capture",
                 source = self.shared.origin.as_str(), width = size.0, height = size.1,
                 slot_bytes = plane.packed_len(), pool_size = self.shared.pool_size;

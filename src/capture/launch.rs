@@ -198,7 +198,7 @@ pub(crate) fn create_pipeline(
             "nvarguscamerasrc name=src ! capsfilter name=camera_caps ! nvvidconv ! \
              video/x-raw,format=BGRx ! {RGB_TAIL} sync=false"
         ),
-        SourceKind::Pipeline { description } => description.clone(),
+        SourceKind::Pipeline { description, .. } => description.clone(),
     };
 
     let mut context = gst::ParseContext::new();
@@ -430,6 +430,7 @@ mod tests {
             },
             SourceKind::Pipeline {
                 description: "videotestsrc ! videoconvert ! appsink name=sink".into(),
+                live: false,
             },
         ];
         for kind in &kinds {

@@ -6,13 +6,16 @@
 //!                                                                                   ▼
 //!                     FrameSink: seq, capture time, slot (overflow policy), row copy ──▶ ring::RingProducer
 //! bus ──▶ capture thread: PLAYING → streaming; EOS → End(Finished|Stopped); error → End(Error); then NULL
+//!         live source:    error, EOS or frozen → NULL, wait (backoff), rebuild (`recover`); stop → End(Stopped)
 //! ```
 //!
 //! `launch` turns `[source]` into a pipeline, `frame_sink` is the appsink
-//! callback, `bus` watches the pipeline, `decode` reads single image files for
+//! callback, `bus` watches the pipeline, `recover` rebuilds a lost live source,
+//! `status` says whether it is up, `decode` reads single image files for
 //! `sealcheck inspect`. `Capture::start` returns only once the source has shown
 //! it works (prerolled, first frame, or a short grace for live sources), so a
-//! missing file or camera fails the start with a clear error, not a late `End`.
+//! missing file fails the start with a clear error, not a late `End`; a missing
+//! camera is waited for (`recover`).
 
 mod bus;
 mod decode;
@@ -20,14 +23,17 @@ mod error;
 mod frame_sink;
 mod image_feeder;
 mod launch;
+mod recover;
 mod replay;
 mod rgb_plane;
 mod state;
+mod status;
 
 pub use decode::decode_image_file;
 pub use error::CaptureError;
 pub use replay::{Replay, load_frames};
 pub use state::CaptureProbe;
+pub use status::{OutageEnded, SourceStatus};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -67,12 +73,23 @@ pub fn gstreamer_version() -> String {
 
 /// A running source. Frames go into the ring given to `start`; the stream ends
 /// with exactly one `End` event. Dropping it shuts the source down.
+///
+/// A live source (camera, RTSP, or a `[source] pipeline` marked `live`) that is
+/// lost (error, end-of-stream, or no frame for `frame_timeout_ms`) is rebuilt
+/// by the capture thread (`recover`), for as long as it takes; so is one that is
+/// missing at start. Only a stop or a problem no retry fixes ends its stream.
 pub struct Capture {
-    pipeline: gst::Pipeline,
-    bus: gst::Bus,
     shared: Arc<CaptureShared>,
     thread: Option<JoinHandle<()>>,
     /// The image-sequence source's decoding thread.
+    feeder: Option<JoinHandle<()>>,
+}
+
+/// One started pipeline, handed to the capture thread.
+pub(crate) struct Running {
+    pub(crate) pipeline: gst::Pipeline,
+    pub(crate) bus: gst::Bus,
+    pub(crate) saw_eos: bool,
     feeder: Option<JoinHandle<()>>,
 }
 
@@ -82,6 +99,7 @@ impl std::fmt::Debug for Capture {
             .field("source", &self.shared.origin)
             .field("frames_delivered", &self.frames_delivered())
             .field("streaming", &self.is_streaming())
+            .field("source_up", &self.shared.status.is_up())
             .field("ended", &self.shared.has_ended())
             .finish()
     }
@@ -91,22 +109,29 @@ impl Capture {
     /// Builds the pipeline for `source`, sets it PLAYING and waits until it has
     /// shown it works. Marks `liveness` for every delivered frame and with the
     /// source's state. On error the ring gets `End(Error)` too and the error
-    /// says which source failed and what to check.
+    /// says which source failed and what to check. A live source that cannot be
+    /// opened or reached is not an error: capture starts, says so once, and
+    /// keeps trying (`source_status` tells).
     pub fn start(
         source: &SourceConfig,
         producer: RingProducer,
         liveness: Liveness,
     ) -> Result<Capture, CaptureError> {
         let origin = launch::describe(&source.kind);
-        let shared = Arc::new(CaptureShared::new(
+        let mut shared = CaptureShared::new(
             origin,
             source.overflow,
             source.pool_size,
             source.kind.is_live(),
             producer,
             liveness,
-        ));
-        match Self::start_pipeline(source, &shared) {
+        );
+        if source.kind.is_live() {
+            shared.recovery = Some(source.recovery);
+            shared.liveness.set_source_managed(true);
+        }
+        let shared = Arc::new(shared);
+        match Self::start_capture(source, &shared) {
             Ok(capture) => Ok(capture),
             Err(e) => {
                 shared.end(EndOfStream::Error(e.clone()));
@@ -115,114 +140,63 @@ impl Capture {
         }
     }
 
-    fn start_pipeline(
+    fn start_capture(
         source: &SourceConfig,
         shared: &Arc<CaptureShared>,
     ) -> Result<Capture, CaptureError> {
-        init()?;
-        let kind = &source.kind;
-        let hint = launch::hint(kind);
-        let (pipeline, appsink) = launch::create_pipeline(kind, &shared.origin)?;
-        let bus = pipeline
-            .bus()
-            .ok_or_else(|| start_error(kind, &shared.origin, "the pipeline has no bus".into()))?;
-        let mut sink = FrameSink::new(Arc::clone(shared));
-        let eos = {
-            let (shared, bus) = (Arc::clone(shared), bus.clone());
-            move |_: &gst_app::AppSink| {
-                shared.sink_eos.store(true, Ordering::Release);
-                bus::wake(&bus);
+        let mut first = match open_pipeline(source, shared, true) {
+            Ok(running) => Some(running),
+            Err(e) if shared.recovery.is_some() && recover::may_recover(&e) => {
+                recover::source_lost(shared, &e.to_string(), false, true);
+                None
             }
+            Err(e) => return Err(e),
         };
-        appsink.set_callbacks(
-            gst_app::AppSinkCallbacks::builder()
-                .new_sample(move |appsink| sink.on_new_sample(appsink))
-                .eos(eos)
-                .build(),
-        );
-        log::info!(target: "sealcheck::capture", source = shared.origin.as_str(), overflow = format!("{:?}", source.overflow).as_str(), pool_size = source.pool_size; "starting capture");
-
-        let started = match pipeline.set_state(gst::State::Playing) {
-            Ok(success) => success,
-            Err(_) => {
-                let reason = first_error(&bus)
-                    .unwrap_or_else(|| "the pipeline refused to start".to_string());
-                let _ = pipeline.set_state(gst::State::Null);
-                return Err(start_error(kind, &shared.origin, reason));
-            }
-        };
-        let feeder = match Self::start_feeder(source, &pipeline, shared) {
-            Ok(feeder) => feeder,
-            Err(e) => {
-                let _ = pipeline.set_state(gst::State::Null);
-                return Err(e);
-            }
-        };
-        // A live pipeline does not preroll; give it a short grace to fail or deliver.
-        if started == gst::StateChangeSuccess::NoPreroll {
-            shared.set_live();
-        }
-        let live = shared.is_live();
-        let saw_eos = match wait_until_running(&pipeline, &bus, shared, hint, live) {
-            Ok(saw_eos) => saw_eos,
-            Err(reason) => {
-                shared.abort_waits();
-                let _ = pipeline.set_state(gst::State::Null);
-                join_feeder(feeder, shared);
-                return Err(start_error(kind, &shared.origin, reason));
-            }
-        };
-
+        let feeder = first.as_mut().and_then(|running| running.feeder.take());
+        shared.set_pipeline(first.as_ref().map(|running| running.pipeline.clone()));
         let thread = {
-            let (pipeline, bus, shared) = (pipeline.clone(), bus.clone(), Arc::clone(shared));
+            let (shared, source) = (Arc::clone(shared), source.clone());
             std::thread::Builder::new()
                 .name("capture".into())
-                .spawn(move || bus::watch(pipeline, bus, shared, hint, saw_eos))
+                .spawn(move || match (shared.recovery, first) {
+                    (Some(_), first) => recover::run(shared, source, first),
+                    (None, Some(running)) => {
+                        let hint = launch::hint(&source.kind);
+                        let end = match bus::watch(
+                            &running.pipeline,
+                            &running.bus,
+                            &shared,
+                            hint,
+                            running.saw_eos,
+                            None,
+                        ) {
+                            bus::Watched::End(end) => end,
+                            bus::Watched::Frozen { .. } => EndOfStream::Stopped,
+                        };
+                        bus::finish(&running.pipeline, &shared, end);
+                    }
+                    (None, None) => shared.end(EndOfStream::Stopped),
+                })
         };
-        let thread = match thread {
-            Ok(thread) => thread,
+        match thread {
+            Ok(thread) => Ok(Capture {
+                shared: Arc::clone(shared),
+                thread: Some(thread),
+                feeder,
+            }),
             Err(e) => {
                 shared.abort_waits();
-                let _ = pipeline.set_state(gst::State::Null);
+                if let Some(pipeline) = shared.pipeline() {
+                    let _ = pipeline.set_state(gst::State::Null);
+                }
+                shared.set_pipeline(None);
                 join_feeder(feeder, shared);
-                return Err(CaptureError::Thread {
+                Err(CaptureError::Thread {
                     origin: shared.origin.clone(),
                     reason: e.to_string(),
-                });
+                })
             }
-        };
-        Ok(Capture {
-            pipeline,
-            bus,
-            shared: Arc::clone(shared),
-            thread: Some(thread),
-            feeder,
-        })
-    }
-
-    /// An image sequence's files are decoded one by one by `image_feeder`,
-    /// which needs the pipeline out of NULL before it pushes.
-    fn start_feeder(
-        source: &SourceConfig,
-        pipeline: &gst::Pipeline,
-        shared: &Arc<CaptureShared>,
-    ) -> Result<Option<JoinHandle<()>>, CaptureError> {
-        let crate::config::SourceKind::Images {
-            location,
-            framerate,
-        } = &source.kind
-        else {
-            return Ok(None);
-        };
-        let appsrc = pipeline
-            .by_name("src")
-            .and_then(|src| src.downcast::<gst_app::AppSrc>().ok())
-            .ok_or_else(|| CaptureError::Launch {
-                origin: shared.origin.clone(),
-                message: "the image-sequence pipeline has no appsrc named src".to_string(),
-                hint: launch::hint(&source.kind),
-            })?;
-        image_feeder::spawn(appsrc, location.clone(), *framerate, Arc::clone(shared)).map(Some)
+        }
     }
 
     /// Asks the source to finish: end-of-stream is sent to the source, so frames
@@ -231,13 +205,13 @@ impl Capture {
     /// Returns at once: the capture thread sends the event, because sending it
     /// can wait for a state change that itself waits for the consumer (a
     /// consumer calling `stop` must not deadlock with a streaming thread that
-    /// waits for a free slot).
+    /// waits for a free slot). During an outage the stream ends at once.
     pub fn stop(&self) {
         if self.shared.stop_requested.swap(true, Ordering::AcqRel) {
             return;
         }
         log::info!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "stopping capture: sending end-of-stream to the source");
-        bus::wake(&self.bus);
+        self.wake();
     }
 
     /// Ends capture now (no waiting for frames in the pipeline): `End(Stopped)`
@@ -246,19 +220,30 @@ impl Capture {
         self.shut_down();
     }
 
+    fn wake(&self) {
+        if let Some(bus) = self.shared.pipeline().and_then(|p| p.bus()) {
+            bus::wake(&bus);
+        }
+    }
+
     fn shut_down(&mut self) {
         self.shared
             .shutdown_requested
             .store(true, Ordering::Release);
         self.shared.abort_waits();
-        bus::wake(&self.bus);
+        self.wake();
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
             log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "the capture thread panicked");
         }
         // Also covers a capture thread that died before finishing.
-        bus::finish(&self.pipeline, &self.shared, EndOfStream::Stopped);
+        match self.shared.pipeline() {
+            Some(pipeline) => bus::finish(&pipeline, &self.shared, EndOfStream::Stopped),
+            None => self.shared.end(EndOfStream::Stopped),
+        }
+        // The pipeline's callbacks hold `shared`: let go of it so both are freed.
+        self.shared.set_pipeline(None);
         // The pipeline is NULL: a push the feeder is blocked in returns now.
         join_feeder(self.feeder.take(), &self.shared);
     }
@@ -289,11 +274,117 @@ impl Capture {
             shared: Arc::clone(&self.shared),
         }
     }
+
+    /// Up or lost, outages and tries (for STATUS=, metrics, the status page).
+    pub fn source_status(&self) -> SourceStatus {
+        self.shared.status.clone()
+    }
 }
 
 impl Drop for Capture {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// Builds the pipeline for `source`, sets it PLAYING and waits until it has
+/// shown it works; `first` is false on a rebuild (logged at debug only, so an
+/// outage is logged once, not once per try).
+pub(crate) fn open_pipeline(
+    source: &SourceConfig,
+    shared: &Arc<CaptureShared>,
+    first: bool,
+) -> Result<Running, CaptureError> {
+    init()?;
+    let kind = &source.kind;
+    let hint = launch::hint(kind);
+    let (pipeline, appsink) = launch::create_pipeline(kind, &shared.origin)?;
+    let bus = pipeline
+        .bus()
+        .ok_or_else(|| start_error(kind, &shared.origin, "the pipeline has no bus".into()))?;
+    let mut sink = FrameSink::new(Arc::clone(shared));
+    let eos = {
+        let (shared, bus) = (Arc::clone(shared), bus.clone());
+        move |_: &gst_app::AppSink| {
+            shared.sink_eos.store(true, Ordering::Release);
+            bus::wake(&bus);
+        }
+    };
+    appsink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |appsink| sink.on_new_sample(appsink))
+            .eos(eos)
+            .build(),
+    );
+    if first {
+        log::info!(target: "sealcheck::capture", source = shared.origin.as_str(), overflow = format!("{:?}", source.overflow).as_str(), pool_size = source.pool_size; "starting capture");
+    }
+
+    let started = match pipeline.set_state(gst::State::Playing) {
+        Ok(success) => success,
+        Err(_) => {
+            let reason =
+                first_error(&bus).unwrap_or_else(|| "the pipeline refused to start".to_string());
+            let _ = pipeline.set_state(gst::State::Null);
+            return Err(start_error(kind, &shared.origin, reason));
+        }
+    };
+    let feeder = match Capture::start_feeder(source, &pipeline, shared) {
+        Ok(feeder) => feeder,
+        Err(e) => {
+            let _ = pipeline.set_state(gst::State::Null);
+            return Err(e);
+        }
+    };
+    // A live pipeline does not preroll; give it a short grace to fail or deliver.
+    if started == gst::StateChangeSuccess::NoPreroll {
+        shared.set_live();
+    }
+    let live = shared.is_live();
+    let saw_eos = match wait_until_running(&pipeline, &bus, shared, hint, live) {
+        Ok(saw_eos) => saw_eos,
+        Err(reason) => {
+            shared.abort_waits();
+            let _ = pipeline.set_state(gst::State::Null);
+            join_feeder(feeder, shared);
+            if shared.recovery.is_some() {
+                shared.ready_for_rebuild();
+            }
+            return Err(start_error(kind, &shared.origin, reason));
+        }
+    };
+    Ok(Running {
+        pipeline,
+        bus,
+        saw_eos,
+        feeder,
+    })
+}
+
+impl Capture {
+    /// An image sequence's files are decoded one by one by `image_feeder`,
+    /// which needs the pipeline out of NULL before it pushes.
+    fn start_feeder(
+        source: &SourceConfig,
+        pipeline: &gst::Pipeline,
+        shared: &Arc<CaptureShared>,
+    ) -> Result<Option<JoinHandle<()>>, CaptureError> {
+        let crate::config::SourceKind::Images {
+            location,
+            framerate,
+        } = &source.kind
+        else {
+            return Ok(None);
+        };
+        let appsrc = pipeline
+            .by_name("src")
+            .and_then(|src| src.downcast::<gst_app::AppSrc>().ok())
+            .ok_or_else(|| CaptureError::Launch {
+                origin: shared.origin.clone(),
+                message: "the image-sequence pipeline has no appsrc named src".to_string(),
+                hint: launch::hint(&source.kind),
+            })?;
+        image_feeder::spawn(appsrc, location.clone(), *framerate, Arc::clone(shared)).map(Some)
     }
 }
 
@@ -324,6 +415,7 @@ fn wait_until_running(
         PREROLL_TIMEOUT
     };
     loop {
+        shared.liveness.capture_heartbeat();
         if shared.sink_eos.load(Ordering::Acquire) {
             return match bus::queued_error(bus, pipeline, shared, hint) {
                 Some(error) => Err(start_reason(error)),

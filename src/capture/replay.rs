@@ -42,6 +42,20 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
             Some(CaptureEvent::End(_)) => break,
             Some(_) | None => {}
         }
+        // A live source is waited for while it is lost: a benchmark does not wait.
+        let status = capture.source_status();
+        if !status.is_up() {
+            capture.shutdown();
+            return Err(CaptureError::Start {
+                origin: super::launch::describe(&source.kind),
+                verb: super::launch::start_verb(&source.kind),
+                reason: format!(
+                    "the source was lost while frames were being loaded: {}",
+                    status.last_error()
+                ),
+                hint: super::launch::hint(&source.kind),
+            });
+        }
     }
     capture.shutdown();
     Ok(frames)

@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::config::OverflowPolicy;
+use gstreamer as gst;
+
+use super::status::SourceStatus;
+use crate::config::{OverflowPolicy, SourceRecovery};
 use crate::ring::{CaptureEvent, EndOfStream, RingProducer, StopHandle};
 use crate::service::Liveness;
 
@@ -52,6 +55,18 @@ pub(crate) struct CaptureShared {
     /// Why each GAP buffer on its way to the appsink has no picture, oldest
     /// first (an image-sequence file that could not be decoded, naming it).
     gap_reasons: Mutex<VecDeque<String>>,
+    /// How a lost live source is rebuilt; `None`: the source is finite and its
+    /// end, or its error, ends the stream.
+    pub(crate) recovery: Option<SourceRecovery>,
+    /// Up or lost, outages and tries: for STATUS=, metrics and the status page.
+    pub(crate) status: SourceStatus,
+    /// Frame interval of the negotiated caps in nanoseconds; 0 = unknown.
+    frame_interval_ns: AtomicU64,
+    /// The frame size last logged, `width << 32 | height`; 0 = none yet.
+    logged_frame_size: AtomicU64,
+    /// The pipeline now running, if any: a live source's is replaced on every
+    /// rebuild; `stop()` wakes its bus and a last `shutdown` sets it to NULL.
+    pipeline: Mutex<Option<gst::Pipeline>>,
 }
 
 impl CaptureShared {
@@ -81,7 +96,65 @@ impl CaptureShared {
             shutdown_requested: AtomicBool::new(false),
             sink_eos: AtomicBool::new(false),
             gap_reasons: Mutex::new(VecDeque::new()),
+            recovery: None,
+            status: SourceStatus::new(),
+            frame_interval_ns: AtomicU64::new(0),
+            logged_frame_size: AtomicU64::new(0),
+            pipeline: Mutex::new(None),
         }
+    }
+
+    /// The pipeline now running (a clone of the handle), if any.
+    pub(crate) fn pipeline(&self) -> Option<gst::Pipeline> {
+        self.pipeline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_pipeline(&self, pipeline: Option<gst::Pipeline>) {
+        *self.pipeline.lock().unwrap_or_else(PoisonError::into_inner) = pipeline;
+    }
+
+    /// Records the frame rate of the negotiated caps (`fps` of 0 = variable).
+    pub(crate) fn note_frame_rate(&self, numerator: i32, denominator: i32) {
+        let interval = if numerator > 0 && denominator > 0 {
+            (1_000_000_000u64 * denominator as u64) / numerator as u64
+        } else {
+            0
+        };
+        self.frame_interval_ns.store(interval, Ordering::Relaxed);
+    }
+
+    /// Records the frame size of the stream; true when it differs from the
+    /// last one recorded (worth a log line), false for the same size again.
+    pub(crate) fn note_frame_size(&self, (width, height): (u32, u32)) -> bool {
+        let packed = (u64::from(width) << 32) | u64::from(height);
+        self.logged_frame_size.swap(packed, Ordering::Relaxed) != packed
+    }
+
+    /// The negotiated frame interval, if the caps name a fixed rate.
+    pub(crate) fn frame_interval(&self) -> Option<Duration> {
+        match self.frame_interval_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// After a lost pipeline went to NULL: the ring may wait for slots again and
+    /// the next pipeline's EOS is its own. Frames and `seq` go on.
+    pub(crate) fn ready_for_rebuild(&self) {
+        self.ring_stop.clear_stop();
+        self.sink_eos.store(false, Ordering::Release);
+        self.frame_interval_ns.store(0, Ordering::Relaxed);
+        self.flush_pending_drops();
+    }
+
+    /// Whether `End` may be pushed now rather than rebuilding (a stop or
+    /// shutdown was asked for).
+    pub(crate) fn ending(&self) -> bool {
+        self.stop_requested.load(Ordering::Acquire)
+            || self.shutdown_requested.load(Ordering::Acquire)
     }
 
     /// Records why the next GAP buffer pushed into the pipeline has no picture.
@@ -140,6 +213,9 @@ impl CaptureShared {
             .unwrap_or(u64::MAX - 1);
         self.last_frame_ns.store(since + 1, Ordering::Relaxed);
         self.liveness.frame_captured();
+        if !self.status.is_up() {
+            self.source_back();
+        }
         // Frames moving means streaming, even before the pipeline reports PLAYING
         // (a fast source can deliver while the state change is still completing).
         if !self.streaming.load(Ordering::Relaxed) {
@@ -187,6 +263,19 @@ impl CaptureShared {
 
     pub(crate) fn frames_delivered(&self) -> u64 {
         self.delivered.load(Ordering::Relaxed)
+    }
+
+    /// The first frame after an outage: the outage ends here, logged once with
+    /// how long it lasted and how many rebuilds it took.
+    fn source_back(&self) {
+        if let Some(ended) = self.status.back() {
+            self.liveness.set_source_lost(false);
+            log::info!(target: "sealcheck::capture", source = self.origin.as_str(),
+                outage_s = ended.lasted.as_secs_f64(), tries = ended.tries,
+                outages = self.status.outages(), next_seq = self.frames_delivered();
+                "source is back after {:.1} s and {} tr{}; inspection resumes",
+                ended.lasted.as_secs_f64(), ended.tries, if ended.tries == 1 { "y" } else { "ies" });
+        }
     }
 
     pub(crate) fn is_streaming(&self) -> bool {

@@ -30,6 +30,9 @@ pub struct Config {
     pub output: OutputConfig,
     pub logging: LoggingConfig,
     pub service: ServiceConfig,
+    pub evaluate: EvaluateConfig,
+    /// `[mqtt]`: verdicts to a broker; `None` when the section is absent.
+    pub mqtt: Option<MqttConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,8 +65,9 @@ pub enum SourceKind {
         height: u32,
         framerate: u32,
     },
-    /// A raw `gst-launch` description ending in `appsink name=sink`.
-    Pipeline { description: String },
+    /// A raw `gst-launch` description ending in `appsink name=sink`; `live`
+    /// (`[source] live = true`) makes it a camera: drops by default, recovers.
+    Pipeline { description: String, live: bool },
 }
 
 impl SourceKind {
@@ -83,7 +87,10 @@ impl SourceKind {
     pub fn is_live(&self) -> bool {
         matches!(
             self,
-            SourceKind::V4l2 { .. } | SourceKind::Rtsp { .. } | SourceKind::Csi { .. }
+            SourceKind::V4l2 { .. }
+                | SourceKind::Rtsp { .. }
+                | SourceKind::Csi { .. }
+                | SourceKind::Pipeline { live: true, .. }
         )
     }
 }
@@ -103,6 +110,32 @@ pub struct SourceConfig {
     pub overflow: OverflowPolicy,
     /// Number of preallocated frame slots (and ring capacity).
     pub pool_size: usize,
+    /// How a live source is brought back after it is lost.
+    pub recovery: SourceRecovery,
+}
+
+/// Recovery of a live source inside the process (`[source] retry_min_ms`,
+/// `retry_max_ms`, `frame_timeout_ms`): on an error, end-of-stream or a frozen
+/// stream the source's pipeline is rebuilt, waiting `retry_min` after the loss
+/// and doubling up to `retry_max` between failed tries. Finite sources (file,
+/// images, test) never recover: their end-of-stream ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceRecovery {
+    pub retry_min: Duration,
+    pub retry_max: Duration,
+    /// No frame for this long (no error, no end-of-stream) means the source is
+    /// frozen; `None`: ten frame intervals of the negotiated rate, at least 1 s.
+    pub frame_timeout: Option<Duration>,
+}
+
+impl Default for SourceRecovery {
+    fn default() -> Self {
+        SourceRecovery {
+            retry_min: Duration::from_millis(500),
+            retry_max: Duration::from_secs(10),
+            frame_timeout: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,6 +299,18 @@ pub struct ClassifierModel {
     pub defect_class: usize,
 }
 
+/// What `sealcheck evaluate --gate` demands of a candidate, against the
+/// reference engine on the same frames (`[evaluate]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvaluateConfig {
+    /// Mean seal-mask IoU with the reference's masks, at least.
+    pub min_mean_mask_iou: f64,
+    /// Defect recall against the labels may fall this far below the reference's.
+    pub recall_tolerance: f64,
+    /// Wrong verdicts against the labels beyond the reference's count that are allowed.
+    pub extra_label_errors: u64,
+}
+
 /// Thresholds an operator tunes; applied at once on reload.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DecisionConfig {
@@ -276,6 +321,9 @@ pub struct DecisionConfig {
     /// Seal area fraction must lie in [min, max] (else reason `seal_area`).
     pub min_seal_area: f64,
     pub max_seal_area: f64,
+    /// Per-part deadline from capture (`deadline_ms`; `None` = off): a part
+    /// without a verdict by then is failed on the line with reason `late`.
+    pub deadline: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -320,4 +368,42 @@ pub struct ServiceConfig {
     /// A pipeline that moves no frame for this long while the source says it
     /// is streaming is stalled: watchdog pings stop.
     pub stall_timeout: Duration,
+}
+
+/// Where an MQTT broker is and how to reach it (`[mqtt]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttBroker {
+    pub host: String,
+    pub port: u16,
+    /// `mqtts://`: TLS, trusting the certificates in this PEM file.
+    pub tls_ca_file: Option<PathBuf>,
+}
+
+impl MqttBroker {
+    /// `mqtt://host:port` or `mqtts://host:port`, for messages.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_ca_file.is_some() {
+            "mqtts"
+        } else {
+            "mqtt"
+        };
+        format!("{scheme}://{}:{}", self.host, self.port)
+    }
+}
+
+/// `[mqtt]`: verdicts published to a broker, one message per part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttConfig {
+    pub broker: MqttBroker,
+    pub client_id: String,
+    /// Verdicts go to `<topic>/verdict`, availability to `<topic>/status`.
+    pub topic: String,
+    /// 0 (at most once) or 1 (at least once, acknowledged by the broker).
+    pub qos: u8,
+    pub username: Option<String>,
+    /// A file holding the password, readable only by the service; read at start.
+    pub password_file: Option<PathBuf>,
+    pub keep_alive: Duration,
+    /// Verdicts that may wait to be sent; when full, the oldest is dropped (counted).
+    pub queue: usize,
 }

@@ -28,11 +28,11 @@ impl<'s> Problems<'s> {
         }
     }
 
+    /// Records a problem at `span`; without one (a key of a section that is not
+    /// in the file at all) at the end of the file, where the section would go.
     pub fn at(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) {
-        let (line, column) = match span {
-            Some(span) => line_column(self.text, span.start),
-            None => (0, 0),
-        };
+        let offset = span.map_or(self.text.len(), |span| span.start);
+        let (line, column) = line_column(self.text, offset);
         self.list.borrow_mut().push(ConfigProblem {
             line,
             column,

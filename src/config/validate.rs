@@ -51,6 +51,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let output = read_output(&root.section("output"), &files);
     let logging = read_logging(&root.section("logging"));
     let service = read_service(&root.section("service"));
+    let evaluate = read_evaluate(&root.section("evaluate"));
+    let mqtt = root
+        .has("mqtt")
+        .then(|| read_mqtt(&root.section("mqtt"), &files));
     root.finish();
 
     match (
@@ -62,6 +66,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         output,
         logging,
         service,
+        evaluate,
     ) {
         (
             Some(source),
@@ -72,7 +77,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             Some(output),
             Some(logging),
             Some(service),
-        ) if problems.is_empty() => Ok(Config {
+            Some(evaluate),
+        ) if problems.is_empty() && !matches!(mqtt, Some(None)) => Ok(Config {
             path: path.to_path_buf(),
             source,
             inference,
@@ -82,6 +88,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             output,
             logging,
             service,
+            evaluate,
+            mqtt: mqtt.flatten(),
         }),
         _ => Err(invalid(problems.into_vec())),
     }
@@ -130,6 +138,7 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
             _ => OverflowPolicy::Drop,
         });
     let pool_size = s.int_in("pool_size", 2..=64, Some(4));
+    let recovery = read_recovery(s);
     // Which keys belong in [source] depends on the kind: judge them only once it is known.
     if kind_index.is_some() {
         s.finish();
@@ -138,6 +147,34 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
         kind: kind?,
         overflow: overflow?,
         pool_size: pool_size? as usize,
+        recovery: recovery?,
+    })
+}
+
+/// `retry_min_ms`, `retry_max_ms`, `frame_timeout_ms` of `[source]` (live sources).
+fn read_recovery(s: &Section) -> Option<SourceRecovery> {
+    let default = SourceRecovery::default();
+    let ms = |d: Duration| d.as_millis() as i64;
+    let retry_min = s.int_in("retry_min_ms", 10..=600_000, Some(ms(default.retry_min)));
+    let retry_max = s.int_in("retry_max_ms", 10..=3_600_000, Some(ms(default.retry_max)));
+    let frame_timeout = if s.has("frame_timeout_ms") {
+        Some(s.int_in("frame_timeout_ms", 100..=3_600_000, None)?)
+    } else {
+        s.int_in("frame_timeout_ms", 0..=0, Some(0));
+        None
+    };
+    let (retry_min, retry_max) = (retry_min?, retry_max?);
+    if retry_min > retry_max {
+        s.problem(
+            "retry_min_ms",
+            format!("({retry_min}) must not exceed retry_max_ms ({retry_max})"),
+        );
+        return None;
+    }
+    Some(SourceRecovery {
+        retry_min: Duration::from_millis(retry_min as u64),
+        retry_max: Duration::from_millis(retry_max as u64),
+        frame_timeout: frame_timeout.map(|ms| Duration::from_millis(ms as u64)),
     })
 }
 
@@ -229,7 +266,9 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
                     "must end in an appsink named sink (\"... ! appsink name=sink\")",
                 );
             }
-            SourceKind::Pipeline { description }
+            // A camera behind a user pipeline: drops by default and is rebuilt when lost.
+            let live = s.bool_or("live", false);
+            SourceKind::Pipeline { description, live }
         }
     };
     Some(kind)
@@ -424,17 +463,35 @@ fn read_classifier(s: &Section, files: &Files) -> Option<ClassifierModel> {
     })
 }
 
+/// `[evaluate]`: the rules `sealcheck evaluate --gate` holds a candidate to.
+fn read_evaluate(s: &Section) -> Option<EvaluateConfig> {
+    let min_mean_mask_iou = s.float_in("min_mean_mask_iou", 0.0..=1.0, Some(0.98));
+    let recall_tolerance = s.float_in("recall_tolerance", 0.0..=1.0, Some(0.0));
+    let extra_label_errors = s.int_in("extra_label_errors", 0..=1_000_000, Some(0));
+    s.finish();
+    Some(EvaluateConfig {
+        min_mean_mask_iou: min_mean_mask_iou?,
+        recall_tolerance: recall_tolerance?,
+        extra_label_errors: extra_label_errors? as u64,
+    })
+}
+
 fn read_decision(s: &Section) -> Option<DecisionConfig> {
     let defect_threshold = s.float_in("defect_threshold", 0.0..=1.0, Some(0.5));
     let no_seal_below = s.float_in("no_seal_below", 0.0..=1.0, Some(0.005));
     let min_seal_area = s.float_in("min_seal_area", 0.0..=1.0, Some(0.01));
     let max_seal_area = s.float_in("max_seal_area", 0.0..=1.0, Some(0.9));
+    let deadline_ms = s.int_in("deadline_ms", 0..=60_000, Some(0));
     s.finish();
     let d = DecisionConfig {
         defect_threshold: defect_threshold?,
         no_seal_below: no_seal_below?,
         min_seal_area: min_seal_area?,
         max_seal_area: max_seal_area?,
+        deadline: match deadline_ms? {
+            0 => None,
+            ms => Some(Duration::from_millis(ms as u64)),
+        },
     };
     if d.no_seal_below > d.min_seal_area {
         s.problem(
@@ -510,4 +567,163 @@ fn read_service(s: &Section) -> Option<ServiceConfig> {
         drain_timeout: Duration::from_secs_f64(drain?),
         stall_timeout: Duration::from_secs_f64(stall?),
     })
+}
+
+fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
+    let url = s.str_required("url", "the broker, e.g. \"mqtt://192.168.1.10:1883\"");
+    let ca_file = s.opt_str("ca_file").map(|p| files.resolve(&p));
+    let host = host_name();
+    let client_id = s.str_or("client_id", &host);
+    let topic = s.str_or("topic", &format!("sealcheck/{host}"));
+    let qos = s.int_in("qos", 0..=1, Some(1));
+    let username = s.opt_str("username");
+    let password_file = s.opt_str("password_file").map(|p| files.resolve(&p));
+    let keep_alive = s.int_in("keep_alive_s", 5..=3600, Some(10));
+    let queue = s.int_in("queue", 1..=100_000, Some(256));
+    s.finish();
+    let broker = url.and_then(|url| match parse_mqtt_url(&url) {
+        Ok((tls, host, port)) => Some((tls, host, port)),
+        Err(message) => {
+            s.problem("url", message);
+            None
+        }
+    });
+    let tls_ca_file = match (&broker, ca_file) {
+        (Some((true, ..)), None) => {
+            s.problem(
+                "url",
+                "mqtts:// needs `ca_file`, the PEM file of the certificate authority that signed the broker's certificate",
+            );
+            return None;
+        }
+        (Some((false, ..)), Some(_)) => {
+            s.problem(
+                "ca_file",
+                "is only used with an mqtts:// url; use mqtts:// or remove ca_file",
+            );
+            return None;
+        }
+        (_, Some(ca)) if !ca.is_file() => {
+            s.problem("ca_file", format!("file {} does not exist", ca.display()));
+            return None;
+        }
+        (_, ca) => ca,
+    };
+    if client_id.is_empty() || client_id.len() > 256 || client_id.starts_with(char::is_whitespace) {
+        s.problem("client_id", "must be 1 to 256 characters, not starting with a space");
+        return None;
+    }
+    if topic.is_empty()
+        || topic.contains(['+', '#', '\0'])
+        || topic.starts_with('$')
+        || topic.ends_with('/')
+    {
+        s.problem(
+            "topic",
+            format!("\"{topic}\" is not a topic to publish under: no + or # wildcards, no leading $, no trailing /"),
+        );
+        return None;
+    }
+    if password_file.is_some() && username.is_none() {
+        s.problem(
+            "password_file",
+            "needs `username`: the broker checks the password of a named user",
+        );
+        return None;
+    }
+    let (_, host, port) = broker?;
+    Some(MqttConfig {
+        broker: MqttBroker {
+            host,
+            port,
+            tls_ca_file,
+        },
+        client_id,
+        topic,
+        qos: qos? as u8,
+        username,
+        password_file,
+        keep_alive: Duration::from_secs(keep_alive? as u64),
+        queue: queue? as usize,
+    })
+}
+
+/// `mqtt://host[:port]` or `mqtts://host[:port]` to (tls, host, port). The
+/// message never repeats the URL: one with a password in it must not reach a log.
+fn parse_mqtt_url(url: &str) -> Result<(bool, String, u16), String> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("mqtts://") {
+        (true, rest)
+    } else {
+        return Err("must start with mqtt:// or mqtts:// (e.g. \"mqtt://192.168.1.10:1883\")".into());
+    };
+    if rest.contains('@') {
+        return Err("must not hold a user name or password: set `username`, and put the password in a file named by `password_file`".into());
+    }
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains(['/', '?', '#']) {
+        return Err("must be only mqtt://host:port (no path or query)".into());
+    }
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or("has an IPv6 address without its closing ]")?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match rest.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        }
+    };
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == ':' && !rest.starts_with('[')) {
+        return Err("has no valid host name or address".into());
+    }
+    let port = match port {
+        None => {
+            if tls {
+                8883
+            } else {
+                1883
+            }
+        }
+        Some(p) => match p.parse::<u16>() {
+            Ok(p) if p > 0 => p,
+            _ => return Err("has a port that is not a number from 1 to 65535".into()),
+        },
+    };
+    Ok((tls, host.to_string(), port))
+}
+
+/// This machine's host name (the default client id and topic), or "sealcheck".
+pub(crate) fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length, which is what we pass;
+    // gethostname writes at most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if rc == 0 && !name.is_empty() => name.to_string(),
+        _ => "sealcheck".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod mqtt_url_tests {
+    use super::parse_mqtt_url;
+
+    #[test]
+    fn urls_with_and_without_port_and_tls() {
+        assert_eq!(parse_mqtt_url("mqtt://broker.local").unwrap(), (false, "broker.local".into(), 1883));
+        assert_eq!(parse_mqtt_url("mqtts://10.0.0.2:8884").unwrap(), (true, "10.0.0.2".into(), 8884));
+        assert_eq!(parse_mqtt_url("mqtt://[::1]:1999").unwrap(), (false, "::1".into(), 1999));
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_repeating_them() {
+        for bad in ["http://x", "mqtt://", "mqtt://h:0", "mqtt://h:port", "mqtt://h/x", "mqtt://u:secret@h"] {
+            let e = parse_mqtt_url(bad).unwrap_err();
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
 }

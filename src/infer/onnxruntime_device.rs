@@ -32,7 +32,7 @@ use crate::gpu::{DeviceTensor, GpuContext, Stream, TensorElement};
 struct BoundSession {
     role: ModelRole,
     // Drop order: binding before the values it names, values before the
-    // session; all before the buffers they point at (owned by `OrtDevicePath`).
+    // session; all before the buffers they point at (owned by the device runner).
     binding: IoBinding,
     _input: TensorRefMut<'static, f32>,
     _output: TensorRefMut<'static, f32>,

@@ -50,12 +50,16 @@ impl InferStage {
     pub fn run(mut self) {
         #[cfg(feature = "fault-injection")]
         let stall_after = crate::fault::stall_infer_after();
+        #[cfg(feature = "fault-injection")]
+        let delay = crate::fault::infer_delay();
         for message in self.input.iter() {
             let end = matches!(message, StageMessage::End);
             let message = match message {
                 StageMessage::Inspect(mut work) => {
                     #[cfg(feature = "fault-injection")]
                     crate::fault::maybe_stall(stall_after, work.meta.seq);
+                    #[cfg(feature = "fault-injection")]
+                    crate::fault::maybe_delay(delay);
                     infer_frame(
                         self.backend.as_mut(),
                         &self.preprocessor,

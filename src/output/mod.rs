@@ -1,12 +1,13 @@
-//! The last stage: decide each frame, append its JSON line to the results
-//! file, log it, count it, and hand its buffers back for the next frame.
+//! The last stage: decide each frame, hand its verdict to the line
+//! (`line::Line`: MQTT and, at a deadline, `late`), append its JSON line to
+//! the results file, log it, count it, and hand its buffers back for the next frame.
 //!
 //! Results are written in capture order (the channel preserves it) and every
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
 mod results_file;
 
-pub use results_file::{OutputError, ResultSink};
+pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::config::{DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
 use crate::frame::{FrameMeta, FrameWork, StageMessage};
+use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
 use crate::stats::RunStats;
 
@@ -58,6 +60,20 @@ pub fn format_result(
         }
         None => line.push_str(",\"latency_ms\":null}"),
     }
+}
+
+/// Appends `"late"` (the line got a `late` fail for this part instead of this
+/// result) and `"models"` (the model ids) to a line from `format_result`.
+pub fn append_line_fields(line: &mut String, late: bool, models: Option<&ModelIds>) {
+    if line.ends_with('}') {
+        line.pop();
+    }
+    let _ = write!(line, ",\"late\":{late}");
+    if let Some(models) = models {
+        line.push_str(",\"models\":");
+        models.write_json(line);
+    }
+    line.push('}');
 }
 
 fn write_optional(line: &mut String, key: &str, value: Option<f64>) {
@@ -114,6 +130,10 @@ pub struct OutputStage {
     pub liveness: Liveness,
     /// Frames before this `seq` are written but left out of the statistics (warm-up).
     pub measure_from_seq: u64,
+    /// Where verdicts go to the line (MQTT, the deadline); `None`: results file only.
+    pub line: Option<Arc<Line>>,
+    /// Ids of the models, written into every result line.
+    pub models: Option<ModelIds>,
 }
 
 impl OutputStage {
@@ -165,7 +185,8 @@ impl OutputStage {
                 StageMessage::End => break,
             }
         }
-        self.sink.flush()?;
+        // Lines that never reached the file are counted in the sink's status.
+        self.sink.close();
         Ok(written)
     }
 
@@ -176,7 +197,17 @@ impl OutputStage {
         d: &Decision,
         latencies: Option<&FrameLatencies>,
     ) -> Result<(), OutputError> {
+        // The line first: it has a deadline, the file does not.
+        let delivery = self.line.as_ref().map(|l| {
+            let latency = latencies.map_or_else(
+                || meta.captured_instant.elapsed().as_secs_f64() * 1e3,
+                |l| l[3],
+            );
+            l.deliver(meta, d, latency)
+        });
+        let late = delivery == Some(Delivery::Late);
         format_result(line, meta, d, latencies);
+        append_line_fields(line, late, self.models.as_ref());
         self.sink.write_line(line)?;
         if self.settings.output.log_verdicts {
             log::info!(
@@ -186,9 +217,13 @@ impl OutputStage {
                 reason = d.reason.as_str(),
                 defect_prob = d.defect_prob.unwrap_or(f64::NAN),
                 seal_area = d.seal_area.unwrap_or(f64::NAN),
-                latency_ms = latencies.map_or(f64::NAN, |l| l[3]);
+                latency_ms = latencies.map_or(f64::NAN, |l| l[3]),
+                late = late;
                 "verdict"
             );
+        }
+        if late && !self.settings.output.log_verdicts {
+            log::debug!(target: "sealcheck::verdict", seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
         }
         if meta.seq >= self.measure_from_seq
             && let Ok(mut stats) = self.stats.lock()
@@ -203,19 +238,34 @@ impl OutputStage {
     }
 
     fn apply_reload(&mut self) -> Result<(), OutputError> {
-        let Some(new) = self.reload.try_iter().last() else {
+        let Some(mut new) = self.reload.try_iter().last() else {
             return Ok(());
         };
         if new.output.results != self.settings.output.results
             || new.output.flush_each_line != self.settings.output.flush_each_line
         {
-            self.sink.flush()?;
-            let sink = ResultSink::open(&new.output)?;
-            log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
-            self.sink = sink;
-        } else if new.output.rotation != self.settings.output.rotation {
-            self.sink.set_rotation(new.output.rotation);
+            match ResultSink::open_sharing(&new.output, self.sink.status()) {
+                Ok(sink) => {
+                    self.sink.close();
+                    log::info!(target: "sealcheck::output", results = sink.path().display().to_string().as_str(); "results file reopened after reload");
+                    self.sink = sink;
+                }
+                Err(e) => {
+                    // Inspection goes on into the old file rather than stopping.
+                    log::error!(target: "sealcheck::output", error = e.to_string().as_str(); "reload: the new results file cannot be opened; results keep going to {}", self.sink.path().display());
+                    new.output.results = self.settings.output.results.clone();
+                    new.output.flush_each_line = self.settings.output.flush_each_line;
+                }
+            }
         }
+        if new.decision.deadline != self.settings.decision.deadline
+            && let Some(line) = &self.line
+        {
+            line.set_deadline(new.decision.deadline);
+            log::info!(target: "sealcheck::decision", deadline_ms = new.decision.deadline.map_or(0, |d| d.as_millis() as u64);
+                "per-part deadline changed by reload; it applies to frames captured from now on");
+        }
+        self.sink.set_rotation(new.output.rotation);
         if new.decision != self.settings.decision {
             log::info!(
                 target: "sealcheck::decision",
@@ -272,6 +322,26 @@ mod tests {
         assert_eq!(v["reason"], "defect");
         assert!((v["defect_prob"].as_f64().unwrap() - 0.93).abs() < 1e-9);
         assert_eq!(v["latency_ms"]["total"], 7.5);
+    }
+
+    #[test]
+    fn line_fields_are_appended_as_json() {
+        let meta = FrameMeta {
+            seq: 3,
+            captured_at: UNIX_EPOCH,
+            captured_instant: std::time::Instant::now(),
+        };
+        let mut line = String::new();
+        format_result(&mut line, &meta, &Decision::error(), None);
+        let models = ModelIds {
+            segmentation: "aaaaaaaaaaaa".into(),
+            classifier: "bbbbbbbbbbbb".into(),
+        };
+        append_line_fields(&mut line, true, Some(&models));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["late"], true);
+        assert_eq!(v["models"]["segmentation"], "aaaaaaaaaaaa");
+        assert_eq!(v["reason"], "error");
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub use stage::{PreprocessStage, preprocess_frame};
 use crate::config::Normalization;
 use crate::frame::{ImageView, PixelLayout, TensorGeometry};
 use frame_rows::FrameRows;
-use mask::MaskResampler;
+pub(crate) use mask::MaskResampler;
 use normalize::{ChannelAffine, MaskAffine};
 use resize::{Bgr, Bgrx, FrameResampler, PixelFormat, Rgb, Rgba, WidenedRows};
 

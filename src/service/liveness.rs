@@ -20,6 +20,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use super::notify::Notifier;
 use super::ratelimit::{Admission, RateLimiter};
 
+/// A capture thread that manages its source (see `Liveness::set_source_managed`)
+/// and has not beaten for this long (or the stall timeout, if longer) is stuck.
+const CAPTURE_BEAT_LIMIT: Duration = Duration::from_secs(3);
+
 /// The stages in pipeline order; the order breaks ties when guessing where a stall is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -59,6 +63,11 @@ pub enum Health {
     /// Nothing in flight and the source is not streaming, for less than the stall timeout
     /// (opening the camera, a short reconnect).
     WaitingForSource { for_: Duration },
+    /// Nothing in flight and a live source lost, with capture rebuilding it (see
+    /// `Liveness::set_source_lost`): the process is healthy and a restart would
+    /// not bring the camera back, so the watchdog keeps pinging. The status text
+    /// says since when and when the next try comes.
+    SourceLost { for_: Duration },
     /// Frames in flight but no inspected result for `for_` (longer than the stall
     /// timeout), or the source not streaming for that long; `stage` is where frames most
     /// likely stopped.
@@ -98,6 +107,13 @@ struct Shared {
     source_streaming: AtomicBool,
     /// When `source_streaming` last changed (or the Liveness was made).
     source_since: AtomicU64,
+    /// Capture lost a live source and is rebuilding it.
+    source_lost: AtomicBool,
+    /// Capture watches and rebuilds this source itself (a live source): while its
+    /// thread beats, a source that is not streaming is capture's business.
+    source_managed: AtomicBool,
+    /// Last beat of the capture thread (see `capture_heartbeat`).
+    capture_beat: AtomicU64,
 }
 
 impl Default for Liveness {
@@ -119,6 +135,9 @@ impl Liveness {
             busy_since: AtomicU64::new(0),
             source_streaming: AtomicBool::new(false),
             source_since: AtomicU64::new(1),
+            source_lost: AtomicBool::new(false),
+            source_managed: AtomicBool::new(false),
+            capture_beat: AtomicU64::new(0),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -178,6 +197,34 @@ impl Liveness {
         }
     }
 
+    /// Records that capture lost a live source and is rebuilding it (true), or
+    /// that the source is back (false). While lost and nothing is in flight the
+    /// pipeline counts as healthy: `Health::SourceLost`.
+    pub fn set_source_lost(&self, lost: bool) {
+        self.shared.source_lost.store(lost, Ordering::Relaxed);
+    }
+
+    /// Capture rebuilds this source itself when it is lost or never comes (a
+    /// live source): while `capture_heartbeat` keeps coming, a source that is not
+    /// streaming is waited for, not a stall.
+    pub fn set_source_managed(&self, managed: bool) {
+        self.shared.source_managed.store(managed, Ordering::Relaxed);
+        self.capture_heartbeat();
+    }
+
+    /// The capture thread is looking after the source (called at least every
+    /// second or so from its loops). A capture thread that stops beating (stuck
+    /// in a driver call) loses the benefit of `set_source_managed`.
+    pub fn capture_heartbeat(&self) {
+        let now = self.stamp(Instant::now());
+        self.shared.capture_beat.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether capture reported a lost live source it is rebuilding.
+    pub fn source_lost(&self) -> bool {
+        self.shared.source_lost.load(Ordering::Relaxed)
+    }
+
     /// Frames capture delivered so far.
     pub fn captured(&self) -> u64 {
         self.shared.captured.load(Ordering::Relaxed)
@@ -235,7 +282,12 @@ impl Liveness {
             return Health::Idle;
         }
         let down_for = ago(s.source_since.load(Ordering::Relaxed));
-        if down_for <= stall_timeout {
+        let managed = s.source_managed.load(Ordering::Relaxed)
+            && ago(s.capture_beat.load(Ordering::Relaxed)) <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
+        if managed && s.source_lost.load(Ordering::Relaxed) {
+            return Health::SourceLost { for_: down_for };
+        }
+        if down_for <= stall_timeout || managed {
             Health::WaitingForSource { for_: down_for }
         } else {
             Health::Stalled {
@@ -279,6 +331,8 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
     match health {
         Health::Alive { .. } => status_text.to_string(),
         Health::Idle => format!("idle: source streaming, no frames; {status_text}"),
+        // Capture's status text says it: "camera lost since ..., next try in ...".
+        Health::SourceLost { .. } => status_text.to_string(),
         Health::WaitingForSource { for_ } => {
             format!(
                 "waiting for the source for {:.0} s; {status_text}",
@@ -578,6 +632,49 @@ mod tests {
         ));
         // It comes up: idle until frames arrive.
         assert_eq!(l.is_alive(after(6), STALL, true), Health::Idle);
+    }
+
+    #[test]
+    fn a_lost_source_being_rebuilt_keeps_the_watchdog_pinging() {
+        let l = Liveness::new();
+        l.set_source_managed(true);
+        // Not streaming yet, past the stall timeout: capture is on it.
+        assert!(matches!(
+            l.health(after(2), Duration::from_secs(1)),
+            Health::WaitingForSource { .. }
+        ));
+        l.set_source_lost(true);
+        let health = l.health(after(2), Duration::from_secs(1));
+        assert!(
+            matches!(health, Health::SourceLost { for_ } if for_ >= Duration::from_secs(1)),
+            "{health:?}"
+        );
+        assert!(
+            health.is_alive(),
+            "a restart would not bring the camera back"
+        );
+        assert_eq!(
+            status_line(&health, "camera lost since ..."),
+            "camera lost since ..."
+        );
+        // A capture thread that stopped beating (stuck in a driver) is a stall.
+        assert!(matches!(
+            l.health(after(600), STALL),
+            Health::Stalled {
+                stage: Stage::Capture,
+                ..
+            }
+        ));
+        // Frames still in flight during the outage are held to the stall timeout.
+        l.capture_heartbeat();
+        l.frame_captured();
+        assert!(matches!(
+            l.health(after(2), Duration::from_secs(1)),
+            Health::Stalled { .. }
+        ));
+        l.frame_finished();
+        l.set_source_lost(false);
+        assert!(!l.source_lost());
     }
 
     #[test]

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# MQTT's cost and latency, measured with `sealcheck bench` against a Mosquitto on loopback.
+#
+#   scripts/bench_mqtt.sh [CONFIG] [ROUNDS] [FRAMES]
+#
+# CONFIG (default config/bench-onnxruntime.toml if present, else config/demo.toml) must not
+# have an [mqtt] section: the script adds one pointing at its own broker. Each round runs the
+# same bench without and with MQTT back to back (the machine's load then hits both alike),
+# then one run offered at 30 frames/s. Prints one JSON line per run; docs/PERFORMANCE.md
+# quotes them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFIG=${1:-config/demo.toml}
+ROUNDS=${2:-3}
+FRAMES=${3:-600}
+RATE_FRAMES=${RATE_FRAMES:-1500}
+BIN=${BIN:-target/release/sealcheck}
+MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
+
+work=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$port" > "$work/mosquitto.conf"
+"$MOSQUITTO" -c "$work/mosquitto.conf" 2> "$work/mosquitto.log" &
+broker=$!
+trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+
+# The same config twice: as given, and with [mqtt] (relative paths resolve against the
+# config's folder, so the copies live next to it).
+dir=$(cd "$(dirname "$CONFIG")" && pwd)
+plain="$dir/.bench-mqtt-off.$$.toml"
+mqtt="$dir/.bench-mqtt-on.$$.toml"
+cp "$CONFIG" "$plain"
+{ cat "$CONFIG"; printf '\n[mqtt]\nurl = "mqtt://127.0.0.1:%s"\ntopic = "bench/sealcheck"\nqos = 1\nqueue = 1024\n' "$port"; } > "$mqtt"
+trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null; rm -rf "$work" "$plain" "$mqtt"' EXIT
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), config $CONFIG"
+for round in $(seq "$ROUNDS"); do
+  for variant in off on; do
+    cfg=$plain; [ "$variant" = on ] && cfg=$mqtt
+    printf '{"round":%s,"mqtt":"%s","load":"%s","report":%s}\n' "$round" "$variant" \
+      "$(cut -d' ' -f1 /proc/loadavg)" "$("$BIN" bench --config "$cfg" --frames "$FRAMES" --warmup 20 --json 2>/dev/null)"
+  done
+done
+printf '{"rate":30,"mqtt":"on","load":"%s","report":%s}\n' "$(cut -d' ' -f1 /proc/loadavg)" \
+  "$("$BIN" bench --config "$mqtt" --frames "$RATE_FRAMES" --warmup 20 --rate 30 --json 2>/dev/null)"

@@ -1,0 +1,74 @@
+//! Which models judged a part: the first 12 hex digits of each model file's
+//! SHA-256, in every line message and results-file line, so a verdict can be
+//! traced to the exact files (the same short form the TensorRT engine cache
+//! prints for an ONNX digest).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+
+/// Hex digits kept of each digest.
+pub const ID_LEN: usize = 12;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelIds {
+    pub segmentation: String,
+    pub classifier: String,
+}
+
+impl ModelIds {
+    /// Hashes the config's model files. A file that cannot be read (it was
+    /// read moments ago to load the model) gets the id `unreadable`, logged.
+    pub fn of(config: &Config) -> ModelIds {
+        ModelIds {
+            segmentation: id_or_unreadable(&config.segmentation.path),
+            classifier: id_or_unreadable(&config.classifier.path),
+        }
+    }
+
+    /// `{"segmentation":"…","classifier":"…"}`, appended to `out`.
+    pub fn write_json(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "{{\"segmentation\":\"{}\",\"classifier\":\"{}\"}}",
+            self.segmentation, self.classifier
+        );
+    }
+}
+
+fn id_or_unreadable(path: &Path) -> String {
+    model_id(path).unwrap_or_else(|e| {
+        log::error!(target: "sealcheck::line", model = path.display().to_string().as_str(), error = e.to_string().as_str();
+            "cannot read the model file to compute its id; results say \"unreadable\"");
+        "unreadable".to_string()
+    })
+}
+
+/// The first `ID_LEN` hex digits of the file's SHA-256.
+pub fn model_id(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex.truncate(ID_LEN);
+    Ok(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_is_the_sha256_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, b"abc").unwrap();
+        // sha256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
+        assert_eq!(model_id(&path).unwrap(), "ba7816bf8f01");
+    }
+}

@@ -1,0 +1,294 @@
+//! `sealcheck evaluate` on the demo clip: tract as the reference, ONNX Runtime
+//! CPU FP32 and INT8 as candidates; the JSON recounts to its summary; a
+//! classifier with its classes swapped fails `--gate` naming the rule; bad
+//! input is named.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const FRAMES: usize = 24;
+
+/// The first `FRAMES` frames of the demo clip with their labels.
+fn clip_prefix(dir: &Path) -> PathBuf {
+    let clip = dir.join("clip");
+    std::fs::create_dir_all(&clip).unwrap();
+    for i in 0..FRAMES {
+        let name = format!("frame_{i:05}.jpg");
+        std::fs::copy(
+            repo().join("samples/demo_clip").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
+    }
+    let labels: Vec<&str> = include_str!("../samples/demo_clip/labels.jsonl")
+        .lines()
+        .take(FRAMES)
+        .collect();
+    std::fs::write(clip.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
+    clip
+}
+
+fn ort_available() -> bool {
+    let found = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).is_file());
+    if !found && std::env::var_os("SEALCHECK_REQUIRE_ORT").is_some() {
+        panic!("SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library");
+    }
+    if !found {
+        println!("SKIPPED: ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)");
+    }
+    found
+}
+
+fn evaluate(dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
+    let report = dir.join("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        .arg("evaluate")
+        .arg("--config")
+        .arg(repo().join("config/demo.toml"))
+        .arg("--images")
+        .arg(clip)
+        .arg("--report")
+        .arg(&report)
+        .args(args)
+        .output()
+        .unwrap();
+    let json = std::fs::read_to_string(report.join("evaluation.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).unwrap());
+    (out, json)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Recounts a candidate's summary from its per-frame lines.
+fn recount(candidate: &Value) {
+    let frames = candidate["per_frame"].as_array().unwrap();
+    assert_eq!(frames.len(), FRAMES);
+    let wrong = frames
+        .iter()
+        .filter(|f| (f["verdict"] == "fail") != (f["label"] == "defect"))
+        .count();
+    let defects: Vec<&Value> = frames.iter().filter(|f| f["label"] == "defect").collect();
+    let caught = defects.iter().filter(|f| f["verdict"] == "fail").count();
+    let labels = &candidate["labels"];
+    assert_eq!(labels["wrong_verdicts"], wrong as u64);
+    let accuracy = 1.0 - wrong as f64 / FRAMES as f64;
+    assert!((labels["accuracy"].as_f64().unwrap() - accuracy).abs() < 1e-12);
+    let recall = caught as f64 / defects.len() as f64;
+    assert!((labels["defect_recall"].as_f64().unwrap() - recall).abs() < 1e-12);
+    if candidate["vs_reference"].is_object() {
+        let flips = frames
+            .iter()
+            .filter(|f| f["verdict"] != f["reference_verdict"])
+            .count();
+        assert_eq!(candidate["vs_reference"]["verdict_flips"], flips as u64);
+        let ious: Vec<f64> = frames
+            .iter()
+            .map(|f| f["mask_iou_vs_reference"].as_f64().unwrap())
+            .collect();
+        let mean = ious.iter().sum::<f64>() / ious.len() as f64;
+        assert!((candidate["vs_reference"]["mask_iou_mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    }
+    let by_reason: u64 = candidate["verdicts_by_reason"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_reason, FRAMES as u64);
+}
+
+#[test]
+fn fp32_and_int8_against_tract_recount_from_the_json_and_pass_the_gate() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    let (out, json) = evaluate(
+        dir.path(),
+        &clip,
+        &[
+            "--candidate",
+            "onnxruntime:cpu",
+            "--candidate",
+            "onnxruntime:cpu:int8",
+            "--gate",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let json = json.unwrap();
+    assert_eq!(json["frames"], FRAMES as u64);
+    assert_eq!(json["gate_passed"], true);
+    recount(&json["reference"]);
+    for candidate in json["candidates"].as_array().unwrap() {
+        assert_eq!(candidate["evaluated"], true, "{candidate}");
+        recount(candidate);
+        assert!(
+            candidate["gate"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["passed"] == true)
+        );
+    }
+    // FP32 ONNX Runtime computes what tract computes; INT8 stays close.
+    let fp32 = &json["candidates"][0]["vs_reference"];
+    assert_eq!(fp32["verdict_flips"], 0);
+    assert!(
+        fp32["max_abs_logit_diff"].as_f64().unwrap() < 1e-3,
+        "{fp32}"
+    );
+    let int8 = &json["candidates"][1]["vs_reference"];
+    assert!(int8["mask_iou_mean"].as_f64().unwrap() >= 0.98, "{int8}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("onnxruntime:cpu:int8") && stdout.contains("mask IoU vs ref mean"),
+        "{stdout}"
+    );
+    assert!(dir.path().join("report/index.html").is_file());
+}
+
+/// The classifier's two output classes swapped: every verdict on a seal
+/// inverts. `--gate` must refuse it with exit 1, naming the rule.
+#[test]
+fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    let swapped = dir.path().join("cls_swapped.onnx");
+    let python = Command::new("python3")
+        .arg(repo().join("scripts/swap_classes.py"))
+        .arg(repo().join("models/cls.onnx"))
+        .arg(&swapped)
+        .output()
+        .unwrap();
+    assert!(python.status.success(), "{}", text(&python));
+    let spec = format!("onnxruntime:cpu,cls={}", swapped.display());
+    let (out, json) = evaluate(dir.path(), &clip, &["--candidate", &spec, "--gate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("gate rule recall_not_below_reference broken"),
+        "{all}"
+    );
+    let json = json.unwrap();
+    assert_eq!(json["gate_passed"], false);
+    let candidate = &json["candidates"][0];
+    recount(candidate);
+    let flips = candidate["vs_reference"]["verdict_flips"].as_u64().unwrap();
+    assert!(flips > 0);
+    // Every disagreeing frame has its picture for a person to look at.
+    let pictures = std::fs::read_dir(dir.path().join("report/overlays"))
+        .unwrap()
+        .count();
+    let disagreeing = candidate["per_frame"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["verdict"] != f["reference_verdict"]
+                || (f["verdict"] == "fail") != (f["label"] == "defect")
+        })
+        .count();
+    assert_eq!(pictures, disagreeing);
+}
+
+#[test]
+fn a_candidate_that_cannot_run_is_reported_not_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    // INT8 models missing beside the FP32 ones: named, with what makes them.
+    std::fs::copy(repo().join("models/seg.onnx"), models.join("seg.onnx")).unwrap();
+    std::fs::copy(repo().join("models/cls.onnx"), models.join("cls.onnx")).unwrap();
+    let config = dir.path().join("c.toml");
+    let demo = std::fs::read_to_string(repo().join("config/demo.toml")).unwrap();
+    let demo = demo
+        .replace("../models/", &format!("{}/", models.display()))
+        .replace("../samples/", &format!("{}/samples/", repo().display()))
+        .replace("../results/", &format!("{}/", dir.path().display()));
+    std::fs::write(&config, demo).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        .args(["evaluate", "--config"])
+        .arg(&config)
+        .arg("--images")
+        .arg(&clip)
+        .arg("--report")
+        .arg(dir.path().join("report"))
+        .args([
+            "--candidate",
+            "onnxruntime:cpu:int8",
+            "--candidate",
+            "tensorrt:fp16",
+            "--gate",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("onnxruntime:cpu:int8: not evaluated")
+            && all.contains("seg_int8.onnx does not exist")
+            && all.contains("make demo-assets"),
+        "{all}"
+    );
+    assert!(all.contains("tensorrt:fp16: not evaluated"), "{all}");
+    assert!(all.contains("gate rule candidate_ran broken"), "{all}");
+}
+
+#[test]
+fn labels_naming_missing_frames_and_unknown_specs_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    std::fs::remove_file(clip.join("frame_00003.jpg")).unwrap();
+    let (out, _) = evaluate(dir.path(), &clip, &["--candidate", "tract"]);
+    let all = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        all.contains("name frames with no image") && all.contains('3'),
+        "{all}"
+    );
+
+    let (out, _) = evaluate(dir.path(), &clip, &["--candidate", "pytorch:cuda"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("unknown backend `pytorch`"), "{all}");
+}
+
+#[test]
+fn an_undecodable_frame_fails_with_error_for_every_engine_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    std::fs::write(clip.join("frame_00005.jpg"), b"not a jpeg").unwrap();
+    let (out, json) = evaluate(dir.path(), &clip, &["--candidate", "tract"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let json = json.unwrap();
+    for engine in [&json["reference"], &json["candidates"][0]] {
+        let frame5 = &engine["per_frame"][5];
+        assert_eq!(frame5["reason"], "error", "{frame5}");
+        assert!(
+            frame5["error"]
+                .as_str()
+                .unwrap()
+                .contains("frame_00005.jpg"),
+            "{frame5}"
+        );
+        recount(engine);
+    }
+}

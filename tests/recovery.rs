@@ -1,0 +1,672 @@
+//! `sealcheck run` through camera trouble and a results file that cannot be
+//! written: the process never exits, frames keep their `seq`, and the journal
+//! and systemd hear about it once.
+//!
+//! ```text
+//! RTSP camera (GStreamer RTSP server, a child process of this test binary, 127.0.0.1:free port)
+//!     │ killed for 4 s, started again on the same port
+//!     ▼
+//! sealcheck run --NOTIFY_SOCKET--> fake systemd (READY, WATCHDOG, STATUS)
+//!     └──results.jsonl (symlinked to /dev/full for a while) --> test
+//! ```
+//!
+//! The RTSP camera runs in a child process (this same test binary, re-run with
+//! `SEALCHECK_TEST_RTSP_PORT` set, see `rtsp_camera_process`) so that stopping
+//! it is what a camera going away is: its sockets close. Everything listens on
+//! loopback only, and every wait is bounded.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Pings every 200 ms: systemd would kill a service silent for 400 ms.
+const WATCHDOG_USEC: u64 = 400_000;
+const WATCHDOG: Duration = Duration::from_micros(WATCHDOG_USEC);
+/// Loading the models with tract and starting the pipeline, on a slow machine.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// One `sealcheck run` at a time: each runs inference on every core.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+// ---------------------------------------------------------------------------
+// The RTSP camera
+
+/// Not a test of its own: when `SEALCHECK_TEST_RTSP_PORT` is set, this process
+/// is the RTSP camera of another test (`RtspCamera`) and serves until killed.
+/// Run plainly, it returns at once.
+#[test]
+fn rtsp_camera_process() {
+    let Ok(port) = std::env::var("SEALCHECK_TEST_RTSP_PORT") else {
+        return;
+    };
+    use gstreamer as gst;
+    use gstreamer_rtsp_server as rtsp;
+    use gstreamer_rtsp_server::prelude::*;
+    gst::init().unwrap();
+    let main_loop = gst::glib::MainLoop::new(None, false);
+    let server = rtsp::RTSPServer::new();
+    server.set_address("127.0.0.1");
+    server.set_service(&port);
+    let factory = rtsp::RTSPMediaFactory::new();
+    // A small live picture as MJPEG over RTP: plugins-good only, quick to decode.
+    factory.set_launch(
+        "( videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,width=64,height=48,framerate=15/1 \
+         ! jpegenc ! rtpjpegpay name=pay0 pt=26 )",
+    );
+    factory.set_shared(true);
+    server
+        .mount_points()
+        .expect("the server has mount points")
+        .add_factory("/line", factory);
+    let _source = server.attach(None).expect("the RTSP server listens");
+    main_loop.run();
+}
+
+/// A free loopback port (bound, read, released: another process could take it
+/// in between, which a test run on one machine does not do).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The RTSP camera as a child process on `port`; killed when dropped.
+struct RtspCamera {
+    child: Child,
+}
+
+impl RtspCamera {
+    fn start(port: u16) -> RtspCamera {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["rtsp_camera_process", "--exact", "--test-threads=1"])
+            .env("SEALCHECK_TEST_RTSP_PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the RTSP camera process");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the RTSP camera did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RtspCamera { child }
+    }
+
+    /// The camera goes away: its process dies and its sockets close.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for RtspCamera {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// systemd and the service
+
+/// Test double for systemd's notify socket: keeps every datagram with its arrival time.
+struct FakeSystemd {
+    path: PathBuf,
+    received: Arc<Mutex<Vec<(Instant, String)>>>,
+}
+
+impl FakeSystemd {
+    fn bind(dir: &Path) -> FakeSystemd {
+        let path = dir.join("notify.sock");
+        let socket = UnixDatagram::bind(&path).unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&received);
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = socket.recv(&mut buf) {
+                sink.lock().unwrap().push((
+                    Instant::now(),
+                    String::from_utf8_lossy(&buf[..n]).into_owned(),
+                ));
+            }
+        });
+        FakeSystemd { path, received }
+    }
+
+    fn messages(&self) -> Vec<(Instant, String)> {
+        self.received.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<Instant> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((t, _)) = self.messages().into_iter().find(|(_, m)| pred(m)) {
+                return Some(t);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Times of WATCHDOG=1 between `from` and `to`.
+    fn pings(&self, from: Instant, to: Instant) -> Vec<Instant> {
+        self.messages()
+            .into_iter()
+            .filter(|(t, m)| m == "WATCHDOG=1" && *t >= from && *t <= to)
+            .map(|(t, _)| t)
+            .collect()
+    }
+}
+
+/// A running `sealcheck run`, killed if a test ends early.
+struct Service {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Service {
+    fn start(config: &Path, systemd: &FakeSystemd) -> Service {
+        Service::spawn(config, systemd, Stdio::null())
+    }
+
+    /// With a pipe to its standard input (for an `fdsrc fd=0` source).
+    fn start_fed(config: &Path, systemd: &FakeSystemd) -> (Service, std::process::ChildStdin) {
+        let mut service = Service::spawn(config, systemd, Stdio::piped());
+        let stdin = service.child.stdin.take().unwrap();
+        (service, stdin)
+    }
+
+    fn spawn(config: &Path, systemd: &FakeSystemd, stdin: Stdio) -> Service {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .env_remove("RUST_LOG")
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("WATCHDOG_PID")
+            .env("NOTIFY_SOCKET", &systemd.path)
+            .env("WATCHDOG_USEC", WATCHDOG_USEC.to_string())
+            .stdin(stdin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sealcheck run");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut text = sink.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        Service { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn log_count(&self, text: &str) -> usize {
+        self.stderr().matches(text).count()
+    }
+
+    fn wait_for_log(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.stderr().contains(text) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// SIGTERM, then the exit status (bounded).
+    fn terminate(&mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-s", "TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(100));
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A config in `dir` over the demo models on tract; `source` is the [source] body.
+fn write_config(dir: &Path, source: &str) -> PathBuf {
+    let text = format!(
+        r#"[source]
+{source}
+
+[inference]
+backend = "tract"
+
+[models.segmentation]
+path = "{seg}"
+
+[models.classifier]
+path = "{cls}"
+
+[output]
+results = "{results}"
+log_verdicts = false
+
+[logging]
+format = "logfmt"
+level = "info"
+
+[service]
+drain_timeout_s = 20
+stall_timeout_s = 1
+"#,
+        seg = repo().join("models/seg.onnx").display(),
+        cls = repo().join("models/cls.onnx").display(),
+        results = dir.join("results.jsonl").display(),
+    );
+    let path = dir.join("sealcheck.toml");
+    fs::write(&path, text).unwrap();
+    path
+}
+
+fn rtsp_source(port: u16) -> String {
+    format!(
+        "kind = \"rtsp\"\nurl = \"rtsp://127.0.0.1:{port}/line\"\nlatency_ms = 0\n\
+         retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n"
+    )
+}
+
+/// The complete lines of a results file (a line still being written is left out).
+fn lines_of(path: &Path) -> Vec<serde_json::Value> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
+        .collect()
+}
+
+/// Waits until `done` holds for the results file's lines.
+fn wait_for_lines(
+    path: &Path,
+    timeout: Duration,
+    service: &mut Service,
+    what: &str,
+    done: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let lines = lines_of(path);
+        if done(&lines) {
+            return lines;
+        }
+        assert!(
+            service.is_running(),
+            "sealcheck exited while waiting for {what}:\n{}",
+            service.stderr()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no {what} after {timeout:?} ({} lines):\n{}",
+            lines.len(),
+            service.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `t` as the results file writes `ts` (RFC 3339, ms, UTC): such strings sort by time.
+fn ts(t: SystemTime) -> String {
+    let mut s = String::new();
+    sealcheck::output::write_rfc3339(&mut s, t);
+    s
+}
+
+fn assert_seq_contiguous(lines: &[serde_json::Value]) {
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"].as_u64(), Some(i as u64), "line {i}: {line}");
+    }
+}
+
+/// The value of `key=` in the first log line containing `message`.
+fn log_field(stderr: &str, message: &str, key: &str) -> Option<f64> {
+    let line = stderr.lines().find(|l| l.contains(message))?;
+    let start = line.find(&format!(" {key}="))? + key.len() + 2;
+    line[start..].split_whitespace().next()?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------
+// The tests
+
+#[test]
+fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let port = free_port();
+    let camera = RtspCamera::start(port);
+    let systemd = FakeSystemd::bind(dir.path());
+    let mut service = Service::start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
+    systemd
+        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "20 results",
+        |l| l.len() >= 20,
+    );
+
+    let lost_at = Instant::now();
+    camera.kill();
+    assert!(
+        service.wait_for_log("source lost", Duration::from_secs(5)),
+        "the loss was not noticed:\n{}",
+        service.stderr()
+    );
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(lost_at.elapsed()));
+    let (back_at, back_wall) = (Instant::now(), SystemTime::now());
+    let _camera = RtspCamera::start(port);
+
+    let after = ts(back_wall);
+    let lines = wait_for_lines(
+        &results,
+        Duration::from_secs(20),
+        &mut service,
+        "results after the camera came back",
+        |l| {
+            l.iter()
+                .any(|line| line["ts"].as_str().unwrap_or("") >= after.as_str())
+        },
+    );
+    let first_back = lines
+        .iter()
+        .find(|line| line["ts"].as_str().unwrap_or("") >= after.as_str())
+        .unwrap();
+    let within = ts(back_wall + Duration::from_secs(3));
+    assert!(
+        first_back["ts"].as_str().unwrap() <= within.as_str(),
+        "first frame after the camera came back at {after} was captured at {first_back}"
+    );
+    assert!(service.is_running());
+
+    // The watchdog kept pinging through the outage (stall_timeout_s = 1 would
+    // have stopped it), and STATUS= said what was going on.
+    let pings = systemd.pings(lost_at, back_at);
+    let longest = pings
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    assert!(
+        pings.len() >= 8 && longest < WATCHDOG,
+        "{} pings during the outage, longest gap {longest:?}",
+        pings.len()
+    );
+    assert!(
+        systemd
+            .messages()
+            .iter()
+            .any(|(t, m)| *t >= lost_at && m.starts_with("STATUS=camera lost since ")),
+        "no STATUS=camera lost since ...: {:?}",
+        systemd.messages()
+    );
+
+    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    let stderr = service.stderr();
+    assert_eq!(
+        service.log_count("source lost"),
+        1,
+        "logged once:\n{stderr}"
+    );
+    assert_eq!(service.log_count("source is back after"), 1, "{stderr}");
+    let outage = log_field(&stderr, "source is back after", "outage_s").unwrap();
+    assert!(
+        (3.5..10.0).contains(&outage),
+        "outage of {outage} s:\n{stderr}"
+    );
+    assert_seq_contiguous(&lines_of(&results));
+}
+
+#[test]
+fn camera_missing_at_start_is_waited_for_after_ready() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let port = free_port();
+    let systemd = FakeSystemd::bind(dir.path());
+    let started = Instant::now();
+    let mut service = Service::start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
+    systemd
+        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1 without a camera:\n{}", service.stderr()));
+    systemd
+        .wait_for(Duration::from_secs(10), |m| {
+            m.starts_with("STATUS=waiting for camera since ")
+        })
+        .unwrap_or_else(|| panic!("no STATUS=waiting for camera: {:?}", systemd.messages()));
+    assert!(
+        service.stderr().contains("source not available at start"),
+        "{}",
+        service.stderr()
+    );
+    // The camera appears 10 s after the start.
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(started.elapsed()));
+    assert!(service.is_running(), "{}", service.stderr());
+    assert!(lines_of(&results).is_empty());
+    let _camera = RtspCamera::start(port);
+    wait_for_lines(
+        &results,
+        Duration::from_secs(30),
+        &mut service,
+        "results",
+        |l| l.len() >= 10,
+    );
+    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    assert_eq!(service.log_count("source not available at start"), 1);
+    assert_eq!(service.log_count("source is back after"), 1);
+    assert_seq_contiguous(&lines_of(&results));
+}
+
+#[test]
+fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let before = dir.path().join("before.jsonl");
+    let systemd = FakeSystemd::bind(dir.path());
+    // Faster than inspection, so lines pile up (not_inspected) and fill the backlog.
+    let source = "kind = \"test\"\nwidth = 64\nheight = 48\nframerate = 200\noverflow = \"drop\"\n";
+    let mut service = Service::start(&write_config(dir.path(), source), &systemd);
+    systemd
+        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "results",
+        |l| l.len() >= 50,
+    );
+
+    // The disk is full: the path now leads to /dev/full, every write fails.
+    fs::rename(&results, &before).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &results).unwrap();
+    assert!(
+        service.wait_for_log("cannot write the results file", Duration::from_secs(10)),
+        "{}",
+        service.stderr()
+    );
+    std::thread::sleep(Duration::from_secs(7));
+    assert!(service.is_running(), "{}", service.stderr());
+    // Space again: the file comes back by itself.
+    fs::remove_file(&results).unwrap();
+    assert!(
+        service.wait_for_log("the results file is written again", Duration::from_secs(10)),
+        "{}",
+        service.stderr()
+    );
+    wait_for_lines(
+        &results,
+        Duration::from_secs(10),
+        &mut service,
+        "new lines",
+        |l| l.len() >= 20,
+    );
+
+    let status = service.terminate();
+    let stderr = service.stderr();
+    assert_eq!(status.code(), Some(1), "lines were lost: exit 1\n{stderr}");
+    assert_eq!(
+        service.log_count("cannot write the results file"),
+        1,
+        "{stderr}"
+    );
+    let lost = log_field(&stderr, "the results file is written again", "lost_lines").unwrap();
+    assert!(lost > 0.0, "{stderr}");
+
+    // What reached the files plus what was lost is every frame, in order.
+    let seqs: Vec<u64> = lines_of(&before)
+        .iter()
+        .chain(lines_of(&results).iter())
+        .map(|l| l["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, each once");
+    let last = *seqs.last().unwrap();
+    assert_eq!(
+        seqs.len() as u64 + lost as u64,
+        last + 1,
+        "written + lost = delivered"
+    );
+    assert!(
+        stderr.contains("result lines could not be written"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
+    use std::io::Write;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let systemd = FakeSystemd::bind(dir.path());
+    // A camera that freezes: raw frames on our standard input, which simply stops
+    // being written for a while (no error, no end-of-stream).
+    let source = "kind = \"pipeline\"\nlive = true\n\
+        pipeline = \"fdsrc fd=0 ! rawvideoparse width=64 height=48 format=rgb framerate=10/1 ! \
+        videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false\"\n\
+        retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n";
+    let (mut service, mut camera) = Service::start_fed(&write_config(dir.path(), source), &systemd);
+    systemd
+        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    let frame = vec![0x60u8; 64 * 48 * 3];
+    for _ in 0..30 {
+        camera.write_all(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "30 results",
+        |l| l.len() >= 30,
+    );
+    let frozen_at = Instant::now();
+    assert!(
+        service.wait_for_log("source lost", Duration::from_secs(5)),
+        "the freeze was not noticed:\n{}",
+        service.stderr()
+    );
+    let noticed = frozen_at.elapsed();
+    // frame_timeout_ms (1 s) after the last frame, plus one retry interval (0.2 s) and slack.
+    assert!(
+        noticed < Duration::from_millis(2000),
+        "noticed after {noticed:?}"
+    );
+    assert!(
+        service.stderr().contains("frozen source"),
+        "{}",
+        service.stderr()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    // The camera thaws and keeps sending until the service is stopped.
+    let thawed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let feeder = {
+        let thawed = Arc::clone(&thawed);
+        std::thread::spawn(move || {
+            while thawed.load(std::sync::atomic::Ordering::Relaxed) {
+                if camera.write_all(&frame).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    wait_for_lines(
+        &results,
+        Duration::from_secs(30),
+        &mut service,
+        "60 results",
+        |l| l.len() >= 60,
+    );
+    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    thawed.store(false, std::sync::atomic::Ordering::Relaxed);
+    feeder.join().unwrap();
+    assert_eq!(service.log_count("source lost"), 1, "{}", service.stderr());
+    assert_eq!(service.log_count("source is back after"), 1);
+    let lines = lines_of(&results);
+    assert!(lines.len() >= 60);
+    assert_seq_contiguous(&lines);
+}
