@@ -3,7 +3,10 @@
 //!
 //! Both are allocated once at start and recycled, so the steady state allocates nothing.
 
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
+
+use crate::model_id::ModelIds;
 
 /// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
 /// the others exist for the GPU kernels, which read the camera's own layout.
@@ -168,6 +171,9 @@ pub struct FrameWork {
     pub timings: StageTimings,
     /// Set when a stage failed for this frame; the frame then fails with reason `error`.
     pub error: Option<(FailedStage, String)>,
+    /// The models that judged this frame, set by the stage that ran them (a
+    /// model swap on reload changes them between two frames).
+    pub models: Option<Arc<ModelIds>>,
 }
 
 impl FrameWork {
@@ -182,6 +188,7 @@ impl FrameWork {
             cls_logits: vec![0.0; geometry.cls_classes],
             timings: StageTimings::default(),
             error: None,
+            models: None,
         }
     }
 
@@ -191,6 +198,7 @@ impl FrameWork {
         self.mask_pixels = 0;
         self.timings = StageTimings::default();
         self.error = None;
+        self.models = None;
     }
 
     /// Fraction of the mask covered by the seal.

@@ -28,6 +28,8 @@ pub mod gpu;
 pub mod infer;
 pub mod inspect;
 pub mod line;
+pub mod model_id;
+pub mod model_swap;
 pub mod npy;
 pub mod output;
 pub mod pipeline;

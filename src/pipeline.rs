@@ -28,16 +28,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, bounded, select};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
 
 use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::device_stage::{DeviceFrameError, DeviceStage, DeviceStartFailed};
-use crate::infer::{self, InferError, InferStage};
+use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
+use crate::model_swap::{self, RunningEngine};
 use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
@@ -123,7 +124,7 @@ impl RunSummary {
     pub fn render(&self) -> String {
         let s = &self.stats;
         let mut out = format!(
-            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\nlatency ms      p50      p95      p99\n",
+            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\n",
             self.backend,
             self.backend_reason,
             self.frames_delivered,
@@ -144,6 +145,7 @@ impl RunSummary {
                 self.results_lost
             ));
         }
+        out.push_str("latency ms      p50      p95      p99\n");
         for (name, h) in STAGES.iter().zip(&s.latency) {
             let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
             out.push_str(&format!(
@@ -267,6 +269,14 @@ struct Stages {
     deadline: JoinHandle<()>,
     /// Whether the results file is written, and lines lost (for metrics too).
     results_file: ResultsFileStatus,
+    /// Where reloaded models go, and the engine they must match; none on the
+    /// GPU device path (new models there need a restart).
+    model_swap: Option<ModelSwapTarget>,
+}
+
+struct ModelSwapTarget {
+    swaps: Sender<ModelSwap>,
+    running: RunningEngine,
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -275,11 +285,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let models = ModelIds::of(&config);
+    let models = Arc::new(ModelIds::of(&config));
     let mqtt = config
         .mqtt
         .as_ref()
-        .map(|m| MqttLine::start(m, models.clone()));
+        .map(|m| MqttLine::start(m, (*models).clone()));
     let line = Arc::new(Line::new(
         mqtt.iter().map(MqttLine::output).collect(),
         config.decision.deadline,
@@ -347,7 +357,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 }
                 Ok(ServiceSignal::Reload) => {
                     context.notifier.reloading();
-                    reload(&mut current, &reload_tx);
+                    reload(&mut current, &reload_tx, stages.model_swap.as_ref());
                     context.notifier.ready();
                 }
                 // Nobody can send any more (a bench or a test): stop listening.
@@ -480,7 +490,7 @@ fn start_stages(
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
-    (line, models): (&Arc<Line>, &ModelIds),
+    (line, models): (&Arc<Line>, &Arc<ModelIds>),
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
     let pool = config.source.pool_size;
     let (mut producer, consumer) = ring::frame_ring(pool);
@@ -525,13 +535,14 @@ fn start_stages(
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
         line: Some(Arc::clone(line)),
-        models: Some(models.clone()),
+        models: Some(Arc::clone(models)),
     };
     let output = spawn("output", move || {
         let result = output.run();
         let _ = done_tx.send(());
         result
     })?;
+    let mut model_swap = None;
     let (ring_reader, infer) = match frame_path {
         FramePath::Device(device) => (device, None),
         FramePath::Host {
@@ -540,9 +551,19 @@ fn start_stages(
             backend,
             frame_preprocessor,
         } => {
+            let (swaps, swap_rx) = bounded::<ModelSwap>(1);
+            model_swap = Some(ModelSwapTarget {
+                swaps,
+                running: RunningEngine {
+                    kind: backend.kind(),
+                    geometry,
+                },
+            });
             let infer = InferStage {
                 input: infer_in,
                 output: to_output,
+                models: Arc::clone(models),
+                swaps: swap_rx,
                 backend,
                 preprocessor: cpu_preprocessor(config, geometry),
                 mask_class: config.segmentation.mask_class,
@@ -586,6 +607,7 @@ fn start_stages(
             output,
             output_done,
             deadline,
+            model_swap,
             results_file,
         },
         engine,
@@ -667,9 +689,14 @@ fn spawn<T: Send + 'static>(
 }
 
 /// Re-reads the config file. Thresholds and output settings apply at once;
-/// anything else that changed is logged as needing a restart. An invalid
-/// file is rejected and the running config stays.
-fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>) {
+/// new model files are swapped in between two frames once they pass
+/// `model_swap::prepare` (host path); anything else that changed is logged as
+/// needing a restart. An invalid file is rejected and the running config stays.
+fn reload(
+    current: &mut Config,
+    apply: &crossbeam_channel::Sender<LiveSettings>,
+    model_swap: Option<&ModelSwapTarget>,
+) {
     let new = match config::load(&current.path) {
         Ok(new) => new,
         Err(e) => {
@@ -677,7 +704,7 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
             return;
         }
     };
-    for section in restart_sections(current, &new) {
+    for section in restart_sections(current, &new, model_swap.is_some()) {
         log::warn!(target: "sealcheck::config", section = section; "reload: [{section}] changed but only applies after `systemctl restart sealcheck`");
     }
     let settings = LiveSettings {
@@ -690,11 +717,42 @@ fn reload(current: &mut Config, apply: &crossbeam_channel::Sender<LiveSettings>)
     log::info!(target: "sealcheck::config", path = new.path.display().to_string().as_str(); "config reloaded: decision and output settings applied");
     // Keep the running values of what needs a restart, so the next reload compares against them.
     current.decision = new.decision;
-    current.output = new.output;
+    current.output = new.output.clone();
+    current.acceptance_images = new.acceptance_images.clone();
+    if let Some(target) = model_swap
+        && model_swap::paths_changed(current, &new)
+        && model_swap::only_paths_changed(current, &new)
+    {
+        swap_models(current, &new, target);
+    }
+}
+
+/// Opens, checks, gates and warms up the reloaded config's models, then hands
+/// them to the infer thread. Runs while systemd shows the reload in progress.
+fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
+    let started = Instant::now();
+    log::info!(target: "sealcheck::model_swap", segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(), acceptance_images = new.acceptance_images.is_some(); "new model files named: opening them beside the running ones");
+    match model_swap::prepare(current, new, target.running) {
+        Ok(swap) => {
+            let (seg, cls) = (
+                swap.models.segmentation.clone(),
+                swap.models.classifier.clone(),
+            );
+            if target.swaps.send(swap).is_err() {
+                return;
+            }
+            log::info!(target: "sealcheck::model_swap", segmentation = seg.as_str(), classifier = cls.as_str(), prepare_ms = started.elapsed().as_secs_f64() * 1e3; "new models accepted: they judge from the next frame on");
+            current.segmentation = new.segmentation.clone();
+            current.classifier = new.classifier.clone();
+        }
+        Err(refused) => {
+            log::error!(target: "sealcheck::model_swap", step = refused.step, detail = refused.detail.as_str(), segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(); "{refused}");
+        }
+    }
 }
 
 /// Config sections that differ and cannot change while running.
-fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
+fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'static str> {
     let mut changed = Vec::new();
     if old.source != new.source {
         changed.push("source");
@@ -702,7 +760,8 @@ fn restart_sections(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.inference != new.inference {
         changed.push("inference");
     }
-    if old.segmentation != new.segmentation || old.classifier != new.classifier {
+    let swappable = models_swap && model_swap::only_paths_changed(old, new);
+    if (old.segmentation != new.segmentation || old.classifier != new.classifier) && !swappable {
         changed.push("models");
     }
     if old.logging != new.logging {

@@ -26,6 +26,9 @@ pub struct Config {
     pub inference: InferenceConfig,
     pub segmentation: SegmentationModel,
     pub classifier: ClassifierModel,
+    /// `[models] acceptance_images`: a labelled folder that new models must
+    /// pass (`sealcheck evaluate --gate` rules) before a reload swaps them in.
+    pub acceptance_images: Option<PathBuf>,
     pub decision: DecisionConfig,
     pub output: OutputConfig,
     pub logging: LoggingConfig,

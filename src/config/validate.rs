@@ -46,6 +46,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let models = root.section("models");
     let segmentation = read_segmentation(&models.section("segmentation"), &files);
     let classifier = read_classifier(&models.section("classifier"), &files);
+    let acceptance_images = models.opt_str("acceptance_images").and_then(|dir| {
+        let dir = files.resolve(&dir);
+        if dir.is_dir() {
+            Some(dir)
+        } else {
+            models.problem("acceptance_images", format!("folder {} does not exist (relative paths resolve against the config file's folder); it holds labelled frames new models must pass on reload", dir.display()));
+            None
+        }
+    });
     models.finish();
     let decision = read_decision(&root.section("decision"));
     let output = read_output(&root.section("output"), &files);
@@ -89,6 +98,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             logging,
             service,
             evaluate,
+            acceptance_images,
             mqtt: mqtt.flatten(),
         }),
         _ => Err(invalid(problems.into_vec())),
@@ -610,7 +620,10 @@ fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
         (_, ca) => ca,
     };
     if client_id.is_empty() || client_id.len() > 256 || client_id.starts_with(char::is_whitespace) {
-        s.problem("client_id", "must be 1 to 256 characters, not starting with a space");
+        s.problem(
+            "client_id",
+            "must be 1 to 256 characters, not starting with a space",
+        );
         return None;
     }
     if topic.is_empty()
@@ -656,7 +669,9 @@ fn parse_mqtt_url(url: &str) -> Result<(bool, String, u16), String> {
     } else if let Some(rest) = url.strip_prefix("mqtts://") {
         (true, rest)
     } else {
-        return Err("must start with mqtt:// or mqtts:// (e.g. \"mqtt://192.168.1.10:1883\")".into());
+        return Err(
+            "must start with mqtt:// or mqtts:// (e.g. \"mqtt://192.168.1.10:1883\")".into(),
+        );
     };
     if rest.contains('@') {
         return Err("must not hold a user name or password: set `username`, and put the password in a file named by `password_file`".into());
@@ -676,7 +691,9 @@ fn parse_mqtt_url(url: &str) -> Result<(bool, String, u16), String> {
             None => (rest, None),
         }
     };
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == ':' && !rest.starts_with('[')) {
+    if host.is_empty()
+        || host.contains(|c: char| c.is_whitespace() || c == ':' && !rest.starts_with('['))
+    {
         return Err("has no valid host name or address".into());
     }
     let port = match port {
@@ -714,14 +731,30 @@ mod mqtt_url_tests {
 
     #[test]
     fn urls_with_and_without_port_and_tls() {
-        assert_eq!(parse_mqtt_url("mqtt://broker.local").unwrap(), (false, "broker.local".into(), 1883));
-        assert_eq!(parse_mqtt_url("mqtts://10.0.0.2:8884").unwrap(), (true, "10.0.0.2".into(), 8884));
-        assert_eq!(parse_mqtt_url("mqtt://[::1]:1999").unwrap(), (false, "::1".into(), 1999));
+        assert_eq!(
+            parse_mqtt_url("mqtt://broker.local").unwrap(),
+            (false, "broker.local".into(), 1883)
+        );
+        assert_eq!(
+            parse_mqtt_url("mqtts://10.0.0.2:8884").unwrap(),
+            (true, "10.0.0.2".into(), 8884)
+        );
+        assert_eq!(
+            parse_mqtt_url("mqtt://[::1]:1999").unwrap(),
+            (false, "::1".into(), 1999)
+        );
     }
 
     #[test]
     fn bad_urls_are_refused_without_repeating_them() {
-        for bad in ["http://x", "mqtt://", "mqtt://h:0", "mqtt://h:port", "mqtt://h/x", "mqtt://u:secret@h"] {
+        for bad in [
+            "http://x",
+            "mqtt://",
+            "mqtt://h:0",
+            "mqtt://h:port",
+            "mqtt://h/x",
+            "mqtt://u:secret@h",
+        ] {
             let e = parse_mqtt_url(bad).unwrap_err();
             assert!(!e.contains("secret"), "{e}");
         }

@@ -1,12 +1,14 @@
 //! The inference thread: segmentation, mask, mask channel, classification,
 //! for every frame in order.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::InferenceBackend;
 use crate::frame::{FailedStage, FrameWork, StageMessage};
+use crate::model_id::ModelIds;
 use crate::preprocess::{Preprocessor, logits_to_mask};
 
 /// Runs both models on a preprocessed frame. Skips frames that already failed;
@@ -36,10 +38,21 @@ pub fn infer_frame(
     work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
 }
 
+/// New models for the infer thread, opened, checked and warmed up beside the
+/// running ones (`crate::model_swap`); taken between two frames.
+pub struct ModelSwap {
+    pub backend: Box<dyn InferenceBackend>,
+    pub models: Arc<ModelIds>,
+}
+
 pub struct InferStage {
     pub input: Receiver<StageMessage>,
     pub output: Sender<StageMessage>,
     pub backend: Box<dyn InferenceBackend>,
+    /// The ids of `backend`'s model files, stamped on every frame it judges.
+    pub models: Arc<ModelIds>,
+    /// Model swaps accepted on reload.
+    pub swaps: Receiver<ModelSwap>,
     /// Only its mask-channel resize is used here; preprocess owns its own.
     pub preprocessor: Preprocessor,
     pub mask_class: usize,
@@ -52,7 +65,9 @@ impl InferStage {
         let stall_after = crate::fault::stall_infer_after();
         #[cfg(feature = "fault-injection")]
         let delay = crate::fault::infer_delay();
-        for message in self.input.iter() {
+        // A handle of our own, so the loop can swap models through `&mut self`.
+        let input = self.input.clone();
+        for message in input.iter() {
             let end = matches!(message, StageMessage::End);
             let message = match message {
                 StageMessage::Inspect(mut work) => {
@@ -60,6 +75,8 @@ impl InferStage {
                     crate::fault::maybe_stall(stall_after, work.meta.seq);
                     #[cfg(feature = "fault-injection")]
                     crate::fault::maybe_delay(delay);
+                    self.take_swap(work.meta.seq);
+                    work.models = Some(Arc::clone(&self.models));
                     infer_frame(
                         self.backend.as_mut(),
                         &self.preprocessor,
@@ -75,5 +92,19 @@ impl InferStage {
                 return;
             }
         }
+    }
+
+    /// Swaps in new models before frame `seq` when a swap is waiting; the old
+    /// engine is dropped here, after its last frame.
+    fn take_swap(&mut self, seq: u64) {
+        let Some(swap) = self.swaps.try_iter().last() else {
+            return;
+        };
+        log::info!(target: "sealcheck::infer", first_seq = seq,
+            segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
+            previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str();
+            "models swapped: frames from first_seq on are judged by the new models");
+        self.backend = swap.backend;
+        self.models = swap.models;
     }
 }

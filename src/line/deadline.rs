@@ -130,7 +130,7 @@ mod tests {
             feed.delivered(m);
         }
         // Part 0 is decided at once; 1..3 never are.
-        line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1);
+        line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1, None);
         drop(feed);
         thread.join().unwrap();
         let got = out.0.lock().unwrap().clone();
@@ -141,7 +141,11 @@ mod tests {
             assert_eq!(*reason, Reason::Late, "part {seq}");
             let due = due.unwrap();
             assert!(*at >= due, "part {seq} failed before its deadline");
-            assert!(*at - due < Duration::from_millis(20), "part {seq}: {:?} after", *at - due);
+            assert!(
+                *at - due < Duration::from_millis(20),
+                "part {seq}: {:?} after",
+                *at - due
+            );
         }
     }
 }

@@ -22,7 +22,8 @@
 //! ever slows a verdict).
 
 pub mod deadline;
-pub mod model_id;
+// Model ids live beside the models' config (`crate::model_id`); kept reachable here.
+pub use crate::model_id;
 pub mod mqtt;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::decision::Decision;
 use crate::frame::FrameMeta;
 
-pub use model_id::ModelIds;
+pub use crate::model_id::ModelIds;
 
 /// A verdict decided within this much of its deadline counts as late: the
 /// time a message needs to reach the broker and a subscriber (loopback or a
@@ -89,7 +90,7 @@ impl PartDeadline {
 }
 
 /// One part's verdict as the line gets it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LineVerdict {
     /// The frame's `seq`; also the part number until a trigger or encoder id exists.
     pub seq: u64,
@@ -99,6 +100,9 @@ pub struct LineVerdict {
     /// Capture to verdict.
     pub latency_ms: f64,
     pub deadline: Option<PartDeadline>,
+    /// The models that judged the part; `None`: the models the line output
+    /// started with (a `late` fail, which no model judged).
+    pub models: Option<Arc<ModelIds>>,
 }
 
 impl LineVerdict {
@@ -199,7 +203,9 @@ impl Line {
 
     /// A new deadline (reload); it applies to parts captured from now on.
     pub fn set_deadline(&self, deadline: Option<Duration>) {
-        let ns = deadline.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+        let ns = deadline.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+        });
         self.deadline_ns.store(ns, Ordering::Relaxed);
     }
 
@@ -210,7 +216,13 @@ impl Line {
 
     /// The decision stage's verdict for a part. Sent to the line when it is in
     /// time; otherwise the line gets (or already got) a `late` fail.
-    pub fn deliver(&self, meta: &FrameMeta, decision: &Decision, latency_ms: f64) -> Delivery {
+    pub fn deliver(
+        &self,
+        meta: &FrameMeta,
+        decision: &Decision,
+        latency_ms: f64,
+        models: Option<&Arc<ModelIds>>,
+    ) -> Delivery {
         let deadline = self.deadline().map(|d| PartDeadline::of(meta, d));
         let mut next = self.lock();
         if *next > meta.seq {
@@ -239,6 +251,7 @@ impl Line {
             decision: *decision,
             latency_ms,
             deadline,
+            models: models.cloned(),
         });
         Delivery::OnTime
     }
@@ -267,6 +280,7 @@ impl Line {
             decision: Decision::late(),
             latency_ms: meta.captured_instant.elapsed().as_secs_f64() * 1e3,
             deadline: deadline.map(PartDeadline::for_late_fail),
+            models: None,
         });
     }
 
@@ -301,7 +315,10 @@ mod tests {
     fn line(deadline_ms: u64) -> (Line, Arc<RecordingOutput>) {
         let out = Arc::new(RecordingOutput::default());
         let deadline = (deadline_ms > 0).then(|| Duration::from_millis(deadline_ms));
-        (Line::new(vec![out.clone() as Arc<dyn LineOutput>], deadline), out)
+        (
+            Line::new(vec![out.clone() as Arc<dyn LineOutput>], deadline),
+            out,
+        )
     }
 
     fn ok() -> Decision {
@@ -318,13 +335,16 @@ mod tests {
         let (line, out) = line(1000);
         let m0 = FrameMeta::now(0);
         let m1 = FrameMeta::now(1);
-        assert_eq!(line.deliver(&m0, &ok(), 1.0), Delivery::OnTime);
+        assert_eq!(line.deliver(&m0, &ok(), 1.0, None), Delivery::OnTime);
         // The deadline thread reaches part 1 first.
         assert!(line.expire(&m1, PartDeadline::of(&m1, Duration::from_millis(1000))));
-        assert_eq!(line.deliver(&m1, &ok(), 1.0), Delivery::Late);
+        assert_eq!(line.deliver(&m1, &ok(), 1.0, None), Delivery::Late);
         // A timer for part 0 firing late finds it claimed.
         assert!(!line.expire(&m0, PartDeadline::of(&m0, Duration::from_millis(1000))));
-        assert_eq!(*out.0.lock().unwrap(), vec![(0, Reason::Ok), (1, Reason::Late)]);
+        assert_eq!(
+            *out.0.lock().unwrap(),
+            vec![(0, Reason::Ok), (1, Reason::Late)]
+        );
         assert_eq!(line.stats().snapshot().late, 1);
     }
 
@@ -333,18 +353,23 @@ mod tests {
         let (line, out) = line(1);
         let m = FrameMeta::now(0);
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(line.deliver(&m, &ok(), 5.0), Delivery::Late);
+        assert_eq!(line.deliver(&m, &ok(), 5.0, None), Delivery::Late);
         assert_eq!(*out.0.lock().unwrap(), vec![(0, Reason::Late)]);
     }
 
     #[test]
     fn lost_parts_are_failed_in_order_before_the_next() {
         let (line, out) = line(0);
-        line.deliver(&FrameMeta::now(0), &ok(), 1.0);
-        line.deliver(&FrameMeta::now(3), &ok(), 1.0);
+        line.deliver(&FrameMeta::now(0), &ok(), 1.0, None);
+        line.deliver(&FrameMeta::now(3), &ok(), 1.0, None);
         assert_eq!(
             *out.0.lock().unwrap(),
-            vec![(0, Reason::Ok), (1, Reason::Late), (2, Reason::Late), (3, Reason::Ok)]
+            vec![
+                (0, Reason::Ok),
+                (1, Reason::Late),
+                (2, Reason::Late),
+                (3, Reason::Ok)
+            ]
         );
     }
 
@@ -355,6 +380,8 @@ mod tests {
         let ms = d.at.duration_since(UNIX_EPOCH).unwrap();
         assert_eq!(ms.subsec_nanos() % 1_000_000, 0);
         let from_capture = d.due - m.captured_instant;
-        assert!(from_capture <= Duration::from_millis(60) && from_capture > Duration::from_millis(58));
+        assert!(
+            from_capture <= Duration::from_millis(60) && from_capture > Duration::from_millis(58)
+        );
     }
 }

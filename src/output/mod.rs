@@ -132,8 +132,9 @@ pub struct OutputStage {
     pub measure_from_seq: u64,
     /// Where verdicts go to the line (MQTT, the deadline); `None`: results file only.
     pub line: Option<Arc<Line>>,
-    /// Ids of the models, written into every result line.
-    pub models: Option<ModelIds>,
+    /// Ids of the models, written into every result line: those that judged
+    /// the frame, else (a frame no model saw) the ones that judged the last.
+    pub models: Option<Arc<ModelIds>>,
 }
 
 impl OutputStage {
@@ -161,6 +162,9 @@ impl OutputStage {
                     let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, total];
                     if let Some((stage, message)) = &work.error {
                         log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
+                    }
+                    if let Some(models) = &work.models {
+                        self.models = Some(Arc::clone(models));
                     }
                     self.emit(&mut line, &work.meta, &decision, Some(&latencies))?;
                     written += 1;
@@ -203,11 +207,11 @@ impl OutputStage {
                 || meta.captured_instant.elapsed().as_secs_f64() * 1e3,
                 |l| l[3],
             );
-            l.deliver(meta, d, latency)
+            l.deliver(meta, d, latency, self.models.as_ref())
         });
         let late = delivery == Some(Delivery::Late);
         format_result(line, meta, d, latencies);
-        append_line_fields(line, late, self.models.as_ref());
+        append_line_fields(line, late, self.models.as_deref());
         self.sink.write_line(line)?;
         if self.settings.output.log_verdicts {
             log::info!(

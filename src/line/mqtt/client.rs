@@ -35,7 +35,10 @@ pub(super) enum StartError {
     #[error("password file {} may be read by other users (mode {mode:o}) — run `chmod 600 {}` and make the service's user its owner", path.display(), path.display())]
     PasswordFileOpen { path: PathBuf, mode: u32 },
     #[error("cannot read password file {}: {source} — check that the service's user may read it", path.display())]
-    PasswordFileRead { path: PathBuf, source: std::io::Error },
+    PasswordFileRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("password file {} is empty — write the password into it", .0.display())]
     PasswordFileEmpty(PathBuf),
     #[error("cannot use ca_file {}: {why} — it must be the PEM certificate of the authority that signed the broker's certificate", path.display())]
@@ -143,11 +146,10 @@ fn read_password(path: &Path) -> Result<String, StartError> {
             mode,
         });
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| StartError::PasswordFileRead {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let text = std::fs::read_to_string(path).map_err(|source| StartError::PasswordFileRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let password = text.trim_end_matches(['\n', '\r']).to_string();
     if password.is_empty() {
         return Err(StartError::PasswordFileEmpty(path.to_path_buf()));
@@ -280,7 +282,11 @@ impl Handover {
             }
             let room = state.connected && state.handed.len() + state.inflight.len() < WINDOW;
             if room && let Some(verdict) = state.queue.pop_front() {
-                format_verdict(&mut payload, &verdict, &self.models);
+                format_verdict(
+                    &mut payload,
+                    &verdict,
+                    verdict.models.as_deref().unwrap_or(&self.models),
+                );
                 let properties = PublishProperties {
                     payload_format_indicator: Some(1),
                     message_expiry_interval: verdict
@@ -352,9 +358,11 @@ impl Describe {
     fn error(&self, e: &ConnectionError) -> String {
         let b = &self.broker;
         match e {
-            ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => format!(
-                "connection to {b} refused: is the broker running and listening on that port?"
-            ),
+            ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+                format!(
+                    "connection to {b} refused: is the broker running and listening on that port?"
+                )
+            }
             ConnectionError::Io(io) => format!("network error talking to {b}: {io}"),
             ConnectionError::Timeout(_) => format!(
                 "no answer from {b} within {CONNECT_TIMEOUT_S} s: check the host, the port and any firewall, and that it speaks MQTT there"
@@ -367,13 +375,19 @@ impl Describe {
                 ConnectReturnCode::NotAuthorized => format!(
                     "{b} does not authorise this client (client id \"{}\"{}): check the password in the file named by `password_file`, `username` and `client_id` in [mqtt] against the broker's users and allowed client ids",
                     self.client_id,
-                    self.username.as_deref().map_or(", anonymous".to_string(), |u| format!(", user \"{u}\""))
+                    self.username
+                        .as_deref()
+                        .map_or(", anonymous".to_string(), |u| format!(", user \"{u}\""))
                 ),
-                ConnectReturnCode::ClientIdentifierNotValid | ConnectReturnCode::BadClientId => format!(
-                    "{b} refused client id \"{}\": set `client_id` in [mqtt] to one the broker accepts",
-                    self.client_id
-                ),
-                ConnectReturnCode::Banned => format!("{b} has banned this client: ask its administrator"),
+                ConnectReturnCode::ClientIdentifierNotValid | ConnectReturnCode::BadClientId => {
+                    format!(
+                        "{b} refused client id \"{}\": set `client_id` in [mqtt] to one the broker accepts",
+                        self.client_id
+                    )
+                }
+                ConnectReturnCode::Banned => {
+                    format!("{b} has banned this client: ask its administrator")
+                }
                 other => format!("{b} refused the connection ({other:?})"),
             },
             ConnectionError::Tls(tls) => format!(
@@ -466,8 +480,10 @@ impl EventLoop {
                 down_s = o.since.elapsed().as_secs_f64(), dropped = stats.dropped_total() - o.dropped_before;
                 "MQTT broker {} reachable again after {:.1} s; {} verdicts were dropped meanwhile",
                 stats.broker, o.since.elapsed().as_secs_f64(), stats.dropped_total() - o.dropped_before),
-            None if !reconnect => log::info!(target: "sealcheck::mqtt", broker = stats.broker.as_str(), topic = self.status_topic.trim_end_matches("/status");
-                "connected to the MQTT broker; verdicts go to <topic>/verdict"),
+            None if !reconnect => {
+                log::info!(target: "sealcheck::mqtt", broker = stats.broker.as_str(), topic = self.status_topic.trim_end_matches("/status");
+                "connected to the MQTT broker; verdicts go to <topic>/verdict")
+            }
             None => {}
         }
     }
@@ -599,11 +615,17 @@ mod tests {
     fn password_file_must_exist_and_be_private_and_errors_never_show_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pw");
-        assert!(matches!(read_password(&path), Err(StartError::PasswordFileMissing(_))));
+        assert!(matches!(
+            read_password(&path),
+            Err(StartError::PasswordFileMissing(_))
+        ));
         std::fs::write(&path, "s3cret-pw\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = read_password(&path).unwrap_err();
-        assert!(e.to_string().contains("chmod 600") && !e.to_string().contains("s3cret"), "{e}");
+        assert!(
+            e.to_string().contains("chmod 600") && !e.to_string().contains("s3cret"),
+            "{e}"
+        );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_password(&path).unwrap(), "s3cret-pw");
     }

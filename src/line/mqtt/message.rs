@@ -73,6 +73,7 @@ mod tests {
             decision: Decision::late(),
             latency_ms: 60.5,
             deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
+            models: None,
         };
         let models = ModelIds {
             segmentation: "0123456789ab".into(),

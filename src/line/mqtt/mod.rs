@@ -120,7 +120,10 @@ impl MqttStats {
     }
 
     fn drop_verdicts(&self, reason: DropReason, count: u64) {
-        let i = DropReason::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+        let i = DropReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
         self.dropped[i].fetch_add(count, Ordering::Relaxed);
     }
 
@@ -156,9 +159,9 @@ impl MqttStats {
             *d = a.load(Ordering::Relaxed);
         }
         let quantiles = |h: &Mutex<LatencyHistogram>| {
-            h.lock().ok().and_then(|h| {
-                Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?])
-            })
+            h.lock()
+                .ok()
+                .and_then(|h| Some([h.quantile(0.5)?, h.quantile(0.99)?, h.quantile(0.999)?]))
         };
         let ack_ms = quantiles(&self.ack_latency);
         let send_ms = quantiles(&self.send_latency);
@@ -253,7 +256,7 @@ impl MqttCounts {
 }
 
 /// What went to the broker and is not acknowledged yet.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Sent {
     Verdict(LineVerdict),
     /// A retained status message (`online` / `offline`).
@@ -297,7 +300,7 @@ impl Shared {
         let mut late = 0;
         for v in state.queue.iter_mut() {
             if !v.is_late_fail() && !in_time(v) {
-                *v = v.into_late_fail();
+                *v = v.clone().into_late_fail();
                 late += 1;
             }
         }
@@ -360,7 +363,7 @@ impl LineOutput for VerdictQueue {
                     "MQTT queue full: dropping the oldest unsent verdicts (counted) until the broker keeps up");
             }
         }
-        state.queue.push_back(*verdict);
+        state.queue.push_back(verdict.clone());
         drop(state);
         self.shared.wake.notify_all();
     }
