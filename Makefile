@@ -68,6 +68,8 @@ test: deps python onnxruntime
 test-tensorrt: deps python onnxruntime
 	$(CARGO) test --release --locked --features tensorrt --lib infer::tensorrt
 	$(CARGO) test --release --locked --features tensorrt --test tensorrt -- --nocapture --test-threads=1
+	# Every inference path of the machine (TensorRT host and device mode included) vs tract.
+	SEALCHECK_PARITY_STRIDE=1 $(CARGO) test --release --locked --features tensorrt --test parity
 
 install:
 	scripts/install.sh install

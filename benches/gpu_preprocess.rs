@@ -23,7 +23,7 @@ use std::sync::Arc;
 use sealcheck::config::Normalization;
 use sealcheck::frame::{PixelLayout, TensorGeometry};
 use sealcheck::gpu::kernels::{self, FrameParams, MaskParams, ResizeTarget};
-use sealcheck::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
+use sealcheck::preprocess::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 use sealcheck::gpu::{
     DeviceBuffer, DeviceValue, Event, GpuContext, GpuError, Kernel, KernelSet, PinnedBuffer,
     Stream, TensorElement,
@@ -190,7 +190,7 @@ fn run(gpu: &Arc<GpuContext>, args: &Args) -> Result<(), GpuError> {
     let mut bench = Bench {
         gpu: Arc::clone(gpu),
         stream: Stream::new(gpu)?,
-        kernels: KernelSet::load(gpu)?,
+        kernels: KernelSet::load_with_bench(gpu)?,
         events,
         batch: [Event::new(gpu, true)?, Event::new(gpu, true)?],
         runs: args.runs.max(1),

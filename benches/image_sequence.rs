@@ -57,6 +57,7 @@ fn main() {
                 "multifilesrc location={clip_text} index=0 caps=image/jpeg,framerate=30/1 ! decodebin \
                  ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false"
             ),
+            live: false,
         });
         println!(
             "run {run}: {frames} frames; images source {feeder:.1} frames/s; multifilesrc ! decodebin {multifile:.1} frames/s"

@@ -76,7 +76,7 @@ __device__ __forceinline__ void resize_pixel(const FrameParams& p, const ResizeT
 // (x varies fastest). The rows of the two outputs are interleaved evenly
 // (Bresenham): of rows 0..y, floor(y * cls_h / (seg_h + cls_h)) are
 // classifier rows, so both outputs advance down the frame together and each
-// frame row is cut for both while in L2. src/gpu/tables.rs `frame_row` is
+// frame row is cut for both while in L2. src/preprocess/gpu/tables.rs `frame_row` is
 // the same mapping.
 template <class Px, typename Out>
 __device__ __forceinline__ void frame_to_tensors(const FrameParams& p) {

@@ -22,7 +22,7 @@ struct Tap {
     float w_first;
     float w_second;
 };
-static_assert(sizeof(Tap) == 16, "Tap is mirrored by DeviceTap in src/gpu/tables.rs");
+static_assert(sizeof(Tap) == 16, "Tap is mirrored by DeviceTap in src/gpu/kernels.rs");
 
 // One resized, normalized 3-plane output (seg input, or channels 0..2 of the
 // classifier input). `out` points at plane 0; planes are out_h * out_w apart.

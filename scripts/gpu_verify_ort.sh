@@ -6,8 +6,10 @@
 #   a  `sealcheck run` on the sample clip, preprocess = "cpu" vs "cuda"
 #      (ONNX Runtime CPU inference): same verdict on every frame (issue 4);
 #      and the full GPU path as shipped (ONNX Runtime CUDA, CUDA graphs, two
-#      frames in flight) against the same CPU run
-#   b  tests/ort_cuda_parity.rs: ONNX Runtime CUDA device path vs tract
+#      frames in flight) against the same CPU run; each run's log must say
+#      "model opened" once per model
+#   b  tests/parity.rs: every inference path the machine has (ONNX Runtime CPU,
+#      CUDA host, CUDA device path) vs tract, on every clip frame
 #   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
 #      (onnxruntime cuda + preprocess cuda, one stream), ONNX Runtime CUDA with
 #      CPU preprocessing (host tensors), ONNX Runtime CPU; and the two Python
@@ -19,9 +21,10 @@
 #      both on, then the full GPU path plain / graph / nhwc / both, in turn
 #
 #   scripts/gpu_verify_ort.sh [a] [b] [c] [d] [e]     (default: all)
-# Binaries (sealcheck, ort_cuda_parity) come from /tmp/sealcheck-carry/bin, where
+# Binaries (sealcheck, parity) come from /tmp/sealcheck-carry/bin, where
 # `gpu_carry_ort.sh receive` unpacks them; built here with
-#   cargo build --release --features cuda --bin sealcheck --test ort_cuda_parity
+#   cargo build --release --features cuda --bin sealcheck --test parity
+# (the test binary copied to the plain name `parity` before `gpu_carry_ort.sh prepare`)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -56,6 +59,10 @@ for step in $steps; do
             timeout 200 "$BIN/sealcheck" run --config "config/gpu_$v.toml" >"$OUT/a_$v.log" 2>&1
             echo "exit $?" >>"$OUT/a_$v.log"
         done
+        # Each model opened once per run (issue 11), the device path included.
+        for v in pre_cpu pre_cuda full_gpu; do
+            echo "$v: \"model opened\" lines: $(grep -c 'model opened' "$OUT/a_$v.log") (2 expected)" >>"$OUT/a_compare.txt"
+        done
         for other in pre_cuda full_gpu; do
             $PY - results/gpu_pre_cpu.jsonl "results/gpu_$other.jsonl" "$other" >>"$OUT/a_compare.txt" 2>&1 <<'EOF'
 import json, sys
@@ -69,7 +76,7 @@ EOF
         done
         ;;
     b)
-        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/b_parity.log" 2>&1
+        SEALCHECK_PARITY_STRIDE=1 timeout 500 "$BIN/parity" >"$OUT/b_parity.log" 2>&1
         echo "exit $?" >>"$OUT/b_parity.log"
         ;;
     c)
@@ -103,7 +110,7 @@ EOF
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/gpu_e_both.toml
         cp config/demo.toml config/demo.toml.orig
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/demo.toml
-        timeout 300 "$BIN/ort_cuda_parity" >"$OUT/e_parity_graph_nhwc.log" 2>&1
+        SEALCHECK_PARITY_STRIDE=1 timeout 500 "$BIN/parity" >"$OUT/e_parity_graph_nhwc.log" 2>&1
         echo "exit $?" >>"$OUT/e_parity_graph_nhwc.log"
         mv config/demo.toml.orig config/demo.toml
         for r in $(seq 1 "$RUNS"); do

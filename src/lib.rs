@@ -5,7 +5,14 @@
 //! ```text
 //! capture (GStreamer appsink) --ring::FrameRing--> preprocess --channel--> infer
 //!     --channel--> decision + output (results file, log line) --recycle--> preprocess
+//!
+//! device mode (preprocess = "cuda", GPU engine): preprocess + infer are one thread,
+//! capture --ring--> infer::device_stage (preprocess::gpu kernels + engine on one
+//!     CUDA stream, infer::device_runner) --channel--> decision + output
 //! ```
+//!
+//! Layers run one way: `gpu` is the CUDA layer (driver, context, stream,
+//! memory, kernels) and imports no stage; `preprocess` and `infer` build on it.
 //!
 //! `pipeline` wires the stages; `main` only parses the command line.
 
@@ -18,7 +25,6 @@ pub mod evaluate;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod frame;
-#[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod infer;
 pub mod inspect;

@@ -129,7 +129,11 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         c.downcast_ref::<config::ConfigError>().is_some()
             || matches!(
                 c.downcast_ref::<PipelineError>(),
-                Some(PipelineError::Config(_) | PipelineError::Inference(_))
+                Some(
+                    PipelineError::Config(_)
+                        | PipelineError::Inference(_)
+                        | PipelineError::Device(_)
+                )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
             || matches!(

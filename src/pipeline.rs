@@ -1,11 +1,22 @@
 //! Wires the stages together and drives a run.
 //!
 //! ```text
+//! host mode:
 //!  GStreamer streaming thread        preprocess thread        infer thread          output thread
 //!  capture::Capture ──FrameRing──▶ PreprocessStage ──chan──▶ InferStage ──chan──▶ OutputStage ──▶ results file, log
 //!        ▲  (SPSC, lock-free)            │  ▲                                            │
 //!        └──────── free slots ───────────┘  └──────────── free work records ─────────────┘
+//!
+//! device mode (preprocess = "cuda" with a GPU engine):
+//!                                    device thread (one CUDA stream)
+//!  capture::Capture ──FrameRing──▶ DeviceStage: DeviceRunner<engine> ──chan──▶ OutputStage ──▶ ...
+//!        ▲                               │  ▲   (frame kernel, models, mask)          │
+//!        └──────── free slots ───────────┘  └──────────── free work records ─────────┘
 //! ```
+//!
+//! Which mode runs is decided from the config alone (`device_stage::device_plan`)
+//! before any engine is opened; the stage that runs opens each model once and
+//! its geometry sizes the work records.
 //!
 //! The output stage hands each verdict to the line (`line::Line`: MQTT, and a
 //! deadline thread fed by the ring producer that fails a part `late` when its
@@ -23,6 +34,7 @@ use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
+use crate::infer::device_stage::{DeviceFrameError, DeviceStage, DeviceStartFailed};
 use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
@@ -42,6 +54,9 @@ pub enum PipelineError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Inference(#[from] InferError),
+    /// The device stage (a GPU engine with CUDA preprocessing) could not start.
+    #[error(transparent)]
+    Device(DeviceFrameError),
     #[error(transparent)]
     Preprocess(#[from] FramePreprocessError),
     #[error(transparent)]
@@ -287,17 +302,6 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (Some(status), Some(t)) => Some(StatusServer::start(status.listen, Arc::clone(t))?),
         _ => None,
     };
-    let selection = infer::open_backend(&config)?;
-    let backend_name = selection.backend.kind().as_str().to_string();
-    if let Some(t) = &operators {
-        t.set_info(run_info(&config, &backend_name));
-    }
-    log::info!(target: "sealcheck::pipeline", backend = backend_name.as_str(), reason = selection.reason.as_str(); "inference backend chosen");
-    let geometry = infer::geometry(
-        selection.backend.segmentation_io(),
-        selection.backend.classifier_io(),
-    )?;
-
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
@@ -317,25 +321,19 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     if let Some(t) = &operators {
         t.set_liveness(liveness.clone());
     }
-    let taps = OperatorTaps::new(
-        operators.clone(),
-        config.archive.as_ref(),
-        Arc::clone(&pixel_demand),
-        geometry.seg_hw,
-    )
-    .map_err(|e| PipelineError::Spawn("archive", e))?;
-    let stages = start_stages(
+    let (stages, engine) = start_stages(
         &config,
         &context,
-        geometry,
-        selection.backend,
         &stats,
         &liveness,
         reload_rx,
         (&line, &models),
-        taps,
-        pixel_demand,
+        operators.clone(),
+        Arc::clone(&pixel_demand),
     )?;
+    if let Some(t) = &operators {
+        t.set_info(run_info(&config, &engine.name));
+    }
     let run_started = Instant::now();
     context.notifier.ready();
     if let Some(t) = &operators {
@@ -472,8 +470,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
         });
     Ok(RunSummary {
-        backend: backend_name,
-        backend_reason: selection.reason,
+        backend: engine.name,
+        backend_reason: engine.reason,
         frames_delivered,
         results_written,
         elapsed: started.elapsed().min(run_started.elapsed()),
@@ -485,6 +483,25 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         results_lost: results_file.lost_lines(),
         source_outages,
     })
+}
+
+/// The engine a run uses and why, for the log and the summary.
+struct ChosenEngine {
+    name: String,
+    reason: String,
+}
+
+/// The stages that read the ring, as started.
+enum FramePath {
+    /// One device thread: preprocessing and both models on the GPU.
+    Device(JoinHandle<EndOfStream>),
+    /// Preprocess and infer threads, to be started once the output stage runs.
+    Host {
+        consumer: ring::RingConsumer,
+        free_rx: Receiver<Box<FrameWork>>,
+        backend: Box<dyn infer::InferenceBackend>,
+        frame_preprocessor: FramePreprocessor,
+    },
 }
 
 /// The STATUS= text: what is wrong first (camera lost, results file not
@@ -516,15 +533,13 @@ const MQTT_FLUSH: Duration = Duration::from_secs(2);
 fn start_stages(
     config: &Config,
     context: &RunContext,
-    geometry: TensorGeometry,
-    backend: Box<dyn infer::InferenceBackend>,
     stats: &Arc<Mutex<RunStats>>,
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
     (line, models): (&Arc<Line>, &Arc<ModelIds>),
-    taps: OperatorTaps,
+    operators: Option<Arc<Telemetry>>,
     pixel_demand: Arc<crate::frame::PixelDemand>,
-) -> Result<Stages, PipelineError> {
+) -> Result<(Stages, ChosenEngine), PipelineError> {
     let pool = config.source.pool_size;
     let (mut producer, consumer) = ring::frame_ring(pool);
     // Each part's deadline clock starts as capture hands the frame on.
@@ -535,19 +550,30 @@ fn start_stages(
     // frame plus one waiting: more only adds queueing latency, not throughput.
     let work_records = 4;
     let (free_tx, free_rx) = bounded::<Box<FrameWork>>(work_records);
-    for _ in 0..work_records {
-        let _ = free_tx.send(Box::new(FrameWork::new(&geometry)));
-    }
     let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
     let (to_output, output_in) = bounded::<StageMessage>(work_records);
     let (done_tx, output_done) = bounded::<()>(1);
-    // A GPU backend with CUDA preprocessing runs each frame in one device
-    // thread on one stream (infer::device_stage) instead of preprocess + infer.
-    let frame_preprocessor = if infer::device_stage::runs_on_device(config, backend.kind()) {
-        None
-    } else {
-        Some(FramePreprocessor::open(config, geometry)?)
-    };
+    // Host or device mode is decided from the config before any engine is
+    // opened; whichever runs opens each model once and tells the geometry.
+    let (frame_path, geometry, engine) = open_frame_path(
+        config,
+        consumer,
+        free_rx,
+        to_output.clone(),
+        liveness,
+    )?;
+    log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
+    // The archive and the page's live view, sized for the masks of these models.
+    let taps = OperatorTaps::new(
+        operators,
+        config.archive.as_ref(),
+        Arc::clone(&pixel_demand),
+        geometry.seg_hw,
+    )
+    .map_err(|e| PipelineError::Spawn("archive", e))?;
+    for _ in 0..work_records {
+        let _ = free_tx.send(Box::new(FrameWork::new(&geometry)));
+    }
 
     let sink = ResultSink::open(&config.output)?;
     let results_file = sink.status();
@@ -575,26 +601,20 @@ fn start_stages(
         result
     })?;
     let mut model_swap = None;
-    let (ring_reader, infer) = match frame_preprocessor {
-        None => {
-            let kind = backend.kind();
-            // The device path opens its own sessions on its stream.
-            drop(backend);
+    let (ring_reader, infer) = match frame_path {
+        FramePath::Device(device) => {
             // It keeps no host copy of the frame or the mask.
             if config.archive.is_some() || config.status.is_some() {
                 log::warn!(target: "sealcheck::pipeline", "the GPU device path keeps no host copy of frames: the archive and the status page's live view stay empty (metrics and counters work)");
             }
-            let device = infer::device_stage::DeviceStage {
-                input: consumer,
-                output: to_output,
-                free_work: free_rx,
-                liveness: liveness.clone(),
-            }
-            .spawn(config, kind, geometry)
-            .map_err(|e| InferError::Device(Box::new(e)))?;
             (device, None)
         }
-        Some(frame_preprocessor) => {
+        FramePath::Host {
+            consumer,
+            free_rx,
+            backend,
+            frame_preprocessor,
+        } => {
             let (swaps, swap_rx) = bounded::<ModelSwap>(1);
             model_swap = Some(ModelSwapTarget {
                 swaps,
@@ -644,16 +664,83 @@ fn start_stages(
             .map_err(|e| PipelineError::Spawn("replay", e))?,
         ),
     };
-    Ok(Stages {
-        capture,
-        ring_reader,
-        infer,
-        output,
-        output_done,
-        deadline,
-        model_swap,
-        results_file,
-    })
+    Ok((
+        Stages {
+            capture,
+            ring_reader,
+            infer,
+            output,
+            output_done,
+            deadline,
+            model_swap,
+            results_file,
+        },
+        engine,
+    ))
+}
+
+/// Starts the device thread when the config asks for device mode, or opens
+/// the host engine and preprocessor; either way each model is opened once.
+/// `auto` whose GPU engines cannot run here goes on in host mode.
+fn open_frame_path(
+    config: &Config,
+    consumer: ring::RingConsumer,
+    free_rx: Receiver<Box<FrameWork>>,
+    to_output: crossbeam_channel::Sender<StageMessage>,
+    liveness: &Liveness,
+) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
+    let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
+        None => (consumer, free_rx),
+        Some(plan) => {
+            let stage = DeviceStage {
+                input: consumer,
+                output: to_output,
+                free_work: free_rx,
+                liveness: liveness.clone(),
+            };
+            match stage.spawn(config, plan) {
+                Ok((device, started)) => {
+                    let engine = ChosenEngine {
+                        name: started.kind.as_str().to_string(),
+                        reason: started.reason,
+                    };
+                    return Ok((FramePath::Device(device), started.geometry, engine));
+                }
+                Err(DeviceStartFailed {
+                    error,
+                    stage: Some(stage),
+                }) => {
+                    log::info!(target: "sealcheck::pipeline", error:% = error;
+                        "auto: no GPU engine for the device path; choosing a host-mode engine");
+                    (stage.input, stage.free_work)
+                }
+                Err(DeviceStartFailed { error, .. }) => {
+                    return Err(match error {
+                        DeviceFrameError::Open(e) => PipelineError::Inference(e),
+                        other => PipelineError::Device(other),
+                    });
+                }
+            }
+        }
+    };
+    let selection = infer::open_backend(config)?;
+    let geometry = infer::geometry(
+        selection.backend.segmentation_io(),
+        selection.backend.classifier_io(),
+    )?;
+    let frame_preprocessor = FramePreprocessor::open(config, geometry)?;
+    let engine = ChosenEngine {
+        name: selection.backend.kind().as_str().to_string(),
+        reason: selection.reason,
+    };
+    let path = FramePath::Host {
+        consumer,
+        free_rx,
+        backend: selection.backend,
+        frame_preprocessor,
+    };
+    Ok((path, geometry, engine))
+
 }
 
 fn spawn<T: Send + 'static>(

@@ -19,10 +19,9 @@ use std::sync::Arc;
 
 use sealcheck::config::Normalization;
 use sealcheck::frame::{ImageView, PixelLayout, TensorGeometry};
-use sealcheck::gpu::{
-    FrameTransfer, GpuContext, GpuError, GpuOptions, GpuPreprocessor, TensorElement,
-};
-use sealcheck::preprocess::{Preprocessor, logits_to_mask};
+use sealcheck::gpu::{GpuContext, GpuError, TensorElement};
+use sealcheck::preprocess::gpu::{FrameTransfer, GpuOptions, GpuPreprocessor};
+use sealcheck::preprocess::{FramePreprocessError, Preprocessor, logits_to_mask};
 
 const F32_TOLERANCE: f32 = 1e-5;
 const F16_TOLERANCE: f32 = 2e-3;
@@ -499,7 +498,7 @@ fn wrong_inputs_are_refused(gpu: &Arc<GpuContext>) -> CaseResult {
         data: &data,
     };
     match gpu_pre.frame_to_tensors(short, &mut seg, &mut cls) {
-        Err(GpuError::Frame(_)) => {}
+        Err(FramePreprocessError::Frame(_)) => {}
         other => {
             return Err(format!(
                 "a frame with too few bytes was not refused: {other:?}"
@@ -515,7 +514,7 @@ fn wrong_inputs_are_refused(gpu: &Arc<GpuContext>) -> CaseResult {
         data: &frame,
     };
     match gpu_pre.frame_to_tensors(ok, &mut seg[1..], &mut cls) {
-        Err(GpuError::BufferLength { .. }) => {}
+        Err(FramePreprocessError::Gpu(GpuError::BufferLength { .. })) => {}
         other => return Err(format!("a short output buffer was not refused: {other:?}")),
     }
     let mut halves = vec![0u16; geometry.seg_input_len()];

@@ -436,3 +436,40 @@ fn whole_clip_matches_the_training_pipeline_frame_by_frame() {
         assert!(da < 1e-3, "frame {seq}: seal_area differs by {da}");
     }
 }
+
+/// How often `sealcheck run`'s log says each model was opened.
+fn model_openings(stderr: &str) -> (usize, usize) {
+    let opened = |model: &str| {
+        stderr
+            .lines()
+            .filter(|l| l.contains("model opened") && l.contains(&format!("model={model}")))
+            .count()
+    };
+    (opened("segmentation"), opened("classifier"))
+}
+
+/// Each model is opened once per run, whatever engine runs it: the device
+/// path used to open a backend to read the shapes, drop it and open its own
+/// (on a Jetson, every engine twice in 8 GB of shared memory). With
+/// `preprocess = "cuda"` in a `cuda` build on a GPU machine this covers the
+/// device path (scripts/gpu_verify_ort.sh step a also counts it there).
+#[test]
+fn each_model_is_opened_once_per_run() {
+    let mut backends = vec!["tract"];
+    if onnxruntime_available() {
+        backends.extend(["onnxruntime", "auto"]);
+    }
+    for backend in backends {
+        let dir = tempfile::tempdir().unwrap();
+        copy_clip_prefix(dir.path(), 2);
+        let source = "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"";
+        let out = run(&write_config(dir.path(), source, backend));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert_eq!(
+            model_openings(&stderr),
+            (1, 1),
+            "backend {backend}: each model opened once\n{stderr}"
+        );
+    }
+}

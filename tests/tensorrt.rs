@@ -29,12 +29,12 @@ mod with_tensorrt {
     use sealcheck::config::{self, Config};
     use sealcheck::decision::{self, Decision};
     use sealcheck::frame::{FrameMeta, FrameSlot, FrameWork, TensorGeometry};
-    use sealcheck::gpu::FrameTransfer;
     use sealcheck::gpu::GpuContext;
     use sealcheck::infer::tensorrt::{
-        BuildReason, Builder, CacheOutcome, DevicePath, Precision, Runtime, TensorRtBackend,
+        BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend,
         TensorRtSettings, compiled_against, load_library, version_string,
     };
+    use sealcheck::infer::device_stage::DeviceFramePath;
     use sealcheck::infer::{self, InferenceBackend, infer_frame, tract::TractBackend};
     use sealcheck::preprocess::Preprocessor;
 
@@ -425,13 +425,7 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
         let cfg = demo_config();
         let backend =
             TensorRtBackend::open_with(&cfg, &settings(shared_engine_dir()), None).unwrap();
-        let integrated = backend.gpu().integrated();
-        let transfer = if integrated {
-            FrameTransfer::Mapped
-        } else {
-            FrameTransfer::Copy
-        };
-        let mut device = DevicePath::new(&cfg, backend, transfer)
+        let mut device = sealcheck::infer::tensorrt::device_runner(&cfg, backend)
             .expect("device path over the GPU preprocessor");
         let defect_class = cfg.classifier.defect_class;
         for (seq, image) in clip_frames().iter().enumerate().step_by(PARITY_STRIDE) {

@@ -268,11 +268,6 @@ impl Capture {
         self.shared.has_ended()
     }
 
-    /// The source as named in messages, e.g. "v4l2 device /dev/video0".
-    pub fn source_name(&self) -> &str {
-        &self.shared.origin
-    }
-
     /// A cloneable view of capture's state for another thread (the watchdog).
     pub fn health_probe(&self) -> CaptureProbe {
         CaptureProbe {

@@ -167,19 +167,6 @@ pub(crate) unsafe fn event_synchronize(event: RawEvent) -> Result<(), DriverErro
     unsafe { sys::cuEventSynchronize(event) }.result()
 }
 
-/// `Ok(true)` when the work before the event's last record has finished.
-///
-/// # Safety
-/// `event` must be live.
-pub(crate) unsafe fn event_query(event: RawEvent) -> Result<bool, DriverError> {
-    // SAFETY: the caller guarantees a live event.
-    match unsafe { sys::cuEventQuery(event) } {
-        sys::CUresult::CUDA_SUCCESS => Ok(true),
-        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-        status => Err(DriverError(status)),
-    }
-}
-
 /// Milliseconds between two completed events.
 ///
 /// # Safety

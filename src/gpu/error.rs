@@ -4,8 +4,6 @@
 
 use cudarc::driver::DriverError;
 
-use crate::preprocess::PreprocessError;
-
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(
@@ -43,8 +41,8 @@ pub enum GpuError {
         #[source]
         source: DriverError,
     },
-    #[error("the frame was refused: {0}")]
-    Frame(#[from] PreprocessError),
+    #[error("kernel {symbol} was not loaded into this kernel set (a benchmark-only kernel?)")]
+    KernelNotLoaded { symbol: &'static str },
     #[error(
         "{buffer} buffer holds {len} elements but the model geometry needs {expected}; \
          it was sized for other models"

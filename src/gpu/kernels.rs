@@ -9,25 +9,21 @@ use std::sync::Arc;
 
 use super::driver::{self, Function, Module};
 use super::stream::Stream;
+pub use super::element::TensorElement;
 use super::{GpuContext, GpuError};
 use crate::frame::PixelLayout;
 
-/// Element type of a tensor on the device, as the engine's input or output wants it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorElement {
-    F32,
-    /// IEEE half precision (carried as `u16` bits on the host).
-    F16,
+/// One output coordinate's two input neighbours and their weights; the
+/// layout of `Tap` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceTap {
+    pub first: u32,
+    pub second: u32,
+    pub w_first: f32,
+    pub w_second: f32,
 }
-
-impl TensorElement {
-    pub fn bytes(self) -> usize {
-        match self {
-            TensorElement::F32 => 4,
-            TensorElement::F16 => 2,
-        }
-    }
-}
+const _: () = assert!(size_of::<DeviceTap>() == 16);
 
 /// The compiled kernel files (one fatbin per `kernels/*.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +55,8 @@ impl KernelFile {
         KernelFile::Mask,
         KernelFile::BenchDelay,
     ];
+    /// What the pipeline loads: not the benchmark's delay kernel.
+    pub const PIPELINE: [KernelFile; 2] = [KernelFile::FrameToTensors, KernelFile::Mask];
 
     pub fn source(self) -> &'static str {
         match self {
@@ -252,16 +250,26 @@ unsafe impl Send for KernelSet {}
 unsafe impl Sync for KernelSet {}
 
 impl KernelSet {
-    /// Loads every embedded kernel file and looks up every kernel.
+    /// Loads the kernel files the pipeline runs (not the benchmark's) and
+    /// looks up their kernels.
     pub fn load(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        Self::load_files(gpu, &KernelFile::PIPELINE)
+    }
+
+    /// As `load`, plus `BenchDelay` (benchmarks only).
+    pub fn load_with_bench(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        Self::load_files(gpu, &KernelFile::ALL)
+    }
+
+    fn load_files(gpu: &Arc<GpuContext>, files: &[KernelFile]) -> Result<Self, GpuError> {
         gpu.bind()?;
         let mut set = KernelSet {
             gpu: Arc::clone(gpu),
-            modules: Vec::with_capacity(KernelFile::ALL.len()),
+            modules: Vec::with_capacity(files.len()),
             functions: [std::ptr::null_mut(); Kernel::COUNT],
         };
-        let mut loaded = [std::ptr::null_mut(); KernelFile::ALL.len()];
-        for (slot, file) in KernelFile::ALL.into_iter().enumerate() {
+        let mut loaded = Vec::with_capacity(files.len());
+        for &file in files {
             // SAFETY: the context is current; the image is a complete fatbin
             // written by build.rs, embedded 16-byte aligned.
             let module =
@@ -272,20 +280,19 @@ impl KernelSet {
                     })?;
             // Pushed at once so Drop unloads it even if a later step fails.
             set.modules.push(module);
-            loaded[slot] = module;
+            loaded.push((file, module));
         }
         for kernel in Kernel::all() {
-            let file_slot = KernelFile::ALL
-                .iter()
-                .position(|&f| f == kernel.file())
-                .unwrap_or(0);
+            let Some(&(_, module)) = loaded.iter().find(|(f, _)| *f == kernel.file()) else {
+                continue;
+            };
             // SAFETY: the module was loaded above and is live.
-            let function = unsafe { driver::module_function(loaded[file_slot], kernel.symbol()) }
+            let function = unsafe { driver::module_function(module, kernel.symbol()) }
                 .map_err(|source| GpuError::KernelMissing {
-                symbol: kernel.symbol().to_str().unwrap_or("?"),
-                file: kernel.file().source(),
-                source,
-            })?;
+                    symbol: kernel.symbol().to_str().unwrap_or("?"),
+                    file: kernel.file().source(),
+                    source,
+                })?;
             set.functions[kernel.index()] = function;
         }
         Ok(set)
@@ -307,6 +314,12 @@ impl KernelSet {
         stream: &Stream,
         params: &P,
     ) -> Result<(), GpuError> {
+        let function = self.functions[kernel.index()];
+        if function.is_null() {
+            return Err(GpuError::KernelNotLoaded {
+                symbol: kernel.symbol().to_str().unwrap_or("?"),
+            });
+        }
         self.gpu.bind()?;
         let mut args = [std::ptr::from_ref(params).cast_mut().cast::<c_void>()];
         // SAFETY: the function belongs to a module this set keeps loaded; the
@@ -314,7 +327,7 @@ impl KernelSet {
         // driver copies the block during the call.
         unsafe {
             driver::launch(
-                self.functions[kernel.index()],
+                function,
                 grid,
                 (block, 1, 1),
                 stream.raw(),

@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::driver::{self, DevicePtr};
+use super::kernels::TensorElement;
 use super::{GpuContext, GpuError};
 
 /// Element types that may live in GPU buffers: plain data for which every bit
@@ -32,8 +33,8 @@ macro_rules! device_value {
 }
 // u16 carries f16 bits on the host.
 device_value!(u8, u16, u32, u64, f32);
-impl private::Sealed for super::tables::DeviceTap {}
-impl DeviceValue for super::tables::DeviceTap {}
+impl private::Sealed for super::kernels::DeviceTap {}
+impl DeviceValue for super::kernels::DeviceTap {}
 
 /// `len` values of `T` in device memory.
 #[derive(Debug)]
@@ -192,4 +193,14 @@ fn byte_len<T>(len: usize) -> Result<usize, GpuError> {
         value: len,
         max: usize::MAX / size_of::<T>(),
     })
+}
+
+/// A tensor in device memory, for binding to an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTensor {
+    /// Device address of the first element.
+    pub ptr: u64,
+    /// Elements (not bytes).
+    pub len: usize,
+    pub element: TensorElement,
 }

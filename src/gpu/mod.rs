@@ -1,34 +1,52 @@
-//! GPU preprocessing: the CUDA kernels of `kernels/*.cu` (compiled by
-//! build.rs with nvcc, embedded as fatbins) and the Rust that drives them on
-//! one CUDA stream. Built only with the `cuda` feature.
+//! The CUDA layer: driver, context, streams, events, memory and the kernels
+//! of `kernels/*.cu` (compiled by build.rs with nvcc, embedded as fatbins).
+//! Built only with the `cuda` feature. It imports no pipeline stage: GPU
+//! preprocessing lives with preprocessing (`preprocess::gpu`), the engines
+//! with inference (`infer::device_runner`).
 //!
 //! Layers, bottom up (as cudarc's own `sys` -> `result` -> safe types):
 //! - `driver`: every raw driver call, one function each, status to `Result`;
 //! - safe owners: `GpuContext` (a device's primary context), `Stream`,
 //!   `Event`, `DeviceBuffer`, `PinnedBuffer`, `KernelSet`; each releases its
 //!   resource on drop and records a failed release in the context;
-//! - `GpuPreprocessor`: the CPU `Preprocessor`'s work on the GPU, with the
-//!   tables (`tables`) built exactly as the CPU builds them, so the results
-//!   agree to the bit in f32.
+//!
+//! Without the `cuda` feature, `stub.rs` stands in (as candle's
+//! `dummy_cuda_backend`): the same names, uninhabited, and
+//! `GpuContext::open` answers `GpuError::NotBuilt`; so the rest of the
+//! crate needs no `cfg` to build and test everywhere.
 //!
 //! The driver library is loaded at run time, so a binary built with `cuda`
 //! still starts on a machine without one: `GpuContext::open` then returns
 //! `GpuError::NoDriver` or `GpuError::NoDevice`.
 
-mod context;
-mod driver;
-mod error;
-pub mod kernels;
-pub mod memory;
-mod preprocess;
-pub mod stream;
-pub mod tables;
+mod element;
+pub use element::TensorElement;
 
+#[cfg(feature = "cuda")]
+mod context;
+#[cfg(feature = "cuda")]
+mod driver;
+#[cfg(feature = "cuda")]
+mod error;
+#[cfg(feature = "cuda")]
+pub mod kernels;
+#[cfg(feature = "cuda")]
+pub mod memory;
+#[cfg(feature = "cuda")]
+pub mod stream;
+
+#[cfg(feature = "cuda")]
 pub use context::GpuContext;
+#[cfg(feature = "cuda")]
 pub use error::GpuError;
-pub use kernels::{Kernel, KernelSet, TensorElement};
-pub use memory::{DeviceBuffer, DeviceValue, PinnedBuffer};
-pub use preprocess::{
-    DeviceTensor, FrameTransfer, GpuOptions, GpuPreprocessor, MAX_TENSOR_SIDE, TensorValue,
-};
+#[cfg(feature = "cuda")]
+pub use kernels::{Kernel, KernelSet};
+#[cfg(feature = "cuda")]
+pub use memory::{DeviceBuffer, DeviceTensor, DeviceValue, PinnedBuffer};
+#[cfg(feature = "cuda")]
 pub use stream::{Event, Stream};
+
+#[cfg(not(feature = "cuda"))]
+mod stub;
+#[cfg(not(feature = "cuda"))]
+pub use stub::{GpuContext, GpuError, Stream};

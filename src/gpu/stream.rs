@@ -183,8 +183,6 @@ fn check_range(what: &'static str, at: usize, len: usize, capacity: usize) -> Re
 pub struct Event {
     gpu: Arc<GpuContext>,
     raw: RawEvent,
-    /// Whether it was ever recorded (waiting on a never-recorded event returns at once).
-    recorded: bool,
 }
 
 // SAFETY: a CUevent handle may be used from any thread once its context is
@@ -202,7 +200,6 @@ impl Event {
         Ok(Event {
             gpu: Arc::clone(gpu),
             raw,
-            recorded: false,
         })
     }
 
@@ -216,9 +213,7 @@ impl Event {
         // SAFETY: both are live; the stream belongs to this event's context
         // (both were made from the same GpuContext, checked in debug builds).
         unsafe { driver::event_record(self.raw, stream.raw()) }
-            .map_err(GpuError::driver("cuEventRecord"))?;
-        self.recorded = true;
-        Ok(())
+            .map_err(GpuError::driver("cuEventRecord"))
     }
 
     /// Blocks until the work before the last `record` has run.
@@ -227,16 +222,6 @@ impl Event {
         // SAFETY: the event is live.
         unsafe { driver::event_synchronize(self.raw) }
             .map_err(GpuError::driver("cuEventSynchronize"))
-    }
-
-    /// Whether the work before the last `record` has run (true if never recorded).
-    pub fn is_complete(&self) -> Result<bool, GpuError> {
-        if !self.recorded {
-            return Ok(true);
-        }
-        self.gpu.bind()?;
-        // SAFETY: the event is live.
-        unsafe { driver::event_query(self.raw) }.map_err(GpuError::driver("cuEventQuery"))
     }
 
     /// GPU milliseconds from `start` to `self`; both must be timing events,

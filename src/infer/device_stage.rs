@@ -10,6 +10,11 @@
 //!   host: one wait -> StageMessage::Inspect(work) to the output stage
 //! ```
 //!
+//! Which engine, and whether this stage runs at all, is decided from the
+//! config (`device_plan`) before any engine is opened; the thread opens the
+//! engine once (`open_path`) and reports the models' geometry back on its
+//! start channel, which sizes the pipeline's work records.
+//!
 //! A path may keep more than one frame on the stream (`max_in_flight`): when
 //! the next frame is already waiting in the ring, the host stages it while the
 //! GPU still works on the one before. When none is waiting, the frame on the
@@ -25,7 +30,7 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
-use crate::config::{ComputeDevice, Config};
+use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::{FailedStage, FrameWork, ImageView, StageMessage, TensorGeometry};
 use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
@@ -61,7 +66,8 @@ impl FrameTraffic {
 }
 
 /// A whole frame on one CUDA stream, frame in, decision inputs out.
-/// Implemented by the ONNX Runtime CUDA path and TensorRT's `DevicePath`.
+/// Implemented by `device_runner::DeviceRunner` for every GPU engine (and by
+/// a test double below).
 pub trait DeviceFramePath {
     fn kind(&self) -> BackendKind;
 
@@ -97,12 +103,18 @@ pub trait DeviceFramePath {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceFrameError {
-    #[cfg(feature = "cuda")]
     #[error("GPU device path: cannot {action}: {source}")]
     Gpu {
         action: &'static str,
         #[source]
         source: crate::gpu::GpuError,
+    },
+    /// The GPU preprocessor refused the frame or could not queue it.
+    #[error("GPU device path: cannot {action}: {source}")]
+    Preprocess {
+        action: &'static str,
+        #[source]
+        source: crate::preprocess::FramePreprocessError,
     },
     #[error(
         "ONNX Runtime on CUDA: cannot {action} for the {role} model: {message} \
@@ -140,45 +152,80 @@ impl DeviceFrameError {
             _ => FailedStage::Segment,
         }
     }
-}
 
-/// Whether the config and the chosen backend run a frame wholly on the GPU:
-/// CUDA preprocessing, a GPU engine, and a build with the kernels.
-pub fn runs_on_device(config: &Config, backend: BackendKind) -> bool {
-    cfg!(feature = "cuda")
-        && config.inference.preprocess == ComputeDevice::Cuda
-        && matches!(
-            backend,
-            BackendKind::OnnxRuntimeCuda | BackendKind::TensorRt
-        )
-}
-
-/// Opens the device path for `backend` on a fresh stream.
-pub fn open_path(
-    config: &Config,
-    backend: BackendKind,
-    geometry: TensorGeometry,
-) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        BackendKind::OnnxRuntimeCuda => Ok(Box::new(
-            super::onnxruntime_device::OrtDevicePath::open(config, geometry)?,
-        )),
-        #[cfg(feature = "tensorrt")]
-        BackendKind::TensorRt => {
-            let gpu_backend = super::tensorrt::TensorRtBackend::open(config)?;
-            let transfer = crate::gpu::FrameTransfer::for_gpu(gpu_backend.gpu());
-            Ok(Box::new(super::tensorrt::DevicePath::new(
-                config,
-                gpu_backend,
-                transfer,
-            )?))
-        }
-        other => {
-            let _ = (config, geometry);
-            Err(DeviceFrameError::Unsupported(other.as_str()))
+    /// At start: whether this means "no GPU engine can run here" (so
+    /// `backend = "auto"` goes on to the host engines), as opposed to a
+    /// problem with the models or the config, which stops the start.
+    pub fn is_engine_unavailable(&self) -> bool {
+        match self {
+            DeviceFrameError::Gpu { .. } | DeviceFrameError::Preprocess { .. } => true,
+            DeviceFrameError::Open(e) => e.is_engine_unavailable(),
+            #[cfg(feature = "tensorrt")]
+            DeviceFrameError::TensorRt(e) => e.is_unavailable(),
+            DeviceFrameError::Unsupported(_) => true,
+            _ => false,
         }
     }
+}
+
+/// Which engine the device path opens, decided from the config alone
+/// before any engine is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevicePlan {
+    /// `backend = "tensorrt"`.
+    TensorRt,
+    /// `backend = "onnxruntime"`, `device = "cuda"`.
+    OnnxRuntimeCuda,
+    /// `backend = "auto"`: TensorRT, then ONNX Runtime CUDA; when neither
+    /// can run here, the pipeline goes on in host mode.
+    Auto,
+}
+
+/// Whether the config runs each frame wholly on the GPU (device mode): CUDA
+/// preprocessing, a GPU engine (or `auto`), and a build with the kernels.
+/// `None` is host mode: preprocess and infer threads.
+pub fn device_plan(config: &Config) -> Option<DevicePlan> {
+    if !cfg!(feature = "cuda") || config.inference.preprocess != ComputeDevice::Cuda {
+        return None;
+    }
+    match config.inference.backend {
+        BackendChoice::TensorRt => Some(DevicePlan::TensorRt),
+        BackendChoice::OnnxRuntime if config.inference.device == ComputeDevice::Cuda => {
+            Some(DevicePlan::OnnxRuntimeCuda)
+        }
+        BackendChoice::Auto => Some(DevicePlan::Auto),
+        _ => None,
+    }
+}
+
+/// A device path opened, and what the pipeline needs to know about it.
+pub struct OpenedPath {
+    pub path: Box<dyn DeviceFramePath>,
+    /// The models' tensor shapes, read once from the engines just opened.
+    pub geometry: TensorGeometry,
+    /// Why this engine, for the start-up log line and the run summary.
+    pub reason: String,
+}
+
+/// Opens the device path `plan` names, on a fresh stream: each model once.
+pub fn open_path(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrameError> {
+    super::device_runner::open(config, plan)
+}
+
+/// What the device thread reports once its engines are open.
+#[derive(Debug, Clone)]
+pub struct DeviceStarted {
+    pub kind: BackendKind,
+    pub geometry: TensorGeometry,
+    pub reason: String,
+}
+
+/// Why the device thread did not start. With `stage` given (an `auto`
+/// plan whose GPU engines cannot run here), the caller may go on in host
+/// mode with the channels it gets back.
+pub struct DeviceStartFailed {
+    pub error: DeviceFrameError,
+    pub stage: Option<DeviceStage>,
 }
 
 /// The device thread's channels.
@@ -192,39 +239,53 @@ pub struct DeviceStage {
 
 impl DeviceStage {
     /// Starts the device thread: it opens the path (so the stream, buffers
-    /// and sessions belong to it) and reports success or the start error
-    /// before this returns.
+    /// and engines belong to it; each model is opened once) and reports the
+    /// models' geometry, or the start error, before this returns.
     pub fn spawn(
         self,
         config: &Config,
-        backend: BackendKind,
-        geometry: TensorGeometry,
-    ) -> Result<JoinHandle<EndOfStream>, DeviceFrameError> {
+        plan: DevicePlan,
+    ) -> Result<(JoinHandle<EndOfStream>, DeviceStarted), DeviceStartFailed> {
         let config = config.clone();
         let frames_in_flight = config.inference.frames_in_flight;
-        let (started_tx, started_rx) = bounded::<Result<(), DeviceFrameError>>(1);
+        type Start = Result<DeviceStarted, (DeviceFrameError, Option<DeviceStage>)>;
+        let (started_tx, started_rx) = bounded::<Start>(1);
         let handle = std::thread::Builder::new()
             .name("device".to_string())
-            .spawn(move || match open_path(&config, backend, geometry) {
-                Ok(mut path) => {
-                    let _ = started_tx.send(Ok(()));
-                    log::info!(target: "sealcheck::pipeline", backend = backend.as_str();
+            .spawn(move || match open_path(&config, plan) {
+                Ok(mut opened) => {
+                    let kind = opened.path.kind();
+                    let _ = started_tx.send(Ok(DeviceStarted {
+                        kind,
+                        geometry: opened.geometry,
+                        reason: opened.reason,
+                    }));
+                    log::info!(target: "sealcheck::pipeline", backend = kind.as_str();
                         "device stage: preprocessing, both models and the mask on one CUDA stream");
-                    self.run(path.as_mut(), frames_in_flight)
+                    self.run(opened.path.as_mut(), frames_in_flight)
                 }
                 Err(e) => {
-                    let _ = started_tx.send(Err(e));
+                    // `auto` may go on in host mode: hand the channels back.
+                    let back = (plan == DevicePlan::Auto && e.is_engine_unavailable())
+                        .then_some(self);
+                    let _ = started_tx.send(Err((e, back)));
                     EndOfStream::Stopped
                 }
             })
-            .map_err(DeviceFrameError::Spawn)?;
+            .map_err(|e| DeviceStartFailed {
+                error: DeviceFrameError::Spawn(e),
+                stage: None,
+            })?;
         match started_rx.recv() {
-            Ok(Ok(())) => Ok(handle),
-            Ok(Err(e)) => {
+            Ok(Ok(started)) => Ok((handle, started)),
+            Ok(Err((error, stage))) => {
                 let _ = handle.join();
-                Err(e)
+                Err(DeviceStartFailed { error, stage })
             }
-            Err(_) => Err(DeviceFrameError::StartLost),
+            Err(_) => Err(DeviceStartFailed {
+                error: DeviceFrameError::StartLost,
+                stage: None,
+            }),
         }
     }
 
@@ -545,18 +606,23 @@ mod tests {
     }
 
     #[test]
-    fn cpu_backends_and_cpu_preprocessing_stay_off_the_device_stage() {
+    fn the_mode_is_decided_from_the_config_alone() {
         let mut config = crate::config::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml"),
         )
         .unwrap();
-        assert!(!runs_on_device(&config, BackendKind::OnnxRuntimeCuda));
+        let on_gpu = |plan| cfg!(feature = "cuda").then_some(plan);
+        assert_eq!(device_plan(&config), None, "CPU preprocessing is host mode");
         config.inference.preprocess = ComputeDevice::Cuda;
-        assert!(!runs_on_device(&config, BackendKind::OnnxRuntimeCpu));
-        assert!(!runs_on_device(&config, BackendKind::Tract));
-        assert_eq!(
-            runs_on_device(&config, BackendKind::OnnxRuntimeCuda),
-            cfg!(feature = "cuda")
-        );
+        assert_eq!(device_plan(&config), on_gpu(DevicePlan::Auto));
+        config.inference.backend = BackendChoice::Tract;
+        assert_eq!(device_plan(&config), None);
+        config.inference.backend = BackendChoice::OnnxRuntime;
+        config.inference.device = ComputeDevice::Cpu;
+        assert_eq!(device_plan(&config), None);
+        config.inference.device = ComputeDevice::Cuda;
+        assert_eq!(device_plan(&config), on_gpu(DevicePlan::OnnxRuntimeCuda));
+        config.inference.backend = BackendChoice::TensorRt;
+        assert_eq!(device_plan(&config), on_gpu(DevicePlan::TensorRt));
     }
 }

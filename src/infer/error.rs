@@ -10,9 +10,6 @@ pub const ORT_LIBRARY_FIX: &str = "run `make onnxruntime` (scripts/fetch_onnxrun
 
 #[derive(Debug, thiserror::Error)]
 pub enum InferError {
-    /// The device stage (GPU backend with CUDA preprocessing) could not start.
-    #[error(transparent)]
-    Device(Box<super::device_stage::DeviceFrameError>),
     #[error(
         "{role} model file {} does not exist (config key [{}] path); \
          copy the .onnx file there or point `path` at it",

@@ -10,7 +10,23 @@
 //! Every engine reads the models' input/output names and shapes from the files
 //! and checks them against the config through `model_io`, so a model swap that
 //! breaks the contract stops the start with a message naming file and key.
+//!
+//! Device mode (`preprocess = "cuda"` with a GPU engine, decided from the config
+//! by `device_stage::device_plan`) does not go through `open_backend`:
+//!
+//! ```text
+//! device_stage (its thread) -> open_path(plan) -> device_runner::DeviceRunner<E>
+//!     E = onnxruntime_device::OrtDeviceEngine | tensorrt::TrtDeviceEngine
+//!     (each opens its models once, on the runner's stream, and only queues them)
+//! ```
 
+// The device path's runner (one stream, tickets, events) shared by the GPU
+// engines; a stub that says "no CUDA" without the `cuda` feature.
+#[cfg(feature = "cuda")]
+pub mod device_runner;
+#[cfg(not(feature = "cuda"))]
+#[path = "device_runner_stub.rs"]
+pub mod device_runner;
 pub mod device_stage;
 mod error;
 mod model_io;
@@ -22,7 +38,7 @@ mod stage;
 pub mod tract;
 
 pub use error::{InferError, ORT_LIBRARY_FIX};
-pub use model_io::{ModelIo, ModelRole};
+pub use model_io::{ModelIo, ModelRole, models_opened};
 pub use stage::{InferStage, ModelSwap, infer_frame};
 
 use crate::config::{BackendChoice, ComputeDevice, Config};
@@ -169,7 +185,17 @@ fn open_tensorrt(_cfg: &Config) -> Result<BackendSelection, InferError> {
 
 /// The class indices the decision reads must exist in the models' logits.
 fn check_class_indices(cfg: &Config, backend: &dyn InferenceBackend) -> Result<(), InferError> {
-    let geometry = geometry(backend.segmentation_io(), backend.classifier_io())?;
+    checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io()).map(drop)
+}
+
+/// The two models' geometry, once the class indices the decision reads are
+/// known to exist in their logits; every engine's opening ends here.
+pub fn checked_geometry(
+    cfg: &Config,
+    seg: &ModelIo,
+    cls: &ModelIo,
+) -> Result<TensorGeometry, InferError> {
+    let geometry = geometry(seg, cls)?;
     if cfg.segmentation.mask_class >= geometry.seg_classes {
         return Err(InferError::Mismatch(format!(
             "[models.segmentation] mask_class = {} but model {} has only {} classes (0..{}); fix mask_class",
@@ -188,7 +214,7 @@ fn check_class_indices(cfg: &Config, backend: &dyn InferenceBackend) -> Result<(
             geometry.cls_classes - 1
         )));
     }
-    Ok(())
+    Ok(geometry)
 }
 
 /// Tensor shapes of the two models, for sizing the per-frame buffers.

@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::error::InferError;
 use crate::frame::TensorGeometry;
@@ -155,6 +156,23 @@ impl<'a> ModelSpec<'a> {
             problem: problem.into(),
         }
     }
+}
+
+/// Models opened in this process, by every engine (`record_opened`).
+static MODELS_OPENED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many models engines have opened in this process so far.
+pub fn models_opened() -> usize {
+    MODELS_OPENED.load(Ordering::Relaxed)
+}
+
+/// Every engine calls this once per model it has opened and checked: the
+/// "model opened" log line (and `models_opened`) show a model opened twice,
+/// which on a Jetson is an engine twice in shared memory.
+pub(crate) fn record_opened(spec: &ModelSpec<'_>, engine: &str) {
+    MODELS_OPENED.fetch_add(1, Ordering::Relaxed);
+    log::info!(target: "sealcheck::infer", model = spec.role.as_str(), engine = engine,
+        path:% = spec.path.display(); "model opened");
 }
 
 /// Checks what the model declares against the config's names and the shape

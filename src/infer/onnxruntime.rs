@@ -15,7 +15,6 @@
 //! would replace `OrtModel::run` and the preallocated output; nothing else here
 //! depends on where the tensors live.
 
-use std::ffi::CStr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,12 +29,16 @@ use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 
 use super::error::InferError;
 use super::model_io::{
-    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
+    resolve_model_io,
 };
 use super::{BackendKind, InferenceBackend};
 use crate::config::{
     ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
 };
+
+// Raw C API calls `ort` does not wrap.
+pub(crate) mod sys;
 
 const ENGINE: &str = "ONNX Runtime";
 
@@ -127,6 +130,7 @@ impl OrtModel {
         let inputs = declared(session.inputs());
         let outputs = declared(session.outputs());
         let io = resolve_model_io(spec, &inputs, &outputs)?;
+        record_opened(spec, device_engine_name(device));
 
         let engine_error = |action: &str, e: ort::Error| InferError::OrtEngine {
             library: runtime.library.clone(),
@@ -317,9 +321,18 @@ pub(crate) fn open_cuda_session(
         &declared(session.inputs()),
         &declared(session.outputs()),
     )?;
+    record_opened(spec, device_engine_name(ComputeDevice::Cuda));
     log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), role:% = spec.role;
         "ONNX Runtime CUDA session on the pipeline's stream");
     Ok((session, io))
+}
+
+/// The engine's name in the "model opened" log line.
+fn device_engine_name(device: ComputeDevice) -> &'static str {
+    match device {
+        ComputeDevice::Cpu => "ONNX Runtime CPU",
+        ComputeDevice::Cuda => "ONNX Runtime CUDA",
+    }
 }
 
 fn graph_optimization_level(level: GraphOptimization) -> GraphOptimizationLevel {
@@ -511,32 +524,8 @@ fn precheck(path: &Path) -> Result<String, String> {
     if !named && !path.is_file() {
         return Err("file does not exist".into());
     }
-    // SAFETY: loading a shared library runs its initializers. The file is one the
-    // operator named (or the project's own copy) and is meant to be loaded into
-    // this process; ort would load the same file next.
-    let library = unsafe { libloading::Library::new(path) }.map_err(|e| {
-        match std::error::Error::source(&e) {
-            // libloading's own text is only "dlopen failed"; the loader's reason is the source.
-            Some(reason) => format!("{e}: {reason}"),
-            None => e.to_string(),
-        }
-    })?;
-    // SAFETY: `OrtGetApiBase` has this signature in every ONNX Runtime release
-    // (onnxruntime_c_api.h); the type matches ort-sys's declaration.
-    let get_api_base = unsafe {
-        library.get::<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase>(b"OrtGetApiBase\0")
-    }
-    .map_err(|_| "it does not export OrtGetApiBase: not an ONNX Runtime library".to_string())?;
-    // SAFETY: OrtGetApiBase takes no arguments and returns a pointer to a static table.
-    let base = unsafe { get_api_base() };
-    if base.is_null() {
-        return Err("OrtGetApiBase returned null".into());
-    }
-    // SAFETY: `base` is non-null and points to the library's static OrtApiBase;
-    // GetVersionString returns a static NUL-terminated string.
-    let version = unsafe { CStr::from_ptr(((*base).GetVersionString)()) }
-        .to_string_lossy()
-        .into_owned();
+    let probe = sys::probe_library(path)?;
+    let version = probe.version.clone();
     let minor = version
         .split('.')
         .nth(1)
@@ -548,16 +537,13 @@ fn precheck(path: &Path) -> Result<String, String> {
             ort::MINOR_VERSION
         ));
     }
-    // SAFETY: as above; GetApi returns null for API versions the library lacks.
-    let api = unsafe { ((*base).GetApi)(ort::sys::ORT_API_VERSION) };
-    if api.is_null() {
+    if !probe.has_api {
         return Err(format!(
             "ONNX Runtime {version} does not offer C API version {}",
             ort::sys::ORT_API_VERSION
         ));
     }
-    // Keep the library mapped: ort opens the same file next and gets this handle.
-    std::mem::forget(library);
+    probe.keep_loaded();
     Ok(version)
 }
 

@@ -7,7 +7,8 @@ use tract_onnx::prelude::*;
 
 use super::error::InferError;
 use super::model_io::{
-    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, resolve_model_io,
+    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
+    resolve_model_io,
 };
 use super::{BackendKind, InferenceBackend};
 use crate::config::Config;
@@ -94,6 +95,7 @@ impl TractModel {
         let inputs = declared(&typed, &input_names, true).map_err(prepare_error)?;
         let outputs = declared(&typed, &output_names, false).map_err(prepare_error)?;
         let io = resolve_model_io(spec, &inputs, &outputs)?;
+        record_opened(spec, ENGINE);
 
         // Pin the input to the static shape the model declared, so the optimizer
         // can specialize every operator to it.

@@ -5,30 +5,26 @@
 //! kernels inside the whole pipeline on machines without TensorRT; GPU
 //! backends keep the tensors on the device instead.
 
+use super::gpu::GpuPreprocessor;
 use super::{PreprocessError, Preprocessor};
 use crate::config::{ComputeDevice, Config};
 use crate::frame::{ImageView, TensorGeometry};
+use crate::gpu::{GpuContext, GpuError, Stream, TensorElement};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FramePreprocessError {
+    /// The frame was refused (either preprocessor checks it the same way).
     #[error(transparent)]
-    Cpu(#[from] PreprocessError),
-    #[cfg(feature = "cuda")]
+    Frame(#[from] PreprocessError),
+    /// The GPU could not be used (in a build without `cuda`: there is none).
     #[error(transparent)]
-    Gpu(#[from] crate::gpu::GpuError),
-    #[error(
-        "`preprocess = \"cuda\"` in [inference], but this build has no CUDA support \
-         (built without the `cuda` feature) — set preprocess = \"cpu\", or rebuild with \
-         `cargo build --release --features cuda`"
-    )]
-    NotBuilt,
+    Gpu(#[from] GpuError),
 }
 
 /// The frame-to-tensors step of the preprocess stage.
 pub enum FramePreprocessor {
     Cpu(Preprocessor),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<crate::gpu::GpuPreprocessor>),
+    Cuda(Box<GpuPreprocessor>),
 }
 
 impl FramePreprocessor {
@@ -37,24 +33,13 @@ impl FramePreprocessor {
     pub fn open(config: &Config, geometry: TensorGeometry) -> Result<Self, FramePreprocessError> {
         match config.inference.preprocess {
             ComputeDevice::Cpu => Ok(FramePreprocessor::Cpu(cpu_preprocessor(config, geometry))),
-            #[cfg(feature = "cuda")]
             ComputeDevice::Cuda => {
-                use crate::gpu::{FrameTransfer, GpuContext, GpuOptions, GpuPreprocessor};
                 let gpu = GpuContext::open(0)?;
-                let options = GpuOptions {
-                    mask_class: config.segmentation.mask_class,
-                    frame_transfer: FrameTransfer::for_gpu(&gpu),
-                    ..GpuOptions::default()
-                };
-                let seg = config.segmentation.normalization;
-                let cls = config.classifier.normalization;
-                let (mean, std) = (config.classifier.mask_mean, config.classifier.mask_std);
-                let pre = GpuPreprocessor::new(&gpu, seg, cls, mean, std, geometry, options)?;
+                let f32s = (TensorElement::F32, TensorElement::F32);
+                let pre = GpuPreprocessor::from_config(config, Stream::new(&gpu)?, geometry, f32s)?;
                 log::info!(target: "sealcheck::preprocess", gpu = gpu.name(), mapped = gpu.integrated(); "preprocessing on CUDA");
                 Ok(FramePreprocessor::Cuda(Box::new(pre)))
             }
-            #[cfg(not(feature = "cuda"))]
-            ComputeDevice::Cuda => Err(FramePreprocessError::NotBuilt),
         }
     }
 
@@ -66,8 +51,7 @@ impl FramePreprocessor {
     ) -> Result<(), FramePreprocessError> {
         match self {
             FramePreprocessor::Cpu(p) => Ok(p.frame_to_tensors(frame, seg_input, cls_input)?),
-            #[cfg(feature = "cuda")]
-            FramePreprocessor::Cuda(p) => Ok(p.frame_to_tensors(frame, seg_input, cls_input)?),
+            FramePreprocessor::Cuda(p) => p.frame_to_tensors(frame, seg_input, cls_input),
         }
     }
 }
@@ -82,3 +66,4 @@ pub fn cpu_preprocessor(config: &Config, geometry: TensorGeometry) -> Preprocess
         geometry,
     )
 }
+

@@ -7,7 +7,7 @@
 //   new_builder() -> Builder      build_serialized_network(onnx bytes, options) -> plan bytes
 //   new_runtime() -> Runtime      deserialize(plan bytes) -> Engine
 //   Engine                        io_tensors(), device_memory_size(), create_context()
-//   Context                       set_tensor_address(), set_input_shape(), enqueue(stream)
+//   Context                       set_tensor_address(), enqueue(stream)
 //
 // libnvinfer is loaded at run time (dlopen), never linked: the TensorRT C++
 // API is inline methods over virtual calls, so only the few extern "C" entry
@@ -121,7 +121,6 @@ public:
     Context& operator=(const Context&) = delete;
 
     void set_tensor_address(rust::Str name, std::size_t device_address);
-    void set_input_shape(rust::Str name, rust::Slice<const int64_t> dims);
     // enqueueV3 on `stream` (a cudaStream_t, 0 = the legacy default stream).
     void enqueue(std::size_t stream);
 

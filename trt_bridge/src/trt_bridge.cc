@@ -570,22 +570,6 @@ void Context::set_tensor_address(rust::Str name, std::size_t device_address) {
     }
 }
 
-void Context::set_input_shape(rust::Str name, rust::Slice<const int64_t> dims) {
-    clear_last_error();
-    std::string tensor(name.data(), name.size());
-    nvinfer1::Dims shape{};
-    if (dims.size() > static_cast<std::size_t>(nvinfer1::Dims::MAX_DIMS)) {
-        throw std::runtime_error("input \"" + tensor + "\": too many dimensions");
-    }
-    shape.nbDims = static_cast<int32_t>(dims.size());
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        shape.d[i] = dims[i];
-    }
-    if (!impl_->context->setInputShape(tensor.c_str(), shape)) {
-        throw std::runtime_error(failure("setInputShape(\"" + tensor + "\")"));
-    }
-}
-
 void Context::enqueue(std::size_t stream) {
     clear_last_error();
     if (!impl_->context->enqueueV3(reinterpret_cast<cudaStream_t>(stream))) {

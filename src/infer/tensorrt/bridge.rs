@@ -157,7 +157,6 @@ mod ffi {
             name: &str,
             device_address: usize,
         ) -> Result<()>;
-        fn set_input_shape(self: Pin<&mut Context>, name: &str, dims: &[i64]) -> Result<()>;
         /// # Safety
         /// `stream` must be a live `cudaStream_t` of the current device (or 0),
         /// and every tensor address set on this context must stay valid until

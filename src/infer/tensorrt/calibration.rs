@@ -15,9 +15,13 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::bridge::Precision;
 use super::engine_cache::write_atomically;
 use super::error::TrtError;
+use super::settings::TensorRtSettings;
+use crate::config::Config;
 use crate::gpu::{DeviceBuffer, GpuContext, Stream};
+use crate::infer::{InferenceBackend, ModelRole};
 
 /// Image files a calibration set may contain.
 const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "bmp"];
@@ -182,6 +186,148 @@ pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect())
+}
+
+/// INT8 calibration for both models, or nothing for fp32/fp16.
+pub(super) struct CalibrationPlan {
+    images: Vec<PathBuf>,
+    digest: Option<String>,
+    /// INT8 only: one sample maker per model (taken when its feed is made)
+    /// and the length of each model's input.
+    segmentation: Option<SampleMaker>,
+    classifier: Option<SampleMaker>,
+    lengths: (usize, usize),
+}
+
+/// A feed and the key field it implies.
+pub(super) struct ModelCalibration {
+    pub(super) feed: CalibrationFeed,
+    pub(super) digest: Option<String>,
+}
+
+impl CalibrationPlan {
+    pub(super) fn new(cfg: &Config, settings: &TensorRtSettings) -> Result<Self, TrtError> {
+        let (Precision::Int8, Some(folder)) =
+            (settings.precision, settings.calibration_images.as_deref())
+        else {
+            return Ok(CalibrationPlan {
+                images: Vec::new(),
+                digest: None,
+                segmentation: None,
+                classifier: None,
+                lengths: (0, 0),
+            });
+        };
+        let images = calibration_images(folder)?;
+        let digest = Some(calibration_digest(&images)?);
+        let (segmentation, classifier, lengths) = sample_makers(cfg)?;
+        Ok(CalibrationPlan {
+            images,
+            digest,
+            segmentation: Some(segmentation),
+            classifier: Some(classifier),
+            lengths,
+        })
+    }
+
+    pub(super) fn feed_for(
+        &mut self,
+        role: ModelRole,
+        gpu: &Arc<GpuContext>,
+        settings: &TensorRtSettings,
+    ) -> Result<ModelCalibration, TrtError> {
+        let (maker, len) = match role {
+            ModelRole::Segmentation => (self.segmentation.take(), self.lengths.0),
+            ModelRole::Classifier => (self.classifier.take(), self.lengths.1),
+        };
+        let Some(maker) = maker else {
+            return Ok(ModelCalibration {
+                feed: CalibrationFeed::none(),
+                digest: None,
+            });
+        };
+        std::fs::create_dir_all(&settings.engine_dir).map_err(|source| TrtError::Io {
+            action: "cannot create the engine cache folder",
+            path: settings.engine_dir.clone(),
+            source,
+        })?;
+        let cache_path = settings
+            .engine_dir
+            .join(format!("{}.int8-calibration.cache", role.as_str()));
+        let feed = CalibrationFeed::new(gpu, self.images.clone(), len, maker, cache_path)?;
+        Ok(ModelCalibration {
+            feed,
+            digest: self.digest.clone(),
+        })
+    }
+}
+
+/// Sample makers for both models from sealcheck's own CPU preprocessing; the
+/// classifier's mask channel comes from the CPU reference segmentation
+/// (tract), exactly as `infer_frame` computes it.
+fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usize)), TrtError> {
+    use crate::frame::{FrameSlot, FrameWork};
+    use crate::preprocess::{Preprocessor, logits_to_mask};
+
+    let mut reference = crate::infer::tract::TractBackend::open(cfg)?;
+    let geometry = crate::infer::geometry(reference.segmentation_io(), reference.classifier_io())?;
+    let new_preprocessor = || {
+        Preprocessor::new(
+            cfg.segmentation.normalization,
+            cfg.classifier.normalization,
+            cfg.classifier.mask_mean,
+            cfg.classifier.mask_std,
+            geometry,
+        )
+    };
+    let prepare = |preprocessor: &mut Preprocessor,
+                   slot: &mut FrameSlot,
+                   work: &mut FrameWork,
+                   image: &Path| {
+        crate::capture::decode_image_file(image, slot).map_err(|e| e.to_string())?;
+        // The CPU preprocessing the pipeline runs (the GPU kernels match it to the bit).
+        preprocessor
+            .frame_to_tensors(slot.image(), &mut work.seg_input, &mut work.cls_input)
+            .map_err(|e| e.to_string())
+    };
+
+    let (mut seg_pre, mut seg_slot, mut seg_work) = (
+        new_preprocessor(),
+        FrameSlot::with_capacity(0),
+        FrameWork::new(&geometry),
+    );
+    let segmentation: SampleMaker = Box::new(move |image, sample| {
+        prepare(&mut seg_pre, &mut seg_slot, &mut seg_work, image)?;
+        sample.copy_from_slice(&seg_work.seg_input);
+        Ok(())
+    });
+    let (mut cls_pre, mut cls_slot, mut cls_work) = (
+        new_preprocessor(),
+        FrameSlot::with_capacity(0),
+        FrameWork::new(&geometry),
+    );
+    let mask_class = cfg.segmentation.mask_class;
+    let classifier: SampleMaker = Box::new(move |image, sample| {
+        prepare(&mut cls_pre, &mut cls_slot, &mut cls_work, image)?;
+        let work = &mut cls_work;
+        reference
+            .segment(&work.seg_input, &mut work.seg_logits)
+            .map_err(|e| e.to_string())?;
+        work.mask_pixels = logits_to_mask(
+            &work.seg_logits,
+            geometry.seg_classes,
+            mask_class,
+            &mut work.mask,
+        );
+        cls_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+        sample.copy_from_slice(&work.cls_input);
+        Ok(())
+    });
+    Ok((
+        segmentation,
+        classifier,
+        (geometry.seg_input_len(), geometry.cls_input_len()),
+    ))
 }
 
 #[cfg(test)]

@@ -1,13 +1,11 @@
 //! Safe owners over the bridge: `Builder`, `Runtime`, `Engine`, and
-//! `Context<'engine>`, which borrows the engine it runs (TensorRT requires an
-//! execution context to be destroyed before its engine; the lifetime makes
-//! the compiler check it). `LoadedEngine` keeps one engine and its one
-//! context together for owners that cannot carry a lifetime (the backend).
+//! `LoadedEngine`, which keeps one engine and its one execution context
+//! together (TensorRT requires the context to be destroyed before its
+//! engine; the field order does it).
 //!
 //! None of these is `Clone`: each owns one TensorRT object and destroys it on
 //! drop. All are `Send` (moved to the inference thread), none is `Sync`.
 
-use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::pin::Pin;
 
@@ -159,13 +157,6 @@ impl Engine {
             .map_err(TrtError::tensorrt("read the engine's memory size"))
     }
 
-    pub fn create_context(&self) -> Result<Context<'_>, TrtError> {
-        Ok(Context {
-            inner: self.raw_context()?,
-            _engine: PhantomData,
-        })
-    }
-
     fn raw_context(&self) -> Result<UniquePtr<ffi::Context>, TrtError> {
         let inner = self
             .inner
@@ -175,49 +166,10 @@ impl Engine {
     }
 }
 
-/// An execution context of the engine it borrows: binds tensors and queues
-/// the engine on a CUDA stream.
-pub struct Context<'engine> {
-    inner: UniquePtr<ffi::Context>,
-    _engine: PhantomData<&'engine Engine>,
-}
-
-impl Context<'_> {
-    /// # Safety
-    /// `device_address` must point to device memory that holds the tensor
-    /// (its shape times its dtype's size) and stays valid until every
-    /// `enqueue` that uses it has finished on its stream.
-    pub unsafe fn set_tensor_address(
-        &mut self,
-        name: &str,
-        device_address: u64,
-    ) -> Result<(), TrtError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { set_tensor_address(pinned(&mut self.inner)?, name, device_address) }
-    }
-
-    pub fn set_input_shape(&mut self, name: &str, dims: &[i64]) -> Result<(), TrtError> {
-        pinned(&mut self.inner)?
-            .set_input_shape(name, dims)
-            .map_err(TrtError::tensorrt(format!("set the shape of \"{name}\"")))
-    }
-
-    /// Queues the engine on `stream` (a `cudaStream_t`; the driver's `CUstream`
-    /// is the same handle). Returns before the GPU runs it.
-    ///
-    /// # Safety
-    /// `stream` must be a live stream of the current device, and every tensor
-    /// address set on this context must stay valid until the stream has run
-    /// this work.
-    pub unsafe fn enqueue(&mut self, stream: usize) -> Result<(), TrtError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { enqueue(pinned(&mut self.inner)?, stream) }
-    }
-}
-
-/// An engine and its one context, owned together. Used where an owner must
-/// be `'static` (the inference backend lives in a `Box<dyn ...>`), so it
-/// cannot hold a `Context<'engine>` next to the engine it borrows.
+/// An engine and its one execution context, owned together: TensorRT
+/// requires the context to be destroyed before its engine, and the field
+/// order does it. (The backend lives in a `Box<dyn ...>`, so a context
+/// borrowing its engine could not sit next to it.)
 pub struct LoadedEngine {
     // Field order is drop order: the context goes before its engine.
     context: UniquePtr<ffi::Context>,
@@ -238,7 +190,9 @@ impl LoadedEngine {
     }
 
     /// # Safety
-    /// As `Context::set_tensor_address`.
+    /// `device_address` must point to device memory that holds the tensor
+    /// (its shape times its dtype's size) and stays valid until every
+    /// `enqueue` that uses it has finished on its stream.
     pub unsafe fn set_tensor_address(
         &mut self,
         name: &str,
@@ -248,8 +202,13 @@ impl LoadedEngine {
         unsafe { set_tensor_address(pinned(&mut self.context)?, name, device_address) }
     }
 
+    /// Queues the engine on `stream` (a `cudaStream_t`; the driver's `CUstream`
+    /// is the same handle). Returns before the GPU runs it.
+    ///
     /// # Safety
-    /// As `Context::enqueue`.
+    /// `stream` must be a live stream of the current device, and every tensor
+    /// address set on this context must stay valid until the stream has run
+    /// this work.
     pub unsafe fn enqueue(&mut self, stream: usize) -> Result<(), TrtError> {
         // SAFETY: forwarded from this function's contract.
         unsafe { enqueue(pinned(&mut self.context)?, stream) }
@@ -264,7 +223,7 @@ fn pinned(context: &mut UniquePtr<ffi::Context>) -> Result<Pin<&mut ffi::Context
 }
 
 /// # Safety
-/// As `Context::set_tensor_address`.
+/// As `LoadedEngine::set_tensor_address`.
 unsafe fn set_tensor_address(
     context: Pin<&mut ffi::Context>,
     name: &str,
@@ -280,7 +239,7 @@ unsafe fn set_tensor_address(
 }
 
 /// # Safety
-/// As `Context::enqueue`.
+/// As `LoadedEngine::enqueue`.
 unsafe fn enqueue(context: Pin<&mut ffi::Context>, stream: usize) -> Result<(), TrtError> {
     // SAFETY: the caller guarantees the stream and the bound tensors.
     unsafe { context.enqueue(stream) }.map_err(TrtError::tensorrt("enqueue the engine (enqueueV3)"))

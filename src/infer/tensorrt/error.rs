@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::gpu::GpuError;
-use crate::infer::ModelRole;
+use crate::infer::{InferError, ModelRole};
 
 /// The fix printed whenever TensorRT cannot be used on this machine.
 pub const TENSORRT_FIX: &str = "install TensorRT 10 (JetPack 6: `sudo apt install nvidia-tensorrt`; x86: \
@@ -97,5 +97,22 @@ impl TrtError {
 
     pub(crate) fn gpu(what: &'static str) -> impl FnOnce(GpuError) -> TrtError {
         move |source| TrtError::Gpu { what, source }
+    }
+}
+
+impl From<InferError> for TrtError {
+    fn from(e: InferError) -> Self {
+        TrtError::Model(Box::new(e))
+    }
+}
+
+impl From<TrtError> for InferError {
+    /// Model and contract problems keep their own variant; everything else
+    /// becomes a message shown as is (it names file, cause and fix).
+    fn from(e: TrtError) -> Self {
+        match e {
+            TrtError::Model(inner) => *inner,
+            other => InferError::Mismatch(other.to_string()),
+        }
     }
 }

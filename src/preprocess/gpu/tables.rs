@@ -3,24 +3,14 @@
 //! from the CPU reference itself (`src/preprocess/taps.rs`,
 //! `src/preprocess/normalize.rs`), so both paths use bit-identical weights.
 
-/// One output coordinate's two input neighbours and their weights; the
-/// layout of `Tap` in `kernels/tensors.cuh`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeviceTap {
-    pub first: u32,
-    pub second: u32,
-    pub w_first: f32,
-    pub w_second: f32,
-}
-const _: () = assert!(size_of::<DeviceTap>() == 16);
+pub use crate::gpu::kernels::DeviceTap;
 
 /// PyTorch's `F.interpolate(mode="bilinear", align_corners=False)` taps along
 /// one axis: the CPU reference's own `linear_taps`, in the kernels' layout, so
 /// both paths use bit-identical weights. Built once per frame size.
 pub fn linear_taps(input: usize, output: usize, taps: &mut Vec<DeviceTap>) {
     let mut cpu = Vec::with_capacity(output);
-    crate::preprocess::taps::linear_taps(input, output, &mut cpu);
+    super::super::taps::linear_taps(input, output, &mut cpu);
     taps.clear();
     // Sides are below 2^24 (frames) or MAX_TENSOR_SIDE (tensors): they fit u32.
     taps.extend(cpu.iter().map(|t| DeviceTap {
@@ -32,7 +22,7 @@ pub fn linear_taps(input: usize, output: usize, taps: &mut Vec<DeviceTap>) {
 }
 
 /// `(x / 255 - mean) / std` as `x * scale + bias`, folded exactly as the CPU folds it.
-pub use crate::preprocess::normalize::{ChannelAffine, MaskAffine};
+pub use super::super::normalize::{ChannelAffine, MaskAffine};
 
 /// Which output row block row `y` of the frame kernel makes: `(true, row)`
 /// for a classifier row, `(false, row)` for a segmentation row. The rows of

@@ -1,5 +1,8 @@
 //! `GpuPreprocessor`: the CPU `Preprocessor`'s work done by the CUDA kernels
-//! on one stream, with every buffer allocated at start.
+//! (`crate::gpu`) on one stream, with every buffer allocated at start; the
+//! tables (`tables`) are built exactly as the CPU builds them, so the
+//! results agree to the bit in f32. Built with the `cuda` feature;
+//! `gpu_stub.rs` stands in without it.
 //!
 //! Two ways to use it:
 //! - Device mode (GPU inference backends): `enqueue_frame` queues the frame's
@@ -20,16 +23,18 @@
 
 use std::sync::Arc;
 
-use super::kernels::{
-    self, FrameParams, Kernel, KernelSet, MaskParams, ResizeTarget, TensorElement,
-};
-use super::memory::{DeviceBuffer, DeviceValue, PinnedBuffer};
-use super::stream::{Event, Stream};
-use super::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
-use super::{GpuContext, GpuError};
-use crate::config::Normalization;
+pub mod tables;
+
+use self::tables::{ChannelAffine, MaskAffine};
+use super::{FramePreprocessError, PreprocessError};
+use crate::config::{Config, Normalization};
 use crate::frame::{ImageView, TensorGeometry};
-use crate::preprocess::PreprocessError;
+use crate::gpu::kernels::{
+    self, DeviceTap, FrameParams, Kernel, KernelSet, MaskParams, ResizeTarget, TensorElement,
+};
+use crate::gpu::{
+    DeviceBuffer, DeviceTensor, DeviceValue, Event, GpuContext, GpuError, PinnedBuffer, Stream,
+};
 
 /// Largest tensor side the kernels' grids allow (a grid's y extent).
 pub const MAX_TENSOR_SIDE: usize = 65_535;
@@ -86,16 +91,6 @@ impl Default for GpuOptions {
             max_frame_bytes: 1920 * 1080 * 4,
         }
     }
-}
-
-/// A tensor in device memory, for binding to an engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceTensor {
-    /// Device address of the first element.
-    pub ptr: u64,
-    /// Elements (not bytes).
-    pub len: usize,
-    pub element: TensorElement,
 }
 
 /// A device tensor of either element type. (`pub` only so `TensorValue` can
@@ -260,6 +255,22 @@ impl GpuPreprocessor {
         geometry: TensorGeometry,
         options: GpuOptions,
     ) -> Result<Self, GpuError> {
+        let stream = Stream::new(gpu)?;
+        Self::on_stream(stream, seg, cls, mask_mean, mask_std, geometry, options)
+    }
+
+    /// As `new`, queuing on `stream` (made before the preprocessor, so that
+    /// an engine can be opened on it first and tell the geometry).
+    pub fn on_stream(
+        stream: Stream,
+        seg: Normalization,
+        cls: Normalization,
+        mask_mean: f32,
+        mask_std: f32,
+        geometry: TensorGeometry,
+        options: GpuOptions,
+    ) -> Result<Self, GpuError> {
+        let gpu = &Arc::clone(stream.gpu());
         for (what, side) in [
             ("segmentation input height", geometry.seg_hw.0),
             ("segmentation input width", geometry.seg_hw.1),
@@ -308,7 +319,7 @@ impl GpuPreprocessor {
         let mut gpu_pre = GpuPreprocessor {
             gpu: Arc::clone(gpu),
             kernels: KernelSet::load(gpu)?,
-            stream: Stream::new(gpu)?,
+            stream,
             geometry,
             options,
             seg_affine: ChannelAffine::from_normalization(&seg),
@@ -329,10 +340,39 @@ impl GpuPreprocessor {
         };
         // The mask tables depend only on the model geometry: built once.
         let (mut rows, mut cols) = (Vec::new(), Vec::new());
-        tables::linear_taps(geometry.seg_hw.0, geometry.cls_hw.0, &mut rows);
-        tables::linear_taps(geometry.seg_hw.1, geometry.cls_hw.1, &mut cols);
+        self::tables::linear_taps(geometry.seg_hw.0, geometry.cls_hw.0, &mut rows);
+        self::tables::linear_taps(geometry.seg_hw.1, geometry.cls_hw.1, &mut cols);
         gpu_pre.upload_mask_tables(&rows, &cols)?;
         Ok(gpu_pre)
+    }
+
+    /// The GPU preprocessor for `config`'s normalization and mask class,
+    /// queuing on `stream`: the one place it is built from the config (host
+    /// mode in `FramePreprocessor::open`, and the device path's runner).
+    /// `elements`: the engine's input and segmentation-logits element types.
+    /// Frames are mapped on a GPU that shares host memory, copied otherwise.
+    pub fn from_config(
+        config: &Config,
+        stream: Stream,
+        geometry: TensorGeometry,
+        (input_element, logits_element): (TensorElement, TensorElement),
+    ) -> Result<Self, GpuError> {
+        let options = GpuOptions {
+            input_element,
+            logits_element,
+            mask_class: config.segmentation.mask_class,
+            frame_transfer: FrameTransfer::for_gpu(stream.gpu()),
+            ..GpuOptions::default()
+        };
+        Self::on_stream(
+            stream,
+            config.segmentation.normalization,
+            config.classifier.normalization,
+            config.classifier.mask_mean,
+            config.classifier.mask_std,
+            geometry,
+            options,
+        )
     }
 
     pub fn geometry(&self) -> &TensorGeometry {
@@ -373,7 +413,7 @@ impl GpuPreprocessor {
     /// fills the segmentation input and channels 0..2 of the classifier input.
     /// Returns once the frame is staged; waits only if the staging slot is
     /// still in use by the GPU (more frames queued than slots).
-    pub fn enqueue_frame(&mut self, frame: ImageView<'_>) -> Result<(), GpuError> {
+    pub fn enqueue_frame(&mut self, frame: ImageView<'_>) -> Result<(), FramePreprocessError> {
         self.gpu.bind()?;
         let bytes = checked_frame_bytes(&frame)?;
         let slot_index = self.next_slot;
@@ -419,7 +459,7 @@ impl GpuPreprocessor {
             self.kernels
                 .launch(kernel, grid, kernels::FRAME_BLOCK, &self.stream, &params)?
         };
-        self.slots[slot_index].released.record(&self.stream)
+        Ok(self.slots[slot_index].released.record(&self.stream)?)
     }
 
     /// Device mode: queues the mask kernels on the segmentation logits (the
@@ -470,7 +510,7 @@ impl GpuPreprocessor {
         frame: ImageView<'_>,
         seg_input: &mut [f32],
         cls_input: &mut [f32],
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), FramePreprocessError> {
         const WHAT: &str = "frame_to_tensors (host mode)";
         check_len(
             "segmentation input",

@@ -1,0 +1,322 @@
+//! One parity suite for every inference path this build and machine have,
+//! against tract with the CPU preprocessing (the reference), on the sample
+//! clip, each path with its own tolerance (tract's `test-rt` pattern: the
+//! same checks re-run per runtime):
+//!
+//! | path | how a frame runs | classifier logits, relative |
+//! | --- | --- | --- |
+//! | onnxruntime-cpu | CPU preprocessing, `infer_frame` | 1e-3 |
+//! | onnxruntime-cuda (host) | CPU preprocessing, `infer_frame` on CUDA sessions | 1e-3 (TF32 off) |
+//! | onnxruntime-cuda (device) | the device runner: kernels + sessions on one stream | 1e-3 |
+//! | tensorrt (host) | CPU preprocessing, `infer_frame` on fp16 engines | 2e-2 (fp16) |
+//! | tensorrt (device) | the device runner: kernels + engines on one stream | 2e-2 (fp16) |
+//!
+//! Every path must give the reference's verdict and reason on every frame
+//! checked, and a mask within 1e-3 of the mask's pixels.
+//!
+//! Own harness (Cargo.toml `harness = false`): a path this build or machine
+//! lacks (no `cuda` feature, no GPU, no CUDA provider, no TensorRT) prints
+//! `SKIPPED: <path>: <reason>` and counts as skipped, not passed; ONNX
+//! Runtime CPU is required where `SEALCHECK_REQUIRE_ORT` is set (`make
+//! test`). `SEALCHECK_PARITY_STRIDE=n` checks every n-th frame (default 10:
+//! tract is slow; the GPU verification runs every frame with 1).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use sealcheck::config::{self, ComputeDevice, Config};
+use sealcheck::decision::decide;
+use sealcheck::frame::{FrameSlot, FrameWork, ImageView, TensorGeometry};
+use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, open_path};
+use sealcheck::infer::onnxruntime::OrtBackend;
+use sealcheck::infer::{InferenceBackend, geometry, infer_frame, tract::TractBackend};
+use sealcheck::preprocess::{Preprocessor, cpu_preprocessor};
+
+const MASK_TOLERANCE: f64 = 1e-3;
+
+/// One frame through one path, filling `mask_pixels` and `cls_logits`.
+trait FramePath {
+    fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String>;
+}
+
+/// A host-mode engine: the CPU preprocessing, then the pipeline's `infer_frame`.
+struct Host {
+    backend: Box<dyn InferenceBackend>,
+    preprocessor: Preprocessor,
+    mask_class: usize,
+}
+
+impl FramePath for Host {
+    fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String> {
+        self.preprocessor
+            .frame_to_tensors(frame, &mut work.seg_input, &mut work.cls_input)
+            .map_err(|e| e.to_string())?;
+        infer_frame(
+            self.backend.as_mut(),
+            &self.preprocessor,
+            self.mask_class,
+            work,
+        );
+        match work.error.take() {
+            Some((stage, message)) => Err(format!("{}: {message}", stage.as_str())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The device path: frame in, decision inputs out, one stream.
+struct Device(Box<dyn DeviceFramePath>);
+
+impl FramePath for Device {
+    fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String> {
+        self.0
+            .run_frame(frame, work)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A path to check, or why it cannot run here (`Err(Skip)`), or a failure
+/// to open it where it should have opened.
+enum Opened {
+    Ready(Box<dyn FramePath>),
+    Skip(String),
+    Fail(String),
+}
+
+struct Case {
+    name: &'static str,
+    tolerance: f64,
+    open: fn(&Config, TensorGeometry) -> Opened,
+}
+
+const CASES: [Case; 5] = [
+    Case {
+        name: "onnxruntime-cpu",
+        tolerance: 1e-3,
+        open: |cfg, geometry| host_ort(cfg, geometry, ComputeDevice::Cpu),
+    },
+    Case {
+        name: "onnxruntime-cuda (host)",
+        tolerance: 1e-3,
+        open: |cfg, geometry| host_ort(cfg, geometry, ComputeDevice::Cuda),
+    },
+    Case {
+        name: "onnxruntime-cuda (device)",
+        tolerance: 1e-3,
+        open: |cfg, _| device(cfg, DevicePlan::OnnxRuntimeCuda),
+    },
+    Case {
+        name: "tensorrt (host)",
+        tolerance: 2e-2,
+        open: host_tensorrt,
+    },
+    Case {
+        name: "tensorrt (device)",
+        tolerance: 2e-2,
+        open: |cfg, _| device(cfg, DevicePlan::TensorRt),
+    },
+];
+
+fn host_ort(cfg: &Config, geometry: TensorGeometry, device: ComputeDevice) -> Opened {
+    match OrtBackend::open(cfg, device) {
+        Ok(backend) => host(cfg, geometry, Box::new(backend)),
+        Err(e) if e.is_engine_unavailable() => {
+            if device == ComputeDevice::Cpu && std::env::var_os("SEALCHECK_REQUIRE_ORT").is_some()
+            {
+                Opened::Fail(format!(
+                    "ONNX Runtime is required here (SEALCHECK_REQUIRE_ORT): {e}"
+                ))
+            } else {
+                Opened::Skip(e.to_string())
+            }
+        }
+        Err(e) => Opened::Fail(e.to_string()),
+    }
+}
+
+#[cfg(feature = "tensorrt")]
+fn host_tensorrt(cfg: &Config, geometry: TensorGeometry) -> Opened {
+    match sealcheck::infer::tensorrt::TensorRtBackend::open(cfg) {
+        Ok(backend) => host(cfg, geometry, Box::new(backend)),
+        Err(e) if e.is_unavailable() => Opened::Skip(e.to_string()),
+        Err(e) => Opened::Fail(e.to_string()),
+    }
+}
+
+#[cfg(not(feature = "tensorrt"))]
+fn host_tensorrt(_cfg: &Config, _geometry: TensorGeometry) -> Opened {
+    Opened::Skip("built without the `tensorrt` feature".to_string())
+}
+
+fn host(cfg: &Config, geometry: TensorGeometry, backend: Box<dyn InferenceBackend>) -> Opened {
+    Opened::Ready(Box::new(Host {
+        backend,
+        preprocessor: cpu_preprocessor(cfg, geometry),
+        mask_class: cfg.segmentation.mask_class,
+    }))
+}
+
+fn device(cfg: &Config, plan: DevicePlan) -> Opened {
+    match open_path(cfg, plan) {
+        Ok(opened) => Opened::Ready(Box::new(Device(opened.path))),
+        Err(e) if e.is_engine_unavailable() => Opened::Skip(e.to_string()),
+        Err(e) => Opened::Fail(e.to_string()),
+    }
+}
+
+/// The source tree: the current folder when it is one (a binary carried to
+/// another machine runs from a copy there), else where this was built.
+fn repo() -> PathBuf {
+    if Path::new("config/demo.toml").is_file() && Path::new("samples/demo_clip").is_dir() {
+        return PathBuf::from(".");
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn clip_frames() -> Vec<PathBuf> {
+    let mut frames: Vec<PathBuf> = std::fs::read_dir(repo().join("samples/demo_clip"))
+        .expect("samples/demo_clip")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+        .collect();
+    frames.sort();
+    frames
+}
+
+fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
+    let scale = reference
+        .iter()
+        .map(|v| f64::from(v.abs()))
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    a.iter()
+        .zip(reference)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(0.0, f64::max)
+        / scale
+}
+
+fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The reference's decision inputs for one frame: CPU preprocessing + tract.
+struct Reference {
+    frame: PathBuf,
+    slot: FrameSlot,
+    work: FrameWork,
+}
+
+fn main() -> ExitCode {
+    let config = config::load(&repo().join("config/demo.toml")).expect("config/demo.toml");
+    let stride: usize = std::env::var("SEALCHECK_PARITY_STRIDE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+        .max(1);
+    let mut tract = TractBackend::open(&config).expect("tract opens the demo models");
+    let geometry = geometry(tract.segmentation_io(), tract.classifier_io()).expect("geometry");
+    let mut preprocessor = cpu_preprocessor(&config, geometry);
+    let mask_class = config.segmentation.mask_class;
+    // The reference once, for every path to be held against.
+    let references: Vec<Reference> = clip_frames()
+        .into_iter()
+        .step_by(stride)
+        .map(|frame| {
+            let mut slot = FrameSlot::with_capacity(0);
+            sealcheck::capture::decode_image_file(&frame, &mut slot).expect("decode frame");
+            let mut work = FrameWork::new(&geometry);
+            preprocessor
+                .frame_to_tensors(slot.image(), &mut work.seg_input, &mut work.cls_input)
+                .expect("cpu preprocess");
+            infer_frame(&mut tract, &preprocessor, mask_class, &mut work);
+            assert!(work.error.is_none(), "tract: {:?}", work.error);
+            Reference { frame, slot, work }
+        })
+        .collect();
+    println!(
+        "reference: tract + CPU preprocessing, {} frames (every {stride}. of the clip)",
+        references.len()
+    );
+
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for case in &CASES {
+        let mut path = match (case.open)(&config, geometry) {
+            Opened::Ready(path) => path,
+            Opened::Skip(reason) => {
+                println!("SKIPPED: {}: {reason}", case.name);
+                skipped += 1;
+                continue;
+            }
+            Opened::Fail(reason) => {
+                println!("FAIL {}: cannot open: {reason}", case.name);
+                failed += 1;
+                continue;
+            }
+        };
+        let mut work = FrameWork::new(&geometry);
+        let (mut mismatches, mut worst, mut worst_mask) = (0usize, 0.0f64, 0.0f64);
+        for reference in &references {
+            work.reset(reference.work.meta);
+            work.cls_logits.fill(f32::NAN);
+            work.mask_pixels = u64::MAX;
+            if let Err(e) = path.run(reference.slot.image(), &mut work) {
+                println!("FAIL {} {}: {e}", case.name, name(&reference.frame));
+                mismatches += 1;
+                continue;
+            }
+            let want = &reference.work;
+            let error = relative_error(&work.cls_logits, &want.cls_logits);
+            let mask = (work.mask_pixels as f64 - want.mask_pixels as f64).abs()
+                / geometry.mask_len() as f64;
+            worst = worst.max(error);
+            worst_mask = worst_mask.max(mask);
+            let decided = decide(&work, config.classifier.defect_class, &config.decision);
+            let expected = decide(want, config.classifier.defect_class, &config.decision);
+            if decided.verdict != expected.verdict
+                || decided.reason != expected.reason
+                || !(error <= case.tolerance)
+                || !(mask <= MASK_TOLERANCE)
+            {
+                mismatches += 1;
+                println!(
+                    "FAIL {} {}: verdict {}/{} reason {}/{} logits {:?} vs {:?} (rel {error:.2e}) mask {} vs {}",
+                    case.name,
+                    name(&reference.frame),
+                    decided.verdict.as_str(),
+                    expected.verdict.as_str(),
+                    decided.reason.as_str(),
+                    expected.reason.as_str(),
+                    work.cls_logits,
+                    want.cls_logits,
+                    work.mask_pixels,
+                    want.mask_pixels
+                );
+            }
+        }
+        let verdict = if mismatches == 0 { "ok" } else { "FAILED" };
+        println!(
+            "{verdict} {}: {} frames, {mismatches} mismatches, worst classifier logits relative \
+             error {worst:.2e} (limit {:.0e}), worst mask area difference {worst_mask:.2e} of the mask",
+            case.name,
+            references.len(),
+            case.tolerance
+        );
+        if mismatches == 0 {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    println!("parity: {passed} paths passed, {failed} failed, {skipped} skipped");
+    if failed == 0 && passed > 0 && !references.is_empty() {
+        println!("PASSED");
+        ExitCode::SUCCESS
+    } else {
+        println!("FAILED");
+        ExitCode::FAILURE
+    }
+}
