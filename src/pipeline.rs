@@ -555,13 +555,8 @@ fn start_stages(
     let (done_tx, output_done) = bounded::<()>(1);
     // Host or device mode is decided from the config before any engine is
     // opened; whichever runs opens each model once and tells the geometry.
-    let (frame_path, geometry, engine) = open_frame_path(
-        config,
-        consumer,
-        free_rx,
-        to_output.clone(),
-        liveness,
-    )?;
+    let (frame_path, geometry, engine) =
+        open_frame_path(config, consumer, free_rx, to_output.clone(), liveness)?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
     let taps = OperatorTaps::new(
@@ -740,7 +735,6 @@ fn open_frame_path(
         frame_preprocessor,
     };
     Ok((path, geometry, engine))
-
 }
 
 fn spawn<T: Send + 'static>(

@@ -8,30 +8,13 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{labelled_clip_prefix, repo};
 
 const FRAMES: usize = 24;
 
-/// The first `FRAMES` frames of the demo clip with their labels.
 fn clip_prefix(dir: &Path) -> PathBuf {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for i in 0..FRAMES {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
-    let labels: Vec<&str> = include_str!("../samples/demo_clip/labels.jsonl")
-        .lines()
-        .take(FRAMES)
-        .collect();
-    std::fs::write(clip.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
-    clip
+    labelled_clip_prefix(dir, "clip", FRAMES)
 }
 
 fn ort_available() -> bool {

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use sealcheck::model_id::model_id;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{labelled_clip_prefix, repo};
 
 fn ort_library() -> Option<String> {
     let lib = std::env::var("ORT_DYLIB_PATH")
@@ -107,26 +106,6 @@ impl Drop for Service {
     }
 }
 
-/// The first frames of the demo clip with their labels: the acceptance folder.
-fn acceptance_folder(dir: &Path) -> PathBuf {
-    let folder = dir.join("acceptance");
-    std::fs::create_dir_all(&folder).unwrap();
-    let labels: Vec<&str> = include_str!("../samples/demo_clip/labels.jsonl")
-        .lines()
-        .take(8)
-        .collect();
-    for i in 0..labels.len() {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            folder.join(&name),
-        )
-        .unwrap();
-    }
-    std::fs::write(folder.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
-    folder
-}
-
 #[test]
 fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
     let Some(_) = ort_library() else { return };
@@ -134,7 +113,7 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
     let models = repo().join("models");
     let (seg, cls) = (models.join("seg.onnx"), models.join("cls.onnx"));
     let (seg8, cls8) = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
-    let acceptance = acceptance_folder(dir.path());
+    let acceptance = labelled_clip_prefix(dir.path(), "acceptance", 8);
     let corrupt = dir.path().join("corrupt_cls.onnx");
     let bytes = std::fs::read(&cls).unwrap();
     std::fs::write(&corrupt, &bytes[..bytes.len() / 3]).unwrap();

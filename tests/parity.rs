@@ -122,8 +122,7 @@ fn host_ort(cfg: &Config, geometry: TensorGeometry, device: ComputeDevice) -> Op
     match OrtBackend::open(cfg, device) {
         Ok(backend) => host(cfg, geometry, Box::new(backend)),
         Err(e) if e.is_engine_unavailable() => {
-            if device == ComputeDevice::Cpu && std::env::var_os("SEALCHECK_REQUIRE_ORT").is_some()
-            {
+            if device == ComputeDevice::Cpu && std::env::var_os("SEALCHECK_REQUIRE_ORT").is_some() {
                 Opened::Fail(format!(
                     "ONNX Runtime is required here (SEALCHECK_REQUIRE_ORT): {e}"
                 ))

@@ -30,11 +30,11 @@ mod with_tensorrt {
     use sealcheck::decision::{self, Decision};
     use sealcheck::frame::{FrameMeta, FrameSlot, FrameWork, TensorGeometry};
     use sealcheck::gpu::GpuContext;
-    use sealcheck::infer::tensorrt::{
-        BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend,
-        TensorRtSettings, compiled_against, load_library, version_string,
-    };
     use sealcheck::infer::device_stage::DeviceFramePath;
+    use sealcheck::infer::tensorrt::{
+        BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend, TensorRtSettings,
+        compiled_against, load_library, version_string,
+    };
     use sealcheck::infer::{self, InferenceBackend, infer_frame, tract::TractBackend};
     use sealcheck::preprocess::Preprocessor;
 

@@ -92,22 +92,25 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         ) if problems.is_empty()
             && !matches!(mqtt, Some(None))
             && status.is_some()
-            && archive.is_some() => Ok(Config {
-            path: path.to_path_buf(),
-            source,
-            inference,
-            segmentation,
-            classifier,
-            decision,
-            output,
-            logging,
-            service,
-            evaluate,
-            acceptance_images,
-            mqtt: mqtt.flatten(),
-            status: status.flatten(),
-            archive: archive.flatten(),
-        }),
+            && archive.is_some() =>
+        {
+            Ok(Config {
+                path: path.to_path_buf(),
+                source,
+                inference,
+                segmentation,
+                classifier,
+                decision,
+                output,
+                logging,
+                service,
+                evaluate,
+                acceptance_images,
+                mqtt: mqtt.flatten(),
+                status: status.flatten(),
+                archive: archive.flatten(),
+            })
+        }
         _ => Err(invalid(problems.into_vec())),
     }
 }

@@ -25,12 +25,12 @@ pub use report::render;
 pub use spec::{EngineSpec, SpecError, int8_sibling};
 pub use tally::{EngineTally, FrameRecord};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::config::Config;
 use crate::frame::FrameMeta;
-use crate::inspect::{ImageJudge, InspectError};
+use crate::inspect::ImageJudge;
 
 /// What the command line asked for.
 pub struct EvaluateRequest {
@@ -121,7 +121,7 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
             log::warn!(target: "sealcheck::evaluate", spec = spec.text.as_str(); "candidate not evaluated: tensor shapes differ");
         }
     }
-    let mut overlays = overlay::OverlayWriter::new(&report_dir);
+    let mut overlays = overlay::OverlayWriter::new(&report_dir, reference.judge.geometry.seg_hw);
     let thresholds = request.config.decision;
     let mut gt = tally::GroundTruth::new(reference.judge.geometry.seg_hw);
     for (seq, frame) in set.frames.iter().enumerate() {
@@ -215,7 +215,7 @@ fn open_engine(base: &Config, spec: &EngineSpec) -> Result<OpenEngine, String> {
     let config = spec.config(base).map_err(|e| e.problem)?;
     let rss_before = memory_mib("VmRSS:");
     let started = Instant::now();
-    let judge = ImageJudge::open(&config).map_err(|e| describe(&e))?;
+    let judge = ImageJudge::open(&config).map_err(|e| e.to_string())?;
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let engine = judge.backend.kind().as_str().to_string();
     log::info!(target: "sealcheck::evaluate", spec = spec.text.as_str(), engine = engine.as_str(), load_ms = load_ms, segmentation:% = config.segmentation.path.display(), classifier:% = config.classifier.path.display(); "engine opened");
@@ -226,10 +226,6 @@ fn open_engine(base: &Config, spec: &EngineSpec) -> Result<OpenEngine, String> {
         load_ms,
         load_rss_mib: (memory_mib("VmRSS:") - rss_before).max(0.0),
     })
-}
-
-fn describe(e: &InspectError) -> String {
-    e.to_string()
 }
 
 /// A `/proc/self/status` memory line in MiB (0 where there is none).
@@ -243,9 +239,4 @@ fn memory_mib(key: &str) -> f64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / 1024.0)
-}
-
-/// Where `evaluate` writes when `--report` is not given.
-pub fn default_report_folder() -> &'static Path {
-    Path::new("evaluation")
 }

@@ -16,17 +16,18 @@ const WIDTH: usize = 640;
 
 pub struct OverlayWriter {
     dir: PathBuf,
+    /// Height and width of the segmentation masks.
+    mask_hw: (usize, usize),
     /// (candidate spec, frame number, file name relative to the report folder)
     pub written: Vec<(String, u64, String)>,
-    pub skipped: usize,
 }
 
 impl OverlayWriter {
-    pub fn new(report: &Path) -> Self {
+    pub fn new(report: &Path, mask_hw: (usize, usize)) -> Self {
         OverlayWriter {
             dir: report.to_path_buf(),
+            mask_hw,
             written: Vec::new(),
-            skipped: 0,
         }
     }
 
@@ -41,22 +42,14 @@ impl OverlayWriter {
     ) {
         let drawn = self.written.iter().filter(|(s, _, _)| s == spec).count();
         if drawn >= MAX_PER_CANDIDATE || slot.width == 0 || slot.height == 0 {
-            self.skipped += 1;
             return;
         }
         let name = format!("overlays/{}_{:06}.png", file_safe(spec), frame.frame);
-        let side = (reference_mask.len() as f64).sqrt() as usize;
-        let mask_hw = if side * side == reference_mask.len() {
-            (side, side)
-        } else {
-            (1, reference_mask.len())
-        };
-        let (rgb, w, h) = render(slot, reference_mask, candidate_mask, mask_hw);
+        let (rgb, w, h) = render(slot, reference_mask, candidate_mask, self.mask_hw);
         match write_png(&self.dir.join(&name), &rgb, w, h) {
             Ok(()) => self.written.push((spec.to_string(), frame.frame, name)),
             Err(e) => {
                 log::warn!(target: "sealcheck::evaluate", file = name.as_str(), error:% = e; "cannot write an overlay picture; the report lists the frame without it");
-                self.skipped += 1;
             }
         }
     }

@@ -8,8 +8,8 @@ use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 use super::driver::{self, Function, Module};
-use super::stream::Stream;
 pub use super::element::TensorElement;
+use super::stream::Stream;
 use super::{GpuContext, GpuError};
 use crate::frame::PixelLayout;
 
@@ -287,11 +287,13 @@ impl KernelSet {
                 continue;
             };
             // SAFETY: the module was loaded above and is live.
-            let function = unsafe { driver::module_function(module, kernel.symbol()) }
-                .map_err(|source| GpuError::KernelMissing {
-                    symbol: kernel.symbol().to_str().unwrap_or("?"),
-                    file: kernel.file().source(),
-                    source,
+            let function =
+                unsafe { driver::module_function(module, kernel.symbol()) }.map_err(|source| {
+                    GpuError::KernelMissing {
+                        symbol: kernel.symbol().to_str().unwrap_or("?"),
+                        file: kernel.file().source(),
+                        source,
+                    }
                 })?;
             set.functions[kernel.index()] = function;
         }
@@ -325,16 +327,8 @@ impl KernelSet {
         // SAFETY: the function belongs to a module this set keeps loaded; the
         // caller vouches for the parameter block and the memory it names; the
         // driver copies the block during the call.
-        unsafe {
-            driver::launch(
-                function,
-                grid,
-                (block, 1, 1),
-                stream.raw(),
-                &mut args,
-            )
-        }
-        .map_err(GpuError::driver("cuLaunchKernel"))
+        unsafe { driver::launch(function, grid, (block, 1, 1), stream.raw(), &mut args) }
+            .map_err(GpuError::driver("cuLaunchKernel"))
     }
 }
 

@@ -161,10 +161,7 @@ pub fn open(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrame
                     log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable for the device path; going on in host mode");
                 }
             })?;
-            opened(
-                path,
-                format!("auto: {skipped}; using ONNX Runtime CUDA"),
-            )
+            opened(path, format!("auto: {skipped}; using ONNX Runtime CUDA"))
         }
     }
 }

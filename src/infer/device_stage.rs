@@ -266,8 +266,8 @@ impl DeviceStage {
                 }
                 Err(e) => {
                     // `auto` may go on in host mode: hand the channels back.
-                    let back = (plan == DevicePlan::Auto && e.is_engine_unavailable())
-                        .then_some(self);
+                    let back =
+                        (plan == DevicePlan::Auto && e.is_engine_unavailable()).then_some(self);
                     let _ = started_tx.send(Err((e, back)));
                     EndOfStream::Stopped
                 }

@@ -104,8 +104,13 @@ impl BoundSession {
         unsafe {
             bind_in_place(&mut binding, BindSide::Input, &io.input_name, &input_value)
                 .map_err(|m| fail("bind the input", m))?;
-            bind_in_place(&mut binding, BindSide::Output, &io.output_name, &output_value)
-                .map_err(|m| fail("bind the output", m))?;
+            bind_in_place(
+                &mut binding,
+                BindSide::Output,
+                &io.output_name,
+                &output_value,
+            )
+            .map_err(|m| fail("bind the output", m))?;
         }
         let mut run_options =
             RunOptions::new().map_err(|e| fail("create run options", e.to_string()))?;

@@ -66,4 +66,3 @@ pub fn cpu_preprocessor(config: &Config, geometry: TensorGeometry) -> Preprocess
         geometry,
     )
 }
-

@@ -20,12 +20,12 @@
 mod device;
 mod error;
 // The CPU preprocessing's work on the GPU (feature `cuda`; a stub without).
+pub(crate) mod frame_rows;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 #[cfg(not(feature = "cuda"))]
 #[path = "gpu_stub.rs"]
 pub mod gpu;
-pub(crate) mod frame_rows;
 mod mask;
 pub(crate) mod normalize;
 mod resize;

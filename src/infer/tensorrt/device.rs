@@ -53,11 +53,8 @@ pub fn device_runner(
     cfg: &Config,
     mut backend: TensorRtBackend,
 ) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameError> {
-    let geometry = crate::infer::checked_geometry(
-        cfg,
-        backend.segmentation_io(),
-        backend.classifier_io(),
-    )?;
+    let geometry =
+        crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
     let (seg_in, seg_out) = backend.io_elements(ModelRole::Segmentation);
     let (cls_in, _) = backend.io_elements(ModelRole::Classifier);
     if seg_in != cls_in {
@@ -83,11 +80,7 @@ pub fn device_runner(
                 tensors.seg_input,
                 tensors.seg_logits,
             )?;
-            backend.bind_device(
-                ModelRole::Classifier,
-                tensors.cls_input,
-                tensors.cls_logits,
-            )?;
+            backend.bind_device(ModelRole::Classifier, tensors.cls_input, tensors.cls_logits)?;
         }
         Ok(TrtDeviceEngine { backend })
     })

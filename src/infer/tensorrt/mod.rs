@@ -49,8 +49,8 @@ pub use error::{TENSORRT_FIX, TrtError};
 pub use progress::{BuildProgress, LOG_TARGET};
 pub use settings::{TensorRtSettings, precision_name};
 
-use super::model_io::ModelRole;
 use super::InferenceBackend;
+use super::model_io::ModelRole;
 use crate::config::Config;
 
 /// For `infer::open_backend`: the TensorRT backend as a trait object.
