@@ -23,11 +23,11 @@ use std::sync::Arc;
 use sealcheck::config::Normalization;
 use sealcheck::frame::{PixelLayout, TensorGeometry};
 use sealcheck::gpu::kernels::{self, FrameParams, MaskParams, ResizeTarget};
-use sealcheck::preprocess::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 use sealcheck::gpu::{
     DeviceBuffer, DeviceValue, Event, GpuContext, GpuError, Kernel, KernelSet, PinnedBuffer,
     Stream, TensorElement,
 };
+use sealcheck::preprocess::gpu::tables::{self, ChannelAffine, DeviceTap, MaskAffine};
 
 const SEG_NORM: Normalization = Normalization {
     mean: [0.485, 0.456, 0.406],
