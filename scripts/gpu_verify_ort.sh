@@ -105,8 +105,10 @@ EOF
         ;;
     e)
         for v in plain graph nhwc both; do config "e_$v" onnxruntime cuda cuda; done
-        printf '\n[inference.onnxruntime]\ncuda_graph = true\n' >>config/gpu_e_graph.toml
-        printf '\n[inference.onnxruntime]\ncuda_prefer_nhwc = true\n' >>config/gpu_e_nhwc.toml
+        # Each variant names both settings: the shipped defaults change.
+        printf '\n[inference.onnxruntime]\ncuda_graph = false\ncuda_prefer_nhwc = false\n' >>config/gpu_e_plain.toml
+        printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = false\n' >>config/gpu_e_graph.toml
+        printf '\n[inference.onnxruntime]\ncuda_graph = false\ncuda_prefer_nhwc = true\n' >>config/gpu_e_nhwc.toml
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/gpu_e_both.toml
         cp config/demo.toml config/demo.toml.orig
         printf '\n[inference.onnxruntime]\ncuda_graph = true\ncuda_prefer_nhwc = true\n' >>config/demo.toml
