@@ -155,9 +155,7 @@ pub fn prepare_with<M: Swappable>(
     if let Some(images) = &new.acceptance_images {
         acceptance_gate(running_config, &config, images.clone(), running.kind)?;
     }
-    models
-        .warm_up(geometry)
-        .map_err(|e| refuse("warm-up", e))?;
+    models.warm_up(geometry).map_err(|e| refuse("warm-up", e))?;
     Ok((models, Arc::new(ModelIds::of(&config))))
 }
 

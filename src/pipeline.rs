@@ -746,9 +746,7 @@ fn open_frame_path(
                         kind: started.kind,
                         geometry: started.geometry,
                     };
-                    let swap = started
-                        .swap_opener
-                        .map(|opener| (running, swaps, opener));
+                    let swap = started.swap_opener.map(|opener| (running, swaps, opener));
                     let path = FramePath::Device { thread, swap };
                     return Ok((path, started.geometry, engine));
                 }

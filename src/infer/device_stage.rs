@@ -375,7 +375,11 @@ impl DeviceStage {
         end
     }
 
-    fn run_frames(&mut self, path: &mut dyn DeviceFramePath, frames_in_flight: usize) -> EndOfStream {
+    fn run_frames(
+        &mut self,
+        path: &mut dyn DeviceFramePath,
+        frames_in_flight: usize,
+    ) -> EndOfStream {
         let depth = path.max_in_flight().min(frames_in_flight).max(1);
         // Frames handed to the path, oldest first.
         let mut on_gpu: VecDeque<Box<FrameWork>> = VecDeque::with_capacity(depth);
@@ -614,9 +618,10 @@ mod tests {
                     self.queued.len()
                 )));
             }
-            let generation = engine.0.downcast::<u64>().map_err(|_| {
-                DeviceFrameError::Swap("not a fake engine".to_string())
-            })?;
+            let generation = engine
+                .0
+                .downcast::<u64>()
+                .map_err(|_| DeviceFrameError::Swap("not a fake engine".to_string()))?;
             self.generation = *generation;
             Ok(())
         }
@@ -802,7 +807,10 @@ mod tests {
         loop {
             match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
                 StageMessage::Inspect(work) => {
-                    let models = work.models.as_deref().expect("every frame names its models");
+                    let models = work
+                        .models
+                        .as_deref()
+                        .expect("every frame names its models");
                     seen.push((
                         work.meta.seq,
                         work.mask_pixels,
@@ -819,7 +827,14 @@ mod tests {
         assert_eq!(end, EndOfStream::Finished);
         assert_eq!(most_in_flight, 2, "the swap arrived with frames in flight");
         let old = |seq: u64| (seq, 10 + seq, "old-seg".to_string(), "old-cls".to_string());
-        let new = |seq: u64| (seq, 1010 + seq, "new-seg".to_string(), "new-cls".to_string());
+        let new = |seq: u64| {
+            (
+                seq,
+                1010 + seq,
+                "new-seg".to_string(),
+                "new-cls".to_string(),
+            )
+        };
         // Frames 0..=3 were on the GPU by the time the swap was seen: the old
         // engine completes them; frame 4 on is the new engine's, with its ids.
         let expected: Vec<_> = (0..4).map(old).chain((4..7).map(new)).collect();

@@ -320,9 +320,9 @@ impl DeviceCandidate for OrtCandidate {
             let OrtSessions {
                 segmentation,
                 classifier,
-            } = sessions.take().ok_or_else(|| {
-                DeviceFrameError::Swap("the new sessions were lost".to_string())
-            })?;
+            } = sessions
+                .take()
+                .ok_or_else(|| DeviceFrameError::Swap("the new sessions were lost".to_string()))?;
             let g = self.geometry;
             let scratch = |len: usize| -> Result<DeviceBuffer<f32>, DeviceFrameError> {
                 DeviceBuffer::<f32>::new(&site.gpu, len).map_err(|source| DeviceFrameError::Gpu {
@@ -343,14 +343,29 @@ impl DeviceCandidate for OrtCandidate {
             ];
             let mut warmed = Vec::with_capacity(2);
             for ((session, io), role, (input, output)) in [
-                (segmentation, ModelRole::Segmentation, (&buffers[0], &buffers[1])),
-                (classifier, ModelRole::Classifier, (&buffers[2], &buffers[3])),
+                (
+                    segmentation,
+                    ModelRole::Segmentation,
+                    (&buffers[0], &buffers[1]),
+                ),
+                (
+                    classifier,
+                    ModelRole::Classifier,
+                    (&buffers[2], &buffers[3]),
+                ),
             ] {
                 // SAFETY: the scratch buffers outlive the bound session,
                 // which is taken apart (`into_session`) after its run, which
                 // waits for the stream.
                 let mut bound = unsafe {
-                    BoundSession::bind(session, &io, role, &site.gpu, tensor(input), tensor(output))?
+                    BoundSession::bind(
+                        session,
+                        &io,
+                        role,
+                        &site.gpu,
+                        tensor(input),
+                        tensor(output),
+                    )?
                 };
                 bound.run_and_wait()?;
                 warmed.push((bound.into_session(), io));

@@ -153,12 +153,7 @@ impl Telemetry {
     /// After a model swap: the models judging now (role, file, id).
     pub fn set_models(&self, models: Vec<(&'static str, String, String)>) {
         self.metrics.set_models(&models);
-        if let Some(info) = self
-            .info
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(info) = self.info.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             info.models = models;
         }
     }

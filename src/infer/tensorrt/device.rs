@@ -78,7 +78,7 @@ pub fn open(cfg: &Config) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameEr
 /// A device runner over `backend`, which was opened with `cfg`'s models.
 pub fn device_runner(
     cfg: &Config,
-    mut backend: TensorRtBackend,
+    backend: TensorRtBackend,
 ) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameError> {
     let geometry =
         crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
