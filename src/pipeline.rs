@@ -957,4 +957,15 @@ mod tests {
         let deadline_only = config("[mqtt]\nurl = \"mqtt://a\"\n[decision]\ndeadline_ms = 60\n");
         assert!(restart_sections(&old, &deadline_only, false).is_empty());
     }
+
+    #[test]
+    fn new_model_paths_need_a_restart_only_where_no_path_can_swap() {
+        let old = config("");
+        let mut new = old.clone();
+        new.classifier.path = "other.onnx".into();
+        assert_eq!(restart_sections(&old, &new, false), vec!["models"]);
+        assert!(restart_sections(&old, &new, true).is_empty());
+        new.classifier.defect_class += 1;
+        assert_eq!(restart_sections(&old, &new, true), vec!["models"]);
+    }
 }

@@ -322,7 +322,7 @@ fn swap_during_a_live_run(
         let refusal = log
             .lines()
             .filter(|l| l.contains("model swap refused"))
-            .last()
+            .next_back()
             .unwrap();
         assert!(
             refusal.contains(&format!("step `{step}`")) && refusal.contains(says),
