@@ -147,14 +147,23 @@ fn metrics(addr: SocketAddr) -> String {
     reply
 }
 
-/// The `sha256` labels of the `model_info` lines.
+/// The `sha256` labels of the `model_info` lines, sorted (a family's
+/// lines come in no set order).
 fn model_info_ids(metrics: &str) -> Vec<String> {
-    metrics
+    let mut ids: Vec<String> = metrics
         .lines()
         .filter(|l| l.starts_with("sealcheck_model_info{"))
         .filter_map(|l| l.split("sha256=\"").nth(1))
         .map(|rest| rest.split('"').next().unwrap_or_default().to_string())
-        .collect()
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted(ids: &(String, String)) -> Vec<String> {
+    let mut ids = vec![ids.0.clone(), ids.1.clone()];
+    ids.sort();
+    ids
 }
 
 /// A copy of `model` that ONNX Runtime reads as the same model (an unknown
@@ -294,7 +303,7 @@ fn swap_during_a_live_run(
     let old = (model_id(&seg).unwrap(), model_id(&cls).unwrap());
     assert_eq!(
         model_info_ids(&metrics(status)),
-        vec![old.0.clone(), old.1.clone()],
+        sorted(&old),
         "model_info at start"
     );
 
@@ -354,7 +363,7 @@ fn swap_during_a_live_run(
     let after = metrics(status);
     assert_eq!(
         model_info_ids(&after),
-        vec![new.0.clone(), new.1.clone()],
+        sorted(&new),
         "model_info after the swap:\n{after}"
     );
     signal(&service.child, libc::SIGTERM);
