@@ -330,8 +330,7 @@ fn swap_during_a_live_run(
         let log = service.log();
         let refusal = log
             .lines()
-            .filter(|l| l.contains("model swap refused"))
-            .next_back()
+            .rfind(|l| l.contains("model swap refused"))
             .unwrap();
         assert!(
             refusal.contains(&format!("step `{step}`")) && refusal.contains(says),
