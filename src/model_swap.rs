@@ -2,14 +2,23 @@
 //! SIGHUP's config names other model files, they are opened beside the running
 //! ones on the same engine, checked against the IO contract, held to the
 //! `evaluate --gate` rules on `[models] acceptance_images` when that is set,
-//! warmed up, and only then handed to the infer thread, which takes them
-//! between two frames (`infer::InferStage`). A step that fails leaves the
-//! running models in place and says which step and rule.
+//! warmed up, and only then handed to the thread that judges frames, which
+//! takes them between two frames. A step that fails leaves the running models
+//! in place and says which step and rule.
 //!
 //! ```text
-//! reload ─▶ open (same engine) ─▶ contract ─▶ acceptance gate ─▶ warm-up ─▶ ModelSwap ─chan─▶ infer thread
+//! reload ─▶ open (same engine) ─▶ contract ─▶ acceptance gate ─▶ warm-up ─▶ swap ─chan─▶ judging thread
 //!             └──────── any failure: SwapRefused { step, detail }, running models stay ─────────┘
 //! ```
+//!
+//! The steps are the same on both paths (`prepare_with`); only what is opened
+//! differs (`Swappable`):
+//! - host path: a whole `InferenceBackend`, to `infer::InferStage` (`prepare`);
+//! - GPU device path: only the engine, opened by the running path's
+//!   `DeviceModelsOpener` on the reload thread and bound to the device
+//!   runner's tensors by the device thread, which completes the frames on
+//!   the GPU with the old engine first (`prepare_device`,
+//!   `infer::device_stage`). The stream, buffers and GPU preprocessor stay.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +26,8 @@ use std::sync::Arc;
 use crate::config::{BackendChoice, ComputeDevice, Config, EnginePrecision};
 use crate::evaluate::{self, EngineSpec, EvaluateRequest};
 use crate::frame::TensorGeometry;
-use crate::infer::{self, BackendKind, ModelSwap};
+use crate::infer::device_stage::{DeviceCandidate, DeviceModelsOpener, DeviceSwap};
+use crate::infer::{self, BackendKind, InferenceBackend, ModelSwap};
 use crate::model_id::ModelIds;
 
 /// Why new models were not swapped in.
@@ -52,12 +62,78 @@ pub fn paths_changed(old: &Config, new: &Config) -> bool {
     old.segmentation.path != new.segmentation.path || old.classifier.path != new.classifier.path
 }
 
-/// Opens, checks, gates and warms up `new`'s models on `running`'s engine.
+/// Models opened for a swap: what the steps after `open` need of them.
+pub trait Swappable {
+    /// The models' tensor shapes (a model that has none breaks the contract).
+    fn geometry(&self) -> Result<TensorGeometry, String>;
+    /// Runs both models once, off the frame path.
+    fn warm_up(&mut self, geometry: TensorGeometry) -> Result<(), String>;
+}
+
+/// Host path: a whole engine for the infer thread.
+impl Swappable for Box<dyn InferenceBackend> {
+    fn geometry(&self) -> Result<TensorGeometry, String> {
+        infer::geometry(self.segmentation_io(), self.classifier_io()).map_err(|e| e.to_string())
+    }
+
+    fn warm_up(&mut self, geometry: TensorGeometry) -> Result<(), String> {
+        infer::warm_up(self.as_mut(), geometry).map_err(|e| e.to_string())
+    }
+}
+
+/// Device path: an engine for the device runner, on buffers of its own.
+impl Swappable for Box<dyn DeviceCandidate> {
+    fn geometry(&self) -> Result<TensorGeometry, String> {
+        Ok(self.as_ref().geometry())
+    }
+
+    fn warm_up(&mut self, _geometry: TensorGeometry) -> Result<(), String> {
+        self.as_mut().warm_up().map_err(|e| e.to_string())
+    }
+}
+
+/// Opens, checks, gates and warms up `new`'s models on `running`'s engine,
+/// for the host path's infer thread.
 pub fn prepare(
     running_config: &Config,
     new: &Config,
     running: RunningEngine,
 ) -> Result<ModelSwap, SwapRefused> {
+    let (backend, models) = prepare_with(running_config, new, running, |config| {
+        infer::open_backend(config)
+            .map(|selection| selection.backend)
+            .map_err(|e| e.to_string())
+    })?;
+    Ok(ModelSwap { backend, models })
+}
+
+/// As `prepare`, for the GPU device path: `opener` is the running path's,
+/// which opens the new engine on the same device (and stream) from this
+/// thread while the device thread goes on inspecting.
+pub fn prepare_device(
+    running_config: &Config,
+    new: &Config,
+    running: RunningEngine,
+    opener: &dyn DeviceModelsOpener,
+) -> Result<DeviceSwap, SwapRefused> {
+    let (candidate, models) = prepare_with(running_config, new, running, |config| {
+        opener.open(config).map_err(|e| e.to_string())
+    })?;
+    Ok(DeviceSwap {
+        engine: candidate.into_engine(),
+        models,
+        on_swapped: None,
+    })
+}
+
+/// The steps both paths share; `open` opens the models of the config it is
+/// given (the new model files on the running engine).
+pub fn prepare_with<M: Swappable>(
+    running_config: &Config,
+    new: &Config,
+    running: RunningEngine,
+    open: impl FnOnce(&Config) -> Result<M, String>,
+) -> Result<(M, Arc<ModelIds>), SwapRefused> {
     let refuse = |step, detail: String| SwapRefused { step, detail };
     let mut config = new.clone();
     config.inference = running_config.inference.clone();
@@ -65,12 +141,8 @@ pub fn prepare(
     config.inference.backend = backend;
     config.inference.device = device;
 
-    let mut selection = infer::open_backend(&config).map_err(|e| refuse("open", e.to_string()))?;
-    let geometry = infer::geometry(
-        selection.backend.segmentation_io(),
-        selection.backend.classifier_io(),
-    )
-    .map_err(|e| refuse("contract", e.to_string()))?;
+    let mut models = open(&config).map_err(|e| refuse("open", e))?;
+    let geometry = models.geometry().map_err(|e| refuse("contract", e))?;
     if geometry != running.geometry {
         return Err(refuse(
             "contract",
@@ -83,17 +155,8 @@ pub fn prepare(
     if let Some(images) = &new.acceptance_images {
         acceptance_gate(running_config, &config, images.clone(), running.kind)?;
     }
-    let backend = selection.backend.as_mut();
-    let mut seg_logits = vec![0.0; geometry.seg_logits_len()];
-    let mut cls_logits = vec![0.0; geometry.cls_classes];
-    backend
-        .segment(&vec![0.0; geometry.seg_input_len()], &mut seg_logits)
-        .and_then(|()| backend.classify(&vec![0.0; geometry.cls_input_len()], &mut cls_logits))
-        .map_err(|e| refuse("warm-up", e.to_string()))?;
-    Ok(ModelSwap {
-        backend: selection.backend,
-        models: Arc::new(ModelIds::of(&config)),
-    })
+    models.warm_up(geometry).map_err(|e| refuse("warm-up", e))?;
+    Ok((models, Arc::new(ModelIds::of(&config))))
 }
 
 /// The new models (candidate) against the running ones (reference) on the

@@ -18,6 +18,10 @@
 //! before any engine is opened; the stage that runs opens each model once and
 //! its geometry sizes the work records.
 //!
+//! New model files on reload are prepared on this (the calling) thread, on
+//! the running engine, and swapped in between two frames by the infer thread
+//! (host mode) or the device thread (device mode): `model_swap`.
+//!
 //! The output stage hands each verdict to the line (`line::Line`: MQTT, and a
 //! deadline thread fed by the ring producer that fails a part `late` when its
 //! verdict is not ready in time); see `line` for that side.
@@ -34,7 +38,9 @@ use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
-use crate::infer::device_stage::{DeviceFrameError, DeviceStage, DeviceStartFailed};
+use crate::infer::device_stage::{
+    DeviceFrameError, DeviceModelsOpener, DeviceStage, DeviceStartFailed, DeviceSwap,
+};
 use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
@@ -272,14 +278,28 @@ struct Stages {
     deadline: JoinHandle<()>,
     /// Whether the results file is written, and lines lost (for metrics too).
     results_file: ResultsFileStatus,
-    /// Where reloaded models go, and the engine they must match; none on the
-    /// GPU device path (new models there need a restart).
+    /// Where reloaded models go, and the engine they must match; none when
+    /// the path cannot swap (new models then need a restart).
     model_swap: Option<ModelSwapTarget>,
 }
 
 struct ModelSwapTarget {
-    swaps: Sender<ModelSwap>,
+    sink: SwapSink,
     running: RunningEngine,
+    /// The status server, whose `model_info` follows an accepted swap.
+    operators: Option<Arc<Telemetry>>,
+}
+
+/// The thread that takes new models, and what it takes.
+enum SwapSink {
+    /// The infer thread: a whole engine.
+    Host(Sender<ModelSwap>),
+    /// The device thread: an engine its runner binds; `opener` opens it on
+    /// the running device.
+    Device {
+        swaps: Sender<DeviceSwap>,
+        opener: Arc<dyn DeviceModelsOpener>,
+    },
 }
 
 /// Runs the pipeline until the source ends or a stop is requested.
@@ -493,8 +513,16 @@ struct ChosenEngine {
 
 /// The stages that read the ring, as started.
 enum FramePath {
-    /// One device thread: preprocessing and both models on the GPU.
-    Device(JoinHandle<EndOfStream>),
+    /// One device thread: preprocessing and both models on the GPU; `swap`
+    /// when its engine can take new models on reload.
+    Device {
+        thread: JoinHandle<EndOfStream>,
+        swap: Option<(
+            RunningEngine,
+            Sender<DeviceSwap>,
+            Arc<dyn DeviceModelsOpener>,
+        )>,
+    },
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
         consumer: ring::RingConsumer,
@@ -540,6 +568,7 @@ fn start_stages(
     operators: Option<Arc<Telemetry>>,
     pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
+    let swap_operators = operators.clone();
     let pool = config.source.pool_size;
     let (mut producer, consumer) = ring::frame_ring(pool);
     // Each part's deadline clock starts as capture hands the frame on.
@@ -555,8 +584,13 @@ fn start_stages(
     let (done_tx, output_done) = bounded::<()>(1);
     // Host or device mode is decided from the config before any engine is
     // opened; whichever runs opens each model once and tells the geometry.
-    let (frame_path, geometry, engine) =
-        open_frame_path(config, consumer, free_rx, to_output.clone(), liveness)?;
+    let (frame_path, geometry, engine) = open_frame_path(
+        config,
+        consumer,
+        free_rx,
+        to_output.clone(),
+        (liveness, models),
+    )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
     let taps = OperatorTaps::new(
@@ -595,14 +629,19 @@ fn start_stages(
         let _ = done_tx.send(());
         result
     })?;
-    let mut model_swap = None;
+    let model_swap;
     let (ring_reader, infer) = match frame_path {
-        FramePath::Device(device) => {
+        FramePath::Device { thread, swap } => {
             // It keeps no host copy of the frame or the mask.
             if config.archive.is_some() || config.status.is_some() {
                 log::warn!(target: "sealcheck::pipeline", "the GPU device path keeps no host copy of frames: the archive and the status page's live view stay empty (metrics and counters work)");
             }
-            (device, None)
+            model_swap = swap.map(|(running, swaps, opener)| ModelSwapTarget {
+                sink: SwapSink::Device { swaps, opener },
+                running,
+                operators: swap_operators,
+            });
+            (thread, None)
         }
         FramePath::Host {
             consumer,
@@ -612,11 +651,12 @@ fn start_stages(
         } => {
             let (swaps, swap_rx) = bounded::<ModelSwap>(1);
             model_swap = Some(ModelSwapTarget {
-                swaps,
+                sink: SwapSink::Host(swaps),
                 running: RunningEngine {
                     kind: backend.kind(),
                     geometry,
                 },
+                operators: swap_operators,
             });
             let infer = InferStage {
                 input: infer_in,
@@ -682,24 +722,33 @@ fn open_frame_path(
     consumer: ring::RingConsumer,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
-    liveness: &Liveness,
+    (liveness, models): (&Liveness, &Arc<ModelIds>),
 ) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
     let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
         None => (consumer, free_rx),
         Some(plan) => {
+            let (swaps, swap_rx) = bounded::<DeviceSwap>(1);
             let stage = DeviceStage {
                 input: consumer,
                 output: to_output,
                 free_work: free_rx,
                 liveness: liveness.clone(),
+                models: Arc::clone(models),
+                swaps: swap_rx,
             };
             match stage.spawn(config, plan) {
-                Ok((device, started)) => {
+                Ok((thread, started)) => {
                     let engine = ChosenEngine {
                         name: started.kind.as_str().to_string(),
                         reason: started.reason,
                     };
-                    return Ok((FramePath::Device(device), started.geometry, engine));
+                    let running = RunningEngine {
+                        kind: started.kind,
+                        geometry: started.geometry,
+                    };
+                    let swap = started.swap_opener.map(|opener| (running, swaps, opener));
+                    let path = FramePath::Device { thread, swap };
+                    return Ok((path, started.geometry, engine));
                 }
                 Err(DeviceStartFailed {
                     error,
@@ -749,8 +798,8 @@ fn spawn<T: Send + 'static>(
 
 /// Re-reads the config file. Thresholds and output settings apply at once;
 /// new model files are swapped in between two frames once they pass
-/// `model_swap::prepare` (host path); anything else that changed is logged as
-/// needing a restart. An invalid file is rejected and the running config stays.
+/// `model_swap::prepare` (host path) or `prepare_device` (GPU device path);
+/// anything else that changed is logged as needing a restart. An invalid file is rejected and the running config stays.
 fn reload(
     current: &mut Config,
     apply: &crossbeam_channel::Sender<LiveSettings>,
@@ -789,17 +838,39 @@ fn reload(
 }
 
 /// Opens, checks, gates and warms up the reloaded config's models, then hands
-/// them to the infer thread. Runs while systemd shows the reload in progress.
+/// them to the infer or device thread. Runs while systemd shows the reload
+/// in progress.
 fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
     let started = Instant::now();
     log::info!(target: "sealcheck::model_swap", segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(), acceptance_images = new.acceptance_images.is_some(); "new model files named: opening them beside the running ones");
-    match model_swap::prepare(current, new, target.running) {
-        Ok(swap) => {
-            let (seg, cls) = (
-                swap.models.segmentation.clone(),
-                swap.models.classifier.clone(),
-            );
-            if target.swaps.send(swap).is_err() {
+    let info = model_info(new);
+    let prepared = match &target.sink {
+        SwapSink::Host(swaps) => model_swap::prepare(current, new, target.running).map(|swap| {
+            let models = Arc::clone(&swap.models);
+            let sent = swaps.send(swap).is_ok();
+            if let (true, Some(t)) = (sent, &target.operators) {
+                t.set_models(info);
+            }
+            (models, sent)
+        }),
+        SwapSink::Device { swaps, opener } => {
+            model_swap::prepare_device(current, new, target.running, opener.as_ref()).map(
+                |mut swap| {
+                    // The device thread may still fail to bind it: the
+                    // status follows only a swap that happened.
+                    if let Some(t) = target.operators.clone() {
+                        swap.on_swapped = Some(Box::new(move || t.set_models(info)));
+                    }
+                    let models = Arc::clone(&swap.models);
+                    (models, swaps.send(swap).is_ok())
+                },
+            )
+        }
+    };
+    match prepared {
+        Ok((models, sent)) => {
+            let (seg, cls) = (models.segmentation.clone(), models.classifier.clone());
+            if !sent {
                 return;
             }
             log::info!(target: "sealcheck::model_swap", segmentation = seg.as_str(), classifier = cls.as_str(), prepare_ms = started.elapsed().as_secs_f64() * 1e3; "new models accepted: they judge from the next frame on");
@@ -842,6 +913,15 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
 
 /// What `/metrics` and the page say about this run: backend, source, model ids.
 fn run_info(config: &Config, backend: &str) -> RunInfo {
+    RunInfo {
+        backend: backend.to_string(),
+        source: config.source.kind.name().to_string(),
+        models: model_info(config),
+    }
+}
+
+/// Role, file name and id of each of the config's models.
+fn model_info(config: &Config) -> Vec<(&'static str, String, String)> {
     let model = |role: &'static str, path: &std::path::Path| {
         let file = path.file_name().map_or_else(
             || path.display().to_string(),
@@ -850,14 +930,10 @@ fn run_info(config: &Config, backend: &str) -> RunInfo {
         let id = crate::line::model_id::model_id(path).unwrap_or_else(|_| "unreadable".to_string());
         (role, file, id)
     };
-    RunInfo {
-        backend: backend.to_string(),
-        source: config.source.kind.name().to_string(),
-        models: vec![
-            model("segmentation", &config.segmentation.path),
-            model("classifier", &config.classifier.path),
-        ],
-    }
+    vec![
+        model("segmentation", &config.segmentation.path),
+        model("classifier", &config.classifier.path),
+    ]
 }
 
 #[cfg(test)]
@@ -880,5 +956,16 @@ mod tests {
         assert_eq!(restart_sections(&old, &new, false), vec!["mqtt"]);
         let deadline_only = config("[mqtt]\nurl = \"mqtt://a\"\n[decision]\ndeadline_ms = 60\n");
         assert!(restart_sections(&old, &deadline_only, false).is_empty());
+    }
+
+    #[test]
+    fn new_model_paths_need_a_restart_only_where_no_path_can_swap() {
+        let old = config("");
+        let mut new = old.clone();
+        new.classifier.path = "other.onnx".into();
+        assert_eq!(restart_sections(&old, &new, false), vec!["models"]);
+        assert!(restart_sections(&old, &new, true).is_empty());
+        new.classifier.defect_class += 1;
+        assert_eq!(restart_sections(&old, &new, true), vec!["models"]);
     }
 }

@@ -1,10 +1,24 @@
 //! New models on SIGHUP during a live run: a corrupt file, a model that breaks
 //! the IO contract and one that fails the acceptance gate are refused with the
 //! running models still judging; then good new models (the INT8 demo models)
-//! are swapped in between two frames: `seq` stays contiguous and the result
-//! lines' model ids change exactly once.
+//! are swapped in between two frames: `seq` stays contiguous, the result
+//! lines' model ids change exactly once, and `/metrics`' `model_info` names
+//! the new models.
+//!
+//! The GPU device path (ONNX Runtime CUDA, CUDA preprocessing) runs the same
+//! when this build has the `cuda` feature and the machine a GPU with ONNX
+//! Runtime's CUDA provider; elsewhere it prints `SKIPPED: <reason>`. On a GPU
+//! machine, from a copy of the source tree (the current folder):
+//!
+//! ```text
+//! cargo test --release --features cuda --test model_swap --no-run   # here; names the binary
+//! SEALCHECK_BIN=/path/to/sealcheck ORT_DYLIB_PATH=/path/to/libonnxruntime.so \
+//!     ./model_swap-<hash> --nocapture --test-threads=1 device_path
+//! ```
 
 use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,7 +26,7 @@ use std::time::{Duration, Instant};
 use sealcheck::model_id::model_id;
 
 mod common;
-use common::{labelled_clip_prefix, repo};
+use common::{labelled_clip_prefix, repo, sealcheck_bin};
 
 fn ort_library() -> Option<String> {
     let lib = std::env::var("ORT_DYLIB_PATH")
@@ -28,7 +42,13 @@ fn ort_library() -> Option<String> {
     lib
 }
 
-fn write_config(dir: &Path, seg: &Path, cls: &Path, acceptance: &Path) {
+/// `[inference]` of the host-path run (ONNX Runtime CPU).
+const HOST: &str = "backend = \"onnxruntime\"\nthreads = 1";
+/// `[inference]` of the GPU device path.
+const DEVICE: &str =
+    "backend = \"onnxruntime\"\ndevice = \"cuda\"\npreprocess = \"cuda\"\nthreads = 1";
+
+fn write_config(dir: &Path, inference: &str, (seg, cls): (&Path, &Path), acceptance: &Path) {
     let body = format!(
         r#"
 [source]
@@ -39,8 +59,7 @@ height = 360
 framerate = 15
 
 [inference]
-backend = "onnxruntime"
-threads = 1
+{inference}
 
 [models]
 acceptance_images = "{acceptance}"
@@ -54,6 +73,9 @@ path = "{cls}"
 [output]
 results = "results.jsonl"
 flush_each_line = true
+
+[status]
+listen = "127.0.0.1:0"
 "#,
         seg = seg.display(),
         cls = cls.display(),
@@ -97,6 +119,61 @@ impl Service {
     fn log(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
+
+    /// The status server's address, from its start-up log line.
+    fn status_addr(&self) -> SocketAddr {
+        let log = self.log();
+        let rest = log
+            .split("status page at http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no status page address in the log:\n{log}"));
+        rest.split('/').next().unwrap().parse().unwrap()
+    }
+}
+
+/// `GET /metrics`: the body.
+fn metrics(addr: SocketAddr) -> String {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    let _ = stream.read_to_string(&mut reply);
+    reply
+}
+
+/// The `sha256` labels of the `model_info` lines, sorted (a family's
+/// lines come in no set order).
+fn model_info_ids(metrics: &str) -> Vec<String> {
+    let mut ids: Vec<String> = metrics
+        .lines()
+        .filter(|l| l.starts_with("sealcheck_model_info{"))
+        .filter_map(|l| l.split("sha256=\"").nth(1))
+        .map(|rest| rest.split('"').next().unwrap_or_default().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted(ids: &(String, String)) -> Vec<String> {
+    let mut ids = vec![ids.0.clone(), ids.1.clone()];
+    ids.sort();
+    ids
+}
+
+/// A copy of `model` that ONNX Runtime reads as the same model (an unknown
+/// protobuf field, number 1000, appended) but whose file, and so id, differ.
+fn same_model_other_id(model: &Path, out: &Path) -> PathBuf {
+    let mut bytes = std::fs::read(model).unwrap();
+    bytes.extend_from_slice(&[0xC2, 0x3E, 4]);
+    bytes.extend_from_slice(b"swap");
+    std::fs::write(out, bytes).unwrap();
+    out.to_path_buf()
 }
 
 impl Drop for Service {
@@ -111,12 +188,7 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
     let Some(_) = ort_library() else { return };
     let dir = tempfile::tempdir().unwrap();
     let models = repo().join("models");
-    let (seg, cls) = (models.join("seg.onnx"), models.join("cls.onnx"));
-    let (seg8, cls8) = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
-    let acceptance = labelled_clip_prefix(dir.path(), "acceptance", 8);
-    let corrupt = dir.path().join("corrupt_cls.onnx");
-    let bytes = std::fs::read(&cls).unwrap();
-    std::fs::write(&corrupt, &bytes[..bytes.len() / 3]).unwrap();
+    let cls = models.join("cls.onnx");
     let swapped = dir.path().join("cls_swapped.onnx");
     let python = Command::new("python3")
         .arg(repo().join("scripts/swap_classes.py"))
@@ -128,13 +200,94 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
         "{}",
         String::from_utf8_lossy(&python.stderr)
     );
+    let good = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
+    swap_during_a_live_run(dir.path(), HOST, Some(&swapped), (&good.0, &good.1));
+}
 
-    write_config(dir.path(), &seg, &cls, &acceptance);
-    let stderr = dir.path().join("stderr.log");
+/// The same on the GPU device path. The new models are the demo models with
+/// other ids (their files differ, not what they compute), so the acceptance
+/// gate passes on any GPU; the gate-breaking candidate needs python with
+/// `onnx` (scripts/swap_classes.py) and is tried when that runs.
+#[test]
+fn device_path_refuses_bad_models_and_swaps_good_ones_between_two_frames() {
+    if let Err(reason) = device_path_usable() {
+        println!("SKIPPED: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    let swapped = dir.path().join("cls_swapped.onnx");
+    let gate_breaker = Command::new("python3")
+        .arg(repo().join("scripts/swap_classes.py"))
+        .args([&models.join("cls.onnx"), &swapped])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|_| swapped.as_path());
+    if gate_breaker.is_none() {
+        println!("note: python3 with onnx not found: the acceptance-gate refusal is not tried");
+    }
+    let seg = same_model_other_id(&models.join("seg.onnx"), &dir.path().join("seg_v2.onnx"));
+    let cls = same_model_other_id(&models.join("cls.onnx"), &dir.path().join("cls_v2.onnx"));
+    swap_during_a_live_run(dir.path(), DEVICE, gate_breaker, (&seg, &cls));
+}
+
+/// Why the device path cannot run here, if it cannot: no `cuda` feature, no
+/// ONNX Runtime, no GPU or no CUDA provider.
+fn device_path_usable() -> Result<(), String> {
+    if !cfg!(feature = "cuda") {
+        return Err(
+            "built without the `cuda` feature (cargo test --features cuda --test model_swap)"
+                .to_string(),
+        );
+    }
+    let Some(library) = std::env::var("ORT_DYLIB_PATH")
+        .ok()
+        .filter(|p| Path::new(p).is_file())
+    else {
+        return Err("ONNX Runtime not available (set ORT_DYLIB_PATH)".to_string());
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    write_config(
+        dir.path(),
+        DEVICE,
+        (&models.join("seg.onnx"), &models.join("cls.onnx")),
+        dir.path(),
+    );
+    let config = sealcheck::config::load(&dir.path().join("sealcheck.toml")).unwrap();
+    let plan = sealcheck::infer::device_stage::DevicePlan::OnnxRuntimeCuda;
+    match sealcheck::infer::device_stage::open_path(&config, plan) {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_engine_unavailable() => Err(format!(
+            "no GPU device path with ONNX Runtime CUDA here ({library}): {e}"
+        )),
+        Err(e) => panic!("the device path's engines failed to open: {e}"),
+    }
+}
+
+/// Starts a live run with the demo models on `inference`, refuses a corrupt
+/// classifier, a contract breaker and (when given) `gate_breaker`, then swaps
+/// in `good` and checks the results file and `/metrics`.
+fn swap_during_a_live_run(
+    dir: &Path,
+    inference: &str,
+    gate_breaker: Option<&Path>,
+    good: (&Path, &Path),
+) {
+    let models = repo().join("models");
+    let (seg, cls) = (models.join("seg.onnx"), models.join("cls.onnx"));
+    let acceptance = labelled_clip_prefix(dir, "acceptance", 8);
+    let corrupt = dir.join("corrupt_cls.onnx");
+    let bytes = std::fs::read(&cls).unwrap();
+    std::fs::write(&corrupt, &bytes[..bytes.len() / 3]).unwrap();
+
+    write_config(dir, inference, (&seg, &cls), &acceptance);
+    let stderr = dir.join("stderr.log");
     let mut service = Service {
-        child: Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        child: Command::new(sealcheck_bin())
             .args(["run", "--config"])
-            .arg(dir.path().join("sealcheck.toml"))
+            .arg(dir.join("sealcheck.toml"))
             .stdout(Stdio::null())
             .stderr(File::create(&stderr).unwrap())
             .spawn()
@@ -142,19 +295,27 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
         stderr,
     };
     assert!(
-        wait_until(Duration::from_secs(60), || results(dir.path()).len() >= 5),
+        wait_until(Duration::from_secs(60), || results(dir).len() >= 5),
         "no results:\n{}",
         service.log()
     );
+    let status = service.status_addr();
+    let old = (model_id(&seg).unwrap(), model_id(&cls).unwrap());
+    assert_eq!(
+        model_info_ids(&metrics(status)),
+        sorted(&old),
+        "model_info at start"
+    );
 
     // Each bad candidate: refused at its step, naming it; the running models stay.
-    for (candidate_cls, step, says) in [
-        (&corrupt, "open", "corrupt_cls.onnx"),
-        (&seg, "open", "seg.onnx"),
-        (&swapped, "acceptance", "recall_not_below_reference"),
-    ] {
+    let bad = [
+        Some((corrupt.as_path(), "open", "corrupt_cls.onnx")),
+        Some((seg.as_path(), "open", "seg.onnx")),
+        gate_breaker.map(|p| (p, "acceptance", "recall_not_below_reference")),
+    ];
+    for (candidate_cls, step, says) in bad.into_iter().flatten() {
         let refusals = service.log().matches("model swap refused").count();
-        write_config(dir.path(), &seg, candidate_cls, &acceptance);
+        write_config(dir, inference, (&seg, candidate_cls), &acceptance);
         signal(&service.child, libc::SIGHUP);
         assert!(
             wait_until(Duration::from_secs(90), || service
@@ -169,35 +330,40 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
         let log = service.log();
         let refusal = log
             .lines()
-            .filter(|l| l.contains("model swap refused"))
-            .last()
+            .rfind(|l| l.contains("model swap refused"))
             .unwrap();
         assert!(
             refusal.contains(&format!("step `{step}`")) && refusal.contains(says),
             "{refusal}"
         );
     }
-    let before_swap = results(dir.path()).len();
+    let before_swap = results(dir).len();
 
-    // Good new models: the INT8 pair, which passes the acceptance gate.
-    write_config(dir.path(), &seg8, &cls8, &acceptance);
+    // Good new models, which pass the acceptance gate.
+    write_config(dir, inference, good, &acceptance);
     signal(&service.child, libc::SIGHUP);
     assert!(
         wait_until(Duration::from_secs(90), || service
             .log()
             .contains("new models accepted")),
-        "INT8 models not accepted:\n{}",
+        "new models not accepted:\n{}",
         service.log()
     );
-    let new_seg = model_id(&seg8).unwrap();
+    let new = (model_id(good.0).unwrap(), model_id(good.1).unwrap());
     assert!(
-        wait_until(Duration::from_secs(60), || results(dir.path())
+        wait_until(Duration::from_secs(60), || results(dir)
             .iter()
-            .filter(|r| r["models"]["segmentation"] == new_seg.as_str())
+            .filter(|r| r["models"]["segmentation"] == new.0.as_str())
             .count()
             >= 5),
         "no results from the new models:\n{}",
         service.log()
+    );
+    let after = metrics(status);
+    assert_eq!(
+        model_info_ids(&after),
+        sorted(&new),
+        "model_info after the swap:\n{after}"
     );
     signal(&service.child, libc::SIGTERM);
     let start = Instant::now();
@@ -213,7 +379,7 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
     };
     assert!(status.success(), "{}", service.log());
 
-    let lines = results(dir.path());
+    let lines = results(dir);
     let seqs: Vec<u64> = lines.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(
         seqs,
@@ -229,8 +395,6 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
             )
         })
         .collect();
-    let old = (model_id(&seg).unwrap(), model_id(&cls).unwrap());
-    let new = (new_seg, model_id(&cls8).unwrap());
     let switch = ids
         .iter()
         .position(|id| *id != old)

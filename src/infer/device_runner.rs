@@ -15,12 +15,24 @@
 //! (pinned results and events). The device tensors are shared: on one
 //! stream, frame N+1's kernels start only after frame N's last copy out of
 //! them.
+//!
+//! A model swap on reload changes only the engine: the stream, tensors,
+//! tickets, events and GPU preprocessor stay. The new engine is opened and
+//! warmed up on the reload thread (`DeviceEngine::swap_opener`) and bound to
+//! the runner's tensors on the device thread with the stream idle
+//! (`DeviceEngine::bind_swapped`, in `swap_engine`). Why not prepare it all
+//! on the device thread between frames: opening sessions or engines takes
+//! seconds, and inspection would stop that long (frames dropped at the ring).
+//! Why not bind it at open: the tensors are in use by the running engine's
+//! frames; a warm-up there would overwrite a frame's tensors. So each engine
+//! warms up on buffers of its own and is rebound (a pointer update) at swap.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use super::device_stage::{
-    DeviceFrameError, DeviceFramePath, DevicePlan, FrameTraffic, GpuTimings, OpenedPath,
+    DeviceFrameError, DeviceFramePath, DeviceModelsOpener, DevicePlan, FrameTraffic, GpuTimings,
+    OpenedPath, PreparedEngine,
 };
 use super::{BackendKind, ModelRole};
 use crate::config::Config;
@@ -33,13 +45,71 @@ use crate::preprocess::gpu::GpuPreprocessor;
 /// Frames on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
 
-/// How one GPU engine runs a model on the runner's stream.
-pub trait DeviceEngine: Send {
+/// How one GPU engine runs a model on the runner's stream, and how new
+/// models of the same engine are opened for a swap.
+pub trait DeviceEngine: Send + Sized + 'static {
+    /// The engine as the swap opener makes it: opened and warmed up on
+    /// another thread, not yet bound to the runner's tensors.
+    type Unbound: Send + 'static;
+
     fn kind(&self) -> BackendKind;
 
     /// Queues `role`'s model on `stream`, reading and writing the tensors it
     /// was bound to when the runner was opened. Returns once queued.
     fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError>;
+
+    /// Opens new models of this engine for the runner `site` describes.
+    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
+
+    /// Binds an engine from `swap_opener` to the runner's tensors. Called
+    /// on the device thread with nothing queued on the stream.
+    fn bind_swapped(
+        unbound: Self::Unbound,
+        site: &SwapSite,
+        tensors: BoundTensors,
+    ) -> Result<Self, DeviceFrameError>;
+}
+
+/// What opening new models for a running device runner needs to know.
+#[derive(Clone)]
+pub struct SwapSite {
+    pub gpu: Arc<GpuContext>,
+    pub stream: StreamLease,
+    /// The runner's tensor shapes and element types (inputs, segmentation
+    /// logits), which new models must match.
+    pub geometry: TensorGeometry,
+    pub elements: (TensorElement, TensorElement),
+}
+
+/// The runner's stream for another thread: valid only while the runner
+/// lives, whose drop waits for every `with` in progress and ends the lease.
+#[derive(Clone)]
+pub struct StreamLease {
+    /// The raw `CUstream`, as an integer (TensorRT's convention).
+    raw: usize,
+    alive: Arc<RwLock<bool>>,
+}
+
+impl StreamLease {
+    /// Runs `f` with the raw stream, the runner kept from dropping it
+    /// meanwhile; an error once the runner is gone.
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(usize) -> Result<T, DeviceFrameError>,
+    ) -> Result<T, DeviceFrameError> {
+        // A poisoned lock only means a `with` panicked; the flag is still right.
+        let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
+        if !*alive {
+            return Err(DeviceFrameError::Swap(
+                "the device path has ended".to_string(),
+            ));
+        }
+        f(self.raw)
+    }
+
+    fn end(&self) {
+        *self.alive.write().unwrap_or_else(|p| p.into_inner()) = false;
+    }
 }
 
 /// The device tensors an engine is bound to, all owned by the runner.
@@ -70,6 +140,12 @@ pub struct DeviceRunner<E: DeviceEngine> {
     /// Tickets of the frames submitted and not yet completed, oldest first;
     /// tickets are taken in turn, so the next one follows the newest.
     in_flight: VecDeque<usize>,
+    /// The tensors the engine is bound to (a swapped-in engine too).
+    tensors: BoundTensors,
+    /// The engine's input and segmentation-logits element types.
+    elements: (TensorElement, TensorElement),
+    /// The stream as lent to swap openers; ended first on drop.
+    lease: StreamLease,
     preprocessor: GpuPreprocessor,
     gpu: Arc<GpuContext>,
 }
@@ -111,7 +187,7 @@ impl<E: DeviceEngine> DeviceRunner<E> {
             })
         };
         let tickets = [ticket()?, ticket()?];
-        let engine = bind(BoundTensors {
+        let tensors = BoundTensors {
             seg_input: preprocessor.seg_input(),
             seg_logits: preprocessor.seg_logits(),
             cls_input: preprocessor.cls_input(),
@@ -120,15 +196,32 @@ impl<E: DeviceEngine> DeviceRunner<E> {
                 len: cls_logits_device.len(),
                 element: TensorElement::F32,
             },
-        })?;
+        };
+        let engine = bind(tensors)?;
+        let lease = StreamLease {
+            raw: preprocessor.stream().raw() as usize,
+            alive: Arc::new(RwLock::new(true)),
+        };
         Ok(DeviceRunner {
             engine,
             cls_logits_device,
             tickets,
             in_flight: VecDeque::with_capacity(IN_FLIGHT),
+            tensors,
+            elements,
+            lease,
             preprocessor,
             gpu,
         })
+    }
+
+    fn swap_site(&self) -> SwapSite {
+        SwapSite {
+            gpu: Arc::clone(&self.gpu),
+            stream: self.lease.clone(),
+            geometry: self.geometry(),
+            elements: self.elements,
+        }
     }
 
     pub fn engine(&self) -> &E {
@@ -289,10 +382,41 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
         FrameTraffic::device_path(frame, self.cls_logits_device.len())
     }
+
+    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
+        Some(E::swap_opener(self.swap_site()))
+    }
+
+    fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
+        if !self.in_flight.is_empty() {
+            return Err(DeviceFrameError::Swap(format!(
+                "{} frame(s) still on the stream",
+                self.in_flight.len()
+            )));
+        }
+        let unbound = engine.0.downcast::<E::Unbound>().map_err(|_| {
+            DeviceFrameError::Swap(format!(
+                "the new engine was not prepared for {}",
+                self.engine.kind().as_str()
+            ))
+        })?;
+        // Nothing of ours is queued; work a warm-up queued may still be.
+        self.preprocessor
+            .stream()
+            .synchronize()
+            .map_err(gpu_error("wait for the stream before the swap"))?;
+        let engine = E::bind_swapped(*unbound, &self.swap_site(), self.tensors)?;
+        // The old engine is dropped here, after its last frame.
+        drop(std::mem::replace(&mut self.engine, engine));
+        Ok(())
+    }
 }
 
 impl<E: DeviceEngine> Drop for DeviceRunner<E> {
     fn drop(&mut self) {
+        // No swap opener may use the stream from here on (this waits for
+        // one in progress).
+        self.lease.end();
         // The engine points into buffers freed after it: nothing may be
         // freed while queued work can still touch them.
         if let Err(e) = self.preprocessor.stream().synchronize() {

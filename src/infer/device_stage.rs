@@ -22,16 +22,29 @@
 //!
 //! The host mask, tensors and segmentation logits of `FrameWork` are not
 //! filled: the decision reads only `mask_pixels` and `cls_logits`.
+//!
+//! New models on reload (`crate::model_swap`): the reload thread opens them
+//! on the running engine through the path's `DeviceModelsOpener` while this
+//! thread goes on inspecting; the prepared engine arrives as a `DeviceSwap`
+//! and is taken before the next frame is staged, once every frame on the GPU
+//! was completed by the old engine:
+//!
+//! ```text
+//! frame N-1, N on the GPU (old engine) | swap waiting -> complete N-1, N -> bind new engine -> frame N+1
+//! ```
 
+use std::any::Any;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::{FailedStage, FrameWork, ImageView, StageMessage, TensorGeometry};
+use crate::model_id::ModelIds;
 use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
 /// GPU milliseconds of each part of a frame, from CUDA events on the stream.
@@ -99,6 +112,58 @@ pub trait DeviceFramePath {
         self.submit(frame)?;
         self.complete(work)
     }
+
+    /// What opens new models of this path's engine on another thread, for a
+    /// swap on reload; `None`: this path cannot swap (a restart is needed).
+    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
+        None
+    }
+
+    /// Replaces the engine with `engine` (from this path's `swap_opener`),
+    /// binding it to the path's tensors. Called with no frame in flight; on
+    /// an error the running engine stays.
+    fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
+        drop(engine);
+        Err(DeviceFrameError::Swap(
+            "this device path has no swap opener".to_string(),
+        ))
+    }
+}
+
+/// Opens new models on a running device path's engine, from a thread other
+/// than the device thread (the reload thread), so inspection goes on.
+pub trait DeviceModelsOpener: Send + Sync {
+    /// Opens `config`'s models on the running engine and checks them
+    /// against the engine's IO contract (the geometry is read here).
+    fn open(&self, config: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError>;
+}
+
+/// New models opened by a `DeviceModelsOpener`, not yet bound to the
+/// running path's tensors.
+pub trait DeviceCandidate: Send {
+    fn geometry(&self) -> TensorGeometry;
+
+    /// Runs both models once on buffers of their own (never the running
+    /// path's), and waits for them.
+    fn warm_up(&mut self) -> Result<(), DeviceFrameError>;
+
+    /// What the device thread binds and swaps in (`DeviceFramePath::swap_engine`).
+    fn into_engine(self: Box<Self>) -> PreparedEngine;
+}
+
+/// An engine prepared for a swap, typed only by the path that opened it
+/// (each `DeviceRunner<E>` knows its engine's unbound form).
+pub struct PreparedEngine(pub Box<dyn Any + Send>);
+
+/// New models for the device thread, opened, checked and warmed up beside
+/// the running ones (`crate::model_swap::prepare_device`); taken between two
+/// frames with nothing in flight.
+pub struct DeviceSwap {
+    pub engine: PreparedEngine,
+    pub models: Arc<ModelIds>,
+    /// Called on the device thread once the new engine judges (the status
+    /// server's `model_info`); not called when binding it fails.
+    pub on_swapped: Option<Box<dyn FnOnce() + Send>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +202,9 @@ pub enum DeviceFrameError {
     Unsupported(&'static str),
     #[error("cannot start the device thread: {0}")]
     Spawn(std::io::Error),
+    /// A model swap the device path could not take.
+    #[error("GPU device path: cannot swap models: {0}")]
+    Swap(String),
     #[error("the device thread ended before reporting whether it started")]
     StartLost,
 }
@@ -213,11 +281,12 @@ pub fn open_path(config: &Config, plan: DevicePlan) -> Result<OpenedPath, Device
 }
 
 /// What the device thread reports once its engines are open.
-#[derive(Debug, Clone)]
 pub struct DeviceStarted {
     pub kind: BackendKind,
     pub geometry: TensorGeometry,
     pub reason: String,
+    /// Where new models are opened on reload; `None`: the path cannot swap.
+    pub swap_opener: Option<Arc<dyn DeviceModelsOpener>>,
 }
 
 /// Why the device thread did not start. With `stage` given (an `auto`
@@ -235,6 +304,10 @@ pub struct DeviceStage {
     /// Work records back from the output stage (backpressure, as in preprocess).
     pub free_work: Receiver<Box<FrameWork>>,
     pub liveness: crate::service::Liveness,
+    /// The ids of the running engine's model files, stamped on every frame it judges.
+    pub models: Arc<ModelIds>,
+    /// Model swaps accepted on reload.
+    pub swaps: Receiver<DeviceSwap>,
 }
 
 impl DeviceStage {
@@ -259,6 +332,7 @@ impl DeviceStage {
                         kind,
                         geometry: opened.geometry,
                         reason: opened.reason,
+                        swap_opener: opened.path.swap_opener(),
                     }));
                     log::info!(target: "sealcheck::pipeline", backend = kind.as_str();
                         "device stage: preprocessing, both models and the mask on one CUDA stream");
@@ -292,6 +366,20 @@ impl DeviceStage {
     /// Runs until capture ends, with up to `frames_in_flight` frames on the
     /// GPU (as far as the path allows); returns how it ended.
     pub fn run(mut self, path: &mut dyn DeviceFramePath, frames_in_flight: usize) -> EndOfStream {
+        let end = self.run_frames(path, frames_in_flight);
+        // A swap prepared too late is dropped here, while the path (whose
+        // stream a prepared engine may name) still exists.
+        for late in self.swaps.try_iter() {
+            drop(late);
+        }
+        end
+    }
+
+    fn run_frames(
+        &mut self,
+        path: &mut dyn DeviceFramePath,
+        frames_in_flight: usize,
+    ) -> EndOfStream {
         let depth = path.max_in_flight().min(frames_in_flight).max(1);
         // Frames handed to the path, oldest first.
         let mut on_gpu: VecDeque<Box<FrameWork>> = VecDeque::with_capacity(depth);
@@ -338,6 +426,9 @@ impl DeviceStage {
                     continue;
                 }
             };
+            if !self.take_swap(path, &mut on_gpu, slot.meta.seq) {
+                return EndOfStream::Stopped;
+            }
             if on_gpu.len() >= depth && !self.finish_oldest(path, &mut on_gpu) {
                 return EndOfStream::Stopped;
             }
@@ -356,6 +447,7 @@ impl DeviceStage {
                 }
             };
             work.reset(slot.meta);
+            work.models = Some(Arc::clone(&self.models));
             if !traffic_logged {
                 traffic_logged = true;
                 let t = path.traffic(&slot.image());
@@ -373,6 +465,46 @@ impl DeviceStage {
             }
             on_gpu.push_back(work);
         }
+    }
+
+    /// Swaps in new models before frame `seq` when a swap is waiting: the
+    /// frames on the GPU are completed by the old engine first, so none is
+    /// lost or judged twice; frames from `seq` on carry the new ids. `false`
+    /// when the output stage is gone.
+    fn take_swap(
+        &mut self,
+        path: &mut dyn DeviceFramePath,
+        on_gpu: &mut VecDeque<Box<FrameWork>>,
+        seq: u64,
+    ) -> bool {
+        let Some(swap) = self.swaps.try_iter().last() else {
+            return true;
+        };
+        let paused = Instant::now();
+        while !on_gpu.is_empty() {
+            if !self.finish_oldest(path, on_gpu) {
+                return false;
+            }
+        }
+        match path.swap_engine(swap.engine) {
+            Ok(()) => {
+                log::info!(target: "sealcheck::infer", first_seq = seq,
+                    segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
+                    previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str(),
+                    pause_ms = paused.elapsed().as_secs_f64() * 1e3;
+                    "models swapped on the device path: frames from first_seq on are judged by the new models");
+                self.models = swap.models;
+                if let Some(swapped) = swap.on_swapped {
+                    swapped();
+                }
+            }
+            Err(e) => {
+                log::error!(target: "sealcheck::model_swap", step = "bind", error:% = e,
+                    segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str();
+                    "model swap refused at step `bind`: the new engine could not be bound to the device path's tensors; the running models stay");
+            }
+        }
+        true
     }
 
     /// Completes the oldest frame on the GPU (if any) and sends its result
@@ -409,13 +541,19 @@ mod tests {
     use crate::frame::PixelLayout;
     use crate::ring::frame_ring;
 
-    /// Test double: a "GPU" that answers from the frame's first byte, so the
-    /// test sees which frame each result came from, and holds up to `depth`
-    /// frames like a stream would.
+    /// Test double: a "GPU" that answers from the frame's first byte plus
+    /// 1000 times its engine's generation (as at submit), so the test sees
+    /// which frame each result came from and which engine judged it, and
+    /// holds up to `depth` frames like a stream would. Like the device
+    /// runner, it refuses a swap with frames in flight.
     struct FakeDevicePath {
-        queued: VecDeque<u8>,
+        queued: VecDeque<(u8, u64)>,
         depth: usize,
         most_in_flight: usize,
+        generation: u64,
+        /// When the frame with this first byte is submitted, this swap is
+        /// sent (a reload finishing while frames are on the GPU).
+        swap_on: Option<(u8, Sender<DeviceSwap>, DeviceSwap)>,
     }
 
     impl FakeDevicePath {
@@ -424,6 +562,8 @@ mod tests {
                 queued: VecDeque::new(),
                 depth,
                 most_in_flight: 0,
+                generation: 0,
+                swap_on: None,
             }
         }
     }
@@ -437,18 +577,24 @@ mod tests {
                 self.queued.len() < self.depth,
                 "more frames submitted than in flight"
             );
-            self.queued.extend(frame.data.first().copied());
+            let first = frame.data.first().copied().unwrap_or_default();
+            self.queued.push_back((first, self.generation));
             self.most_in_flight = self.most_in_flight.max(self.queued.len());
+            if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
+                && let Some((_, to_stage, swap)) = self.swap_on.take()
+            {
+                to_stage.send(swap).unwrap();
+            }
             Ok(())
         }
         fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-            let Some(first) = self.queued.pop_front() else {
+            let Some((first, generation)) = self.queued.pop_front() else {
                 return Err(DeviceFrameError::Unsupported("nothing submitted"));
             };
             if first == 0xEE {
                 return Err(DeviceFrameError::Unsupported("a failing frame"));
             }
-            work.mask_pixels = u64::from(first);
+            work.mask_pixels = u64::from(first) + 1000 * generation;
             work.cls_logits.fill(f32::from(first));
             Ok(GpuTimings {
                 preprocess_ms: 1.0,
@@ -465,6 +611,27 @@ mod tests {
         fn max_in_flight(&self) -> usize {
             self.depth
         }
+        fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
+            if !self.queued.is_empty() {
+                return Err(DeviceFrameError::Swap(format!(
+                    "{} frame(s) still on the stream",
+                    self.queued.len()
+                )));
+            }
+            let generation = engine
+                .0
+                .downcast::<u64>()
+                .map_err(|_| DeviceFrameError::Swap("not a fake engine".to_string()))?;
+            self.generation = *generation;
+            Ok(())
+        }
+    }
+
+    fn ids(segmentation: &str, classifier: &str) -> Arc<ModelIds> {
+        Arc::new(ModelIds {
+            segmentation: segmentation.to_string(),
+            classifier: classifier.to_string(),
+        })
     }
 
     /// A device stage reading a fresh ring of `slots` frame slots, with
@@ -478,6 +645,7 @@ mod tests {
         DeviceStage,
         Sender<Box<FrameWork>>,
         Receiver<StageMessage>,
+        Sender<DeviceSwap>,
     ) {
         let geometry = TensorGeometry {
             seg_hw: (4, 4),
@@ -491,13 +659,16 @@ mod tests {
             free_tx.send(Box::new(FrameWork::new(&geometry))).unwrap();
         }
         let (out_tx, out_rx) = bounded(16);
+        let (swap_tx, swap_rx) = bounded(1);
         let stage = DeviceStage {
             input: consumer,
             output: out_tx,
             free_work: free_rx,
             liveness: crate::service::Liveness::new(),
+            models: ids("old-seg", "old-cls"),
+            swaps: swap_rx,
         };
-        (producer, stage, free_tx, out_rx)
+        (producer, stage, free_tx, out_rx, swap_tx)
     }
 
     fn tiny_frame(producer: &mut crate::ring::RingProducer, seq: u64, first: u8) {
@@ -517,7 +688,7 @@ mod tests {
     /// allowed `frames_in_flight`; returns what came out and the most frames
     /// the path held at once.
     fn run_queued(frames_in_flight: usize) -> (Vec<(u64, u64, bool)>, usize) {
-        let (mut producer, stage, free_tx, out_rx) = stage_over_ring(8, 3);
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(8, 3);
         // Everything is in the ring before the stage starts: it can always
         // stage the next frame while one is on the "GPU".
         for (seq, first) in [(0u64, 10u8), (1, 11), (2, 12)] {
@@ -576,7 +747,7 @@ mod tests {
 
     #[test]
     fn frames_go_through_in_order_with_gpu_timings_and_errors_marked() {
-        let (mut producer, stage, free_tx, out_rx) = stage_over_ring(2, 2);
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
         // Two may be in flight, but each frame comes alone: its result must
         // not wait for the next frame.
         let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));
@@ -603,6 +774,72 @@ mod tests {
             results,
             vec![(0, 7, 2.0, false), (1, 0, 0.0, true), (2, 9, 2.0, false)]
         );
+    }
+
+    #[test]
+    fn a_swap_waits_for_the_frames_on_the_gpu_and_names_the_new_models_from_the_next_frame() {
+        let (mut producer, stage, free_tx, out_rx, swap_tx) = stage_over_ring(8, 4);
+        // All frames wait in the ring, so two are on the "GPU" when the swap
+        // arrives (sent as frame 3 is submitted, behind frame 2).
+        for seq in 0..7u64 {
+            tiny_frame(&mut producer, seq, 10 + seq as u8);
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let swapped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let on_swapped = {
+            let swapped = Arc::clone(&swapped);
+            move || {
+                swapped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        };
+        let swap = DeviceSwap {
+            engine: PreparedEngine(Box::new(1u64)),
+            models: ids("new-seg", "new-cls"),
+            on_swapped: Some(Box::new(on_swapped)),
+        };
+        let handle = std::thread::spawn(move || {
+            let mut path = FakeDevicePath::new(2);
+            path.swap_on = Some((13, swap_tx, swap));
+            let end = stage.run(&mut path, 2);
+            (end, path.most_in_flight)
+        });
+        let mut seen = Vec::new();
+        loop {
+            match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+                StageMessage::Inspect(work) => {
+                    let models = work
+                        .models
+                        .as_deref()
+                        .expect("every frame names its models");
+                    seen.push((
+                        work.meta.seq,
+                        work.mask_pixels,
+                        models.segmentation.clone(),
+                        models.classifier.clone(),
+                    ));
+                    let _ = free_tx.send(work);
+                }
+                StageMessage::End => break,
+                _ => panic!("only frames were sent"),
+            }
+        }
+        let (end, most_in_flight) = handle.join().unwrap();
+        assert_eq!(end, EndOfStream::Finished);
+        assert_eq!(most_in_flight, 2, "the swap arrived with frames in flight");
+        let old = |seq: u64| (seq, 10 + seq, "old-seg".to_string(), "old-cls".to_string());
+        let new = |seq: u64| {
+            (
+                seq,
+                1010 + seq,
+                "new-seg".to_string(),
+                "new-cls".to_string(),
+            )
+        };
+        // Frames 0..=3 were on the GPU by the time the swap was seen: the old
+        // engine completes them; frame 4 on is the new engine's, with its ids.
+        let expected: Vec<_> = (0..4).map(old).chain((4..7).map(new)).collect();
+        assert_eq!(seen, expected);
+        assert_eq!(swapped.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub mod tract;
 
 pub use error::{InferError, ORT_LIBRARY_FIX};
 pub use model_io::{ModelIo, ModelRole, models_opened};
-pub use stage::{InferStage, ModelSwap, infer_frame};
+pub use stage::{InferStage, ModelSwap, infer_frame, warm_up};
 
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::TensorGeometry;

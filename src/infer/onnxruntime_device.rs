@@ -14,19 +14,30 @@
 //!
 //! Runs use `disable_synchronize_execution_providers`, so `RunWithBinding`
 //! returns once the work is queued instead of waiting for the stream.
+//!
+//! Model swap (`OrtOpener`, on the reload thread): a session computes on the
+//! stream it was created with, for its whole life, so new sessions are
+//! created with the runner's stream (lent through `StreamLease`). They warm
+//! up bound to scratch buffers of their own (a run that waits for the
+//! stream; it queues between the running frames' work, which it only
+//! delays) and are bound to the runner's tensors on the device thread at
+//! the swap: creating an IO binding queues nothing.
+
+use std::sync::Arc;
 
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
 use ort::value::{Shape, TensorRefMut};
 
 use super::BackendKind;
-use super::device_runner::{DeviceEngine, DeviceRunner};
-use super::device_stage::DeviceFrameError;
+use super::device_runner::{BoundTensors, DeviceEngine, DeviceRunner, SwapSite};
+use super::device_stage::{DeviceCandidate, DeviceFrameError, DeviceModelsOpener, PreparedEngine};
 use super::model_io::{ModelIo, ModelRole, ModelSpec};
 use super::onnxruntime::sys::{BindSide, bind_in_place};
 use super::onnxruntime::{ComputeStream, open_cuda_session};
 use crate::config::Config;
-use crate::gpu::{DeviceTensor, GpuContext, Stream, TensorElement};
+use crate::frame::TensorGeometry;
+use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, Stream, TensorElement};
 
 /// One session with its binding to device buffers.
 struct BoundSession {
@@ -127,6 +138,33 @@ impl BoundSession {
         })
     }
 
+    /// Runs once and waits for the session's stream (a warm-up).
+    fn run_and_wait(&mut self) -> Result<(), DeviceFrameError> {
+        let role = self.role;
+        self.session
+            .run_binding(&self.binding)
+            .map(drop)
+            .map_err(|e| DeviceFrameError::Ort {
+                role,
+                action: "warm up",
+                message: e.to_string(),
+            })
+    }
+
+    /// The session, its binding dropped (binding before the values it names).
+    fn into_session(self) -> Session {
+        let BoundSession {
+            binding,
+            _input,
+            _output,
+            session,
+            ..
+        } = self;
+        drop(binding);
+        drop((_input, _output));
+        session
+    }
+
     /// Queues one run on the session's compute stream.
     fn enqueue(&mut self) -> Result<(), DeviceFrameError> {
         let role = self.role;
@@ -153,8 +191,28 @@ pub struct OrtDeviceEngine {
 unsafe impl Send for OrtDeviceEngine {}
 
 impl DeviceEngine for OrtDeviceEngine {
+    type Unbound = OrtCandidate;
+
     fn kind(&self) -> BackendKind {
         BackendKind::OnnxRuntimeCuda
+    }
+
+    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
+        Arc::new(OrtOpener { site })
+    }
+
+    fn bind_swapped(
+        mut unbound: OrtCandidate,
+        site: &SwapSite,
+        tensors: BoundTensors,
+    ) -> Result<Self, DeviceFrameError> {
+        let sessions = unbound.sessions.take().ok_or_else(|| {
+            DeviceFrameError::Swap("the new sessions were lost in their warm-up".to_string())
+        })?;
+        // SAFETY: the runner owns `tensors` and frees them only after
+        // dropping this engine, with its stream synchronized first
+        // (`DeviceRunner::swap_engine` and `Drop`).
+        unsafe { bind_engine(&site.gpu, sessions, tensors) }
     }
 
     /// The sessions compute on the stream they were created with (the
@@ -163,6 +221,188 @@ impl DeviceEngine for OrtDeviceEngine {
         match role {
             ModelRole::Segmentation => self.segmentation.enqueue(),
             ModelRole::Classifier => self.classifier.enqueue(),
+        }
+    }
+}
+
+/// Both models' sessions and IO, not bound to any buffers.
+struct OrtSessions {
+    segmentation: (Session, ModelIo),
+    classifier: (Session, ModelIo),
+}
+
+/// Binds both sessions to the runner's tensors.
+///
+/// # Safety
+/// The tensors must stay allocated for as long as the returned engine exists.
+unsafe fn bind_engine(
+    gpu: &GpuContext,
+    sessions: OrtSessions,
+    tensors: BoundTensors,
+) -> Result<OrtDeviceEngine, DeviceFrameError> {
+    let OrtSessions {
+        segmentation: (seg_session, seg_io),
+        classifier: (cls_session, cls_io),
+    } = sessions;
+    // SAFETY: forwarded from this function's contract.
+    let segmentation = unsafe {
+        BoundSession::bind(
+            seg_session,
+            &seg_io,
+            ModelRole::Segmentation,
+            gpu,
+            tensors.seg_input,
+            tensors.seg_logits,
+        )?
+    };
+    // SAFETY: as above.
+    let classifier = unsafe {
+        BoundSession::bind(
+            cls_session,
+            &cls_io,
+            ModelRole::Classifier,
+            gpu,
+            tensors.cls_input,
+            tensors.cls_logits,
+        )?
+    };
+    Ok(OrtDeviceEngine {
+        segmentation,
+        classifier,
+    })
+}
+
+/// Opens new models as CUDA sessions on a running runner's stream.
+struct OrtOpener {
+    site: SwapSite,
+}
+
+impl DeviceModelsOpener for OrtOpener {
+    fn open(&self, cfg: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError> {
+        self.site.stream.with(|raw| {
+            let compute = ComputeStream(raw as *mut std::ffi::c_void);
+            let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
+            let cls_spec = ModelSpec::classifier(&cfg.classifier);
+            let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
+            let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
+            let geometry = super::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+            Ok(Box::new(OrtCandidate {
+                sessions: Some(OrtSessions {
+                    segmentation,
+                    classifier,
+                }),
+                geometry,
+                site: self.site.clone(),
+            }) as Box<dyn DeviceCandidate>)
+        })
+    }
+}
+
+/// New sessions on the runner's stream, not bound to its tensors.
+pub struct OrtCandidate {
+    sessions: Option<OrtSessions>,
+    geometry: TensorGeometry,
+    site: SwapSite,
+}
+
+// SAFETY: as for `OrtDeviceEngine`: the sessions are used by one thread at a
+// time (the reload thread, then the device thread they are sent to).
+unsafe impl Send for OrtCandidate {}
+
+impl DeviceCandidate for OrtCandidate {
+    fn geometry(&self) -> TensorGeometry {
+        self.geometry
+    }
+
+    fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
+        let (site, sessions) = (&self.site, &mut self.sessions);
+        site.stream.with(|_| {
+            let OrtSessions {
+                segmentation,
+                classifier,
+            } = sessions
+                .take()
+                .ok_or_else(|| DeviceFrameError::Swap("the new sessions were lost".to_string()))?;
+            let g = self.geometry;
+            let scratch = |len: usize| -> Result<DeviceBuffer<f32>, DeviceFrameError> {
+                DeviceBuffer::<f32>::new(&site.gpu, len).map_err(|source| DeviceFrameError::Gpu {
+                    action: "allocate warm-up buffers",
+                    source,
+                })
+            };
+            let tensor = |buffer: &DeviceBuffer<f32>| DeviceTensor {
+                ptr: buffer.device_ptr(),
+                len: buffer.len(),
+                element: TensorElement::F32,
+            };
+            let buffers = [
+                scratch(g.seg_input_len())?,
+                scratch(g.seg_logits_len())?,
+                scratch(g.cls_input_len())?,
+                scratch(g.cls_classes)?,
+            ];
+            let mut warmed = Vec::with_capacity(2);
+            for ((session, io), role, (input, output)) in [
+                (
+                    segmentation,
+                    ModelRole::Segmentation,
+                    (&buffers[0], &buffers[1]),
+                ),
+                (
+                    classifier,
+                    ModelRole::Classifier,
+                    (&buffers[2], &buffers[3]),
+                ),
+            ] {
+                // SAFETY: the scratch buffers outlive the bound session,
+                // which is taken apart (`into_session`) after its run, which
+                // waits for the stream.
+                let mut bound = unsafe {
+                    BoundSession::bind(
+                        session,
+                        &io,
+                        role,
+                        &site.gpu,
+                        tensor(input),
+                        tensor(output),
+                    )?
+                };
+                bound.run_and_wait()?;
+                warmed.push((bound.into_session(), io));
+            }
+            let classifier = warmed.pop();
+            let segmentation = warmed.pop();
+            if let (Some(segmentation), Some(classifier)) = (segmentation, classifier) {
+                *sessions = Some(OrtSessions {
+                    segmentation,
+                    classifier,
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn into_engine(self: Box<Self>) -> PreparedEngine {
+        PreparedEngine(self)
+    }
+}
+
+impl Drop for OrtCandidate {
+    /// Sessions not swapped in are dropped while the runner's stream, which
+    /// they were created with, is known to exist; after the runner is gone
+    /// they are leaked rather than torn down against a freed stream.
+    fn drop(&mut self) {
+        let Some(sessions) = self.sessions.take() else {
+            return;
+        };
+        let mut sessions = Some(sessions);
+        let dropped = self.site.stream.with(|_| {
+            drop(sessions.take());
+            Ok(())
+        });
+        if dropped.is_err() {
+            log::warn!(target: "sealcheck::model_swap", "new ONNX Runtime sessions outlived the device path; leaking them at shutdown");
+            std::mem::forget(sessions);
         }
     }
 }
@@ -181,38 +421,18 @@ pub fn open(cfg: &Config) -> Result<DeviceRunner<OrtDeviceEngine>, DeviceFrameEr
     let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
     let cls_spec = ModelSpec::classifier(&cfg.classifier);
     let compute = ComputeStream(stream.raw() as *mut std::ffi::c_void);
-    let (seg_session, seg_io) = open_cuda_session(cfg, &seg_spec, compute)?;
-    let (cls_session, cls_io) = open_cuda_session(cfg, &cls_spec, compute)?;
-    let geometry = super::checked_geometry(cfg, &seg_io, &cls_io)?;
+    let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
+    let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
+    let geometry = super::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
     let f32s = (TensorElement::F32, TensorElement::F32);
+    let sessions = OrtSessions {
+        segmentation,
+        classifier,
+    };
     DeviceRunner::open(cfg, stream, geometry, f32s, |tensors| {
         // SAFETY: the runner owns the bound tensors and frees them only after
         // dropping this engine, with its stream synchronized first
         // (`DeviceRunner::open`).
-        let segmentation = unsafe {
-            BoundSession::bind(
-                seg_session,
-                &seg_io,
-                ModelRole::Segmentation,
-                &gpu,
-                tensors.seg_input,
-                tensors.seg_logits,
-            )?
-        };
-        // SAFETY: as above.
-        let classifier = unsafe {
-            BoundSession::bind(
-                cls_session,
-                &cls_io,
-                ModelRole::Classifier,
-                &gpu,
-                tensors.cls_input,
-                tensors.cls_logits,
-            )?
-        };
-        Ok(OrtDeviceEngine {
-            segmentation,
-            classifier,
-        })
+        unsafe { bind_engine(&gpu, sessions, tensors) }
     })
 }

@@ -38,6 +38,18 @@ pub fn infer_frame(
     work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
 }
 
+/// Runs both models once on zeros: the first run of an engine allocates and
+/// tunes, and a model swap does that before the new models judge a frame.
+pub fn warm_up(
+    backend: &mut dyn InferenceBackend,
+    geometry: crate::frame::TensorGeometry,
+) -> Result<(), super::InferError> {
+    let mut seg_logits = vec![0.0; geometry.seg_logits_len()];
+    let mut cls_logits = vec![0.0; geometry.cls_classes];
+    backend.segment(&vec![0.0; geometry.seg_input_len()], &mut seg_logits)?;
+    backend.classify(&vec![0.0; geometry.cls_input_len()], &mut cls_logits)
+}
+
 /// New models for the infer thread, opened, checked and warmed up beside the
 /// running ones (`crate::model_swap`); taken between two frames.
 pub struct ModelSwap {

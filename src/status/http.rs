@@ -363,6 +363,7 @@ pub fn status_json(t: &Telemetry) -> Value {
     let (seals, ok, window_by_reason) = board.window_counts();
     let external = t.external();
     let info = t.info();
+    let info = info.as_ref();
     let health = t.health();
     let archive = t.archive();
     let m = &t.metrics;

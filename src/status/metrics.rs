@@ -228,6 +228,8 @@ pub struct LineMetrics {
     /// Indexed like `ArchiveDrop::ALL`.
     archive_drops: Vec<Counter>,
     pub live_frames: Counter,
+    /// `model_info`: the models judging now (a model swap replaces them).
+    model_info: Family<ModelLabels, Gauge>,
 }
 
 /// Stages timed per frame, in `stage_latency` order.
@@ -303,6 +305,7 @@ impl LineMetrics {
             archive_files: archive_files.clone(),
             archive_drops,
             live_frames: live_frames.clone(),
+            model_info: Family::default(),
         };
         registry.register(
             "source_up",
@@ -376,9 +379,19 @@ impl LineMetrics {
             "sealcheck version and the inference backend in use",
             build,
         );
-        let model_family = Family::<ModelLabels, Gauge>::default();
+        self.set_models(models);
+        registry.register(
+            "model_info",
+            "Models loaded: role, file and the first 12 hex digits of its SHA-256",
+            self.model_info.clone(),
+        );
+    }
+
+    /// `model_info` names `models` only (after a model swap: the new ones).
+    pub fn set_models(&self, models: &[(&'static str, String, String)]) {
+        self.model_info.clear();
         for (role, file, sha256) in models {
-            model_family
+            self.model_info
                 .get_or_create(&ModelLabels {
                     role,
                     file: file.clone(),
@@ -386,11 +399,6 @@ impl LineMetrics {
                 })
                 .set(1);
         }
-        registry.register(
-            "model_info",
-            "Models loaded: role, file and the first 12 hex digits of its SHA-256",
-            model_family,
-        );
     }
 
     /// OpenMetrics text, what Prometheus asks for first.
@@ -472,6 +480,33 @@ pub fn openmetrics_to_prometheus(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_info_names_the_swapped_in_models_only() {
+        let m = LineMetrics::new(DEFAULT_DEADLINE);
+        let models = |seg: &str, cls: &str| {
+            vec![
+                ("segmentation", "seg.onnx".to_string(), seg.to_string()),
+                ("classifier", "cls.onnx".to_string(), cls.to_string()),
+            ]
+        };
+        m.register_info("onnxruntime-cpu", &models("aaaaaaaaaaaa", "bbbbbbbbbbbb"));
+        m.set_models(&models("cccccccccccc", "dddddddddddd"));
+        let text = m.encode_prometheus();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("sealcheck_model_info"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines.iter().any(|l| l.contains("sha256=\"cccccccccccc\"")),
+            "{text}"
+        );
+        assert!(
+            !text.contains("aaaaaaaaaaaa") && !text.contains("bbbbbbbbbbbb"),
+            "the start-up models are still named after the swap:\n{text}"
+        );
+    }
 
     #[test]
     fn counters_and_histograms_encode_with_every_label_value_from_the_start() {

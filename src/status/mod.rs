@@ -78,7 +78,8 @@ pub struct Telemetry {
     liveness: OnceLock<Liveness>,
     stall_timeout: Duration,
     state: AtomicU8,
-    info: OnceLock<RunInfo>,
+    /// Set once the backend is chosen; its models follow a model swap.
+    info: Mutex<Option<RunInfo>>,
     /// Counters of the line and MQTT (`external`), once they exist.
     external: Arc<Mutex<ExternalStats>>,
     /// The archive settings in force (reloads change them).
@@ -107,7 +108,7 @@ impl Telemetry {
             liveness: OnceLock::new(),
             stall_timeout,
             state: AtomicU8::new(RunState::Starting as u8),
-            info: OnceLock::new(),
+            info: Mutex::new(None),
             archive: Mutex::new(archive),
             started: Instant::now(),
         })
@@ -146,11 +147,19 @@ impl Telemetry {
     /// Records the backend and models (and registers `build_info`/`model_info`).
     pub fn set_info(&self, info: RunInfo) {
         self.metrics.register_info(&info.backend, &info.models);
-        let _ = self.info.set(info);
+        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
     }
 
-    pub fn info(&self) -> Option<&RunInfo> {
-        self.info.get()
+    /// After a model swap: the models judging now (role, file, id).
+    pub fn set_models(&self, models: Vec<(&'static str, String, String)>) {
+        self.metrics.set_models(&models);
+        if let Some(info) = self.info.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            info.models = models;
+        }
+    }
+
+    pub fn info(&self) -> Option<RunInfo> {
+        self.info.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn set_archive(&self, archive: Option<ArchiveConfig>) {

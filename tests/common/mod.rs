@@ -2,8 +2,26 @@
 
 use std::path::{Path, PathBuf};
 
+/// The source tree: the current folder when it is one (a test binary carried
+/// to a GPU machine runs from a copy there), `SEALCHECK_REPO` when set, else
+/// where this was built.
 pub fn repo() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SEALCHECK_REPO") {
+        return PathBuf::from(dir);
+    }
+    if Path::new("config/demo.toml").is_file() && Path::new("samples/demo_clip").is_dir() {
+        return std::env::current_dir().unwrap();
+    }
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The sealcheck binary: `SEALCHECK_BIN` when set (a test binary run on
+/// another machine), else the one cargo built beside this test.
+#[allow(dead_code)] // not every test that shares this module starts the binary
+pub fn sealcheck_bin() -> PathBuf {
+    std::env::var_os("SEALCHECK_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sealcheck")))
 }
 
 /// The first `frames` frames of the demo clip with their lines of

@@ -7,15 +7,26 @@
 //! stream: [frame upload + frame kernel] -> segmentation engine -> [mask kernel + count copy]
 //!         -> classifier engine -> logits copy -> event     (host waits here, once)
 //! ```
+//!
+//! Model swap (`TrtOpener`, on the reload thread): the new backend is opened
+//! as in host mode (its own stream and buffers: an execution context takes
+//! the stream at each enqueue, not at creation), warmed up there, and bound
+//! to the runner's tensors on the device thread at the swap
+//! (`setTensorAddress`, which queues nothing).
+
+use std::sync::Arc;
 
 use super::error::TrtError;
 use super::{ModelRole, TensorRtBackend};
 use crate::config::Config;
+use crate::frame::TensorGeometry;
 use crate::gpu::Stream;
 use crate::infer::BackendKind;
 use crate::infer::InferenceBackend;
-use crate::infer::device_runner::{DeviceEngine, DeviceRunner};
-use crate::infer::device_stage::DeviceFrameError;
+use crate::infer::device_runner::{BoundTensors, DeviceEngine, DeviceRunner, SwapSite};
+use crate::infer::device_stage::{
+    DeviceCandidate, DeviceFrameError, DeviceModelsOpener, PreparedEngine,
+};
 
 /// The TensorRT backend with both engines bound to a runner's tensors.
 pub struct TrtDeviceEngine {
@@ -29,8 +40,24 @@ impl TrtDeviceEngine {
 }
 
 impl DeviceEngine for TrtDeviceEngine {
+    type Unbound = TrtCandidate;
+
     fn kind(&self) -> BackendKind {
         BackendKind::TensorRt
+    }
+
+    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
+        Arc::new(TrtOpener { site })
+    }
+
+    fn bind_swapped(
+        unbound: TrtCandidate,
+        _site: &SwapSite,
+        tensors: BoundTensors,
+    ) -> Result<Self, DeviceFrameError> {
+        // SAFETY: the runner owns `tensors` and frees them only after
+        // dropping this engine, with its stream synchronized first.
+        unsafe { bind(unbound.backend, tensors) }
     }
 
     fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError> {
@@ -51,7 +78,7 @@ pub fn open(cfg: &Config) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameEr
 /// A device runner over `backend`, which was opened with `cfg`'s models.
 pub fn device_runner(
     cfg: &Config,
-    mut backend: TensorRtBackend,
+    backend: TensorRtBackend,
 ) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameError> {
     let geometry =
         crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
@@ -72,16 +99,78 @@ pub fn device_runner(
     DeviceRunner::open(cfg, stream, geometry, (seg_in, seg_out), |tensors| {
         // SAFETY: the runner owns the bound tensors and frees them only after
         // dropping this engine, with its stream synchronized first
-        // (`DeviceRunner::open`); `bind_device` checks lengths and element
-        // types against the engines' IO.
-        unsafe {
-            backend.bind_device(
-                ModelRole::Segmentation,
-                tensors.seg_input,
-                tensors.seg_logits,
-            )?;
-            backend.bind_device(ModelRole::Classifier, tensors.cls_input, tensors.cls_logits)?;
-        }
-        Ok(TrtDeviceEngine { backend })
+        // (`DeviceRunner::open`).
+        unsafe { bind(backend, tensors) }
     })
+}
+
+/// Points both engines at the runner's tensors; `bind_device` checks
+/// lengths and element types against the engines' IO.
+///
+/// # Safety
+/// The tensors must stay allocated for as long as the returned engine
+/// exists, and not be freed while work queued on them is pending.
+unsafe fn bind(
+    mut backend: TensorRtBackend,
+    tensors: BoundTensors,
+) -> Result<TrtDeviceEngine, DeviceFrameError> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        backend.bind_device(
+            ModelRole::Segmentation,
+            tensors.seg_input,
+            tensors.seg_logits,
+        )?;
+        backend.bind_device(ModelRole::Classifier, tensors.cls_input, tensors.cls_logits)?;
+    }
+    Ok(TrtDeviceEngine { backend })
+}
+
+/// Opens new engines (from the cache, or built) for a running device runner.
+struct TrtOpener {
+    site: SwapSite,
+}
+
+impl DeviceModelsOpener for TrtOpener {
+    fn open(&self, cfg: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError> {
+        let backend = TensorRtBackend::open(cfg)?;
+        let geometry = crate::infer::checked_geometry(
+            cfg,
+            backend.segmentation_io(),
+            backend.classifier_io(),
+        )?;
+        let elements = (
+            backend.io_elements(ModelRole::Segmentation).0,
+            backend.io_elements(ModelRole::Segmentation).1,
+        );
+        let classifier_input = backend.io_elements(ModelRole::Classifier).0;
+        if elements != self.site.elements || classifier_input != elements.0 {
+            return Err(DeviceFrameError::Swap(format!(
+                "the new engines' element types (inputs {:?}/{classifier_input:?}, segmentation logits {:?}) \
+                 differ from the running ones' ({:?}, {:?}); the GPU preprocessor writes those",
+                elements.0, elements.1, self.site.elements.0, self.site.elements.1
+            )));
+        }
+        Ok(Box::new(TrtCandidate { backend, geometry }))
+    }
+}
+
+/// A new TensorRT backend on its own stream and buffers.
+pub struct TrtCandidate {
+    backend: TensorRtBackend,
+    geometry: TensorGeometry,
+}
+
+impl DeviceCandidate for TrtCandidate {
+    fn geometry(&self) -> TensorGeometry {
+        self.geometry
+    }
+
+    fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
+        Ok(crate::infer::warm_up(&mut self.backend, self.geometry)?)
+    }
+
+    fn into_engine(self: Box<Self>) -> PreparedEngine {
+        PreparedEngine(self)
+    }
 }
