@@ -589,7 +589,7 @@ fn start_stages(
         consumer,
         free_rx,
         to_output.clone(),
-        (liveness, models),
+        (liveness, models, &pixel_demand),
     )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
@@ -632,10 +632,6 @@ fn start_stages(
     let model_swap;
     let (ring_reader, infer) = match frame_path {
         FramePath::Device { thread, swap } => {
-            // It keeps no host copy of the frame or the mask.
-            if config.archive.is_some() || config.status.is_some() {
-                log::warn!(target: "sealcheck::pipeline", "the GPU device path keeps no host copy of frames: the archive and the status page's live view stay empty (metrics and counters work)");
-            }
             model_swap = swap.map(|(running, swaps, opener)| ModelSwapTarget {
                 sink: SwapSink::Device { swaps, opener },
                 running,
@@ -722,7 +718,7 @@ fn open_frame_path(
     consumer: ring::RingConsumer,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
-    (liveness, models): (&Liveness, &Arc<ModelIds>),
+    (liveness, models, pixel_demand): (&Liveness, &Arc<ModelIds>, &Arc<crate::frame::PixelDemand>),
 ) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
     let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
         None => (consumer, free_rx),
@@ -735,6 +731,7 @@ fn open_frame_path(
                 liveness: liveness.clone(),
                 models: Arc::clone(models),
                 swaps: swap_rx,
+                pixel_demand: Arc::clone(pixel_demand),
             };
             match stage.spawn(config, plan) {
                 Ok((thread, started)) => {

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! submit:  [begin] H2D + frame kernel [preprocessed] -> engine: segmentation
+//!          (-> logits D2H, when the host wants the mask)
 //!          -> mask kernel + count D2H [masked] -> engine: classifier
 //!          -> logits D2H [done]                        (returns at once)
 //! complete: wait on the oldest ticket's [done] -> mask count, logits, GPU ms
@@ -40,7 +41,7 @@ use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
     DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, Stream, TensorElement,
 };
-use crate::preprocess::gpu::GpuPreprocessor;
+use crate::preprocess::gpu::{GpuPreprocessor, HostLogits};
 
 /// Frames on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
@@ -125,6 +126,11 @@ pub struct BoundTensors {
 struct Ticket {
     cls_logits: PinnedBuffer<f32>,
     mask_pixels: PinnedBuffer<u64>,
+    /// The segmentation logits, copied back for frames whose mask the host
+    /// wants (archive, live view); allocated at the first such frame.
+    seg_logits: Option<HostLogits>,
+    /// Whether this ticket's frame copies its logits back.
+    host_mask: bool,
     /// Before the frame, after preprocessing, after the mask, at the end.
     events: [Event; 4],
 }
@@ -147,6 +153,8 @@ pub struct DeviceRunner<E: DeviceEngine> {
     /// The stream as lent to swap openers; ended first on drop.
     lease: StreamLease,
     preprocessor: GpuPreprocessor,
+    /// f16 logits widened for the host mask (TensorRT engines with f16 IO).
+    widened_logits: Vec<f32>,
     gpu: Arc<GpuContext>,
 }
 
@@ -183,6 +191,8 @@ impl<E: DeviceEngine> DeviceRunner<E> {
                     .map_err(gpu_error("allocate the pinned classifier logits"))?,
                 mask_pixels: PinnedBuffer::new(&gpu, 1, false)
                     .map_err(gpu_error("allocate the pinned mask count"))?,
+                seg_logits: None,
+                host_mask: false,
                 events: [event()?, event()?, event()?, event()?],
             })
         };
@@ -211,6 +221,7 @@ impl<E: DeviceEngine> DeviceRunner<E> {
             elements,
             lease,
             preprocessor,
+            widened_logits: Vec::new(),
             gpu,
         })
     }
@@ -294,7 +305,7 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
         self.engine.kind()
     }
 
-    fn submit(&mut self, frame: ImageView<'_>) -> Result<(), DeviceFrameError> {
+    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
         if self.in_flight.len() >= IN_FLIGHT {
             return Err(DeviceFrameError::Unsupported(
                 "a third frame submitted while two are on the stream (complete one first)",
@@ -320,6 +331,21 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
             .map_err(gpu_error("record an event"))?;
         self.engine
             .enqueue(ModelRole::Segmentation, self.preprocessor.stream())?;
+        ticket.host_mask = host_mask;
+        if host_mask {
+            if ticket.seg_logits.is_none() {
+                ticket.seg_logits = Some(
+                    self.preprocessor
+                        .host_logits()
+                        .map_err(gpu_error("allocate the pinned segmentation logits"))?,
+                );
+            }
+            if let Some(logits) = &mut ticket.seg_logits {
+                // SAFETY: as for the mask count below.
+                unsafe { self.preprocessor.enqueue_logits_to(logits) }
+                    .map_err(gpu_error("queue the segmentation logits copy"))?;
+            }
+        }
         // SAFETY: the ticket's buffers are read only after its `done` event
         // (recorded below, after this copy) completes, and not written by the
         // host; a ticket is reused only after `complete` waited for it. All
@@ -361,6 +387,15 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
         work.mask_pixels = ticket.mask_pixels.as_slice()[0];
         work.cls_logits
             .copy_from_slice(ticket.cls_logits.as_slice());
+        if let (true, Some(logits)) = (ticket.host_mask, &ticket.seg_logits) {
+            let geometry = self.preprocessor.geometry();
+            logits.to_mask(
+                geometry.seg_classes,
+                self.preprocessor.options().mask_class,
+                &mut work.mask,
+                &mut self.widened_logits,
+            );
+        }
         let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
             Ok(f64::from(
                 later

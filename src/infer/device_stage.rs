@@ -43,7 +43,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
 use crate::config::{BackendChoice, ComputeDevice, Config};
-use crate::frame::{FailedStage, FrameWork, ImageView, StageMessage, TensorGeometry};
+use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
 use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
@@ -87,12 +87,14 @@ pub trait DeviceFramePath {
     /// Copies `frame` into pinned staging and queues all of its GPU work.
     /// `frame` may be reused as soon as this returns. At most
     /// `max_in_flight` frames may be submitted and not yet completed; a
-    /// failed submit leaves nothing to complete.
-    fn submit(&mut self, frame: ImageView<'_>) -> Result<(), DeviceFrameError>;
+    /// failed submit leaves nothing to complete. `host_mask`: also bring the
+    /// seal mask back to the host (for the archive and the live view).
+    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
 
     /// Waits (once) for the oldest frame submitted and not yet completed,
-    /// fills `work.mask_pixels` and `work.cls_logits`, and returns the GPU
-    /// time of each part.
+    /// fills `work.mask_pixels` and `work.cls_logits` (and `work.mask` when
+    /// it was submitted with `host_mask`), and returns the GPU time of each
+    /// part.
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
 
     /// How many frames may be on the GPU at once (each with its own result
@@ -109,7 +111,7 @@ pub trait DeviceFramePath {
         frame: ImageView<'_>,
         work: &mut FrameWork,
     ) -> Result<GpuTimings, DeviceFrameError> {
-        self.submit(frame)?;
+        self.submit(frame, true)?;
         self.complete(work)
     }
 
@@ -308,6 +310,9 @@ pub struct DeviceStage {
     pub models: Arc<ModelIds>,
     /// Model swaps accepted on reload.
     pub swaps: Receiver<DeviceSwap>,
+    /// Whether the archive or the live view wants frames' pixels and masks
+    /// on the host, read once per frame.
+    pub pixel_demand: Arc<PixelDemand>,
 }
 
 impl DeviceStage {
@@ -455,9 +460,14 @@ impl DeviceStage {
                     device_to_host = t.device_to_host, width = slot.width, height = slot.height,
                     frames_in_flight = depth; "device stage: bytes copied per frame");
             }
-            // The pinned copy is the only host pass over the frame; the
+            // The pinned copy is the only host pass over the frame (a
+            // second only while the archive or the live view wants it); the
             // slot goes back to capture as soon as it is made.
-            let submitted = path.submit(slot.image());
+            let host_copy = self.pixel_demand.wanted();
+            if host_copy {
+                work.pixels.copy_from(&slot);
+            }
+            let submitted = path.submit(slot.image(), host_copy);
             self.input.recycle(slot);
             // A failed submit leaves nothing on the GPU: its error marks it.
             if let Err(e) = submitted {
@@ -547,7 +557,8 @@ mod tests {
     /// holds up to `depth` frames like a stream would. Like the device
     /// runner, it refuses a swap with frames in flight.
     struct FakeDevicePath {
-        queued: VecDeque<(u8, u64)>,
+        /// First byte, engine generation, whether the mask was asked for.
+        queued: VecDeque<(u8, u64, bool)>,
         depth: usize,
         most_in_flight: usize,
         generation: u64,
@@ -572,13 +583,17 @@ mod tests {
         fn kind(&self) -> BackendKind {
             BackendKind::OnnxRuntimeCuda
         }
-        fn submit(&mut self, frame: ImageView<'_>) -> Result<(), DeviceFrameError> {
+        fn submit(
+            &mut self,
+            frame: ImageView<'_>,
+            host_mask: bool,
+        ) -> Result<(), DeviceFrameError> {
             assert!(
                 self.queued.len() < self.depth,
                 "more frames submitted than in flight"
             );
             let first = frame.data.first().copied().unwrap_or_default();
-            self.queued.push_back((first, self.generation));
+            self.queued.push_back((first, self.generation, host_mask));
             self.most_in_flight = self.most_in_flight.max(self.queued.len());
             if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
                 && let Some((_, to_stage, swap)) = self.swap_on.take()
@@ -588,7 +603,7 @@ mod tests {
             Ok(())
         }
         fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-            let Some((first, generation)) = self.queued.pop_front() else {
+            let Some((first, generation, host_mask)) = self.queued.pop_front() else {
                 return Err(DeviceFrameError::Unsupported("nothing submitted"));
             };
             if first == 0xEE {
@@ -596,6 +611,9 @@ mod tests {
             }
             work.mask_pixels = u64::from(first) + 1000 * generation;
             work.cls_logits.fill(f32::from(first));
+            if host_mask {
+                work.mask.fill(f32::from(first));
+            }
             Ok(GpuTimings {
                 preprocess_ms: 1.0,
                 segment_ms: 2.0,
@@ -667,6 +685,7 @@ mod tests {
             liveness: crate::service::Liveness::new(),
             models: ids("old-seg", "old-cls"),
             swaps: swap_rx,
+            pixel_demand: Arc::default(),
         };
         (producer, stage, free_tx, out_rx, swap_tx)
     }
@@ -773,6 +792,42 @@ mod tests {
         assert_eq!(
             results,
             vec![(0, 7, 2.0, false), (1, 0, 0.0, true), (2, 9, 2.0, false)]
+        );
+    }
+
+    #[test]
+    fn pixels_and_the_mask_come_back_only_while_someone_wants_them() {
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
+        let demand = Arc::clone(&stage.pixel_demand);
+        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));
+        let mut seen = Vec::new();
+        for (seq, first, wanted) in [(0u64, 7u8, false), (1, 8, true), (2, 9, false)] {
+            demand.set_archive(wanted);
+            tiny_frame(&mut producer, seq, first);
+            let StageMessage::Inspect(mut work) =
+                out_rx.recv_timeout(Duration::from_secs(10)).unwrap()
+            else {
+                panic!("expected an inspected frame");
+            };
+            seen.push((
+                work.meta.seq,
+                work.pixels.valid,
+                work.pixels.valid.then(|| work.pixels.data[0]),
+                work.mask[0],
+            ));
+            work.mask.fill(0.0);
+            free_tx.send(work).unwrap();
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        assert!(matches!(out_rx.recv().unwrap(), StageMessage::End));
+        assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
+        assert_eq!(
+            seen,
+            vec![
+                (0, false, None, 0.0),
+                (1, true, Some(8), 8.0),
+                (2, false, None, 0.0),
+            ]
         );
     }
 

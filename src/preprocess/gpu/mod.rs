@@ -93,6 +93,64 @@ impl Default for GpuOptions {
     }
 }
 
+/// The segmentation logits copied to the host (`GpuPreprocessor::
+/// enqueue_logits_to`), in the element type the engine writes.
+#[derive(Debug)]
+pub enum HostLogits {
+    F32(PinnedBuffer<f32>),
+    F16(PinnedBuffer<u16>),
+}
+
+impl HostLogits {
+    fn element(&self) -> TensorElement {
+        match self {
+            HostLogits::F32(_) => TensorElement::F32,
+            HostLogits::F16(_) => TensorElement::F16,
+        }
+    }
+
+    /// The binary seal mask of these logits, as the CPU path computes it
+    /// (`preprocess::logits_to_mask`); `widened` holds f16 logits as f32.
+    /// Returns the mask's pixel count.
+    pub fn to_mask(
+        &self,
+        classes: usize,
+        mask_class: usize,
+        mask: &mut [f32],
+        widened: &mut Vec<f32>,
+    ) -> u64 {
+        match self {
+            HostLogits::F32(logits) => {
+                super::logits_to_mask(logits.as_slice(), classes, mask_class, mask)
+            }
+            HostLogits::F16(logits) => {
+                widened.clear();
+                widened.extend(logits.as_slice().iter().map(|&h| f16_to_f32(h)));
+                super::logits_to_mask(widened, classes, mask_class, mask)
+            }
+        }
+    }
+}
+
+/// IEEE 754 half precision to single, exactly (every f16 is an f32).
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exponent = u32::from((h >> 10) & 0x1f);
+    let mantissa = u32::from(h & 0x3ff);
+    let bits = match (exponent, mantissa) {
+        (0, 0) => sign,
+        // Subnormal: value = mantissa x 2^-24, normalized for f32.
+        (0, m) => {
+            let shift = m.leading_zeros() - 21;
+            let m = (m << shift) & 0x3ff;
+            sign | ((127 - 15 + 1 - shift) << 23) | (m << 13)
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
+}
+
 /// A device tensor of either element type. (`pub` only so `TensorValue` can
 /// name it; the module is private and does not export it.)
 #[derive(Debug)]
@@ -495,6 +553,44 @@ impl GpuPreprocessor {
         unsafe { self.stream.download(&self.mask_count, 0, 1, count) }
     }
 
+    /// Device mode: queues a copy of the segmentation logits the engine just
+    /// wrote into `dst`, for a host-side mask (the archive and the live view
+    /// want one; the GPU path otherwise keeps only the mask's pixel count).
+    ///
+    /// # Safety
+    /// `dst` must not be read or written by the host, and must stay alive,
+    /// until the stream has passed this copy.
+    pub unsafe fn enqueue_logits_to(&self, dst: &mut HostLogits) -> Result<(), GpuError> {
+        self.gpu.bind()?;
+        let len = self.seg_logits.tensor().len;
+        // SAFETY: forwarded from this function's contract; `seg_logits`
+        // lives as long as `self`. A mismatched element type is refused.
+        unsafe {
+            match (&self.seg_logits, dst) {
+                (TensorBuffer::F32(src), HostLogits::F32(dst)) => {
+                    self.stream.download(src, 0, len, dst)
+                }
+                (TensorBuffer::F16(src), HostLogits::F16(dst)) => {
+                    self.stream.download(src, 0, len, dst)
+                }
+                (src, dst) => Err(GpuError::ElementMismatch {
+                    what: "the host copy of the segmentation logits",
+                    wanted: dst.element(),
+                    built: src.element(),
+                }),
+            }
+        }
+    }
+
+    /// A host buffer for `enqueue_logits_to`, in the engine's element type.
+    pub fn host_logits(&self) -> Result<HostLogits, GpuError> {
+        let len = self.seg_logits.tensor().len;
+        Ok(match self.seg_logits {
+            TensorBuffer::F32(_) => HostLogits::F32(PinnedBuffer::new(&self.gpu, len, false)?),
+            TensorBuffer::F16(_) => HostLogits::F16(PinnedBuffer::new(&self.gpu, len, false)?),
+        })
+    }
+
     /// Device mode: waits for the frame queued last and returns its mask's
     /// pixel count. The one synchronization of a frame.
     pub fn wait_mask_pixels(&mut self) -> Result<u64, GpuError> {
@@ -842,6 +938,26 @@ mod tests {
             layout: PixelLayout::Rgb,
             data,
         }
+    }
+
+    #[test]
+    fn half_floats_widen_exactly() {
+        let cases: [(u16, f32); 9] = [
+            (0x3c00, 1.0),
+            (0xc000, -2.0),
+            (0x7bff, 65504.0),
+            (0x0001, 2f32.powi(-24)),
+            (0x03ff, 1023.0 * 2f32.powi(-24)),
+            (0x0400, 2f32.powi(-14)),
+            (0x3555, 0.333_251_95),
+            (0x7c00, f32::INFINITY),
+            (0xfc00, f32::NEG_INFINITY),
+        ];
+        for (half, single) in cases {
+            assert_eq!(f16_to_f32(half), single, "{half:#06x}");
+        }
+        assert!(f16_to_f32(0x7e00).is_nan());
+        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
     }
 
     #[test]
