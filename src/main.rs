@@ -167,7 +167,7 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", summary.render());
             // Every frame got its result; still, a source that failed mid-run
             // (a camera unplugged) is a failure: systemd restarts the service.
-            if let sealcheck::ring::EndOfStream::Error(e) = summary.end {
+            if let sealcheck::capture::EndOfStream::Error(e) = summary.end {
                 return Err(anyhow::Error::new(e).context("the source failed during the run"));
             }
             // Every verdict reached the log, but the results file misses some:

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
+use crate::capture::{Capture, CaptureError, EndOfStream, Replay, RingConsumer, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
@@ -43,7 +43,7 @@ use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsF
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
-use crate::ring::{self, EndOfStream};
+use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::{RunStats, STAGES};
 use crate::status::{OperatorTaps, RunInfo, RunState, StatusServer, Telemetry};
@@ -497,7 +497,7 @@ enum FramePath {
     Device(JoinHandle<EndOfStream>),
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
-        consumer: ring::RingConsumer,
+        consumer: RingConsumer,
         free_rx: Receiver<Box<FrameWork>>,
         backend: Box<dyn infer::InferenceBackend>,
         frame_preprocessor: FramePreprocessor,
@@ -679,7 +679,7 @@ fn start_stages(
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 fn open_frame_path(
     config: &Config,
-    consumer: ring::RingConsumer,
+    consumer: RingConsumer,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
     liveness: &Liveness,

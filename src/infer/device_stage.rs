@@ -30,9 +30,9 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
+use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::{FailedStage, FrameWork, ImageView, StageMessage, TensorGeometry};
-use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
 /// GPU milliseconds of each part of a frame, from CUDA events on the stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -474,7 +474,7 @@ mod tests {
         slots: usize,
         records: usize,
     ) -> (
-        crate::ring::RingProducer,
+        crate::capture::RingProducer,
         DeviceStage,
         Sender<Box<FrameWork>>,
         Receiver<StageMessage>,
@@ -500,7 +500,7 @@ mod tests {
         (producer, stage, free_tx, out_rx)
     }
 
-    fn tiny_frame(producer: &mut crate::ring::RingProducer, seq: u64, first: u8) {
+    fn tiny_frame(producer: &mut crate::capture::RingProducer, seq: u64, first: u8) {
         let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
         slot.meta.seq = seq;
         slot.width = 2;
