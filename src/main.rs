@@ -246,17 +246,11 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-#[cfg(feature = "tensorrt")]
 fn build_engines(cfg: &config::Config) -> anyhow::Result<()> {
     for (role, path, outcome) in sealcheck::infer::tensorrt::build_engines(cfg)? {
         println!("{role}: {} ({outcome:?})", path.display());
     }
     Ok(())
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn build_engines(_: &config::Config) -> anyhow::Result<()> {
-    Err(sealcheck::infer::InferError::TensorRtNotBuilt.into())
 }
 
 fn load_and_log(path: &std::path::Path) -> anyhow::Result<config::Config> {

@@ -127,7 +127,6 @@ pub enum DeviceFrameError {
     },
     #[error(transparent)]
     Open(#[from] super::InferError),
-    #[cfg(feature = "tensorrt")]
     #[error(transparent)]
     TensorRt(#[from] super::tensorrt::TrtError),
     #[error(
@@ -160,7 +159,6 @@ impl DeviceFrameError {
         match self {
             DeviceFrameError::Gpu { .. } | DeviceFrameError::Preprocess { .. } => true,
             DeviceFrameError::Open(e) => e.is_engine_unavailable(),
-            #[cfg(feature = "tensorrt")]
             DeviceFrameError::TensorRt(e) => e.is_unavailable(),
             DeviceFrameError::Unsupported(_) => true,
             _ => false,
