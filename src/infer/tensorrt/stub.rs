@@ -60,3 +60,25 @@ pub fn build_engines(_cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutc
 pub fn open_device(_cfg: &Config, _reason: String) -> Result<OpenedPath, DeviceFrameError> {
     Err(InferError::from(TrtError::NotBuilt).into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_built_is_skipped_by_auto_and_worded_as_infer_error() {
+        assert!(TrtError::NotBuilt.is_unavailable());
+        assert_eq!(
+            TrtError::NotBuilt.to_string(),
+            InferError::TensorRtNotBuilt.to_string()
+        );
+        assert!(matches!(
+            InferError::from(TrtError::NotBuilt),
+            InferError::TensorRtNotBuilt
+        ));
+        assert_eq!(
+            auto_skipped(&TrtError::NotBuilt),
+            "TensorRT not built in (no `tensorrt` feature)"
+        );
+    }
+}
