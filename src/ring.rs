@@ -61,9 +61,9 @@ const PRODUCER_PARK: Duration = Duration::from_millis(20);
 /// happen: each side is used from one thread), so it still sees events promptly.
 const UNREGISTERED_PARK: Duration = Duration::from_millis(1);
 
-/// Why a stream ended, as the producer's side tells it (capture's
-/// `capture::EndOfStream`). The ring only makes one itself: `stopped()`, when the
-/// producer is dropped before it pushed `End`.
+/// Why a stream ended, as the producer's side tells it (for the camera's frames,
+/// `capture::EndOfStream`). The ring only makes one itself, `stopped()`, when
+/// the producer is dropped before it pushed `End`.
 pub trait StreamEnd: Send + std::fmt::Debug + 'static {
     /// The end of a stream the producer's side stopped (or dropped) on purpose.
     fn stopped() -> Self;
