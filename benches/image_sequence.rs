@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sealcheck::capture::Capture;
+use sealcheck::capture::{Capture, CaptureEvent};
 use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind, SourceRecovery};
-use sealcheck::ring::{CaptureEvent, frame_ring};
+use sealcheck::ring::frame_ring;
 use sealcheck::service::Liveness;
 
 fn frames_per_second(kind: SourceKind) -> (u64, f64) {

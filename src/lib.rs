@@ -3,7 +3,7 @@
 //! Where a frame goes, in order (each stage owns its thread):
 //!
 //! ```text
-//! capture (GStreamer appsink) --ring::FrameRing--> preprocess --channel--> infer
+//! capture (GStreamer appsink) --ring::frame_ring--> preprocess --channel--> infer
 //!     --channel--> decision + output (results file, log line) --recycle--> preprocess
 //!
 //! device mode (preprocess = "cuda", GPU engine): preprocess + infer are one thread,
@@ -13,6 +13,8 @@
 //!
 //! Layers run one way: `gpu` is the CUDA layer (driver, context, stream,
 //! memory, kernels) and imports no stage; `preprocess` and `infer` build on it.
+//! `ring` imports no stage either: it is generic over how a stream ends
+//! (`ring::StreamEnd`), and `capture` names its types for `capture::EndOfStream`.
 //!
 //! `pipeline` wires the stages; `main` only parses the command line.
 

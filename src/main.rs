@@ -167,7 +167,7 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", summary.render());
             // Every frame got its result; still, a source that failed mid-run
             // (a camera unplugged) is a failure: systemd restarts the service.
-            if let sealcheck::ring::EndOfStream::Error(e) = summary.end {
+            if let sealcheck::capture::EndOfStream::Error(e) = summary.end {
                 return Err(anyhow::Error::new(e).context("the source failed during the run"));
             }
             // Every verdict reached the log, but the results file misses some:
@@ -246,17 +246,11 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-#[cfg(feature = "tensorrt")]
 fn build_engines(cfg: &config::Config) -> anyhow::Result<()> {
     for (role, path, outcome) in sealcheck::infer::tensorrt::build_engines(cfg)? {
         println!("{role}: {} ({outcome:?})", path.display());
     }
     Ok(())
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn build_engines(_: &config::Config) -> anyhow::Result<()> {
-    Err(sealcheck::infer::InferError::TensorRtNotBuilt.into())
 }
 
 fn load_and_log(path: &std::path::Path) -> anyhow::Result<config::Config> {

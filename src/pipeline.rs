@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::capture::{Capture, CaptureError, Replay, SourceStatus};
+use crate::capture::{Capture, CaptureError, EndOfStream, Replay, RingConsumer, SourceStatus};
 use crate::config::{self, Config, ConfigError};
 use crate::frame::FrameSlot;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
@@ -49,7 +49,7 @@ use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsF
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
-use crate::ring::{self, EndOfStream};
+use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::{RunStats, STAGES};
 use crate::status::{OperatorTaps, RunInfo, RunState, StatusServer, Telemetry};
@@ -525,7 +525,7 @@ enum FramePath {
     },
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
-        consumer: ring::RingConsumer,
+        consumer: RingConsumer,
         free_rx: Receiver<Box<FrameWork>>,
         backend: Box<dyn infer::InferenceBackend>,
         frame_preprocessor: FramePreprocessor,
@@ -715,7 +715,7 @@ fn start_stages(
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 fn open_frame_path(
     config: &Config,
-    consumer: ring::RingConsumer,
+    consumer: RingConsumer,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
     (liveness, models, pixel_demand): (&Liveness, &Arc<ModelIds>, &Arc<crate::frame::PixelDemand>),

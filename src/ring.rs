@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!   GStreamer streaming thread                         preprocess thread
-//!   RingProducer ──"full": CaptureEvent (Frame, Dropped, Failed, End)──▶ RingConsumer
+//!   RingProducer ──"full": RingEvent (Frame, Dropped, Failed, End)─────▶ RingConsumer
 //!        ▲                                                                  │
 //!        └───────────────"free": Box<FrameSlot> (recycled slots)────────────┘
 //! ```
@@ -47,7 +47,6 @@ use std::thread::{self, Thread};
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 
-use crate::capture::CaptureError;
 use crate::config::OverflowPolicy;
 use crate::frame::{FrameMeta, FrameSlot};
 
@@ -62,9 +61,18 @@ const PRODUCER_PARK: Duration = Duration::from_millis(20);
 /// happen: each side is used from one thread), so it still sees events promptly.
 const UNREGISTERED_PARK: Duration = Duration::from_millis(1);
 
-/// What capture hands to preprocessing, in capture order.
+/// Why a stream ended, as the producer's side tells it (for the camera's frames,
+/// `capture::EndOfStream`). The ring only makes one itself, `stopped()`, when
+/// the producer is dropped before it pushed `End`.
+pub trait StreamEnd: Send + std::fmt::Debug + 'static {
+    /// The end of a stream the producer's side stopped (or dropped) on purpose.
+    fn stopped() -> Self;
+}
+
+/// What the producer (capture) hands to the consumer (preprocessing), in
+/// capture order; `End` carries the producer's reason (`StreamEnd`).
 #[derive(Debug)]
-pub enum CaptureEvent {
+pub enum RingEvent<End> {
     /// A captured frame; give the slot back with `RingConsumer::recycle`.
     Frame(Box<FrameSlot>),
     /// Consecutive frames `meta.seq .. meta.seq + count - 1` were dropped under
@@ -73,18 +81,7 @@ pub enum CaptureEvent {
     /// A delivered frame that could not be copied or mapped: it gets an `error` result.
     Failed { meta: FrameMeta, message: String },
     /// No more events will come.
-    End(EndOfStream),
-}
-
-/// Why the stream of frames ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EndOfStream {
-    /// The source reached its end (EOS): a clip or an image sequence ran out.
-    Finished,
-    /// We asked the source to stop.
-    Stopped,
-    /// The source failed.
-    Error(CaptureError),
+    End(End),
 }
 
 /// State both ends share: who to wake, and the stop request.
@@ -145,18 +142,18 @@ fn register(slot: &OnceLock<Thread>) -> Option<Duration> {
 
 /// Creates the pool (`pool_size` empty slots; each grows to the frame size on
 /// its first frame) and the two rings. `pool_size` is at least 1.
-pub fn frame_ring(pool_size: usize) -> (RingProducer, RingConsumer) {
+pub fn frame_ring<End: StreamEnd>(pool_size: usize) -> (RingProducer<End>, RingConsumer<End>) {
     frame_ring_with_capacity(pool_size, 0)
 }
 
 /// As `frame_ring`, with each slot's buffer reserved to `slot_bytes` up front
 /// (for a source whose frame size is known before it starts).
-pub fn frame_ring_with_capacity(
+pub fn frame_ring_with_capacity<End: StreamEnd>(
     pool_size: usize,
     slot_bytes: usize,
-) -> (RingProducer, RingConsumer) {
+) -> (RingProducer<End>, RingConsumer<End>) {
     let pool_size = pool_size.max(1);
-    let full = HeapRb::<CaptureEvent>::new(pool_size + MARKER_ROOM + END_ROOM);
+    let full = HeapRb::<RingEvent<End>>::new(pool_size + MARKER_ROOM + END_ROOM);
     let free = HeapRb::<Box<FrameSlot>>::new(pool_size);
     let (full_prod, full_cons) = full.split();
     let (mut free_prod, free_cons) = free.split();
@@ -191,9 +188,9 @@ pub fn frame_ring_with_capacity(
 type DeliveryObserver = Box<dyn FnMut(&FrameMeta) + Send>;
 
 /// Capture's end: takes free slots, pushes events. Dropping it without `End`
-/// having been pushed pushes `End(Stopped)`, so the consumer always sees an end.
-pub struct RingProducer {
-    full: HeapProd<CaptureEvent>,
+/// having been pushed pushes `End(End::stopped())`, so the consumer always sees an end.
+pub struct RingProducer<End: StreamEnd> {
+    full: HeapProd<RingEvent<End>>,
     free: HeapCons<Box<FrameSlot>>,
     shared: Arc<Shared>,
     /// A run of dropped frames not yet in the ring: the first one's meta and the count.
@@ -206,7 +203,7 @@ pub struct RingProducer {
     on_delivery: Option<DeliveryObserver>,
 }
 
-impl std::fmt::Debug for RingProducer {
+impl<End: StreamEnd> std::fmt::Debug for RingProducer<End> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RingProducer")
             .field("capacity", &self.full.capacity())
@@ -220,7 +217,7 @@ impl std::fmt::Debug for RingProducer {
     }
 }
 
-impl RingProducer {
+impl<End: StreamEnd> RingProducer<End> {
     /// A free slot for the next frame. `Block` waits (parked, woken by `recycle`)
     /// until one is free, stop is requested or the consumer is gone; `Drop`
     /// returns `None` at once when none is free. `None` after `End` was pushed.
@@ -258,18 +255,18 @@ impl RingProducer {
     ///   and its slot is reused for the next frame;
     /// - `Failed` likewise joins the drops when no marker fits (logged);
     /// - `End` flushes pending drops and ends the stream; later events are ignored.
-    pub fn push(&mut self, event: CaptureEvent) {
+    pub fn push(&mut self, event: RingEvent<End>) {
         if self.ended {
-            if let CaptureEvent::Frame(slot) = event {
+            if let RingEvent::Frame(slot) = event {
                 self.spare = Some(slot);
             }
             return;
         }
         if let Some(observe) = &mut self.on_delivery {
             match &event {
-                CaptureEvent::Frame(slot) => observe(&slot.meta),
-                CaptureEvent::Failed { meta, .. } => observe(meta),
-                CaptureEvent::Dropped { meta, count } => {
+                RingEvent::Frame(slot) => observe(&slot.meta),
+                RingEvent::Failed { meta, .. } => observe(meta),
+                RingEvent::Dropped { meta, count } => {
                     for i in 0..*count {
                         observe(&FrameMeta {
                             seq: meta.seq + i,
@@ -277,12 +274,12 @@ impl RingProducer {
                         });
                     }
                 }
-                CaptureEvent::End(_) => {}
+                RingEvent::End(_) => {}
             }
         }
         match event {
-            CaptureEvent::Dropped { meta, count } => self.note_dropped(meta, count),
-            CaptureEvent::Frame(slot) => {
+            RingEvent::Dropped { meta, count } => self.note_dropped(meta, count),
+            RingEvent::Frame(slot) => {
                 if !self.flush_pending_drops() {
                     let meta = slot.meta;
                     self.spare = Some(slot);
@@ -290,11 +287,11 @@ impl RingProducer {
                     return;
                 }
                 // Room is guaranteed: at most pool_size frames exist.
-                match self.full.try_push(CaptureEvent::Frame(slot)) {
+                match self.full.try_push(RingEvent::Frame(slot)) {
                     Ok(()) => self.shared.wake_consumer(),
                     Err(event) => {
                         log::error!(target: "sealcheck::ring", "frame ring full despite its reserve; counting the frame as dropped");
-                        if let CaptureEvent::Frame(slot) = event {
+                        if let RingEvent::Frame(slot) = event {
                             let meta = slot.meta;
                             self.spare = Some(slot);
                             self.note_dropped(meta, 1);
@@ -302,10 +299,10 @@ impl RingProducer {
                     }
                 }
             }
-            CaptureEvent::Failed { meta, message } => {
+            RingEvent::Failed { meta, message } => {
                 let pushed = self.flush_pending_drops()
-                    && self.push_marker(CaptureEvent::Failed { meta, message }).map_err(|event| {
-                        if let CaptureEvent::Failed { message, .. } = event {
+                    && self.push_marker(RingEvent::Failed { meta, message }).map_err(|event| {
+                        if let RingEvent::Failed { message, .. } = event {
                             log::warn!(target: "sealcheck::ring", seq = meta.seq, error = message.as_str(); "no room for a capture failure marker: the frame is reported as dropped");
                         }
                     }).is_ok();
@@ -313,7 +310,7 @@ impl RingProducer {
                     self.note_dropped(meta, 1);
                 }
             }
-            CaptureEvent::End(end) => self.finish(end),
+            RingEvent::End(end) => self.finish(end),
         }
     }
 
@@ -374,10 +371,7 @@ impl RingProducer {
         let Some((meta, count)) = self.pending_drops else {
             return true;
         };
-        if self
-            .push_marker(CaptureEvent::Dropped { meta, count })
-            .is_ok()
-        {
+        if self.push_marker(RingEvent::Dropped { meta, count }).is_ok() {
             self.pending_drops = None;
             true
         } else {
@@ -386,7 +380,7 @@ impl RingProducer {
     }
 
     /// Pushes a marker if the marker room allows it; gives it back otherwise.
-    fn push_marker(&mut self, marker: CaptureEvent) -> Result<(), CaptureEvent> {
+    fn push_marker(&mut self, marker: RingEvent<End>) -> Result<(), RingEvent<End>> {
         if self.shared.markers_in_ring.load(Ordering::Acquire) >= MARKER_ROOM {
             return Err(marker);
         }
@@ -405,7 +399,7 @@ impl RingProducer {
         }
     }
 
-    fn finish(&mut self, end: EndOfStream) {
+    fn finish(&mut self, end: End) {
         if self.ended {
             return;
         }
@@ -415,7 +409,7 @@ impl RingProducer {
             self.shared.markers_in_ring.fetch_add(1, Ordering::AcqRel);
             if self
                 .full
-                .try_push(CaptureEvent::Dropped { meta, count })
+                .try_push(RingEvent::Dropped { meta, count })
                 .is_err()
             {
                 self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
@@ -423,7 +417,7 @@ impl RingProducer {
             }
         }
         self.shared.markers_in_ring.fetch_add(1, Ordering::AcqRel);
-        if self.full.try_push(CaptureEvent::End(end)).is_err() {
+        if self.full.try_push(RingEvent::End(end)).is_err() {
             self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
             log::error!(target: "sealcheck::ring", "frame ring full at the end: the end marker is lost");
         }
@@ -431,9 +425,9 @@ impl RingProducer {
     }
 }
 
-impl Drop for RingProducer {
+impl<End: StreamEnd> Drop for RingProducer<End> {
     fn drop(&mut self) {
-        self.finish(EndOfStream::Stopped);
+        self.finish(End::stopped());
     }
 }
 
@@ -463,13 +457,13 @@ impl StopHandle {
 }
 
 /// Preprocessing's end: pops events, gives slots back.
-pub struct RingConsumer {
-    full: HeapCons<CaptureEvent>,
+pub struct RingConsumer<End> {
+    full: HeapCons<RingEvent<End>>,
     free: HeapProd<Box<FrameSlot>>,
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for RingConsumer {
+impl<End> std::fmt::Debug for RingConsumer<End> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RingConsumer")
             .field("queued", &self.full.occupied_len())
@@ -477,16 +471,16 @@ impl std::fmt::Debug for RingConsumer {
     }
 }
 
-impl RingConsumer {
+impl<End> RingConsumer<End> {
     /// The next event, waiting (parked, woken by the producer) up to `timeout`.
     /// `None` on timeout, or at once when the ring is empty and the producer is gone.
-    pub fn pop(&mut self, timeout: Duration) -> Option<CaptureEvent> {
+    pub fn pop(&mut self, timeout: Duration) -> Option<RingEvent<End>> {
         let deadline = Instant::now().checked_add(timeout);
         let park_limit = register(&self.shared.consumer_thread);
         fence(Ordering::SeqCst);
         loop {
             if let Some(event) = self.full.try_pop() {
-                if !matches!(event, CaptureEvent::Frame(_)) {
+                if !matches!(event, RingEvent::Frame(_)) {
                     self.shared.markers_in_ring.fetch_sub(1, Ordering::AcqRel);
                 }
                 return Some(event);
@@ -533,6 +527,21 @@ impl RingConsumer {
     }
 }
 
+/// A stand-in for capture's end of stream in the ring's own tests.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq)]
+enum TestEnd {
+    Finished,
+    Stopped,
+}
+
+#[cfg(test)]
+impl StreamEnd for TestEnd {
+    fn stopped() -> Self {
+        TestEnd::Stopped
+    }
+}
+
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
@@ -541,18 +550,18 @@ mod tests {
     const WAIT: Duration = Duration::from_secs(5);
 
     /// What the capture callback does with one delivered frame.
-    fn deliver(producer: &mut RingProducer, seq: u64, policy: OverflowPolicy) -> bool {
+    fn deliver(producer: &mut RingProducer<TestEnd>, seq: u64, policy: OverflowPolicy) -> bool {
         let meta = FrameMeta::now(seq);
         match producer.acquire_slot(policy) {
             Some(mut slot) => {
                 slot.meta = meta;
                 slot.data.clear();
                 slot.data.extend_from_slice(&seq.to_le_bytes());
-                producer.push(CaptureEvent::Frame(slot));
+                producer.push(RingEvent::Frame(slot));
                 true
             }
             None => {
-                producer.push(CaptureEvent::Dropped { meta, count: 1 });
+                producer.push(RingEvent::Dropped { meta, count: 1 });
                 false
             }
         }
@@ -560,12 +569,12 @@ mod tests {
 
     /// Checks the events cover `0..delivered` in order with no gap; returns
     /// (frames, dropped, failed) counts and how the stream ended.
-    fn account(events: &[CaptureEvent]) -> (u64, u64, u64, Option<EndOfStream>) {
+    fn account(events: &[RingEvent<TestEnd>]) -> (u64, u64, u64, Option<TestEnd>) {
         let (mut next, mut frames, mut dropped, mut failed, mut end) = (0u64, 0, 0, 0, None);
         for event in events {
             assert!(end.is_none(), "event after End: {event:?}");
             match event {
-                CaptureEvent::Frame(slot) => {
+                RingEvent::Frame(slot) => {
                     assert_eq!(slot.meta.seq, next, "frame out of order");
                     assert_eq!(
                         slot.data,
@@ -575,31 +584,31 @@ mod tests {
                     next += 1;
                     frames += 1;
                 }
-                CaptureEvent::Dropped { meta, count } => {
+                RingEvent::Dropped { meta, count } => {
                     assert_eq!(meta.seq, next, "drop run out of order");
                     assert!(*count > 0);
                     next += count;
                     dropped += count;
                 }
-                CaptureEvent::Failed { meta, .. } => {
+                RingEvent::Failed { meta, .. } => {
                     assert_eq!(meta.seq, next, "failure out of order");
                     next += 1;
                     failed += 1;
                 }
-                CaptureEvent::End(e) => end = Some(e.clone()),
+                RingEvent::End(e) => end = Some(e.clone()),
             }
         }
         assert_eq!(next, frames + dropped + failed);
         (frames, dropped, failed, end)
     }
 
-    fn drain(consumer: &mut RingConsumer, recycle: bool) -> Vec<CaptureEvent> {
+    fn drain(consumer: &mut RingConsumer<TestEnd>, recycle: bool) -> Vec<RingEvent<TestEnd>> {
         let mut events = Vec::new();
         while let Some(event) = consumer.pop(WAIT) {
-            let done = matches!(event, CaptureEvent::End(_));
+            let done = matches!(event, RingEvent::End(_));
             match event {
-                CaptureEvent::Frame(slot) if recycle => {
-                    events.push(CaptureEvent::Frame(Box::new(FrameSlot {
+                RingEvent::Frame(slot) if recycle => {
+                    events.push(RingEvent::Frame(Box::new(FrameSlot {
                         meta: slot.meta,
                         width: 0,
                         height: 0,
@@ -622,32 +631,32 @@ mod tests {
     fn events_arrive_in_push_order() {
         let (mut producer, mut consumer) = frame_ring(3);
         assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));
-        producer.push(CaptureEvent::Failed {
+        producer.push(RingEvent::Failed {
             meta: FrameMeta::now(1),
             message: "cannot map".into(),
         });
         assert!(deliver(&mut producer, 2, OverflowPolicy::Drop));
-        producer.push(CaptureEvent::Dropped {
+        producer.push(RingEvent::Dropped {
             meta: FrameMeta::now(3),
             count: 2,
         });
         assert!(deliver(&mut producer, 5, OverflowPolicy::Drop));
-        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        producer.push(RingEvent::End(TestEnd::Finished));
         let events = drain(&mut consumer, true);
         let kinds: Vec<String> = events
             .iter()
             .map(|e| match e {
-                CaptureEvent::Frame(s) => format!("F{}", s.meta.seq),
-                CaptureEvent::Dropped { meta, count } => format!("D{}x{count}", meta.seq),
-                CaptureEvent::Failed { meta, message } => format!("X{}:{message}", meta.seq),
-                CaptureEvent::End(e) => format!("{e:?}"),
+                RingEvent::Frame(s) => format!("F{}", s.meta.seq),
+                RingEvent::Dropped { meta, count } => format!("D{}x{count}", meta.seq),
+                RingEvent::Failed { meta, message } => format!("X{}:{message}", meta.seq),
+                RingEvent::End(e) => format!("{e:?}"),
             })
             .collect();
         assert_eq!(
             kinds,
             ["F0", "X1:cannot map", "F2", "D3x2", "F5", "Finished"]
         );
-        assert_eq!(account(&events), (3, 2, 1, Some(EndOfStream::Finished)));
+        assert_eq!(account(&events), (3, 2, 1, Some(TestEnd::Finished)));
     }
 
     #[test]
@@ -662,13 +671,13 @@ mod tests {
         }
         // The drops are coalesced and wait for the next event.
         assert_eq!(consumer.queued(), 1);
-        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        producer.push(RingEvent::End(TestEnd::Finished));
         let events = drain(&mut consumer, false);
         assert!(
-            matches!(&events[1], CaptureEvent::Dropped { meta, count: 5 } if meta.seq == 1),
+            matches!(&events[1], RingEvent::Dropped { meta, count: 5 } if meta.seq == 1),
             "{events:?}"
         );
-        assert_eq!(account(&events), (1, 5, 0, Some(EndOfStream::Finished)));
+        assert_eq!(account(&events), (1, 5, 0, Some(TestEnd::Finished)));
     }
 
     #[test]
@@ -678,7 +687,7 @@ mod tests {
         assert!(!deliver(&mut producer, 1, OverflowPolicy::Drop));
         assert!(!deliver(&mut producer, 2, OverflowPolicy::Drop));
         assert_eq!(producer.pending_drops(), 2);
-        assert!(matches!(consumer.pop(WAIT), Some(CaptureEvent::Frame(_))));
+        assert!(matches!(consumer.pop(WAIT), Some(RingEvent::Frame(_))));
         assert!(
             consumer.pop(Duration::from_millis(10)).is_none(),
             "drops wait for the next event"
@@ -687,7 +696,7 @@ mod tests {
         assert!(producer.flush_pending_drops());
         assert_eq!(producer.pending_drops(), 0);
         assert!(
-            matches!(consumer.pop(WAIT), Some(CaptureEvent::Dropped { meta, count: 2 }) if meta.seq == 1)
+            matches!(consumer.pop(WAIT), Some(RingEvent::Dropped { meta, count: 2 }) if meta.seq == 1)
         );
     }
 
@@ -697,7 +706,7 @@ mod tests {
         assert!(deliver(&mut producer, 0, OverflowPolicy::Block));
         drop(producer);
         let events = drain(&mut consumer, true);
-        assert_eq!(account(&events), (1, 0, 0, Some(EndOfStream::Stopped)));
+        assert_eq!(account(&events), (1, 0, 0, Some(TestEnd::Stopped)));
         assert!(
             consumer.pop(Duration::from_secs(60)).is_none(),
             "an ended ring must not make pop wait"
@@ -719,17 +728,17 @@ mod tests {
                     thread::yield_now();
                 }
             }
-            producer.push(CaptureEvent::End(EndOfStream::Finished));
+            producer.push(RingEvent::End(TestEnd::Finished));
             passed
         });
         let mut events = Vec::new();
         while let Some(event) = consumer.pop(WAIT) {
-            let done = matches!(event, CaptureEvent::End(_));
-            if let CaptureEvent::Frame(slot) = event {
+            let done = matches!(event, RingEvent::End(_));
+            if let RingEvent::Frame(slot) = event {
                 // Slow: hold each frame a little before giving the slot back.
                 thread::sleep(Duration::from_micros(200));
                 taken.fetch_add(1, Ordering::Relaxed);
-                events.push(CaptureEvent::Frame(Box::new(FrameSlot {
+                events.push(RingEvent::Frame(Box::new(FrameSlot {
                     meta: slot.meta,
                     width: 0,
                     height: 0,
@@ -747,7 +756,7 @@ mod tests {
         }
         let passed = producer_thread.join().unwrap();
         let (frames, dropped, failed, end) = account(&events);
-        assert_eq!(end, Some(EndOfStream::Finished));
+        assert_eq!(end, Some(TestEnd::Finished));
         assert_eq!(frames + dropped + failed, DELIVERED);
         assert!(dropped > 0, "a slow consumer should have caused drops");
         // Frames folded into drops (marker room used up) are counted as dropped.
@@ -764,22 +773,22 @@ mod tests {
         for _ in 0..200 {
             deliver(&mut producer, seq, OverflowPolicy::Drop);
             seq += 1;
-            producer.push(CaptureEvent::Dropped {
+            producer.push(RingEvent::Dropped {
                 meta: FrameMeta::now(seq),
                 count: 1,
             });
             seq += 1;
-            producer.push(CaptureEvent::Failed {
+            producer.push(RingEvent::Failed {
                 meta: FrameMeta::now(seq),
                 message: "bad buffer".into(),
             });
             seq += 1;
         }
-        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        producer.push(RingEvent::End(TestEnd::Finished));
         assert!(consumer.queued() <= consumer.capacity().get());
         let events = drain(&mut consumer, false);
         let (frames, dropped, failed, end) = account(&events);
-        assert_eq!(end, Some(EndOfStream::Finished));
+        assert_eq!(end, Some(TestEnd::Finished));
         assert_eq!(frames + dropped + failed, seq);
         assert_eq!(frames, 2, "only the pool's two slots can be in the ring");
     }
@@ -797,7 +806,7 @@ mod tests {
                 );
                 counter.store(seq + 1, Ordering::SeqCst);
             }
-            producer.push(CaptureEvent::End(EndOfStream::Finished));
+            producer.push(RingEvent::End(TestEnd::Finished));
         });
         let first = consumer.pop(WAIT).unwrap();
         let second = consumer.pop(WAIT).unwrap();
@@ -810,7 +819,7 @@ mod tests {
         assert!(consumer.pop(Duration::from_millis(50)).is_none());
         let mut events = vec![first, second];
         for event in events.iter_mut() {
-            if let CaptureEvent::Frame(slot) = event {
+            if let RingEvent::Frame(slot) = event {
                 let copy = Box::new(FrameSlot {
                     meta: slot.meta,
                     width: 0,
@@ -825,7 +834,7 @@ mod tests {
         }
         events.extend(drain(&mut consumer, true));
         producer_thread.join().unwrap();
-        assert_eq!(account(&events), (5, 0, 0, Some(EndOfStream::Finished)));
+        assert_eq!(account(&events), (5, 0, 0, Some(TestEnd::Finished)));
     }
 
     #[test]
@@ -849,7 +858,7 @@ mod tests {
 
     #[test]
     fn pop_times_out_without_spinning_past_the_deadline() {
-        let (_producer, mut consumer) = frame_ring(2);
+        let (_producer, mut consumer) = frame_ring::<TestEnd>(2);
         let started = Instant::now();
         assert!(consumer.pop(Duration::from_millis(30)).is_none());
         let waited = started.elapsed();
@@ -869,11 +878,11 @@ mod tests {
         for seq in 0..4 {
             deliver(&mut producer, seq, OverflowPolicy::Drop);
         }
-        producer.push(CaptureEvent::Failed {
+        producer.push(RingEvent::Failed {
             meta: FrameMeta::now(4),
             message: "cannot map".into(),
         });
-        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        producer.push(RingEvent::End(TestEnd::Finished));
         // After the end nothing more is delivered.
         deliver(&mut producer, 5, OverflowPolicy::Drop);
         assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4]);
@@ -903,7 +912,7 @@ mod loom_model {
         builder.check(f);
     }
 
-    fn frame(producer: &mut RingProducer, seq: u64, policy: OverflowPolicy) -> bool {
+    fn frame(producer: &mut RingProducer<TestEnd>, seq: u64, policy: OverflowPolicy) -> bool {
         let meta = FrameMeta {
             seq,
             captured_at: std::time::UNIX_EPOCH,
@@ -912,11 +921,11 @@ mod loom_model {
         match producer.acquire_slot(policy) {
             Some(mut slot) => {
                 slot.meta = meta;
-                producer.push(CaptureEvent::Frame(slot));
+                producer.push(RingEvent::Frame(slot));
                 true
             }
             None => {
-                producer.push(CaptureEvent::Dropped { meta, count: 1 });
+                producer.push(RingEvent::Dropped { meta, count: 1 });
                 false
             }
         }
@@ -924,19 +933,17 @@ mod loom_model {
 
     /// Pops to `End` with no timeout (a lost wake-up deadlocks), recycling
     /// frames; returns the seqs covered and how the stream ended.
-    fn drain(consumer: &mut RingConsumer) -> (Vec<u64>, EndOfStream) {
+    fn drain(consumer: &mut RingConsumer<TestEnd>) -> (Vec<u64>, TestEnd) {
         let mut seqs = Vec::new();
         loop {
             match consumer.pop(Duration::MAX) {
-                Some(CaptureEvent::Frame(slot)) => {
+                Some(RingEvent::Frame(slot)) => {
                     seqs.push(slot.meta.seq);
                     consumer.recycle(slot);
                 }
-                Some(CaptureEvent::Dropped { meta, count }) => {
-                    seqs.extend(meta.seq..meta.seq + count)
-                }
-                Some(CaptureEvent::Failed { meta, .. }) => seqs.push(meta.seq),
-                Some(CaptureEvent::End(end)) => return (seqs, end),
+                Some(RingEvent::Dropped { meta, count }) => seqs.extend(meta.seq..meta.seq + count),
+                Some(RingEvent::Failed { meta, .. }) => seqs.push(meta.seq),
+                Some(RingEvent::End(end)) => return (seqs, end),
                 None => panic!("pop without a timeout returned nothing"),
             }
         }
@@ -949,12 +956,12 @@ mod loom_model {
             let capture = thread::spawn(move || {
                 frame(&mut producer, 0, OverflowPolicy::Drop);
                 frame(&mut producer, 1, OverflowPolicy::Drop);
-                producer.push(CaptureEvent::End(EndOfStream::Finished));
+                producer.push(RingEvent::End(TestEnd::Finished));
             });
             let (seqs, end) = drain(&mut consumer);
             capture.join().unwrap();
             assert_eq!(seqs, [0, 1]);
-            assert_eq!(end, EndOfStream::Finished);
+            assert_eq!(end, TestEnd::Finished);
             assert_eq!(consumer.free_slots(), 2, "every slot came back");
         });
     }
@@ -967,12 +974,12 @@ mod loom_model {
             let capture = thread::spawn(move || {
                 let blocked_never_drops = frame(&mut producer, 0, OverflowPolicy::Block)
                     && frame(&mut producer, 1, OverflowPolicy::Block);
-                producer.push(CaptureEvent::End(EndOfStream::Finished));
+                producer.push(RingEvent::End(TestEnd::Finished));
                 blocked_never_drops
             });
             let (seqs, end) = drain(&mut consumer);
             assert!(capture.join().unwrap());
-            assert_eq!((seqs, end), (vec![0, 1], EndOfStream::Finished));
+            assert_eq!((seqs, end), (vec![0, 1], TestEnd::Finished));
         });
     }
 
@@ -988,7 +995,7 @@ mod loom_model {
                 (producer, got)
             });
             let held = match consumer.pop(Duration::MAX) {
-                Some(CaptureEvent::Frame(slot)) => slot,
+                Some(RingEvent::Frame(slot)) => slot,
                 other => panic!("{other:?}"),
             };
             stop.request_stop();
@@ -1012,20 +1019,20 @@ mod loom_model {
                     captured_at: std::time::UNIX_EPOCH,
                     captured_instant: Instant::now(),
                 };
-                producer.push(CaptureEvent::Failed {
+                producer.push(RingEvent::Failed {
                     meta: meta(0),
                     message: String::new(),
                 });
-                producer.push(CaptureEvent::Dropped {
+                producer.push(RingEvent::Dropped {
                     meta: meta(1),
                     count: 2,
                 });
                 assert!(producer.flush_pending_drops());
-                producer.push(CaptureEvent::End(EndOfStream::Stopped));
+                producer.push(RingEvent::End(TestEnd::Stopped));
             });
             let (seqs, end) = drain(&mut consumer);
             capture.join().unwrap();
-            assert_eq!((seqs, end), (vec![0, 1, 2], EndOfStream::Stopped));
+            assert_eq!((seqs, end), (vec![0, 1, 2], TestEnd::Stopped));
             assert!(consumer.pop(Duration::ZERO).is_none());
             assert_eq!(shared.markers_in_ring.load(Ordering::SeqCst), 0);
         });

@@ -10,10 +10,12 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
-use sealcheck::capture::{Capture, CaptureError, decode_image_file};
+use sealcheck::capture::{
+    Capture, CaptureError, CaptureEvent, EndOfStream, RingConsumer, decode_image_file,
+};
 use sealcheck::config::{OverflowPolicy, SourceConfig, SourceKind, SourceRecovery};
 use sealcheck::frame::{FrameSlot, PixelLayout};
-use sealcheck::ring::{CaptureEvent, EndOfStream, RingConsumer, frame_ring};
+use sealcheck::ring::frame_ring;
 use sealcheck::service::Liveness;
 
 /// Longest any single event may take to arrive before the test fails.

@@ -10,6 +10,7 @@ use std::cell::Cell;
 
 use std::time::Duration;
 
+use sealcheck::capture::CaptureEvent;
 use sealcheck::config::{
     DecisionConfig, Normalization, OutputConfig, OverflowPolicy, ResultsRotation,
 };
@@ -17,7 +18,7 @@ use sealcheck::decision::decide;
 use sealcheck::frame::{FrameMeta, FrameWork, ImageView, PixelLayout, TensorGeometry};
 use sealcheck::output::{ResultSink, format_result};
 use sealcheck::preprocess::{FramePreprocessor, Preprocessor, logits_to_mask, preprocess_frame};
-use sealcheck::ring::{CaptureEvent, frame_ring};
+use sealcheck::ring::frame_ring;
 
 /// Counts allocations made by the current thread, then defers to `System`.
 struct CountingAllocator;

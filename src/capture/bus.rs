@@ -9,8 +9,8 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 
 use super::error::CaptureError;
+use super::error::EndOfStream;
 use super::state::CaptureShared;
-use crate::ring::EndOfStream;
 
 /// How long `stop()` waits for the EOS it sent to come out of the pipeline.
 pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(3);

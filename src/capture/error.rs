@@ -1,6 +1,8 @@
 //! What can go wrong getting frames out of GStreamer, worded for the technician
 //! who has to fix it: which source, what GStreamer said, and what to check.
 
+use crate::ring::StreamEnd;
+
 /// Errors from capture. Every variant names the source (as `SourceKind` is
 /// described in messages, e.g. "v4l2 device /dev/video9") and says what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -68,6 +70,24 @@ pub enum CaptureError {
         path: std::path::PathBuf,
         reason: String,
     },
+}
+
+/// Why a source's stream of frames ended: the ring's `End` event as capture
+/// sends it (`CaptureEvent::End`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EndOfStream {
+    /// The source reached its end (EOS): a clip or an image sequence ran out.
+    Finished,
+    /// We asked the source to stop.
+    Stopped,
+    /// The source failed.
+    Error(CaptureError),
+}
+
+impl StreamEnd for EndOfStream {
+    fn stopped() -> Self {
+        EndOfStream::Stopped
+    }
 }
 
 fn debug_suffix(debug: &Option<String>) -> String {

@@ -17,8 +17,8 @@ use gstreamer_video as gst_video;
 
 use super::rgb_plane::RgbPlane;
 use super::state::CaptureShared;
+use super::{CaptureEvent, RingProducer};
 use crate::frame::FrameMeta;
-use crate::ring::{CaptureEvent, RingProducer};
 
 /// State the callback keeps between frames.
 pub(crate) struct FrameSink {

@@ -30,7 +30,7 @@ mod state;
 mod status;
 
 pub use decode::decode_image_file;
-pub use error::CaptureError;
+pub use error::{CaptureError, EndOfStream};
 pub use replay::{Replay, load_frames};
 pub use state::CaptureProbe;
 pub use status::{OutageEnded, SourceStatus};
@@ -45,11 +45,18 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use crate::config::SourceConfig;
-use crate::ring::{EndOfStream, RingProducer};
+use crate::ring;
 use crate::service::Liveness;
 use bus::BusEvent;
 use frame_sink::FrameSink;
 use state::CaptureShared;
+
+/// What capture hands to preprocessing through the frame ring, in capture order.
+pub type CaptureEvent = ring::RingEvent<EndOfStream>;
+/// Capture's end of the frame ring (`ring::frame_ring` makes the pair).
+pub type RingProducer = ring::RingProducer<EndOfStream>;
+/// The reading end of the frame ring: preprocessing, or the device stage.
+pub type RingConsumer = ring::RingConsumer<EndOfStream>;
 
 /// Longest a stored source (file, images, test) may take to preroll at start.
 const PREROLL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -22,13 +22,13 @@ use std::time::{Duration, Instant};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
+use super::EndOfStream;
 use super::bus::{self, Watched};
 use super::error::CaptureError;
 use super::state::CaptureShared;
 use super::status::Backoff;
 use super::{Running, launch, open_pipeline};
 use crate::config::SourceConfig;
-use crate::ring::EndOfStream;
 
 /// Before a rebuilt (or first) pipeline's first frame, the frame timeout is at
 /// least this: connecting to a camera and its first key frame take a while.

@@ -11,9 +11,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{Capture, CaptureError};
+use super::{CaptureEvent, EndOfStream, RingProducer};
 use crate::config::{OverflowPolicy, SourceConfig};
 use crate::frame::{FrameMeta, FrameSlot};
-use crate::ring::{self, CaptureEvent, EndOfStream, RingProducer};
+use crate::ring;
 use crate::service::Liveness;
 
 /// Decodes up to `max` frames of `source` into memory.

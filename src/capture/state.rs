@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use gstreamer as gst;
 
 use super::status::SourceStatus;
+use super::{CaptureEvent, EndOfStream, RingProducer};
 use crate::config::{OverflowPolicy, SourceRecovery};
-use crate::ring::{CaptureEvent, EndOfStream, RingProducer, StopHandle};
+use crate::ring::StopHandle;
 use crate::service::Liveness;
 
 #[derive(Debug)]

@@ -35,7 +35,7 @@ use super::device_stage::{
     DeviceFrameError, DeviceFramePath, DeviceModelsOpener, DevicePlan, FrameTraffic, GpuTimings,
     OpenedPath, PreparedEngine,
 };
-use super::{BackendKind, ModelRole};
+use super::{BackendKind, ModelRole, tensorrt};
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
@@ -249,15 +249,15 @@ impl<E: DeviceEngine> DeviceRunner<E> {
 pub fn open(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrameError> {
     match plan {
         DevicePlan::TensorRt => {
-            open_tensorrt(config, "backend = \"tensorrt\" in [inference]".to_string())
+            tensorrt::open_device(config, "backend = \"tensorrt\" in [inference]".to_string())
         }
         DevicePlan::OnnxRuntimeCuda => opened(
             super::onnxruntime_device::open(config)?,
             "backend = \"onnxruntime\", device = \"cuda\" in [inference]".to_string(),
         ),
         DevicePlan::Auto => {
-            let skipped = match open_tensorrt(config, "auto: TensorRT".to_string()) {
-                Err(e) if e.is_engine_unavailable() => tensorrt_skipped(&e),
+            let skipped = match tensorrt::open_device(config, "auto: TensorRT".to_string()) {
+                Err(e) if e.is_engine_unavailable() => tensorrt::auto_skipped(&e),
                 other => return other,
             };
             let path = super::onnxruntime_device::open(config).inspect_err(|e| {
@@ -270,7 +270,8 @@ pub fn open(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrame
     }
 }
 
-fn opened<E: DeviceEngine + 'static>(
+/// A device runner as the device stage takes it, with why this engine.
+pub(crate) fn opened<E: DeviceEngine + 'static>(
     runner: DeviceRunner<E>,
     reason: String,
 ) -> Result<OpenedPath, DeviceFrameError> {
@@ -279,25 +280,6 @@ fn opened<E: DeviceEngine + 'static>(
         path: Box::new(runner),
         reason,
     })
-}
-
-#[cfg(feature = "tensorrt")]
-fn open_tensorrt(config: &Config, reason: String) -> Result<OpenedPath, DeviceFrameError> {
-    opened(super::tensorrt::open_device(config)?, reason)
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn open_tensorrt(_config: &Config, _reason: String) -> Result<OpenedPath, DeviceFrameError> {
-    Err(super::InferError::TensorRtNotBuilt.into())
-}
-
-/// Why `auto` did not use TensorRT, worded as `infer::open_backend` words it.
-fn tensorrt_skipped(e: &DeviceFrameError) -> String {
-    if cfg!(feature = "tensorrt") {
-        format!("TensorRT unavailable ({e})")
-    } else {
-        "TensorRT not built in (no `tensorrt` feature)".to_string()
-    }
 }
 
 impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {

@@ -42,10 +42,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
+use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
-use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
 /// GPU milliseconds of each part of a frame, from CUDA events on the stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -194,7 +194,6 @@ pub enum DeviceFrameError {
     },
     #[error(transparent)]
     Open(#[from] super::InferError),
-    #[cfg(feature = "tensorrt")]
     #[error(transparent)]
     TensorRt(#[from] super::tensorrt::TrtError),
     #[error(
@@ -230,7 +229,6 @@ impl DeviceFrameError {
         match self {
             DeviceFrameError::Gpu { .. } | DeviceFrameError::Preprocess { .. } => true,
             DeviceFrameError::Open(e) => e.is_engine_unavailable(),
-            #[cfg(feature = "tensorrt")]
             DeviceFrameError::TensorRt(e) => e.is_unavailable(),
             DeviceFrameError::Unsupported(_) => true,
             _ => false,
@@ -659,7 +657,7 @@ mod tests {
         slots: usize,
         records: usize,
     ) -> (
-        crate::ring::RingProducer,
+        crate::capture::RingProducer,
         DeviceStage,
         Sender<Box<FrameWork>>,
         Receiver<StageMessage>,
@@ -690,7 +688,7 @@ mod tests {
         (producer, stage, free_tx, out_rx, swap_tx)
     }
 
-    fn tiny_frame(producer: &mut crate::ring::RingProducer, seq: u64, first: u8) {
+    fn tiny_frame(producer: &mut crate::capture::RingProducer, seq: u64, first: u8) {
         let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
         slot.meta.seq = seq;
         slot.width = 2;

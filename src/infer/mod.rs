@@ -44,8 +44,12 @@ pub use stage::{InferStage, ModelSwap, infer_frame, warm_up};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::TensorGeometry;
 
-// The TensorRT backend (src/infer/tensorrt/ over trt_bridge/).
+// The TensorRT backend (src/infer/tensorrt/ over trt_bridge/); a stub that
+// says "not built in" without the `tensorrt` feature.
 #[cfg(feature = "tensorrt")]
+pub mod tensorrt;
+#[cfg(not(feature = "tensorrt"))]
+#[path = "tensorrt/stub.rs"]
 pub mod tensorrt;
 
 /// Which engine runs the models.
@@ -118,7 +122,6 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
 
 fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
     let mut skipped = Vec::new();
-    #[cfg(feature = "tensorrt")]
     match tensorrt::open_backend(cfg) {
         Ok(backend) => {
             return Ok(BackendSelection {
@@ -126,11 +129,9 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
                 reason: "auto: TensorRT".to_string(),
             });
         }
-        Err(e) if e.is_unavailable() => skipped.push(format!("TensorRT unavailable ({e})")),
+        Err(e) if e.is_unavailable() => skipped.push(tensorrt::auto_skipped(&e)),
         Err(e) => return Err(e.into()),
     }
-    #[cfg(not(feature = "tensorrt"))]
-    skipped.push("TensorRT not built in (no `tensorrt` feature)".to_string());
     for device in [ComputeDevice::Cuda, ComputeDevice::Cpu] {
         match onnxruntime::OrtBackend::open(cfg, device) {
             Ok(backend) => {
@@ -168,19 +169,13 @@ fn open_auto(cfg: &Config) -> Result<BackendSelection, InferError> {
 }
 
 /// `backend = "tensorrt"`: exactly TensorRT, or an error saying why not
-/// (library or GPU missing, model problem), never a fallback.
-#[cfg(feature = "tensorrt")]
+/// (not built in, library or GPU missing, model problem), never a fallback.
 fn open_tensorrt(cfg: &Config) -> Result<BackendSelection, InferError> {
     let backend = tensorrt::open_backend(cfg)?;
     Ok(BackendSelection {
         backend,
         reason: "backend = \"tensorrt\" in [inference]".to_string(),
     })
-}
-
-#[cfg(not(feature = "tensorrt"))]
-fn open_tensorrt(_cfg: &Config) -> Result<BackendSelection, InferError> {
-    Err(InferError::TensorRtNotBuilt)
 }
 
 /// The class indices the decision reads must exist in the models' logits.
@@ -231,7 +226,7 @@ pub fn available_backends() -> Vec<String> {
             ort::MINOR_VERSION
         ),
     ];
-    if cfg!(feature = "tensorrt") {
+    if tensorrt::BUILT_IN {
         backends.push("tensorrt".to_string());
     }
     backends

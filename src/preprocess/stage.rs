@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::FramePreprocessor;
+use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
-use crate::ring::{CaptureEvent, EndOfStream, RingConsumer};
 
 /// Fills `work`'s segmentation input and the RGB channels of its classifier
 /// input from `frame`. A failure marks the frame (it will fail with `error`).

@@ -23,6 +23,9 @@
 //! - `calibration`: INT8 calibration images, feed and plan;
 //! - `backend`: `TensorRtBackend`, both engines, host mode (`InferenceBackend`);
 //! - `device`: `TrtDeviceEngine`, device mode on the shared device runner.
+//!
+//! Without the `tensorrt` feature, `stub.rs` takes this file's place: the same
+//! functions, answering "not built in".
 
 mod backend;
 mod bridge;
@@ -34,11 +37,11 @@ mod error;
 mod progress;
 mod settings;
 
+use std::fmt::Display;
 use std::path::PathBuf;
 
 pub use backend::TensorRtBackend;
 pub use bridge::{LibraryInfo, Precision, TensorInfo};
-pub(crate) use device::open as open_device;
 pub use device::{TrtDeviceEngine, device_runner};
 pub use engine::{
     Builder, Engine, LoadedEngine, Runtime, compiled_against, int8_calibration_supported,
@@ -50,12 +53,27 @@ pub use progress::{BuildProgress, LOG_TARGET};
 pub use settings::{TensorRtSettings, precision_name};
 
 use super::InferenceBackend;
+use super::device_stage::{DeviceFrameError, OpenedPath};
 use super::model_io::ModelRole;
 use crate::config::Config;
+
+/// Whether this build has the TensorRT backend (for `sealcheck --version`).
+pub const BUILT_IN: bool = true;
+
+/// Why `backend = "auto"` did not use TensorRT, for its reason line.
+pub fn auto_skipped(error: &dyn Display) -> String {
+    format!("TensorRT unavailable ({error})")
+}
 
 /// For `infer::open_backend`: the TensorRT backend as a trait object.
 pub fn open_backend(cfg: &Config) -> Result<Box<dyn InferenceBackend>, TrtError> {
     Ok(Box::new(TensorRtBackend::open(cfg)?))
+}
+
+/// For `infer::device_runner`: device mode on TensorRT, both engines opened
+/// once on a device runner.
+pub fn open_device(cfg: &Config, reason: String) -> Result<OpenedPath, DeviceFrameError> {
+    super::device_runner::opened(device::open(cfg)?, reason)
 }
 
 /// `sealcheck build-engine --config FILE`: builds (or finds) both engines and
