@@ -55,6 +55,9 @@ pub struct ArchiveQueue {
     demand: Arc<PixelDemand>,
     metrics: Option<Arc<LineMetrics>>,
     thread: Option<JoinHandle<()>>,
+    /// Frames not archived since the queue last had room (an episode is
+    /// logged at its start and its end, not per frame).
+    queue_full_run: u64,
 }
 
 impl ArchiveQueue {
@@ -106,6 +109,7 @@ impl ArchiveQueue {
             demand,
             metrics,
             thread: Some(thread),
+            queue_full_run: 0,
         })
     }
 
@@ -126,7 +130,7 @@ impl ArchiveQueue {
             return false;
         }
         let Ok(mut job) = self.free.try_recv() else {
-            self.dropped(ArchiveDrop::QueueFull);
+            self.queue_full();
             return false;
         };
         job.meta = work.meta;
@@ -146,9 +150,12 @@ impl ArchiveQueue {
         job.line.clear();
         job.line.push_str(line);
         match self.jobs.as_ref().map(|jobs| jobs.try_send(job)) {
-            Some(Ok(())) => true,
+            Some(Ok(())) => {
+                self.queued();
+                true
+            }
             Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => {
-                self.dropped(ArchiveDrop::QueueFull);
+                self.queue_full();
                 false
             }
         }
@@ -165,6 +172,26 @@ impl ArchiveQueue {
     pub fn pause(&mut self) {
         self.keep = ArchiveKeep::None;
         self.demand.set_archive(false);
+    }
+
+    /// A frame to keep found the queue full: the disk or the encoder is
+    /// slower than the failed frames come (a burst, or `keep = "all"`).
+    fn queue_full(&mut self) {
+        self.dropped(ArchiveDrop::QueueFull);
+        if self.queue_full_run == 0 {
+            log::warn!(target: "sealcheck::archive", queue = QUEUE;
+                "archive queue full: frames to keep are being skipped (counted as queue_full) until the archive thread catches up; on a busy CPU keep = \"fail\" or a faster disk helps");
+        }
+        self.queue_full_run += 1;
+    }
+
+    /// A frame went into the queue: ends a queue-full episode.
+    fn queued(&mut self) {
+        if self.queue_full_run > 0 {
+            log::info!(target: "sealcheck::archive", skipped = self.queue_full_run;
+                "archive keeping up again");
+            self.queue_full_run = 0;
+        }
     }
 
     fn dropped(&self, why: ArchiveDrop) {
