@@ -2,6 +2,8 @@
 //! survive padded rows, the drop policy loses nothing, and a source that cannot
 //! work fails at start with an error naming it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -644,9 +646,9 @@ fn unknown_element_names_the_missing_plugin() {
 fn csi_camera_without_the_jetson_plugins_says_which_package_to_install() {
     gst::init().unwrap();
     if gst::ElementFactory::find("nvarguscamerasrc").is_some() {
-        println!(
-            "SKIPPED: this machine has nvarguscamerasrc (a Jetson): the missing-plugin message cannot be shown"
-        );
+        common::skipped(format_args!(
+            "this machine has nvarguscamerasrc (a Jetson): the missing-plugin message cannot be shown"
+        ));
         return;
     }
     let (error, end) = start_error(SourceKind::Csi {

@@ -23,7 +23,9 @@ fn ort_available() -> bool {
         panic!("SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library");
     }
     if !found {
-        println!("SKIPPED: ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)");
+        common::skipped(format_args!(
+            "ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)"
+        ));
     }
     found
 }

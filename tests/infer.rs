@@ -7,6 +7,8 @@
 //! ONNX Runtime: found the way the service finds it (`make test` sets
 //! ORT_DYLIB_PATH to .ort/lib); without it the ONNX Runtime tests print SKIPPED.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -170,7 +172,9 @@ fn ort_available() -> bool {
             .any(|(p, _)| p.is_file()),
     };
     if !found {
-        println!("SKIPPED: libonnxruntime not found (run scripts/fetch_onnxruntime.sh)");
+        common::skipped(format_args!(
+            "libonnxruntime not found (run scripts/fetch_onnxruntime.sh)"
+        ));
     }
     found
 }
@@ -601,7 +605,7 @@ fn a_real_library_that_is_not_onnxruntime_is_refused() {
     .map(PathBuf::from)
     .find(|p| p.is_file());
     let Some(libc) = libc else {
-        println!("SKIPPED: no libc.so.6 at the usual paths");
+        common::skipped(format_args!("no libc.so.6 at the usual paths"));
         return;
     };
     let dir = tempfile::tempdir().unwrap();

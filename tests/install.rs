@@ -1,6 +1,8 @@
 //! `scripts/install.sh` into a staging root (DESTDIR), and `scripts/verify_unit.sh` on the
 //! unit: what `make install`, `make uninstall` and `make test` rely on.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -288,7 +290,7 @@ fn verify_unit(unit: &Path) -> Option<Output> {
         .output()
         .unwrap();
     if out.status.code() == Some(77) {
-        println!("SKIPPED: systemd-analyze not available");
+        common::skipped(format_args!("systemd-analyze not available"));
         return None;
     }
     Some(out)

@@ -37,7 +37,9 @@ fn ort_library() -> Option<String> {
             std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
             "SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library"
         );
-        println!("SKIPPED: ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)");
+        common::skipped(format_args!(
+            "ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)"
+        ));
     }
     lib
 }
@@ -211,7 +213,7 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
 #[test]
 fn device_path_refuses_bad_models_and_swaps_good_ones_between_two_frames() {
     if let Err(reason) = device_path_usable() {
-        println!("SKIPPED: {reason}");
+        common::skipped(format_args!("{reason}"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -9,6 +9,8 @@
 //!
 //! Every wait is bounded; nothing talks to any address but loopback.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -688,9 +690,9 @@ fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file()
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file() {
-    println!(
-        "SKIPPED: needs `cargo test --features fault-injection` (the inference delay hook is compiled out)"
-    );
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the inference delay hook is compiled out)"
+    ));
 }
 
 /// Runs 10 paced frames against `mqtt` settings; MQTT trouble must not stop

@@ -1,6 +1,8 @@
 //! The whole pipeline, camera to decision, on the demo clip and on bad input.
 //! Every delivered frame gets exactly one result line, in order.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -115,7 +117,9 @@ fn onnxruntime_available() -> bool {
             std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
             "ORT_DYLIB_PATH does not name libonnxruntime"
         );
-        println!("SKIPPED: ORT_DYLIB_PATH does not name libonnxruntime (make test sets it up)");
+        common::skipped(format_args!(
+            "ORT_DYLIB_PATH does not name libonnxruntime (make test sets it up)"
+        ));
     }
     found
 }
@@ -367,7 +371,7 @@ fn corrupt_model_exits_78_naming_the_file() {
 #[test]
 fn tensorrt_without_the_feature_exits_at_start_with_a_clear_message() {
     if cfg!(feature = "tensorrt") {
-        println!("SKIPPED: this build has the tensorrt feature");
+        common::skipped(format_args!("this build has the tensorrt feature"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

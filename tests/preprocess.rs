@@ -5,6 +5,8 @@
 //! Run with `cargo test --release --test preprocess -- --nocapture` to see the
 //! timing of a 1280x720 frame and which Python checks ran.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -700,7 +702,9 @@ fn bad_frames_and_buffers_are_refused_with_their_numbers() {
 #[test]
 fn timing_of_a_1280x720_frame() {
     if cfg!(debug_assertions) {
-        println!("SKIPPED: timing is only meaningful in a release build (--release)");
+        common::skipped(format_args!(
+            "timing is only meaningful in a release build (--release)"
+        ));
         return;
     }
     let mut rng = Rng(8);
@@ -831,7 +835,7 @@ np.save(sys.argv[2], np.ascontiguousarray(chw, dtype="<f4"))
 #[test]
 fn opencv_float_resize_agrees_for_down_and_upscaling() {
     if let Err(reason) = python_with("numpy, cv2") {
-        println!("SKIPPED: {reason}");
+        common::skipped(format_args!("{reason}"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -902,7 +906,7 @@ fn opencv_float_resize_agrees_for_down_and_upscaling() {
 #[test]
 fn numpy_reads_what_write_npy_f32_writes() {
     if let Err(reason) = python_with("numpy") {
-        println!("SKIPPED: python3 with numpy not found ({reason})");
+        common::skipped(format_args!("python3 with numpy not found ({reason})"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -970,7 +974,7 @@ print("torch", torch.__version__)
 #[test]
 fn pytorch_contract_agrees_end_to_end() {
     if let Err(reason) = python_with("numpy, torch") {
-        println!("SKIPPED: {reason}");
+        common::skipped(format_args!("{reason}"));
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -8,6 +8,8 @@
 //! Each test writes its own config into a temporary folder: the test pattern source (or the
 //! demo clip, which has real seals), the demo models on tract, results in the folder.
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
@@ -601,7 +603,7 @@ fn stalled_inference_stops_watchdog_pings_within_one_interval() {
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn stalled_inference_stops_watchdog_pings_within_one_interval() {
-    println!(
-        "SKIPPED: needs `cargo test --features fault-injection` (the stall hook is compiled out)"
-    );
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the stall hook is compiled out)"
+    ));
 }

@@ -8,6 +8,8 @@
 //!   \--promtool, chromium (child processes, bounded in time)
 //! ```
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -16,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "fault-injection")]
 use sealcheck::archive::sha256_hex;
 
 fn repo() -> PathBuf {
@@ -159,6 +162,8 @@ impl Drop for Service {
     }
 }
 
+// `headers` is read by the fault-injection build's test only.
+#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 struct Reply {
     status: u16,
     headers: String,
@@ -260,6 +265,7 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+#[cfg(feature = "fault-injection")]
 fn copy_clip_prefix(dir: &Path, frames: usize) {
     let clip = dir.join("clip");
     std::fs::create_dir_all(&clip).unwrap();
@@ -276,9 +282,9 @@ fn copy_clip_prefix(dir: &Path, frames: usize) {
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_file() {
-    println!(
-        "SKIPPED: needs `--features fault-injection` (the run is held after its frames by a stalled inference)"
-    );
+    common::skipped(format_args!(
+        "needs `--features fault-injection` (the run is held after its frames by a stalled inference)"
+    ));
 }
 
 /// The clip's first 30 frames, paced at 5 frames/s like a camera (the
@@ -450,7 +456,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
                 std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
                 "promtool: {e} (make deps installs it)"
             );
-            println!("SKIPPED: promtool check ({e})");
+            common::skipped(format_args!("promtool check ({e})"));
         }
     }
 
@@ -612,7 +618,7 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
             std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
             "chromium missing (make deps installs it)"
         );
-        println!("SKIPPED: no /usr/bin/chromium");
+        common::skipped(format_args!("no /usr/bin/chromium"));
         return;
     }
     let _serial = serial();

@@ -14,10 +14,14 @@
 //! `make test-tensorrt` runs them (the first run builds the engines: minutes
 //! on a Jetson Orin Nano).
 
+mod common;
+
 #[cfg(not(feature = "tensorrt"))]
 #[test]
 fn tensorrt_backend() {
-    println!("SKIPPED: built without the `tensorrt` feature (make test-tensorrt builds with it)");
+    crate::common::skipped(format_args!(
+        "built without the `tensorrt` feature (make test-tensorrt builds with it)"
+    ));
 }
 
 #[cfg(feature = "tensorrt")]
@@ -102,7 +106,7 @@ mod with_tensorrt {
     macro_rules! skip_without_tensorrt {
         () => {
             if let Some(reason) = skip_reason() {
-                println!("SKIPPED: {reason}");
+                crate::common::skipped(format_args!("{reason}"));
                 return;
             }
         };
@@ -280,9 +284,9 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             match status {
                 Ok(s) if s.success() => {}
                 other => {
-                    println!(
-                        "SKIPPED: no C compiler ({compiler}: {other:?}) to build the stand-in libraries"
-                    );
+                    crate::common::skipped(format_args!(
+                        "no C compiler ({compiler}: {other:?}) to build the stand-in libraries"
+                    ));
                     return;
                 }
             }
@@ -357,7 +361,9 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
     #[test]
     fn explicit_tensorrt_backend_without_tensorrt_stops_with_a_clear_message() {
         if load_library().is_ok() && GpuContext::open(0).is_ok() {
-            println!("SKIPPED: TensorRT and a GPU are present here; this checks their absence");
+            crate::common::skipped(format_args!(
+                "TensorRT and a GPU are present here; this checks their absence"
+            ));
             return;
         }
         let mut cfg = demo_config();

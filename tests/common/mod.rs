@@ -1,4 +1,6 @@
 //! Helpers shared by integration tests (`mod common;` in each that needs them).
+// Each test crate uses only some of them.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +19,6 @@ pub fn repo() -> PathBuf {
 
 /// The sealcheck binary: `SEALCHECK_BIN` when set (a test binary run on
 /// another machine), else the one cargo built beside this test.
-#[allow(dead_code)] // not every test that shares this module starts the binary
 pub fn sealcheck_bin() -> PathBuf {
     std::env::var_os("SEALCHECK_BIN")
         .map(PathBuf::from)
@@ -43,4 +44,13 @@ pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
         .collect();
     std::fs::write(folder.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
     folder
+}
+
+/// Says why a test cannot run here, where `cargo test` shows it: libtest
+/// keeps a passing test's `println!` to itself, and a test that skips
+/// returns early and passes, so its reason would never be seen. A write to
+/// the stderr handle is not captured.
+pub fn skipped(reason: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
