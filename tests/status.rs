@@ -845,3 +845,76 @@ fn archive_settings_apply_on_reload() {
     );
     assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
 }
+
+/// A client that never finishes its headers, or holds connections open, is
+/// cut off (`status::serve`: 5 s for the headers, 64 connections at most),
+/// while other clients are still answered. Against a server without these
+/// limits the stalled connection stays open and the read below times out.
+#[test]
+fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = write_config(
+        dir,
+        "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=5/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\noverflow = \"drop\"",
+        "",
+        5.0,
+    );
+    let mut service = Service::start(&config, &[]);
+    let addr = service.status_addr();
+    wait_until(
+        Duration::from_secs(120),
+        "the page answers",
+        &service,
+        || get(addr, "/healthz").status == 200,
+    );
+
+    // Half a request: the headers never end.
+    let mut stalled = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    write!(stalled, "GET /api/status HTTP/1.1\r\nHost: {addr}\r\n").unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let opened = Instant::now();
+    // Idle connections up to the limit (the stalled one holds one slot).
+    let idle: Vec<TcpStream> = (0..63)
+        .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap())
+        .collect();
+    // One more is closed at once, without an answer.
+    let mut extra = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let closed = matches!(extra.read(&mut buf), Ok(0) | Err(_));
+    assert!(
+        closed && opened.elapsed() < Duration::from_secs(4),
+        "the 65th connection was not closed at once"
+    );
+
+    // The stalled client is cut off after the header timeout, unanswered.
+    let mut got = Vec::new();
+    let _ = stalled.read_to_end(&mut got);
+    let waited = opened.elapsed();
+    assert!(
+        got.is_empty() || String::from_utf8_lossy(&got).starts_with("HTTP/1.1 408"),
+        "a request whose headers never ended was answered: {}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(
+        (Duration::from_secs(4)..Duration::from_secs(15)).contains(&waited),
+        "the stalled connection was closed after {waited:?}, not after the 5 s header timeout"
+    );
+    // The idle ones were cut off with it (or go now), so new clients are
+    // served again.
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(get(addr, "/healthz").status, 200);
+    assert!(
+        service.stderr().contains("too many open connections"),
+        "{}",
+        service.stderr()
+    );
+    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+}

@@ -101,14 +101,7 @@ impl StatusServer {
                             return;
                         }
                     };
-                    let served = axum::serve(listener, router(telemetry))
-                        .with_graceful_shutdown(async move {
-                            let _ = shutdown_rx.await;
-                        })
-                        .await;
-                    if let Err(e) = served {
-                        log::error!(target: "sealcheck::status", error = e.to_string().as_str(); "status server stopped");
-                    }
+                    super::serve::serve(listener, router(telemetry), shutdown_rx).await;
                 });
                 let _ = done_tx.send(());
             })

@@ -18,6 +18,7 @@ mod external;
 mod http;
 mod live;
 pub mod metrics;
+mod serve;
 mod taps;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
