@@ -397,7 +397,12 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
     }
 
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
-        FrameTraffic::device_path(frame, self.cls_logits_device.len())
+        let logits = self.preprocessor.seg_logits();
+        FrameTraffic::device_path(
+            frame,
+            self.cls_logits_device.len(),
+            logits.len * logits.element.bytes(),
+        )
     }
 
     fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {

@@ -63,17 +63,22 @@ pub struct GpuTimings {
 pub struct FrameTraffic {
     pub host_to_device: usize,
     pub device_to_host: usize,
+    /// More out while the archive or the live view wants the mask on the
+    /// host (the segmentation logits).
+    pub host_mask: usize,
 }
 
 impl FrameTraffic {
     /// A device path's traffic: the frame in once (copied, or read in place
     /// when mapped on a Jetson), the classifier logits and the mask's pixel
     /// count out.
-    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize) -> Self {
+    /// `seg_logits_bytes`: what a frame whose mask the host wants adds.
+    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize, seg_logits_bytes: usize) -> Self {
         FrameTraffic {
             host_to_device: frame.stride * frame.height.saturating_sub(1)
                 + frame.width * frame.layout.bytes_per_pixel(),
             device_to_host: cls_classes * std::mem::size_of::<f32>() + std::mem::size_of::<u64>(),
+            host_mask: seg_logits_bytes,
         }
     }
 }
@@ -455,8 +460,9 @@ impl DeviceStage {
                 traffic_logged = true;
                 let t = path.traffic(&slot.image());
                 log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
-                    device_to_host = t.device_to_host, width = slot.width, height = slot.height,
-                    frames_in_flight = depth; "device stage: bytes copied per frame");
+                    device_to_host = t.device_to_host, host_mask_extra = t.host_mask,
+                    width = slot.width, height = slot.height, frames_in_flight = depth;
+                    "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
             }
             // The pinned copy is the only host pass over the frame (a
             // second only while the archive or the live view wants it); the
@@ -622,6 +628,7 @@ mod tests {
             FrameTraffic {
                 host_to_device: frame.data.len(),
                 device_to_host: 16,
+                host_mask: 0,
             }
         }
         fn max_in_flight(&self) -> usize {
