@@ -9,16 +9,14 @@
 
 mod common;
 
+use common::repo;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use sealcheck::config::{self, Config};
 use sealcheck::infer::{self, BackendKind, InferError, InferenceBackend};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Writes small ONNX models with the demo's contract: seg 1x3xHxW -> 1x2xHxW
 /// (strided Conv, Relu, Conv, bilinear Resize x2), cls 1x4xHxW -> 1x2

@@ -3,14 +3,12 @@
 
 mod common;
 
+use common::repo;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn install_sh(action: &str, destdir: &Path, prefix: Option<&str>) -> Output {
     let mut cmd = Command::new("bash");

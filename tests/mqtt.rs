@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::repo;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -26,10 +28,6 @@ const MOSQUITTO: &str = "/usr/sbin/mosquitto";
 const TOPIC: &str = "plant/line7/sealcheck";
 /// Never printed by sealcheck: every test that uses it greps all output for it.
 const PASSWORD: &str = "pw-Zq81-never-printed";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// One sealcheck run at a time: each uses every core, and the timing checks
 /// here mean little with another pipeline competing.

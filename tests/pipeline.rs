@@ -3,12 +3,10 @@
 
 mod common;
 
+use common::repo;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn sealcheck() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sealcheck"))

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::repo;
+
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
@@ -17,10 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Pings every 200 ms: systemd would kill a service silent for 400 ms.
 const WATCHDOG_USEC: u64 = 400_000;

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::repo;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -20,10 +22,6 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "fault-injection")]
 use sealcheck::archive::sha256_hex;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// One pipeline at a time: each uses every core.
 static SERIAL: Mutex<()> = Mutex::new(());
