@@ -16,17 +16,15 @@
 //!     ./model_swap-<hash> --nocapture --test-threads=1 device_path
 //! ```
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sealcheck::model_id::model_id;
 
 mod common;
-use common::{labelled_clip_prefix, repo, sealcheck_bin};
+use common::{Sealcheck, labelled_clip_prefix, repo};
 
 fn ort_library() -> Option<String> {
     let lib = std::env::var("ORT_DYLIB_PATH")
@@ -105,48 +103,9 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) with the pid of a child we started and have not reaped.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill({sig}) failed");
-}
-
-/// Stops the service if a check fails half-way.
-struct Service {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Service {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// The status server's address, from its start-up log line.
-    fn status_addr(&self) -> SocketAddr {
-        let log = self.log();
-        let rest = log
-            .split("status page at http://")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no status page address in the log:\n{log}"));
-        rest.split('/').next().unwrap().parse().unwrap()
-    }
-}
-
 /// `GET /metrics`: the body.
 fn metrics(addr: SocketAddr) -> String {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    let _ = stream.read_to_string(&mut reply);
-    reply
+    common::http::get(addr, "/metrics").text()
 }
 
 /// The `sha256` labels of the `model_info` lines, sorted (a family's
@@ -176,13 +135,6 @@ fn same_model_other_id(model: &Path, out: &Path) -> PathBuf {
     bytes.extend_from_slice(b"swap");
     std::fs::write(out, bytes).unwrap();
     out.to_path_buf()
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -285,21 +237,11 @@ fn swap_during_a_live_run(
     std::fs::write(&corrupt, &bytes[..bytes.len() / 3]).unwrap();
 
     write_config(dir, inference, (&seg, &cls), &acceptance);
-    let stderr = dir.join("stderr.log");
-    let mut service = Service {
-        child: Command::new(sealcheck_bin())
-            .args(["run", "--config"])
-            .arg(dir.join("sealcheck.toml"))
-            .stdout(Stdio::null())
-            .stderr(File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap(),
-        stderr,
-    };
+    let mut service = Sealcheck::start(&dir.join("sealcheck.toml"), &[]);
     assert!(
         wait_until(Duration::from_secs(60), || results(dir).len() >= 5),
         "no results:\n{}",
-        service.log()
+        service.stderr()
     );
     let status = service.status_addr();
     let old = (model_id(&seg).unwrap(), model_id(&cls).unwrap());
@@ -316,20 +258,20 @@ fn swap_during_a_live_run(
         gate_breaker.map(|p| (p, "acceptance", "recall_not_below_reference")),
     ];
     for (candidate_cls, step, says) in bad.into_iter().flatten() {
-        let refusals = service.log().matches("model swap refused").count();
+        let refusals = service.stderr().matches("model swap refused").count();
         write_config(dir, inference, (&seg, candidate_cls), &acceptance);
-        signal(&service.child, libc::SIGHUP);
+        service.signal("HUP");
         assert!(
             wait_until(Duration::from_secs(90), || service
-                .log()
+                .stderr()
                 .matches("model swap refused")
                 .count()
                 > refusals),
             "{} not refused:\n{}",
             candidate_cls.display(),
-            service.log()
+            service.stderr()
         );
-        let log = service.log();
+        let log = service.stderr();
         let refusal = log
             .lines()
             .rfind(|l| l.contains("model swap refused"))
@@ -343,13 +285,13 @@ fn swap_during_a_live_run(
 
     // Good new models, which pass the acceptance gate.
     write_config(dir, inference, good, &acceptance);
-    signal(&service.child, libc::SIGHUP);
+    service.signal("HUP");
     assert!(
         wait_until(Duration::from_secs(90), || service
-            .log()
+            .stderr()
             .contains("new models accepted")),
         "new models not accepted:\n{}",
-        service.log()
+        service.stderr()
     );
     let new = (model_id(good.0).unwrap(), model_id(good.1).unwrap());
     assert!(
@@ -359,7 +301,7 @@ fn swap_during_a_live_run(
             .count()
             >= 5),
         "no results from the new models:\n{}",
-        service.log()
+        service.stderr()
     );
     let after = metrics(status);
     assert_eq!(
@@ -367,19 +309,8 @@ fn swap_during_a_live_run(
         sorted(&new),
         "model_info after the swap:\n{after}"
     );
-    signal(&service.child, libc::SIGTERM);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = service.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{}", service.log());
+    let status = service.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{}", service.stderr());
 
     let lines = results(dir);
     let seqs: Vec<u64> = lines.iter().map(|r| r["seq"].as_u64().unwrap()).collect();

@@ -11,9 +11,8 @@
 
 mod common;
 
-use common::repo;
+use common::{Sealcheck, repo};
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -290,87 +289,6 @@ log_verdicts = false
     path
 }
 
-/// A `sealcheck run`; killed if the test ends early.
-struct Run {
-    child: Child,
-    stdout: Arc<Mutex<String>>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Run {
-    fn start(config: &Path, env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sealcheck"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(config)
-            .env_remove("RUST_LOG")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("SEALCHECK_FAULT_DELAY_INFER_MS")
-            .env_remove("SEALCHECK_FAULT_STALL_INFER_AFTER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start sealcheck run");
-        let collect = |pipe: Box<dyn Read + Send>| {
-            let text = Arc::new(Mutex::new(String::new()));
-            let sink = Arc::clone(&text);
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut t = sink.lock().unwrap();
-                    t.push_str(&line);
-                    t.push('\n');
-                }
-            });
-            text
-        };
-        let stdout = collect(Box::new(child.stdout.take().unwrap()));
-        let stderr = collect(Box::new(child.stderr.take().unwrap()));
-        Run {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// Waits for the exit; returns (exit code, stdout, stderr).
-    fn finish(mut self, timeout: Duration) -> (i32, String, String) {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "sealcheck still running after {timeout:?}:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        (status.code().unwrap_or(-1), self.stdout(), self.stderr())
-    }
-
-    fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn results(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("results.jsonl"))
         .unwrap_or_default()
@@ -488,7 +406,7 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
         0,
         &format!("url = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1", broker.url()),
     );
-    let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
+    let (code, stdout, stderr) = Sealcheck::start(&config, &[]).finish(Duration::from_secs(240));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(
         wait_until(Duration::from_secs(5), || subscriber
@@ -554,7 +472,7 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
             broker.url()
         ),
     );
-    let run = Run::start(&config, &[]);
+    let run = Sealcheck::start(&config, &[]);
     assert!(
         wait_until(Duration::from_secs(120), || subscriber.verdicts().len()
             >= 10),
@@ -643,8 +561,9 @@ fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file()
         &format!("url = \"{}\"\ntopic = \"{TOPIC}\"", broker.url()),
     );
     // Inference takes 250 ms longer than usual: every part misses its 100 ms deadline.
-    let (code, stdout, stderr) = Run::start(&config, &[("SEALCHECK_FAULT_DELAY_INFER_MS", "250")])
-        .finish(Duration::from_secs(240));
+    let (code, stdout, stderr) =
+        Sealcheck::start(&config, &[("SEALCHECK_FAULT_DELAY_INFER_MS", "250")])
+            .finish(Duration::from_secs(240));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(wait_until(Duration::from_secs(5), || subscriber
         .verdicts()
@@ -698,7 +617,7 @@ fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file()
 fn run_with_mqtt_trouble(dir: &Path, mqtt: &str, frames: u32) -> String {
     let config = write_config(dir, &paced_source(5, frames), 0, mqtt);
     let _ = std::fs::remove_file(dir.join("results.jsonl"));
-    let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
+    let (code, stdout, stderr) = Sealcheck::start(&config, &[]).finish(Duration::from_secs(240));
     let all = format!("{stdout}\n{stderr}");
     assert_eq!(code, 0, "MQTT trouble must not stop inspection:\n{all}");
     assert_eq!(results(dir).len(), frames as usize, "{all}");
@@ -885,7 +804,7 @@ fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
             broker.url()
         ),
     );
-    let (code, stdout, stderr) = Run::start(&config, &[]).finish(Duration::from_secs(240));
+    let (code, stdout, stderr) = Sealcheck::start(&config, &[]).finish(Duration::from_secs(240));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(wait_until(Duration::from_secs(5), || subscriber
         .verdicts()
@@ -923,7 +842,7 @@ fn a_killed_inspector_is_offline_by_its_last_will() {
         0,
         &format!("url = \"{}\"\ntopic = \"{TOPIC}\"", broker.url()),
     );
-    let mut run = Run::start(&config, &[]);
+    let mut run = Sealcheck::start(&config, &[]);
     assert!(
         wait_until(Duration::from_secs(120), || !subscriber
             .verdicts()

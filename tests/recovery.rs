@@ -15,18 +15,15 @@
 //! it is what a camera going away is: its sockets close. Everything listens on
 //! loopback only, and every wait is bounded.
 
+mod common;
+
+use common::{FakeSystemd, Sealcheck, repo};
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Pings every 200 ms: systemd would kill a service silent for 400 ms.
 const WATCHDOG_USEC: u64 = 400_000;
@@ -130,156 +127,21 @@ impl Drop for RtspCamera {
 // ---------------------------------------------------------------------------
 // systemd and the service
 
-/// Test double for systemd's notify socket: keeps every datagram with its arrival time.
-struct FakeSystemd {
-    path: PathBuf,
-    received: Arc<Mutex<Vec<(Instant, String)>>>,
+/// `sealcheck run` supervised by `systemd` (the test double).
+fn start(config: &Path, systemd: &FakeSystemd) -> Sealcheck {
+    let mut cmd = Sealcheck::command(config);
+    systemd.supervise(&mut cmd, WATCHDOG_USEC);
+    Sealcheck::spawn(cmd)
 }
 
-impl FakeSystemd {
-    fn bind(dir: &Path) -> FakeSystemd {
-        let path = dir.join("notify.sock");
-        let socket = UnixDatagram::bind(&path).unwrap();
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&received);
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n) = socket.recv(&mut buf) {
-                sink.lock().unwrap().push((
-                    Instant::now(),
-                    String::from_utf8_lossy(&buf[..n]).into_owned(),
-                ));
-            }
-        });
-        FakeSystemd { path, received }
-    }
-
-    fn messages(&self) -> Vec<(Instant, String)> {
-        self.received.lock().unwrap().clone()
-    }
-
-    fn wait_for(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<Instant> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some((t, _)) = self.messages().into_iter().find(|(_, m)| pred(m)) {
-                return Some(t);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Times of WATCHDOG=1 between `from` and `to`.
-    fn pings(&self, from: Instant, to: Instant) -> Vec<Instant> {
-        self.messages()
-            .into_iter()
-            .filter(|(t, m)| m == "WATCHDOG=1" && *t >= from && *t <= to)
-            .map(|(t, _)| t)
-            .collect()
-    }
-}
-
-/// A running `sealcheck run`, killed if a test ends early.
-struct Service {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Service {
-    fn start(config: &Path, systemd: &FakeSystemd) -> Service {
-        Service::spawn(config, systemd, Stdio::null())
-    }
-
-    /// With a pipe to its standard input (for an `fdsrc fd=0` source).
-    fn start_fed(config: &Path, systemd: &FakeSystemd) -> (Service, std::process::ChildStdin) {
-        let mut service = Service::spawn(config, systemd, Stdio::piped());
-        let stdin = service.child.stdin.take().unwrap();
-        (service, stdin)
-    }
-
-    fn spawn(config: &Path, systemd: &FakeSystemd, stdin: Stdio) -> Service {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .env_remove("RUST_LOG")
-            .env_remove("JOURNAL_STREAM")
-            .env_remove("WATCHDOG_PID")
-            .env("NOTIFY_SOCKET", &systemd.path)
-            .env("WATCHDOG_USEC", WATCHDOG_USEC.to_string())
-            .stdin(stdin)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sealcheck run");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut text = sink.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
-        Service { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    fn log_count(&self, text: &str) -> usize {
-        self.stderr().matches(text).count()
-    }
-
-    fn wait_for_log(&self, text: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.stderr().contains(text) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    /// SIGTERM, then the exit status (bounded).
-    fn terminate(&mut self) -> ExitStatus {
-        let status = Command::new("kill")
-            .args(["-s", "TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                std::thread::sleep(Duration::from_millis(100));
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no exit after SIGTERM:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// The same, with a pipe to its standard input (for an `fdsrc fd=0` source).
+fn start_fed(config: &Path, systemd: &FakeSystemd) -> (Sealcheck, std::process::ChildStdin) {
+    let mut cmd = Sealcheck::command(config);
+    systemd.supervise(&mut cmd, WATCHDOG_USEC);
+    cmd.stdin(Stdio::piped());
+    let mut service = Sealcheck::spawn(cmd);
+    let stdin = service.child.stdin.take().unwrap();
+    (service, stdin)
 }
 
 /// A config in `dir` over the demo models on tract; `source` is the [source] body.
@@ -339,7 +201,7 @@ fn lines_of(path: &Path) -> Vec<serde_json::Value> {
 fn wait_for_lines(
     path: &Path,
     timeout: Duration,
-    service: &mut Service,
+    service: &mut Sealcheck,
     what: &str,
     done: impl Fn(&[serde_json::Value]) -> bool,
 ) -> Vec<serde_json::Value> {
@@ -395,9 +257,11 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
     let port = free_port();
     let camera = RtspCamera::start(port);
     let systemd = FakeSystemd::bind(dir.path());
-    let mut service = Service::start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
+    let mut service = start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
     systemd
-        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
         .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
     wait_for_lines(
         &results,
@@ -442,7 +306,7 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
 
     // The watchdog kept pinging through the outage (stall_timeout_s = 1 would
     // have stopped it), and STATUS= said what was going on.
-    let pings = systemd.pings(lost_at, back_at);
+    let pings = systemd.times_of("WATCHDOG=1", lost_at, back_at);
     let longest = pings
         .windows(2)
         .map(|w| w[1] - w[0])
@@ -462,7 +326,12 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
         systemd.messages()
     );
 
-    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
     let stderr = service.stderr();
     assert_eq!(
         service.log_count("source lost"),
@@ -486,12 +355,14 @@ fn camera_missing_at_start_is_waited_for_after_ready() {
     let port = free_port();
     let systemd = FakeSystemd::bind(dir.path());
     let started = Instant::now();
-    let mut service = Service::start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
+    let mut service = start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
     systemd
-        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
         .unwrap_or_else(|| panic!("no READY=1 without a camera:\n{}", service.stderr()));
     systemd
-        .wait_for(Duration::from_secs(10), |m| {
+        .wait_for(systemd.bound_at, Duration::from_secs(10), |m| {
             m.starts_with("STATUS=waiting for camera since ")
         })
         .unwrap_or_else(|| panic!("no STATUS=waiting for camera: {:?}", systemd.messages()));
@@ -512,7 +383,12 @@ fn camera_missing_at_start_is_waited_for_after_ready() {
         "results",
         |l| l.len() >= 10,
     );
-    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
     assert_eq!(service.log_count("source not available at start"), 1);
     assert_eq!(service.log_count("source is back after"), 1);
     assert_seq_contiguous(&lines_of(&results));
@@ -527,9 +403,11 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
     let systemd = FakeSystemd::bind(dir.path());
     // Faster than inspection, so lines pile up (not_inspected) and fill the backlog.
     let source = "kind = \"test\"\nwidth = 64\nheight = 48\nframerate = 200\noverflow = \"drop\"\n";
-    let mut service = Service::start(&write_config(dir.path(), source), &systemd);
+    let mut service = start(&write_config(dir.path(), source), &systemd);
     systemd
-        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
         .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
     wait_for_lines(
         &results,
@@ -564,7 +442,7 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
         |l| l.len() >= 20,
     );
 
-    let status = service.terminate();
+    let status = service.terminate(Duration::from_secs(60));
     let stderr = service.stderr();
     assert_eq!(status.code(), Some(1), "lines were lost: exit 1\n{stderr}");
     assert_eq!(
@@ -607,9 +485,11 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
         pipeline = \"fdsrc fd=0 ! rawvideoparse width=64 height=48 format=rgb framerate=10/1 ! \
         videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false\"\n\
         retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n";
-    let (mut service, mut camera) = Service::start_fed(&write_config(dir.path(), source), &systemd);
+    let (mut service, mut camera) = start_fed(&write_config(dir.path(), source), &systemd);
     systemd
-        .wait_for(START_TIMEOUT, |m| m.lines().any(|l| l == "READY=1"))
+        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
         .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
     let frame = vec![0x60u8; 64 * 48 * 3];
     for _ in 0..30 {
@@ -661,7 +541,12 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
         "60 results",
         |l| l.len() >= 60,
     );
-    assert_eq!(service.terminate().code(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(60)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
     thawed.store(false, std::sync::atomic::Ordering::Relaxed);
     feeder.join().unwrap();
     assert_eq!(service.log_count("source lost"), 1, "{}", service.stderr());

@@ -10,14 +10,11 @@
 
 mod common;
 
-use common::repo;
+use common::{FakeSystemd, Sealcheck, repo};
 
 use std::fs;
-use std::io::{BufRead, BufReader};
-use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Pings every 200 ms: systemd would kill a service silent for 400 ms.
@@ -36,173 +33,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Test double for systemd's notify socket: keeps every datagram with its arrival time.
-struct FakeSystemd {
-    path: PathBuf,
-    received: Arc<Mutex<Vec<(Instant, String)>>>,
-}
-
-impl FakeSystemd {
-    fn bind(dir: &Path) -> FakeSystemd {
-        let path = dir.join("notify.sock");
-        let socket = UnixDatagram::bind(&path).unwrap();
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&received);
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            while let Ok(n) = socket.recv(&mut buf) {
-                sink.lock().unwrap().push((
-                    Instant::now(),
-                    String::from_utf8_lossy(&buf[..n]).into_owned(),
-                ));
-            }
-        });
-        FakeSystemd { path, received }
-    }
-
-    fn messages(&self) -> Vec<(Instant, String)> {
-        self.received.lock().unwrap().clone()
-    }
-
-    /// Waits for a message matching `pred` that arrived at or after `since`.
-    fn wait_for(
-        &self,
-        since: Instant,
-        timeout: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> Option<(Instant, String)> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(found) = self
-                .messages()
-                .into_iter()
-                .find(|(t, m)| *t >= since && pred(m))
-            {
-                return Some(found);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn times_of(&self, message: &str, from: Instant, to: Instant) -> Vec<Instant> {
-        self.messages()
-            .into_iter()
-            .filter(|(t, m)| m == message && *t >= from && *t <= to)
-            .map(|(t, _)| t)
-            .collect()
-    }
-}
-
-/// A running `sealcheck run`, killed if a test ends early.
-struct Service {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-    stdout: Arc<Mutex<String>>,
-}
-
-impl Service {
-    fn start(config: &Path, systemd: Option<&FakeSystemd>, env: &[(&str, &str)]) -> Service {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sealcheck"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(config)
-            .env_remove("RUST_LOG")
-            .env_remove("JOURNAL_STREAM")
-            .env_remove("WATCHDOG_PID")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("SEALCHECK_FAULT_STALL_INFER_AFTER")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(systemd) = systemd {
-            cmd.env("NOTIFY_SOCKET", &systemd.path)
-                .env("WATCHDOG_USEC", WATCHDOG_USEC.to_string());
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start sealcheck run");
-        let collect = |pipe: Box<dyn std::io::Read + Send>| {
-            let text = Arc::new(Mutex::new(String::new()));
-            let sink = Arc::clone(&text);
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut t = sink.lock().unwrap();
-                    t.push_str(&line);
-                    t.push('\n');
-                }
-            });
-            text
-        };
-        let stderr = collect(Box::new(child.stderr.take().unwrap()));
-        let stdout = collect(Box::new(child.stdout.take().unwrap()));
-        Service {
-            child,
-            stderr,
-            stdout,
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg("-s")
-            .arg(name)
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill -s {name} failed");
-    }
-
-    fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader threads take the last lines.
-                std::thread::sleep(Duration::from_millis(100));
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
-    }
-
-    /// Waits until `stderr` contains `text`.
-    fn wait_for_log(&self, text: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.stderr().contains(text) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// `sealcheck run` supervised by `systemd` (the test double), with `env` added.
+fn start(config: &Path, systemd: &FakeSystemd, env: &[(&str, &str)]) -> Sealcheck {
+    let mut cmd = Sealcheck::command(config);
+    systemd.supervise(&mut cmd, WATCHDOG_USEC);
+    cmd.envs(env.iter().copied());
+    Sealcheck::spawn(cmd)
 }
 
 enum Source {
@@ -279,7 +115,7 @@ fn wait_for_results(
     dir: &Path,
     count: usize,
     timeout: Duration,
-    service: &mut Service,
+    service: &mut Sealcheck,
 ) -> Vec<serde_json::Value> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -313,7 +149,7 @@ fn ready_watchdog_status_then_stopping_on_sigterm_with_every_frame_written() {
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::TestPattern, "0.5", 5.0);
     let started = Instant::now();
-    let mut service = Service::start(&config, Some(&systemd), &[]);
+    let mut service = start(&config, &systemd, &[]);
 
     let (ready_at, _) = systemd
         .wait_for(started, START_TIMEOUT, |m| {
@@ -391,7 +227,7 @@ fn sighup_applies_a_new_threshold_and_rejects_a_broken_config() {
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::DemoClip, "0.5", 10.0);
     let started = Instant::now();
-    let mut service = Service::start(&config, Some(&systemd), &[]);
+    let mut service = start(&config, &systemd, &[]);
     systemd
         .wait_for(started, START_TIMEOUT, |m| {
             m.lines().any(|l| l == "READY=1")
@@ -503,7 +339,7 @@ fn config_error_at_start_exits_78_and_says_why_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::TestPattern, "1.5", 5.0);
-    let mut service = Service::start(&config, Some(&systemd), &[]);
+    let mut service = start(&config, &systemd, &[]);
     let status = service
         .wait(Duration::from_secs(60))
         .expect("sealcheck should exit on a config error");
@@ -541,9 +377,9 @@ fn stalled_inference_stops_watchdog_pings_within_one_interval() {
         stall_timeout.as_secs_f64(),
     );
     let started = Instant::now();
-    let mut service = Service::start(
+    let mut service = start(
         &config,
-        Some(&systemd),
+        &systemd,
         &[("SEALCHECK_FAULT_STALL_INFER_AFTER", "3")],
     );
     let (ready_at, _) = systemd

@@ -10,13 +10,16 @@
 
 mod common;
 
-use common::repo;
+use common::http::get;
+#[cfg(feature = "fault-injection")]
+use common::http::request;
+use common::{Sealcheck, repo};
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,129 +83,11 @@ stall_timeout_s = {stall_timeout_s}
     path
 }
 
-/// A running `sealcheck run`, killed if the test ends early.
-struct Service {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Service {
-    fn start(config: &Path, env: &[(&str, &str)]) -> Service {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sealcheck"));
-        cmd.arg("run")
-            .arg("--config")
-            .arg(config)
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("SEALCHECK_FAULT_STALL_INFER_AFTER")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start sealcheck run");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Service { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// The status server's address, from its start-up log line.
-    fn status_addr(&mut self) -> SocketAddr {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let text = self.stderr();
-            if let Some(rest) = text.split("status page at http://").nth(1) {
-                let addr = rest.split('/').next().unwrap();
-                return addr.parse().unwrap();
-            }
-            assert!(
-                self.child.try_wait().unwrap().is_none(),
-                "sealcheck exited:\n{text}"
-            );
-            assert!(Instant::now() < deadline, "no status server:\n{text}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn terminate(&mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-// `headers` is read by the fault-injection build's test only.
-#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
-struct Reply {
-    status: u16,
-    headers: String,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// One HTTP/1.1 request over a fresh connection; `target` is sent exactly as
-/// given (no normalisation, no encoding).
-fn request(addr: SocketAddr, method: &str, target: &str, extra: &str) -> Reply {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap();
-    write!(
-        stream,
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a complete HTTP response");
-    let headers = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = headers.split(' ').nth(1).unwrap().parse().unwrap();
-    Reply {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    }
-}
-
-fn get(addr: SocketAddr, target: &str) -> Reply {
-    request(addr, "GET", target, "")
+/// `sealcheck run` with info logs (the status server's address is read from them).
+fn start(config: &Path, env: &[(&str, &str)]) -> Sealcheck {
+    let mut cmd = Sealcheck::command(config);
+    cmd.env("RUST_LOG", "info").envs(env.iter().copied());
+    Sealcheck::spawn(cmd)
 }
 
 fn status_json(addr: SocketAddr) -> serde_json::Value {
@@ -219,7 +104,7 @@ fn results(dir: &Path) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
-fn wait_until(timeout: Duration, what: &str, service: &Service, mut done: impl FnMut() -> bool) {
+fn wait_until(timeout: Duration, what: &str, service: &Sealcheck, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !done() {
         assert!(
@@ -309,7 +194,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         "[archive]\ndir = \"archive\"\nkeep = \"fail\"\nformat = \"jpeg\"",
         1.0,
     );
-    let mut service = Service::start(&config, &[("SEALCHECK_FAULT_STALL_INFER_AFTER", "24")]);
+    let mut service = start(&config, &[("SEALCHECK_FAULT_STALL_INFER_AFTER", "24")]);
     let addr = service.status_addr();
     wait_until(Duration::from_secs(180), "24 results", &service, || {
         results(dir).len() >= RESULTS
@@ -542,7 +427,7 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
         "[archive]\ndir = \"archive\"\nkeep = \"all\"\nformat = \"png\"\nmax_mib = 1\nmin_free_mib = 0",
         5.0,
     );
-    let mut service = Service::start(&config, &[]);
+    let mut service = start(&config, &[]);
     let addr = service.status_addr();
     let limit = 1u64 << 20;
     let mut largest = 0u64;
@@ -601,7 +486,12 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
         "{}",
         service.stderr()
     );
-    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
 }
 
 /// A looping clip paced at 5 frames/s, the page open in headless Chromium:
@@ -628,7 +518,7 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
         clip.display()
     );
     let config = write_config(dir, &source, "[archive]\ndir = \"archive\"", 5.0);
-    let mut service = Service::start(&config, &[]);
+    let mut service = start(&config, &[]);
     let addr = service.status_addr();
     wait_until(
         Duration::from_secs(180),
@@ -768,7 +658,12 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     println!("status page screenshot: {}", screenshot.display());
     let metrics = get(addr, "/metrics").text();
     assert!(sample(&metrics, "sealcheck_live_frames_total").unwrap() >= 1.0);
-    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
 }
 
 /// `[archive]` applies on reload: off (`keep = "none"`) at start, every frame
@@ -793,7 +688,7 @@ fn archive_settings_apply_on_reload() {
         "[archive]\ndir = \"archive\"\nkeep = \"none\"\nformat = \"png\"",
         5.0,
     );
-    let mut service = Service::start(&config, &[]);
+    let mut service = start(&config, &[]);
     let addr = service.status_addr();
     wait_until(Duration::from_secs(120), "results", &service, || {
         results(dir).len() >= 5
@@ -841,12 +736,18 @@ fn archive_settings_apply_on_reload() {
         settled,
         "frames archived after [archive] was removed"
     );
-    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+    assert_eq!(
+        service.terminate(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
 }
 
-/// A client that never finishes its headers, or holds connections open, is
-/// cut off (`status::serve`: 5 s for the headers, 64 connections at most),
-/// while other clients are still answered. Against a server without these
+/// A client that never finishes its headers, or holds connections open
+/// (idle from the start or after an answer), is cut off (`status::serve`: 5 s
+/// for the headers, 64 connections at most), while other clients are still
+/// answered. Against a server without these
 /// limits the stalled connection stays open and the read below times out.
 #[test]
 fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
@@ -859,7 +760,7 @@ fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
         "",
         5.0,
     );
-    let mut service = Service::start(&config, &[]);
+    let mut service = start(&config, &[]);
     let addr = service.status_addr();
     wait_until(
         Duration::from_secs(120),
@@ -914,5 +815,45 @@ fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
         "{}",
         service.stderr()
     );
-    assert_eq!(service.terminate(), Some(0), "{}", service.stderr());
+
+    // A kept-alive connection idle after its answer goes the same way.
+    let mut kept = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(kept, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let answered = loop {
+        let n = kept.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before answering");
+        reply.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        if let Some(split) = text.find("\r\n\r\n") {
+            let length: usize = text[..split]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("a Content-Length");
+            if reply.len() >= split + 4 + length {
+                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                break Instant::now();
+            }
+        }
+    };
+    let closed = matches!(kept.read(&mut chunk), Ok(0) | Err(_));
+    let idled = answered.elapsed();
+    assert!(
+        closed && (Duration::from_secs(4)..Duration::from_secs(15)).contains(&idled),
+        "a kept-alive connection idled {idled:?} (closed: {closed}), not the 5 s header timeout"
+    );
+
+    assert_eq!(
+        service.terminate(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
 }

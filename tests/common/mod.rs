@@ -4,6 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+mod child;
+pub mod http;
+#[allow(unused_imports)] // not every test crate starts sealcheck
+pub use child::{FakeSystemd, Sealcheck};
+
 /// The source tree: the current folder when it is one (a test binary carried
 /// to a GPU machine runs from a copy there), `SEALCHECK_REPO` when set, else
 /// where this was built.

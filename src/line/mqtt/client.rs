@@ -192,23 +192,16 @@ fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, StartError> {
 
 impl Running {
     pub(super) fn finish(self, shared: &Shared, flush: Duration) {
-        let until = Instant::now() + flush;
         let mut state = shared.lock();
         state.stopping = true;
         shared.wake.notify_all();
-        while state.connected
-            && !(state.queue.is_empty() && state.handed.is_empty() && state.inflight.is_empty())
-        {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            state = shared
-                .wake
-                .wait_timeout(state, until - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        state = shared
+            .wake
+            .wait_timeout_while(state, flush, |s| {
+                s.connected && !(s.queue.is_empty() && s.handed.is_empty() && s.inflight.is_empty())
+            })
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
         let left = state.queue.len()
             + state
                 .handed
@@ -233,18 +226,13 @@ impl Running {
                 .is_ok();
         if goodbye {
             state.handed.push_back(Sent::Status);
-            let until = Instant::now() + GOODBYE;
-            while state.connected && !(state.handed.is_empty() && state.inflight.is_empty()) {
-                let now = Instant::now();
-                if now >= until {
-                    break;
-                }
-                state = shared
-                    .wake
-                    .wait_timeout(state, until - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
+            state = shared
+                .wake
+                .wait_timeout_while(state, GOODBYE, |s| {
+                    s.connected && !(s.handed.is_empty() && s.inflight.is_empty())
+                })
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         state.closed = true;
         let connected = state.connected;
