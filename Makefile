@@ -14,6 +14,9 @@ PY_VENV    := .venv
 PY         := $(PY_VENV)/bin/python
 ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
+# `make test` builds with the `ci` profile (release without debug info, in target/ci):
+# see Cargo.toml. The scripts it calls take it from PROFILE.
+TEST_PROFILE := ci
 
 .PHONY: all build demo test test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
@@ -54,15 +57,15 @@ demo: build onnxruntime
 	$(PY) scripts/score.py --results results/demo.jsonl --labels samples/demo_clip/labels.jsonl
 
 test: deps python onnxruntime
-	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --release --locked --no-fail-fast --features fault-injection
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --profile $(TEST_PROFILE) --locked --no-fail-fast --features fault-injection
 	# The frame ring's hand-over protocol under the loom model checker (rebuilds only sealcheck).
-	$(CARGO) test --release --locked --features loom --lib ring::loom_model
+	$(CARGO) test --profile $(TEST_PROFILE) --locked --features loom --lib ring::loom_model
 	scripts/verify_unit.sh
 	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
 	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
 	# needs no libnvinfer: it is loaded at run time). GPU tests print SKIPPED here.
-	PYTHON=$(CURDIR)/$(PY) CUDA_BUILD_ONLY=1 scripts/ci_cuda_build.sh
-	scripts/ci_tensorrt_check.sh
+	PROFILE=$(TEST_PROFILE) PYTHON=$(CURDIR)/$(PY) CUDA_BUILD_ONLY=1 scripts/ci_cuda_build.sh
+	PROFILE=$(TEST_PROFILE) scripts/ci_tensorrt_check.sh
 
 # TensorRT tests, on a machine with TensorRT and an NVIDIA GPU (a Jetson).
 test-tensorrt: deps python onnxruntime

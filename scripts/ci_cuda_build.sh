@@ -15,6 +15,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 CARGO=${CARGO:-cargo}
+# Cargo profile: release by default; `make test` passes PROFILE=ci (no debug info).
+PROFILE=${PROFILE:-release}
 PYTHON=${PYTHON:-python3}
 TOOLKIT_DIR=.cuda-toolkit
 PACKAGES="nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 \
@@ -43,11 +45,11 @@ elif [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then used=$CUDA_HO
 else used=$(command -v nvcc); fi
 echo "ci_cuda_build: using $used ($("$used" --version | tail -n 1))"
 
-"$CARGO" build --release --locked --features cuda
+"$CARGO" build --profile "$PROFILE" --locked --features cuda
 # `make test` sets CUDA_BUILD_ONLY=1: its TensorRT check (`--features tensorrt`,
 # which includes cuda) compiles every test and bench target right after.
 if [ -z "${CUDA_BUILD_ONLY:-}" ]; then
-    "$CARGO" test --release --locked --features cuda --no-run
+    "$CARGO" test --profile "$PROFILE" --locked --features cuda --no-run
     "$CARGO" bench --locked --features cuda --no-run
 fi
 echo "ci_cuda_build: the cuda feature builds (kernels for sm_87, sm_90 and compute_90 PTX embedded)"

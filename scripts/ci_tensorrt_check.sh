@@ -15,6 +15,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
+# Cargo profile: release by default; `make test` passes PROFILE=ci (no debug info).
+PROFILE=${PROFILE:-release}
 
 headers=$(scripts/fetch_tensorrt_headers.sh)
 TENSORRT_INCLUDE_DIR=$(echo "$headers" | sed -n 's/^TENSORRT_INCLUDE_DIR=//p')
@@ -36,16 +38,16 @@ if [ -z "${NVCC:-}" ] && [ ! -x "$CUDA_HOME/bin/nvcc" ] && ! command -v nvcc >/d
 fi
 
 echo "--- cargo check --features tensorrt (compiles trt_bridge against the headers)"
-$CARGO check --release --locked --features tensorrt --all-targets
+$CARGO check --profile "$PROFILE" --locked --features tensorrt --all-targets
 
 echo "--- unit tests of the TensorRT backend (no TensorRT needed)"
-$CARGO test --release --locked --features tensorrt --lib infer::tensorrt
+$CARGO test --profile "$PROFILE" --locked --features tensorrt --lib infer::tensorrt
 
 echo "--- tests/tensorrt.rs (skips without TensorRT and a GPU)"
-$CARGO test --release --locked --features tensorrt --test tensorrt -- --nocapture
+$CARGO test --profile "$PROFILE" --locked --features tensorrt --test tensorrt -- --nocapture
 
 echo "--- the test binary must load libnvinfer at run time, not link it"
-no_run=$($CARGO test --release --locked --features tensorrt --test tensorrt --no-run 2>&1) || {
+no_run=$($CARGO test --profile "$PROFILE" --locked --features tensorrt --test tensorrt --no-run 2>&1) || {
     echo "$no_run" >&2
     exit 1
 }
