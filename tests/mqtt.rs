@@ -864,3 +864,192 @@ fn a_killed_inspector_is_offline_by_its_last_will() {
         subscriber.statuses()
     );
 }
+
+/// A test certificate authority and a broker certificate it signed, made with
+/// the `openssl` command line as an operator would (docs/INTEGRATION.md).
+struct TestPki {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (package openssl; `make deps` installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl TestPki {
+    /// `name`: a prefix for the files; `host`: the broker certificate's only
+    /// name (a DNS subjectAltName, no IP address).
+    fn make(dir: &Path, name: &str, host: &str) -> TestPki {
+        let file = |suffix: &str| format!("{name}-{suffix}");
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={name} test CA"),
+                "-keyout",
+                &file("ca.key"),
+                "-out",
+                &file("ca.pem"),
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={host}"),
+                "-keyout",
+                &file("broker.key"),
+                "-out",
+                &file("broker.csr"),
+            ],
+        );
+        std::fs::write(
+            dir.join(file("san.ext")),
+            format!("subjectAltName=DNS:{host}\n"),
+        )
+        .unwrap();
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &file("broker.csr"),
+                "-CA",
+                &file("ca.pem"),
+                "-CAkey",
+                &file("ca.key"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &file("san.ext"),
+                "-out",
+                &file("broker.pem"),
+            ],
+        );
+        TestPki {
+            ca: dir.join(file("ca.pem")),
+            cert: dir.join(file("broker.pem")),
+            key: dir.join(file("broker.key")),
+        }
+    }
+}
+
+#[test]
+fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::make(dir.path(), "plant", "localhost");
+    let rogue = TestPki::make(dir.path(), "rogue", "localhost");
+    // The broker's key must be readable by mosquitto, which drops to its own
+    // user when started as root (CI): "Permission denied" otherwise.
+    use std::os::unix::fs::PermissionsExt as _;
+    for path in [dir.path(), &pki.cert, &pki.key] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Two listeners: TLS for sealcheck, plain for the test's subscriber.
+    let tls_port = free_port();
+    let broker = Broker::start(
+        dir.path(),
+        &format!(
+            "allow_anonymous true\nlistener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}",
+            pki.cert.display(),
+            pki.key.display()
+        ),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || TcpStream::connect((
+            "127.0.0.1",
+            tls_port
+        ))
+        .is_ok()),
+        "mosquitto's TLS listener on {tls_port}: {}",
+        std::fs::read_to_string(&broker.log).unwrap_or_default()
+    );
+    let subscriber = Subscriber::start(broker.port, None);
+    let mqtt = |url: &str, ca: &Path| {
+        format!(
+            "url = \"{url}\"\ntopic = \"{TOPIC}\"\nqos = 1\nca_file = \"{}\"",
+            ca.display()
+        )
+    };
+    let tls_url = format!("mqtts://localhost:{tls_port}");
+
+    // The authority that signed the broker's certificate: every verdict over TLS.
+    let frames = 5;
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(&tls_url, &pki.ca), frames);
+    assert!(out.contains("published 5, dropped 0"), "{out}");
+    assert!(!out.contains("TLS with"), "{out}");
+    assert!(
+        wait_until(Duration::from_secs(5), || subscriber.verdicts().len() == 5),
+        "the plain listener's subscriber got {} of 5 verdicts sent over TLS",
+        subscriber.verdicts().len()
+    );
+    let seqs: Vec<_> = subscriber
+        .verdicts()
+        .iter()
+        .map(|(_, v)| v["seq"].clone())
+        .collect();
+    assert_eq!(
+        seqs,
+        (0..5u64).map(serde_json::Value::from).collect::<Vec<_>>()
+    );
+
+    // Another authority: refused, said why, inspection goes on, every verdict counted.
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(&tls_url, &rogue.ca), frames);
+    assert!(
+        out.contains("not signed by the authority in ca_file") && out.contains("rogue-ca.pem"),
+        "{out}"
+    );
+    assert!(out.contains("published 0"), "{out}");
+
+    // The right authority, but the url names the broker by an address its
+    // certificate does not carry.
+    let by_address = format!("mqtts://127.0.0.1:{tls_port}");
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(&by_address, &pki.ca), frames);
+    assert!(
+        out.contains("not issued for the host name in `url`") && out.contains("localhost"),
+        "{out}"
+    );
+    assert!(out.contains("published 0"), "{out}");
+
+    // mqtts:// to the plain listener: no TLS there.
+    let plain = format!("mqtts://localhost:{}", broker.port);
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(&plain, &pki.ca), frames);
+    assert!(out.contains("published 0"), "{out}");
+    assert!(out.contains("is that port a TLS listener"), "{out}");
+
+    // A ca_file that holds no certificate (a key given by mistake).
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(&tls_url, &pki.key), frames);
+    assert!(
+        out.contains("cannot use ca_file") && out.contains("holds no certificate"),
+        "{out}"
+    );
+    assert_eq!(
+        subscriber.verdicts().len(),
+        5,
+        "nothing else reached the broker"
+    );
+}

@@ -15,6 +15,7 @@ use rumqttc::v5::mqttbytes::v5::{
 use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions};
 
 use super::message::format_verdict;
+use super::tls;
 use super::{DropReason, Sent, Shared, State, WINDOW, thread_cpu_ns};
 use crate::config::MqttConfig;
 use crate::line::{ModelIds, SEND_MARGIN};
@@ -75,6 +76,7 @@ pub(super) fn start(
             broker: shared.stats.broker.clone(),
             client_id: config.client_id.clone(),
             username: config.username.clone(),
+            ca_file: config.broker.tls_ca_file.clone(),
         },
         rejection_logged: Default::default(),
     };
@@ -134,7 +136,7 @@ fn options(config: &MqttConfig) -> Result<MqttOptions, StartError> {
     }
     if let Some(ca) = &broker.tls_ca_file {
         options.set_transport(rumqttc::Transport::tls_with_config(
-            rumqttc::TlsConfiguration::Rustls(Arc::new(tls_config(ca)?)),
+            rumqttc::TlsConfiguration::Rustls(Arc::new(tls::client_config(ca)?)),
         ));
     }
     Ok(options)
@@ -165,29 +167,6 @@ fn read_password(path: &Path) -> Result<String, StartError> {
         return Err(StartError::PasswordFileEmpty(path.to_path_buf()));
     }
     Ok(password)
-}
-
-/// rustls with the `ring` provider (no cmake or nasm to build), trusting only `ca`.
-fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, StartError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-    let bad = |why: String| StartError::CaFile {
-        path: ca.to_path_buf(),
-        why,
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))? {
-        roots
-            .add(cert.map_err(|e| bad(e.to_string()))?)
-            .map_err(|e| bad(e.to_string()))?;
-    }
-    if roots.is_empty() {
-        return Err(bad("it holds no certificate".into()));
-    }
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
 }
 
 impl Running {
@@ -349,6 +328,7 @@ struct Describe {
     broker: String,
     client_id: String,
     username: Option<String>,
+    ca_file: Option<PathBuf>,
 }
 
 impl Describe {
@@ -388,9 +368,7 @@ impl Describe {
                 }
                 other => format!("{b} refused the connection ({other:?})"),
             },
-            ConnectionError::Tls(tls) => format!(
-                "TLS with {b} failed: {tls} — check `ca_file` and that the host name in `url` matches the broker's certificate"
-            ),
+            ConnectionError::Tls(tls) => tls::explain(b, self.ca_file.as_deref(), tls),
             other => format!("connection to {b} failed: {other}"),
         }
     }

@@ -29,6 +29,7 @@
 
 mod client;
 pub mod message;
+mod tls;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
