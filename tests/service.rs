@@ -14,6 +14,7 @@ use common::{FakeSystemd, Sealcheck, repo};
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -440,4 +441,169 @@ fn stalled_inference_stops_watchdog_pings_within_one_interval() {
     common::skipped(format_args!(
         "needs `cargo test --features fault-injection` (the stall hook is compiled out)"
     ));
+}
+
+/// The threads that send verdicts to the line, as /proc names them, with
+/// their nice values.
+fn line_thread_nice(pid: u32) -> Vec<(String, i32)> {
+    let mut found = Vec::new();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let comm = comm.trim();
+        if !matches!(comm, "deadline" | "mqtt" | "mqtt-publish") {
+            continue;
+        }
+        // Field 19 of stat is the nice value; the name before it may hold spaces.
+        let stat = fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        if let Some(nice) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(16))
+            .and_then(|n| n.parse().ok())
+        {
+            found.push((comm.to_string(), nice));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The shipped unit grants no capability (`CapabilityBoundingSet=` empty);
+/// the deadline and MQTT threads get their higher priority from its
+/// `LimitNICE=`, a resource limit. Here sealcheck runs as an unprivileged
+/// user with no capabilities, without the unit's limit and with it: the
+/// threads are at 0 without it and at the unit's nice value with it (where
+/// this machine lets root raise the limit).
+#[test]
+fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capability() {
+    use std::os::unix::fs::MetadataExt as _;
+    if fs::metadata("/proc/self").unwrap().uid() != 0 {
+        common::skipped(format_args!(
+            "starting sealcheck as another user needs root (CI runs make test as root)"
+        ));
+        return;
+    }
+    let _serial = serial();
+    let unit = fs::read_to_string(repo().join("systemd/sealcheck.service")).unwrap();
+    assert!(
+        unit.lines().any(|l| l == "CapabilityBoundingSet="),
+        "the unit grants no capability"
+    );
+    let nice: i32 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("LimitNICE="))
+        .expect("the unit sets LimitNICE=")
+        .parse()
+        .expect("LimitNICE= as a signed nice value, e.g. -10");
+    assert!(nice < 0, "LimitNICE={nice} allows no higher priority");
+
+    // Everything the unprivileged user needs, in a folder it owns.
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = 65534;
+    let bin = dir.path().join("sealcheck");
+    fs::copy(common::sealcheck_bin(), &bin).unwrap();
+    for model in ["seg.onnx", "cls.onnx"] {
+        fs::copy(repo().join("models").join(model), dir.path().join(model)).unwrap();
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let config = dir.path().join("sealcheck.toml");
+    fs::write(
+        &config,
+        format!(
+            "[source]\nkind = \"test\"\nframerate = 10\nnum_buffers = 0\n\
+             [inference]\nbackend = \"tract\"\n\
+             [models.segmentation]\npath = \"seg.onnx\"\n\
+             [models.classifier]\npath = \"cls.onnx\"\n\
+             [decision]\ndeadline_ms = 500\n\
+             [output]\nresults = \"results.jsonl\"\nlog_verdicts = false\n\
+             [mqtt]\nurl = \"mqtt://127.0.0.1:{closed_port}\"\n"
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(dir.path(), Some(nobody), Some(nobody)).unwrap();
+
+    let run = |limit: Option<i32>| -> Vec<(String, i32)> {
+        // prlimit sets the limit and execs setpriv, which drops to nobody with
+        // no capabilities and execs sealcheck: one process id throughout.
+        let mut cmd = Command::new(if limit.is_some() {
+            "prlimit"
+        } else {
+            "setpriv"
+        });
+        if let Some(nice) = limit {
+            // RLIMIT_NICE is 20 - nice, as systemd turns LimitNICE=-10 into 30.
+            cmd.arg(format!("--nice={}", 20 - nice))
+                .args(["--", "setpriv"]);
+        }
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ])
+        .arg(&bin)
+        .args(["run", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("GST_REGISTRY", dir.path().join("gst-registry.bin"))
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        let mut child = Sealcheck::spawn(cmd);
+        let pid = child.child.id();
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut threads = line_thread_nice(pid);
+        while threads.len() < 3 && Instant::now() < deadline && child.is_running() {
+            std::thread::sleep(Duration::from_millis(50));
+            threads = line_thread_nice(pid);
+        }
+        assert_eq!(
+            threads.len(),
+            3,
+            "deadline, mqtt and mqtt-publish threads: {threads:?}\n{}",
+            child.stderr()
+        );
+        // Each thread sets its priority first thing; give it that moment.
+        let settle = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < settle && threads.iter().any(|(_, n)| Some(*n) != limit) {
+            std::thread::sleep(Duration::from_millis(50));
+            threads = line_thread_nice(pid);
+        }
+        let status = child.terminate(Duration::from_secs(60));
+        assert!(status.success(), "{status:?}\n{}", child.stderr());
+        threads
+    };
+
+    let without = run(None);
+    assert!(
+        without.iter().all(|(_, n)| *n == 0),
+        "without the limit the threads cannot raise their priority: {without:?}"
+    );
+    // Raising a hard limit needs CAP_SYS_RESOURCE, which systemd (PID 1) has
+    // and a container's root may lack.
+    let can_raise = Command::new("prlimit")
+        .arg(format!("--nice={}", 20 - nice))
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !can_raise {
+        common::skipped(format_args!(
+            "the half under LimitNICE={nice}: this machine's root cannot raise RLIMIT_NICE (no CAP_SYS_RESOURCE)"
+        ));
+        return;
+    }
+    let with_limit = run(Some(nice));
+    assert!(
+        with_limit.iter().all(|(_, n)| *n == nice),
+        "with LimitNICE={nice}: {with_limit:?}"
+    );
 }
