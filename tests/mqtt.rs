@@ -100,7 +100,11 @@ impl Broker {
             .spawn()
             .expect("start mosquitto");
         self.child = Some(child);
-        let port = self.port;
+        self.wait_for_listener(self.port);
+    }
+
+    /// Waits until `port` (the listener of `start`, or one in `extra`) accepts.
+    fn wait_for_listener(&self, port: u16) {
         assert!(
             wait_until(Duration::from_secs(10), || TcpStream::connect((
                 "127.0.0.1",
@@ -979,15 +983,7 @@ fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained
             pki.key.display()
         ),
     );
-    assert!(
-        wait_until(Duration::from_secs(10), || TcpStream::connect((
-            "127.0.0.1",
-            tls_port
-        ))
-        .is_ok()),
-        "mosquitto's TLS listener on {tls_port}: {}",
-        std::fs::read_to_string(&broker.log).unwrap_or_default()
-    );
+    broker.wait_for_listener(tls_port);
     let subscriber = Subscriber::start(broker.port, None);
     let mqtt = |url: &str, ca: &Path| {
         format!(
