@@ -1,6 +1,7 @@
 //! Test-only fault hooks, compiled in only with the `fault-injection` feature
 //! (never in a production build). The service tests use them to prove that a
-//! stalled inference thread stops the watchdog pings.
+//! stalled inference thread, or one whose engine fails every frame, stops the
+//! watchdog pings.
 
 /// `SEALCHECK_FAULT_STALL_INFER_AFTER=N`: the inference thread hangs forever
 /// when it reaches frame `N`.
@@ -34,4 +35,25 @@ pub fn maybe_delay(delay: Option<std::time::Duration>) {
     if let Some(delay) = delay {
         std::thread::sleep(delay);
     }
+}
+
+/// `SEALCHECK_FAULT_FAIL_INFER_AFTER=N`: from frame `N` on, the engine fails
+/// every frame at once, as a CUDA context does after a sticky error.
+pub fn fail_infer_after() -> Option<u64> {
+    std::env::var("SEALCHECK_FAULT_FAIL_INFER_AFTER")
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Whether frame `seq` fails instead of running the models; it is marked so.
+pub fn maybe_fail(after: Option<u64>, work: &mut crate::frame::FrameWork) -> bool {
+    if after.is_none_or(|n| work.meta.seq < n) {
+        return false;
+    }
+    work.error = Some((
+        crate::frame::FailedStage::Segment,
+        "fault injection: the engine fails every frame".into(),
+    ));
+    true
 }

@@ -47,6 +47,9 @@ enum Source {
     TestPattern,
     /// The demo clip: real seals, so thresholds change verdicts.
     DemoClip,
+    /// A camera stand-in: a live test pattern at 10 frames/s, so the
+    /// pipeline empties between frames.
+    Camera,
 }
 
 fn write_config(
@@ -61,6 +64,7 @@ fn write_config(
             "kind = \"images\"\nlocation = \"{}\"\nframerate = 5\n",
             repo().join("samples/demo_clip/frame_%05d.jpg").display()
         ),
+        Source::Camera => "kind = \"pipeline\"\nlive = true\npipeline = \"videotestsrc is-live=true pattern=smpte ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\n".to_string(),
     };
     let text = format!(
         r#"[source]
@@ -435,11 +439,103 @@ fn stalled_inference_stops_watchdog_pings_within_one_interval() {
     );
 }
 
+/// An engine that fails every frame at once (a CUDA context after a sticky
+/// error), behind a camera: each frame's `error` line is written before the
+/// next frame comes, so nothing is ever in flight for long and a check for
+/// stalled frames alone would ping for ever. It must stop within a stall
+/// timeout of the first failure, and every frame must still get its line.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn engine_failing_every_frame_stops_watchdog_pings_and_each_frame_keeps_its_line() {
+    const FAIL_FROM: usize = 3;
+    let stall_timeout = Duration::from_secs(1);
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let systemd = FakeSystemd::bind(dir.path());
+    let config = write_config(
+        dir.path(),
+        &Source::Camera,
+        "0.5",
+        stall_timeout.as_secs_f64(),
+    );
+    let started = Instant::now();
+    let mut service = start(
+        &config,
+        &systemd,
+        &[("SEALCHECK_FAULT_FAIL_INFER_AFTER", &FAIL_FROM.to_string())],
+    );
+    let (ready_at, _) = systemd
+        .wait_for(started, START_TIMEOUT, |m| {
+            m.lines().any(|l| l == "READY=1")
+        })
+        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    // The first failed frame's line is written: its time bounds the failure's start.
+    wait_for_results(
+        dir.path(),
+        FAIL_FROM + 1,
+        Duration::from_secs(120),
+        &mut service,
+    );
+    let first_failure_seen = Instant::now();
+    assert!(
+        !systemd
+            .times_of("WATCHDOG=1", ready_at, first_failure_seen)
+            .is_empty(),
+        "no ping while frames were judged"
+    );
+    let stopped_by = first_failure_seen + stall_timeout + WATCHDOG + Duration::from_millis(200);
+    std::thread::sleep(stopped_by.saturating_duration_since(Instant::now()));
+    let written_at_stop = results(dir.path()).len();
+    std::thread::sleep(Duration::from_millis(1500));
+    let window_end = Instant::now();
+    let late = systemd.times_of("WATCHDOG=1", stopped_by, window_end);
+    assert!(
+        late.is_empty(),
+        "{} WATCHDOG=1 while every frame failed",
+        late.len()
+    );
+    assert!(
+        systemd.messages().iter().any(|(t, m)| *t >= stopped_by
+            && m.starts_with("STATUS=FAILING: every frame has failed in segment")),
+        "no FAILING status: {:?}",
+        systemd.messages().iter().rev().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        results(dir.path()).len() > written_at_stop,
+        "results stopped moving: this is the case a stall check alone misses"
+    );
+    assert!(
+        service
+            .stderr()
+            .contains("every frame has failed in segment"),
+        "{}",
+        service.stderr()
+    );
+    let status = service.terminate(Duration::from_secs(60));
+    assert!(status.success(), "{status:?}\n{}", service.stderr());
+    let lines = results(dir.path());
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64, "seq without gaps");
+        if i >= FAIL_FROM {
+            assert_eq!(reason(line), "error", "frame {i} after the engine broke");
+            assert_eq!(line["verdict"], "fail");
+        }
+    }
+}
+
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn stalled_inference_stops_watchdog_pings_within_one_interval() {
     common::skipped(format_args!(
         "needs `cargo test --features fault-injection` (the stall hook is compiled out)"
+    ));
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn engine_failing_every_frame_stops_watchdog_pings_and_each_frame_keeps_its_line() {
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the failure hook is compiled out)"
     ));
 }
 

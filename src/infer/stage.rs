@@ -77,6 +77,8 @@ impl InferStage {
         let stall_after = crate::fault::stall_infer_after();
         #[cfg(feature = "fault-injection")]
         let delay = crate::fault::infer_delay();
+        #[cfg(feature = "fault-injection")]
+        let fail_after = crate::fault::fail_infer_after();
         // A handle of our own, so the loop can swap models through `&mut self`.
         let input = self.input.clone();
         for message in input.iter() {
@@ -89,12 +91,18 @@ impl InferStage {
                     crate::fault::maybe_delay(delay);
                     self.take_swap(work.meta.seq);
                     work.models = Some(Arc::clone(&self.models));
-                    infer_frame(
-                        self.backend.as_mut(),
-                        &self.preprocessor,
-                        self.mask_class,
-                        &mut work,
-                    );
+                    #[cfg(feature = "fault-injection")]
+                    let failed = crate::fault::maybe_fail(fail_after, &mut work);
+                    #[cfg(not(feature = "fault-injection"))]
+                    let failed = false;
+                    if !failed {
+                        infer_frame(
+                            self.backend.as_mut(),
+                            &self.preprocessor,
+                            self.mask_class,
+                            &mut work,
+                        );
+                    }
                     self.liveness.frame_inferred();
                     StageMessage::Inspect(work)
                 }

@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
-use crate::frame::{FrameMeta, FrameWork, StageMessage};
+use crate::frame::{FailedStage, FrameMeta, FrameWork, StageMessage};
 use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
 use crate::stats::RunStats;
@@ -223,6 +223,12 @@ impl OutputStage {
             l.deliver(meta, d, latency, self.models.as_ref())
         });
         let late = delivery == Some(Delivery::Late);
+        // Preprocessing or a model failed this frame (not capture): see Liveness.
+        let engine_failure = work
+            .as_ref()
+            .and_then(|w| w.error.as_ref())
+            .map(|(stage, _)| *stage)
+            .filter(|stage| *stage != FailedStage::Capture);
         format_result(line, meta, d, latencies);
         append_line_fields(line, late, self.models.as_deref());
         self.sink.write_line(line)?;
@@ -248,8 +254,9 @@ impl OutputStage {
         {
             stats.record(d.verdict, d.reason, latencies.copied());
         }
-        match d.reason {
-            Reason::NotInspected | Reason::Error => self.liveness.frame_finished_uninspected(),
+        match (d.reason, engine_failure) {
+            (Reason::Error, Some(stage)) => self.liveness.frame_failed_inspection(stage),
+            (Reason::NotInspected | Reason::Error, _) => self.liveness.frame_finished_uninspected(),
             _ => self.liveness.frame_finished(),
         }
         Ok(())

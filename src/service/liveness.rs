@@ -9,16 +9,20 @@
 //! per frame, no lock, no allocation). The watchdog thread reads them every few seconds
 //! and pings systemd only while results move. A pipeline wedged anywhere (a hung camera
 //! driver, a deadlocked inference call, a blocked disk) stops the pings, and systemd
-//! restarts the service: the one remedy an unattended machine has.
+//! restarts the service: the one remedy an unattended machine has. So does an engine
+//! that fails every frame for a stall timeout: results still move, but each is an
+//! `error` (a CUDA context after a sticky error, such as an illegal address, fails
+//! every call at once until the process ends).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::notify::Notifier;
 use super::ratelimit::{Admission, RateLimiter};
+use crate::frame::FailedStage;
 
 /// A capture thread that manages its source (see `Liveness::set_source_managed`)
 /// and has not beaten for this long (or the stall timeout, if longer) is stuck.
@@ -76,12 +80,16 @@ pub enum Health {
         for_: Duration,
         in_flight: u64,
     },
+    /// Every frame since the last inspected result failed in preprocessing or a
+    /// model, for `for_` (at least the stall timeout, from the first failure to the
+    /// latest): the engine is broken, and a restart is the remedy worth trying.
+    Failing { stage: FailedStage, for_: Duration },
 }
 
 impl Health {
     /// Whether the watchdog should be pinged.
     pub fn is_alive(&self) -> bool {
-        !matches!(self, Health::Stalled { .. })
+        !matches!(self, Health::Stalled { .. } | Health::Failing { .. })
     }
 }
 
@@ -114,6 +122,11 @@ struct Shared {
     source_managed: AtomicBool,
     /// Last beat of the capture thread (see `capture_heartbeat`).
     capture_beat: AtomicU64,
+    /// The first engine failure since the last inspected result (0: none), the
+    /// latest, and the stage of the latest (`FailedStage as u8`).
+    failing_since: AtomicU64,
+    last_failure: AtomicU64,
+    failed_stage: AtomicU8,
 }
 
 impl Default for Liveness {
@@ -138,6 +151,9 @@ impl Liveness {
             source_lost: AtomicBool::new(false),
             source_managed: AtomicBool::new(false),
             capture_beat: AtomicU64::new(0),
+            failing_since: AtomicU64::new(0),
+            last_failure: AtomicU64::new(0),
+            failed_stage: AtomicU8::new(FailedStage::Segment as u8),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -172,6 +188,7 @@ impl Liveness {
         self.shared.finished.fetch_add(1, Ordering::Relaxed);
         let now = self.mark(Stage::Output);
         self.shared.last_inspected.store(now, Ordering::Relaxed);
+        self.shared.failing_since.store(0, Ordering::Relaxed);
     }
 
     /// Output wrote a not_inspected or error result. The frame leaves the pipeline, but
@@ -181,6 +198,22 @@ impl Liveness {
     pub fn frame_finished_uninspected(&self) {
         self.shared.finished.fetch_add(1, Ordering::Relaxed);
         self.mark(Stage::Output);
+    }
+
+    /// Output wrote the `error` result of a frame that preprocessing or a model
+    /// failed (`stage`; a capture failure is `frame_finished_uninspected`): no
+    /// progress, and evidence against the engine. Failures that go on for a stall
+    /// timeout with no inspected result between them make `Health::Failing`.
+    pub fn frame_failed_inspection(&self, stage: FailedStage) {
+        self.shared.finished.fetch_add(1, Ordering::Relaxed);
+        let now = self.mark(Stage::Output);
+        let s = &self.shared;
+        s.failed_stage.store(stage as u8, Ordering::Relaxed);
+        // Only the first failure of a run starts its clock.
+        let _ = s
+            .failing_since
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        s.last_failure.store(now, Ordering::Relaxed);
     }
 
     /// Records whether the source is streaming; only changes restart its clock.
@@ -270,6 +303,22 @@ impl Liveness {
         let now_stamp = self.stamp(now);
         let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
 
+        // Measured between failures, not up to now: a short run of failures
+        // followed by a quiet camera is not a broken engine.
+        let failing_since = s.failing_since.load(Ordering::Relaxed);
+        if failing_since != 0 {
+            let failing_for = Duration::from_nanos(
+                s.last_failure
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(failing_since),
+            );
+            if failing_for >= stall_timeout {
+                return Health::Failing {
+                    stage: failed_stage(s.failed_stage.load(Ordering::Relaxed)),
+                    for_: failing_for,
+                };
+            }
+        }
         if in_flight > 0 {
             let quiet_for = ago(last_inspected.max(s.busy_since.load(Ordering::Relaxed)));
             if quiet_for <= stall_timeout {
@@ -331,6 +380,18 @@ impl Liveness {
     }
 }
 
+fn failed_stage(code: u8) -> FailedStage {
+    [
+        FailedStage::Capture,
+        FailedStage::Preprocess,
+        FailedStage::Segment,
+        FailedStage::Classify,
+    ]
+    .into_iter()
+    .find(|stage| *stage as u8 == code)
+    .unwrap_or(FailedStage::Segment)
+}
+
 /// The status line systemd shows: what `status_text` says (fps, verdict counts), and
 /// what is wrong, when something is.
 pub fn status_line(health: &Health, status_text: &str) -> String {
@@ -352,6 +413,11 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
         } => format!(
             "STALLED at {} for {:.0} s ({in_flight} frames in flight), watchdog pings stopped; {status_text}",
             stage.name(),
+            for_.as_secs_f64()
+        ),
+        Health::Failing { stage, for_ } => format!(
+            "FAILING: every frame has failed in {} for {:.0} s, watchdog pings stopped; {status_text}",
+            stage.as_str(),
             for_.as_secs_f64()
         ),
     }
@@ -380,19 +446,26 @@ pub fn run_watchdog(
             if !was_alive {
                 log::info!(target: "sealcheck::service", "pipeline is moving again; watchdog pings resumed");
             }
-        } else if let Health::Stalled {
-            stage,
-            for_,
-            in_flight,
-        } = health
-            && let Admission::Log(repeats) = stall_log.admit()
-        {
+        } else if let Admission::Log(repeats) = stall_log.admit() {
             let repeated = repeats.map(|r| r.count).unwrap_or(0);
-            log::error!(target: "sealcheck::service",
-                stage = stage.name(), stalled_s = for_.as_secs_f64(), in_flight = in_flight, repeated = repeated;
-                "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; \
-                 watchdog pings stopped, systemd will restart the service",
-                stage.name(), for_.as_secs_f64());
+            match health {
+                Health::Stalled {
+                    stage,
+                    for_,
+                    in_flight,
+                } => log::error!(target: "sealcheck::service",
+                    stage = stage.name(), stalled_s = for_.as_secs_f64(), in_flight = in_flight, repeated = repeated;
+                    "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; \
+                     watchdog pings stopped, systemd will restart the service",
+                    stage.name(), for_.as_secs_f64()),
+                Health::Failing { stage, for_ } => log::error!(target: "sealcheck::service",
+                    stage = stage.as_str(), failing_s = for_.as_secs_f64(), repeated = repeated;
+                    "every frame has failed in {} for {:.1} s (each got its `error` result): the engine looks broken, \
+                     for example a GPU error that sticks until the process ends; watchdog pings stopped, \
+                     systemd will restart the service",
+                    stage.as_str(), for_.as_secs_f64()),
+                _ => {}
+            }
         }
         was_alive = alive;
         notifier.status(&status_line(&health, &status_text()));
@@ -509,6 +582,72 @@ mod tests {
 
     fn after(secs: u64) -> Instant {
         Instant::now() + Duration::from_secs(secs)
+    }
+
+    /// A frame that preprocessing or a model failed, as output records it.
+    fn failed_frame(l: &Liveness, stage: FailedStage) {
+        l.frame_captured();
+        l.frame_preprocessed();
+        l.frame_inferred();
+        l.frame_failed_inspection(stage);
+    }
+
+    const SHORT_STALL: Duration = Duration::from_millis(50);
+
+    #[test]
+    fn an_engine_failing_every_frame_is_not_alive_though_results_move() {
+        let l = streaming();
+        full_frame(&l);
+        failed_frame(&l, FailedStage::Segment);
+        std::thread::sleep(SHORT_STALL + Duration::from_millis(10));
+        failed_frame(&l, FailedStage::Classify);
+        let health = l.health(Instant::now(), SHORT_STALL);
+        let Health::Failing { stage, for_ } = health else {
+            panic!("{health:?}");
+        };
+        assert_eq!(stage, FailedStage::Classify);
+        assert!(for_ >= SHORT_STALL, "{for_:?}");
+        assert!(!health.is_alive());
+        let line = status_line(&health, "12.0 fps");
+        assert!(
+            line.starts_with("FAILING: every frame has failed in classify"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn an_inspected_result_ends_a_run_of_failures() {
+        let l = streaming();
+        failed_frame(&l, FailedStage::Segment);
+        std::thread::sleep(SHORT_STALL + Duration::from_millis(10));
+        full_frame(&l);
+        failed_frame(&l, FailedStage::Segment);
+        let health = l.health(Instant::now(), SHORT_STALL);
+        assert!(matches!(health, Health::Alive { .. }), "{health:?}");
+    }
+
+    #[test]
+    fn a_short_run_of_failures_before_a_quiet_spell_is_not_a_broken_engine() {
+        let l = streaming();
+        full_frame(&l);
+        failed_frame(&l, FailedStage::Segment);
+        failed_frame(&l, FailedStage::Segment);
+        // The camera then sends nothing for a long time.
+        let health = l.health(after(60), SHORT_STALL);
+        assert_eq!(health, Health::Idle);
+    }
+
+    #[test]
+    fn capture_failures_are_not_held_against_the_engine() {
+        let l = streaming();
+        full_frame(&l);
+        for _ in 0..2 {
+            l.frame_captured();
+            l.frame_finished_uninspected();
+            std::thread::sleep(SHORT_STALL + Duration::from_millis(10));
+        }
+        let health = l.health(Instant::now(), SHORT_STALL);
+        assert_eq!(health, Health::Idle);
     }
 
     #[test]

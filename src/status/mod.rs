@@ -212,6 +212,11 @@ impl Telemetry {
                 stage.name(),
                 for_.as_secs_f64()
             )),
+            Health::Failing { stage, for_ } => Err(format!(
+                "every frame has failed in {} for {:.1} s: the engine looks broken; watchdog pings stopped, systemd will restart the service",
+                stage.as_str(),
+                for_.as_secs_f64()
+            )),
         }
     }
 
