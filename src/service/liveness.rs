@@ -622,8 +622,9 @@ mod tests {
         std::thread::sleep(SHORT_STALL + Duration::from_millis(10));
         full_frame(&l);
         failed_frame(&l, FailedStage::Segment);
+        // Alive, or Idle if this machine paused for longer than SHORT_STALL.
         let health = l.health(Instant::now(), SHORT_STALL);
-        assert!(matches!(health, Health::Alive { .. }), "{health:?}");
+        assert!(health.is_alive(), "{health:?}");
     }
 
     #[test]
@@ -633,7 +634,7 @@ mod tests {
         failed_frame(&l, FailedStage::Segment);
         failed_frame(&l, FailedStage::Segment);
         // The camera then sends nothing for a long time.
-        let health = l.health(after(60), SHORT_STALL);
+        let health = l.health(after(60), STALL);
         assert_eq!(health, Health::Idle);
     }
 
