@@ -538,6 +538,9 @@ impl DeviceStage {
                     work.timings.preprocess_ms = t.preprocess_ms;
                     work.timings.segment_ms = t.segment_ms;
                     work.timings.classify_ms = t.classify_ms;
+                    if let Err(e) = super::check_classifier_output(&work.cls_logits) {
+                        work.error = Some((FailedStage::Classify, e.to_string()));
+                    }
                 }
                 Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
             }

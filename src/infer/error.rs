@@ -133,6 +133,15 @@ pub enum InferError {
         actual: usize,
     },
 
+    /// A model's output for a frame holds NaN or infinity: the engine
+    /// overflowed (FP16 or INT8 out of range) or computed on memory it should
+    /// not have; without this check the part would fail with no cause named.
+    #[error(
+        "the {role} model's output is not finite ({values}): the engine overflowed or misread memory; \
+         check the model and its precision with `sealcheck evaluate` before it judges parts again"
+    )]
+    NonFiniteOutput { role: ModelRole, values: String },
+
     /// One inference call failed.
     #[error("{engine} {role} inference failed: {message}")]
     Run {

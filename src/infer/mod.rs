@@ -38,7 +38,7 @@ mod stage;
 pub mod tract;
 
 pub use error::{InferError, ORT_LIBRARY_FIX};
-pub use model_io::{ModelIo, ModelRole, models_opened};
+pub use model_io::{ModelIo, ModelRole, check_classifier_output, models_opened};
 pub use stage::{InferStage, ModelSwap, infer_frame, warm_up};
 
 use crate::config::{BackendChoice, ComputeDevice, Config};

@@ -349,6 +349,19 @@ pub fn check_buffers(
     Ok(())
 }
 
+/// The classifier's logits for one frame must be finite numbers (a handful of
+/// floats, so every engine's every frame is checked). The segmentation logits
+/// are not scanned: on the device path they never leave the GPU.
+pub fn check_classifier_output(logits: &[f32]) -> Result<(), InferError> {
+    if logits.iter().all(|l| l.is_finite()) {
+        return Ok(());
+    }
+    Err(InferError::NonFiniteOutput {
+        role: ModelRole::Classifier,
+        values: format!("{logits:?}"),
+    })
+}
+
 fn join(dims: &[Dim]) -> String {
     dims.iter()
         .map(Dim::to_string)

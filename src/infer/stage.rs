@@ -32,7 +32,10 @@ pub fn infer_frame(
     preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
     let segmented = Instant::now();
     work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
-    if let Err(e) = backend.classify(&work.cls_input, &mut work.cls_logits) {
+    if let Err(e) = backend
+        .classify(&work.cls_input, &mut work.cls_logits)
+        .and_then(|()| super::check_classifier_output(&work.cls_logits))
+    {
         work.error = Some((FailedStage::Classify, e.to_string()));
     }
     work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
@@ -126,5 +129,95 @@ impl InferStage {
             "models swapped: frames from first_seq on are judged by the new models");
         self.backend = swap.backend;
         self.models = swap.models;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Normalization;
+    use crate::frame::TensorGeometry;
+    use crate::infer::{BackendKind, InferError, ModelIo};
+
+    const GEOMETRY: TensorGeometry = TensorGeometry {
+        seg_hw: (4, 4),
+        seg_classes: 2,
+        cls_hw: (4, 8),
+        cls_classes: 2,
+    };
+
+    /// Test double: an engine whose classifier answers `cls_logits` for every frame.
+    struct FixedOutputEngine {
+        seg: ModelIo,
+        cls: ModelIo,
+        cls_logits: [f32; 2],
+    }
+
+    impl FixedOutputEngine {
+        fn answering(cls_logits: [f32; 2]) -> Self {
+            let io = |input: Vec<usize>, output: Vec<usize>| ModelIo {
+                input_name: "in".into(),
+                input_shape: input,
+                output_name: "out".into(),
+                output_shape: output,
+            };
+            FixedOutputEngine {
+                seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
+                cls: io(vec![1, 4, 4, 8], vec![1, 2]),
+                cls_logits,
+            }
+        }
+    }
+
+    impl InferenceBackend for FixedOutputEngine {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Tract
+        }
+        fn segmentation_io(&self) -> &ModelIo {
+            &self.seg
+        }
+        fn classifier_io(&self) -> &ModelIo {
+            &self.cls
+        }
+        fn segment(&mut self, _: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+            logits_out.fill(0.5);
+            Ok(())
+        }
+        fn classify(&mut self, _: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+            logits_out.copy_from_slice(&self.cls_logits);
+            Ok(())
+        }
+    }
+
+    fn judge(cls_logits: [f32; 2]) -> FrameWork {
+        let plain = Normalization {
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        };
+        let preprocessor = Preprocessor::new(plain, plain, 0.0, 1.0, GEOMETRY);
+        let mut work = FrameWork::new(&GEOMETRY);
+        infer_frame(
+            &mut FixedOutputEngine::answering(cls_logits),
+            &preprocessor,
+            1,
+            &mut work,
+        );
+        work
+    }
+
+    #[test]
+    fn a_classifier_answering_nan_or_infinity_fails_the_frame_naming_why() {
+        assert!(judge([0.3, -1.2]).error.is_none());
+        for bad in [[f32::NAN, 0.0], [0.0, f32::INFINITY]] {
+            let work = judge(bad);
+            let Some((stage, message)) = &work.error else {
+                panic!("{bad:?} judged as if it were a verdict");
+            };
+            assert_eq!(*stage, FailedStage::Classify);
+            assert!(
+                message.contains("output is not finite") && message.contains("sealcheck evaluate"),
+                "{message}"
+            );
+        }
     }
 }
