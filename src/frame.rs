@@ -11,8 +11,9 @@ use crate::model_id::ModelIds;
 
 /// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
 /// the others exist for the GPU kernels, which read the camera's own layout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PixelLayout {
+    #[default]
     Rgb,
     Bgr,
     Rgba,
@@ -243,12 +244,6 @@ pub struct FramePixels {
     pub data: Vec<u8>,
     /// Whether `data` holds this frame's pixels.
     pub valid: bool,
-}
-
-impl Default for PixelLayout {
-    fn default() -> Self {
-        PixelLayout::Rgb
-    }
 }
 
 impl FramePixels {

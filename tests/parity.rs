@@ -288,6 +288,8 @@ fn main() -> ExitCode {
             worst_mask = worst_mask.max(mask);
             let decided = decide(&work, config.classifier.defect_class, &config.decision);
             let expected = decide(want, config.classifier.defect_class, &config.decision);
+            // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             if decided.verdict != expected.verdict
                 || decided.reason != expected.reason
                 || !(error <= case.tolerance)

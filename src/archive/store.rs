@@ -114,6 +114,8 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
         }
         stat.assume_init()
     };
+    // u32 on 32-bit targets, u64 here: the conversion is for the former.
+    #[allow(clippy::useless_conversion)]
     Some(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
 }
 

@@ -92,6 +92,12 @@ pub struct ReferenceScores {
     pub defect_prob_diff_p99: Option<f64>,
 }
 
+impl Default for EngineTally {
+    fn default() -> Self {
+        EngineTally::new()
+    }
+}
+
 impl EngineTally {
     pub fn new() -> Self {
         EngineTally {

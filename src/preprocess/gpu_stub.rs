@@ -21,7 +21,7 @@ impl GpuPreprocessor {
         _elements: (TensorElement, TensorElement),
     ) -> Result<Self, GpuError> {
         // Unreachable in practice: no `Stream` can be made in this build.
-        drop(stream);
+        let _ = stream;
         Err(GpuError::NotBuilt)
     }
 
