@@ -19,6 +19,8 @@
 #   /usr/lib/sysusers.d/sealcheck.conf         system user sealcheck, member of group video
 #   $PREFIX/share/sealcheck/models/            the ONNX models
 #   $PREFIX/share/doc/sealcheck/OPERATIONS.md  the operator's guide
+#   $PREFIX/share/sealcheck/prometheus/sealcheck-alerts.yml
+#                                              alerting rules for the plant's Prometheus
 #   $PREFIX/share/sealcheck/install-manifest   every file and folder this script created,
 #                                              with its SHA-256, so uninstall removes only
 #                                              those, and only while unchanged
@@ -126,7 +128,8 @@ render() { # render SOURCE OUTPUT
 do_install() {
     [[ -f "$BINARY" && -x "$BINARY" ]] ||
         die "no program at $BINARY: build it first (make build), or point BINARY at it"
-    for f in config/sealcheck.toml systemd/sealcheck.service docs/OPERATIONS.md; do
+    for f in config/sealcheck.toml systemd/sealcheck.service docs/OPERATIONS.md \
+        prometheus/sealcheck-alerts.yml; do
         [[ -f "$here/$f" ]] || die "$here/$f is missing from the source tree"
     done
     if live_system && ! is_root; then
@@ -158,6 +161,8 @@ do_install() {
     install_file 0644 "$work/sealcheck.service" "$unit"
 
     install_file 0644 "$here/docs/OPERATIONS.md" "$docdir/OPERATIONS.md"
+    install_file 0644 "$here/prometheus/sealcheck-alerts.yml" \
+        "$datadir/prometheus/sealcheck-alerts.yml"
 
     local models=0 model
     if [[ -d "$here/models" ]]; then

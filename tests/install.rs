@@ -112,6 +112,10 @@ fn install_lays_out_program_config_unit_user_models_and_manifest() {
         root.join("usr/local/share/doc/sealcheck/OPERATIONS.md")
             .is_file()
     );
+    assert_eq!(
+        fs::read(root.join("usr/local/share/sealcheck/prometheus/sealcheck-alerts.yml")).unwrap(),
+        fs::read(repo().join("prometheus/sealcheck-alerts.yml")).unwrap()
+    );
     let models = shipped_models();
     for model in &models {
         let installed = root.join("usr/local/share/sealcheck/models").join(model);
