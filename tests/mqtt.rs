@@ -743,6 +743,14 @@ fn malformed_mqtt_settings_are_config_errors_with_their_place() {
         ("url = \"mqtts://broker\"", "needs `ca_file`"),
         ("url = \"mqtt://broker\"\ntopic = \"a/#\"", "mqtt.topic"),
         ("url = \"mqtt://broker\"\npassword = \"x\"", "unknown key"),
+        (
+            "url = \"mqtts://broker\"\nca_file = \"/etc/hostname\"\ncert_file = \"/etc/hostname\"",
+            "needs `key_file` too",
+        ),
+        (
+            "url = \"mqtt://broker\"\ncert_file = \"/etc/hostname\"\nkey_file = \"/etc/hostname\"",
+            "only used with an mqtts:// url",
+        ),
     ] {
         let config = write_config(dir.path(), &clip_source(dir.path(), 1), 0, mqtt);
         let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
@@ -884,6 +892,8 @@ fn a_killed_inspector_is_offline_by_its_last_will() {
 /// A test certificate authority and a broker certificate it signed, made with
 /// the `openssl` command line as an operator would (docs/INTEGRATION.md).
 struct TestPki {
+    dir: PathBuf,
+    name: String,
     ca: PathBuf,
     cert: PathBuf,
     key: PathBuf,
@@ -906,7 +916,7 @@ impl TestPki {
     /// `name`: a prefix for the files; `host`: the broker certificate's only
     /// name (a DNS subjectAltName, no IP address).
     fn make(dir: &Path, name: &str, host: &str) -> TestPki {
-        let file = |suffix: &str| format!("{name}-{suffix}");
+        let ca = format!("{name}-ca");
         openssl(
             dir,
             &[
@@ -920,56 +930,71 @@ impl TestPki {
                 "-subj",
                 &format!("/CN={name} test CA"),
                 "-keyout",
-                &file("ca.key"),
+                &format!("{ca}.key"),
                 "-out",
-                &file("ca.pem"),
+                &format!("{ca}.pem"),
             ],
         );
+        let mut pki = TestPki {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            ca: dir.join(format!("{ca}.pem")),
+            cert: PathBuf::new(),
+            key: PathBuf::new(),
+        };
+        (pki.cert, pki.key) = pki.issue("broker", host, &format!("subjectAltName=DNS:{host}"));
+        pki
+    }
+
+    /// A client certificate for `who`, signed by this authority: (cert, key).
+    fn client(&self, who: &str) -> (PathBuf, PathBuf) {
+        self.issue(who, who, "extendedKeyUsage=clientAuth")
+    }
+
+    /// A key and a certificate for `subject` with extension `ext`, signed by
+    /// this authority, as `<name>-<what>.pem` and `.key`.
+    fn issue(&self, what: &str, subject: &str, ext: &str) -> (PathBuf, PathBuf) {
+        let (ca, base) = (format!("{}-ca", self.name), format!("{}-{what}", self.name));
         openssl(
-            dir,
+            &self.dir,
             &[
                 "req",
                 "-newkey",
                 "rsa:2048",
                 "-nodes",
                 "-subj",
-                &format!("/CN={host}"),
+                &format!("/CN={subject}"),
                 "-keyout",
-                &file("broker.key"),
+                &format!("{base}.key"),
                 "-out",
-                &file("broker.csr"),
+                &format!("{base}.csr"),
             ],
         );
-        std::fs::write(
-            dir.join(file("san.ext")),
-            format!("subjectAltName=DNS:{host}\n"),
-        )
-        .unwrap();
+        std::fs::write(self.dir.join(format!("{base}.ext")), format!("{ext}\n")).unwrap();
         openssl(
-            dir,
+            &self.dir,
             &[
                 "x509",
                 "-req",
                 "-in",
-                &file("broker.csr"),
+                &format!("{base}.csr"),
                 "-CA",
-                &file("ca.pem"),
+                &format!("{ca}.pem"),
                 "-CAkey",
-                &file("ca.key"),
+                &format!("{ca}.key"),
                 "-CAcreateserial",
                 "-days",
                 "2",
                 "-extfile",
-                &file("san.ext"),
+                &format!("{base}.ext"),
                 "-out",
-                &file("broker.pem"),
+                &format!("{base}.pem"),
             ],
         );
-        TestPki {
-            ca: dir.join(file("ca.pem")),
-            cert: dir.join(file("broker.pem")),
-            key: dir.join(file("broker.key")),
-        }
+        (
+            self.dir.join(format!("{base}.pem")),
+            self.dir.join(format!("{base}.key")),
+        )
     }
 }
 
@@ -1053,6 +1078,90 @@ fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(&tls_url, &pki.key), frames);
     assert!(
         out.contains("cannot use ca_file") && out.contains("holds no certificate"),
+        "{out}"
+    );
+    assert_eq!(
+        subscriber.verdicts().len(),
+        5,
+        "nothing else reached the broker"
+    );
+}
+
+/// A broker that requires client certificates (Mosquitto's
+/// `require_certificate`), as plants with strict network rules run them.
+#[test]
+fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::make(dir.path(), "plant", "localhost");
+    let rogue = TestPki::make(dir.path(), "rogue", "localhost");
+    let (cert, key) = pki.client("line7-inspector");
+    let (rogue_cert, rogue_key) = rogue.client("line7-inspector");
+    // mosquitto (its own user under root) reads the broker's files; the
+    // client keys are ours and private, as the service's would be.
+    for path in [dir.path(), &pki.cert, &pki.key, &pki.ca] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for path in [&key, &rogue_key] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let tls_port = free_port();
+    let broker = Broker::start(
+        dir.path(),
+        &format!(
+            "allow_anonymous true\nlistener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\ncafile {}\nrequire_certificate true",
+            pki.cert.display(),
+            pki.key.display(),
+            pki.ca.display()
+        ),
+    );
+    broker.wait_for_listener(tls_port);
+    let subscriber = Subscriber::start(broker.port, None);
+    let url = format!("mqtts://localhost:{tls_port}");
+    let mqtt = |client: Option<(&Path, &Path)>| {
+        let mut text = format!(
+            "url = \"{url}\"\ntopic = \"{TOPIC}\"\nqos = 1\nca_file = \"{}\"\n",
+            pki.ca.display()
+        );
+        if let Some((cert, key)) = client {
+            text += &format!(
+                "cert_file = \"{}\"\nkey_file = \"{}\"\n",
+                cert.display(),
+                key.display()
+            );
+        }
+        text
+    };
+
+    // Our certificate, from the authority the broker trusts: every verdict.
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(Some((&cert, &key))), 5);
+    assert!(out.contains("published 5, dropped 0"), "{out}");
+    assert!(
+        wait_until(Duration::from_secs(5), || subscriber.verdicts().len() == 5),
+        "{} of 5 verdicts reached the subscriber",
+        subscriber.verdicts().len()
+    );
+
+    // No certificate: the broker wants one, and the line says which keys to set.
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(None), 5);
+    assert!(out.contains("published 0"), "{out}");
+    assert!(out.contains("`cert_file` and `key_file`"), "{out}");
+
+    // A certificate from an authority the broker does not trust.
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(Some((&rogue_cert, &rogue_key))), 5);
+    assert!(out.contains("published 0"), "{out}");
+    assert!(
+        out.contains("refused this client's certificate")
+            && out.contains("rogue-line7-inspector.pem"),
+        "{out}"
+    );
+
+    // A key others may read: refused before use, inspection goes on.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = run_with_mqtt_trouble(dir.path(), &mqtt(Some((&cert, &key))), 3);
+    assert!(
+        out.contains("MQTT is off for this run") && out.contains("chmod 600"),
         "{out}"
     );
     assert_eq!(

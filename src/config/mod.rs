@@ -410,9 +410,21 @@ pub struct MqttConfig {
     pub username: Option<String>,
     /// A file holding the password, readable only by the service; read at start.
     pub password_file: Option<PathBuf>,
+    /// This client's certificate and key, for a broker that asks for one
+    /// (mutual TLS; `cert_file` and `key_file`, with mqtts:// only).
+    pub client_certificate: Option<ClientCertificate>,
     pub keep_alive: Duration,
     /// Verdicts that may wait to be sent; when full, the oldest is dropped (counted).
     pub queue: usize,
+}
+
+/// A client certificate for mutual TLS with the broker (`[mqtt] cert_file`, `key_file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// PEM: this client's certificate, then any intermediate authorities.
+    pub cert_file: PathBuf,
+    /// PEM: its private key (PKCS#8, PKCS#1 or SEC1), readable only by the service.
+    pub key_file: PathBuf,
 }
 
 /// `[status]`: the HTTP server for Prometheus, health checks and the operators' page.

@@ -598,6 +598,8 @@ fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
     let qos = s.int_in("qos", 0..=1, Some(1));
     let username = s.opt_str("username");
     let password_file = s.opt_str("password_file").map(|p| files.resolve(&p));
+    let cert_file = s.opt_str("cert_file").map(|p| files.resolve(&p));
+    let key_file = s.opt_str("key_file").map(|p| files.resolve(&p));
     let keep_alive = s.int_in("keep_alive_s", 5..=3600, Some(10));
     let queue = s.int_in("queue", 1..=100_000, Some(256));
     s.finish();
@@ -647,6 +649,42 @@ fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
         );
         return None;
     }
+    let client_certificate = match (cert_file, key_file) {
+        (None, None) => None,
+        (Some(_), None) => {
+            s.problem(
+                "cert_file",
+                "needs `key_file` too: the private key of this client's certificate",
+            );
+            return None;
+        }
+        (None, Some(_)) => {
+            s.problem(
+                "key_file",
+                "needs `cert_file` too: the certificate this key belongs to",
+            );
+            return None;
+        }
+        (Some(cert_file), Some(key_file)) => {
+            if tls_ca_file.is_none() {
+                s.problem(
+                    "cert_file",
+                    "a client certificate is only used with an mqtts:// url; use mqtts:// (with ca_file) or remove cert_file and key_file",
+                );
+                return None;
+            }
+            for (key, path) in [("cert_file", &cert_file), ("key_file", &key_file)] {
+                if !path.is_file() {
+                    s.problem(key, format!("file {} does not exist", path.display()));
+                    return None;
+                }
+            }
+            Some(ClientCertificate {
+                cert_file,
+                key_file,
+            })
+        }
+    };
     if password_file.is_some() && username.is_none() {
         s.problem(
             "password_file",
@@ -666,6 +704,7 @@ fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
         qos: qos? as u8,
         username,
         password_file,
+        client_certificate,
         keep_alive: Duration::from_secs(keep_alive? as u64),
         queue: queue? as usize,
     })

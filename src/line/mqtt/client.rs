@@ -12,12 +12,12 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{
     ConnectReturnCode, LastWill, Packet, PubAckReason, PublishProperties,
 };
-use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions};
+use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions, StateError, mqttbytes};
 
 use super::message::format_verdict;
 use super::tls;
 use super::{DropReason, Sent, Shared, State, WINDOW, thread_cpu_ns};
-use crate::config::MqttConfig;
+use crate::config::{ClientCertificate, MqttConfig};
 use crate::line::{ModelIds, SEND_MARGIN};
 
 /// Reconnect backoff: the first retry after this, doubling up to `MAX_BACKOFF`.
@@ -44,6 +44,12 @@ pub(super) enum StartError {
     PasswordFileEmpty(PathBuf),
     #[error("cannot use ca_file {}: {why} — it must be the PEM certificate of the authority that signed the broker's certificate", path.display())]
     CaFile { path: PathBuf, why: String },
+    #[error("cannot use cert_file {}: {why} — it must hold this client's PEM certificate (then any intermediate authorities)", path.display())]
+    CertFile { path: PathBuf, why: String },
+    #[error("key_file {} may be read by other users (mode {mode:o}) — run `chmod 600 {}` and make the service's user its owner", path.display(), path.display())]
+    KeyFileOpen { path: PathBuf, mode: u32 },
+    #[error("cannot use key_file {}: {why} — it must hold the PEM private key (PKCS#8, PKCS#1 or SEC1) of the certificate in cert_file", path.display())]
+    KeyFile { path: PathBuf, why: String },
     #[error("cannot start the MQTT threads: {0}")]
     Spawn(std::io::Error),
 }
@@ -77,6 +83,7 @@ pub(super) fn start(
             client_id: config.client_id.clone(),
             username: config.username.clone(),
             ca_file: config.broker.tls_ca_file.clone(),
+            client_certificate: config.client_certificate.clone(),
         },
         rejection_logged: Default::default(),
     };
@@ -136,7 +143,10 @@ fn options(config: &MqttConfig) -> Result<MqttOptions, StartError> {
     }
     if let Some(ca) = &broker.tls_ca_file {
         options.set_transport(rumqttc::Transport::tls_with_config(
-            rumqttc::TlsConfiguration::Rustls(Arc::new(tls::client_config(ca)?)),
+            rumqttc::TlsConfiguration::Rustls(Arc::new(tls::client_config(
+                ca,
+                config.client_certificate.as_ref(),
+            )?)),
         ));
     }
     Ok(options)
@@ -329,9 +339,17 @@ struct Describe {
     client_id: String,
     username: Option<String>,
     ca_file: Option<PathBuf>,
+    client_certificate: Option<ClientCertificate>,
 }
 
 impl Describe {
+    fn trust(&self) -> tls::TlsSetup<'_> {
+        tls::TlsSetup {
+            ca_file: self.ca_file.as_deref(),
+            client: self.client_certificate.as_ref(),
+        }
+    }
+
     /// What went wrong and what to do, without any secret.
     fn error(&self, e: &ConnectionError) -> String {
         let b = &self.broker;
@@ -341,7 +359,10 @@ impl Describe {
                     "connection to {b} refused: is the broker running and listening on that port?"
                 )
             }
-            ConnectionError::Io(io) => format!("network error talking to {b}: {io}"),
+            // TLS 1.3 brings the broker's refusal of a client certificate
+            // after the handshake, on the first read.
+            ConnectionError::Io(io) => tls::explain_io(b, &self.trust(), io)
+                .unwrap_or_else(|| format!("network error talking to {b}: {io}")),
             ConnectionError::Timeout(_) => format!(
                 "no answer from {b} within {CONNECT_TIMEOUT_S} s: check the host, the port and any firewall, and that it speaks MQTT there"
             ),
@@ -368,7 +389,13 @@ impl Describe {
                 }
                 other => format!("{b} refused the connection ({other:?})"),
             },
-            ConnectionError::Tls(tls) => tls::explain(b, self.ca_file.as_deref(), tls),
+            ConnectionError::Tls(tls) => tls::explain(b, &self.trust(), tls),
+            // A broker that refuses our client certificate (or its absence)
+            // says so with an alert that rumqttc reads as a broken packet.
+            ConnectionError::MqttState(
+                StateError::Io(io) | StateError::Deserialization(mqttbytes::Error::Io(io)),
+            ) => tls::explain_io(b, &self.trust(), io)
+                .unwrap_or_else(|| format!("connection to {b} failed: {e}")),
             other => format!("connection to {b} failed: {other}"),
         }
     }
