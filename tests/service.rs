@@ -689,6 +689,7 @@ fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capabilit
     let can_raise = Command::new("prlimit")
         .arg(format!("--nice={}", 20 - nice))
         .arg("true")
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     if !can_raise {
