@@ -136,6 +136,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+            || c.downcast_ref::<sealcheck::line::mqtt::MqttFilesError>()
+                .is_some()
             || matches!(
                 c.downcast_ref::<inspect::InspectError>(),
                 Some(inspect::InspectError::Inference(_) | inspect::InspectError::Preprocess(_))
@@ -149,6 +151,10 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { file } => {
             service::init_logging(config::LogFormat::Logfmt, "warn");
             let cfg = config::load(&file)?;
+            if let Some(mqtt) = &cfg.mqtt {
+                sealcheck::line::mqtt::check_files(mqtt)
+                    .with_context(|| format!("config file {}", file.display()))?;
+            }
             println!(
                 "{}: ok ({} source, backend {})",
                 file.display(),

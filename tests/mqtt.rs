@@ -1170,3 +1170,73 @@ fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
         "nothing else reached the broker"
     );
 }
+
+/// `check-config` reads the files `[mqtt]` names as the service would at
+/// start, where each of these would turn MQTT off for the run: an operator
+/// learns it before the restart, never seeing the password.
+#[test]
+fn check_config_reads_the_mqtt_files_the_service_would() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::make(dir.path(), "plant", "localhost");
+    let (cert, key) = pki.client("line7-inspector");
+    let private = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let password = dir.path().join("mqtt-password");
+    std::fs::write(&password, format!("{PASSWORD}\n")).unwrap();
+    private(&password, 0o600);
+    private(&key, 0o600);
+    let source = clip_source(dir.path(), 1);
+    let check = |ca: &Path, key: &Path| {
+        let mqtt = format!(
+            "url = \"mqtts://localhost:8883\"\ntopic = \"{TOPIC}\"\nusername = \"line7\"\npassword_file = \"{}\"\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"",
+            password.display(),
+            ca.display(),
+            cert.display(),
+            key.display()
+        );
+        let config = write_config(dir.path(), &source, 0, &mqtt);
+        let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+            .arg("check-config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains(PASSWORD), "password echoed: {text}");
+        (out.status.code(), text)
+    };
+
+    let (code, text) = check(&pki.ca, &key);
+    assert_eq!(code, Some(0), "{text}");
+
+    private(&key, 0o644);
+    let (code, text) = check(&pki.ca, &key);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("[mqtt]: key_file") && text.contains("chmod 600"),
+        "{text}"
+    );
+    private(&key, 0o600);
+
+    private(&password, 0o640);
+    let (code, text) = check(&pki.ca, &key);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("password file") && text.contains("chmod 600"),
+        "{text}"
+    );
+    private(&password, 0o600);
+
+    // The key given where the authority's certificate belongs.
+    let (code, text) = check(&key, &key);
+    assert_eq!(code, Some(78), "{text}");
+    assert!(
+        text.contains("cannot use ca_file") && text.contains("holds no certificate"),
+        "{text}"
+    );
+}

@@ -120,6 +120,12 @@ pub(super) fn start(
     })
 }
 
+/// What `start` reads before it connects: the password, the CA, the client
+/// certificate and key.
+pub(super) fn check_files(config: &MqttConfig) -> Result<(), StartError> {
+    options(config).map(|_| ())
+}
+
 fn options(config: &MqttConfig) -> Result<MqttOptions, StartError> {
     let broker = &config.broker;
     let mut options = MqttOptions::new(config.client_id.clone(), broker.host.clone(), broker.port);

@@ -393,6 +393,19 @@ impl LineOutput for VerdictQueue {
 
 /// The MQTT side of a run: the queue the line hands verdicts to, and the
 /// threads that send them.
+/// A file `[mqtt]` names (password, CA, client certificate or key) that the
+/// service could not use: at start it would turn MQTT off for the run, so
+/// `sealcheck check-config` reports it before a restart.
+#[derive(Debug, thiserror::Error)]
+#[error("[mqtt]: {0}")]
+pub struct MqttFilesError(String);
+
+/// Reads every file `[mqtt]` names as the service does at start (never
+/// printing the password); connects to nothing.
+pub fn check_files(config: &MqttConfig) -> Result<(), MqttFilesError> {
+    client::check_files(config).map_err(|e| MqttFilesError(e.to_string()))
+}
+
 pub struct MqttLine {
     shared: Arc<Shared>,
     output: Arc<VerdictQueue>,
