@@ -1,16 +1,16 @@
-//! MQTT over TLS (`mqtts://`): whom we trust, and what a failed handshake
-//! means for the person who wrote `url` and `ca_file`.
+//! MQTT over TLS (`mqtts://`): whom we trust, who we say we are (a client
+//! certificate, for brokers that ask), and what a failed handshake means for
+//! the person who wrote `url`, `ca_file`, `cert_file` and `key_file`.
 //!
 //! rustls says `UnknownIssuer` or `NotValidYet`; a technician needs "the
 //! broker's certificate is not signed by the authority in ca_file" or "this
 //! machine's clock is wrong" (a Jetson without network time and without a
 //! clock battery starts in the past, and then no certificate is valid yet).
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
-
-use std::os::unix::fs::PermissionsExt as _;
 
 use rumqttc::TlsError;
 use rustls::pki_types::pem::PemObject as _;
