@@ -498,6 +498,101 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
 /// the counters in its DOM are exactly those of the `/api/status` snapshot it
 /// rendered (the test records every snapshot while the browser runs), the
 /// live frame arrived, and a screenshot is written for a person to look at.
+/// The opening tag and the text of the element with `id` in a dumped DOM.
+fn element(dom: &str, id: &str) -> (String, String) {
+    let at = dom
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
+    let tag_start = dom[..at].rfind('<').unwrap();
+    let from = at + dom[at..].find('>').unwrap() + 1;
+    (
+        dom[tag_start..from].to_string(),
+        dom[from..from + dom[from..].find('<').unwrap()].to_string(),
+    )
+}
+
+/// On a touch screen nobody hovers: with every frame failing, the page writes
+/// out over the frame what /healthz says.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn status_page_writes_out_why_the_line_is_not_ok() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        assert!(
+            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+            "chromium missing (make deps installs it)"
+        );
+        common::skipped(format_args!("no /usr/bin/chromium"));
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let source = "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\nlive = true";
+    let config = write_config(tmp.path(), source, "", 1.0);
+    let mut service = start(&config, &[("SEALCHECK_FAULT_FAIL_INFER_AFTER", "3")]);
+    let addr = service.status_addr();
+    // (503 comes first while the models load: wait for the engine's failure.)
+    wait_until(
+        Duration::from_secs(60),
+        "/healthz: failing",
+        &service,
+        || {
+            let reply = get(addr, "/healthz");
+            reply.status == 503 && reply.text().contains("every frame has failed")
+        },
+    );
+    let dom = browse(chromium, addr, &["--dump-dom"]);
+    let (tag, text) = element(&dom, "alarm");
+    assert!(!tag.contains("hidden"), "{tag}");
+    assert!(text.contains("every frame has failed in segment"), "{text}");
+    service.terminate(Duration::from_secs(60));
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn status_page_writes_out_why_the_line_is_not_ok() {
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the engine failure hook is compiled out)"
+    ));
+}
+
+/// Headless Chromium on the status page at `addr` with `extra` flags (bounded
+/// in time, virtual time so the page's timers run at once); its stdout.
+fn browse(chromium: &Path, addr: SocketAddr, extra: &[&str]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--virtual-time-budget=4000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .args(extra)
+    .arg(format!("http://{addr}/"))
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    let child = cmd.spawn().expect("start chromium");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(90)) {
+        Ok(out) => String::from_utf8_lossy(&out.unwrap().stdout).into_owned(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("chromium did not finish within 90 s");
+        }
+    }
+}
+
 #[test]
 fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     let chromium = Path::new("/usr/bin/chromium");
@@ -553,40 +648,7 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
             }
         })
     };
-    let browse = |extra: &[&str]| {
-        let profile = tempfile::tempdir().unwrap();
-        let mut cmd = Command::new(chromium);
-        cmd.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=4000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("http://{addr}/"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-        let child = cmd.spawn().expect("start chromium");
-        let pid = child.id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
-        match rx.recv_timeout(Duration::from_secs(90)) {
-            Ok(out) => String::from_utf8_lossy(&out.unwrap().stdout).into_owned(),
-            Err(_) => {
-                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-                panic!("chromium did not finish within 90 s");
-            }
-        }
-    };
+    let browse = |extra: &[&str]| browse(chromium, addr, extra);
     let dom = browse(&["--dump-dom"]);
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
     let _ = std::fs::remove_file(&screenshot);
@@ -598,13 +660,12 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     recorder.join().unwrap();
 
-    let text_of = |id: &str| -> String {
-        let start = dom
-            .find(&format!("id=\"{id}\""))
-            .unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
-        let from = start + dom[start..].find('>').unwrap() + 1;
-        dom[from..from + dom[from..].find('<').unwrap()].to_string()
-    };
+    let text_of = |id: &str| element(&dom, id).1;
+    assert!(
+        element(&dom, "alarm").0.contains("hidden"),
+        "the alarm shows on a healthy line: {:?}",
+        element(&dom, "alarm")
+    );
     let rendered: u64 = dom
         .split("data-snapshot=\"")
         .nth(1)
