@@ -511,6 +511,14 @@ fn engine_failing_every_frame_stops_watchdog_pings_and_each_frame_keeps_its_line
         "{}",
         service.stderr()
     );
+    // Under systemd with WatchdogSec= (here its test double), the log says who acts.
+    assert!(
+        service
+            .stderr()
+            .contains("watchdog pings stopped, systemd will restart the service"),
+        "{}",
+        service.stderr()
+    );
     let status = service.terminate(Duration::from_secs(60));
     assert!(status.success(), "{status:?}\n{}", service.stderr());
     let lines = results(dir.path());

@@ -438,6 +438,12 @@ pub fn run_watchdog(
 ) {
     let mut stall_log = RateLimiter::new(Duration::from_secs(60));
     let mut was_alive = true;
+    // Who acts on the stopped pings: systemd, or nobody (`sealcheck run` by hand).
+    let remedy = if notifier.ping_interval().is_some() {
+        "watchdog pings stopped, systemd will restart the service"
+    } else {
+        "no watchdog is set (not run by systemd with WatchdogSec=), so nothing restarts it: restart it by hand"
+    };
     loop {
         let health = liveness.is_alive(Instant::now(), stall_timeout, source_streaming());
         let alive = health.is_alive();
@@ -455,14 +461,12 @@ pub fn run_watchdog(
                     in_flight,
                 } => log::error!(target: "sealcheck::service",
                     stage = stage.name(), stalled_s = for_.as_secs_f64(), in_flight = in_flight, repeated = repeated;
-                    "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; \
-                     watchdog pings stopped, systemd will restart the service",
+                    "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; {remedy}",
                     stage.name(), for_.as_secs_f64()),
                 Health::Failing { stage, for_ } => log::error!(target: "sealcheck::service",
                     stage = stage.as_str(), failing_s = for_.as_secs_f64(), repeated = repeated;
                     "every frame has failed in {} for {:.1} s (each got its `error` result): the engine looks broken, \
-                     for example a GPU error that sticks until the process ends; watchdog pings stopped, \
-                     systemd will restart the service",
+                     for example a GPU error that sticks until the process ends; {remedy}",
                     stage.as_str(), for_.as_secs_f64()),
                 _ => {}
             }
