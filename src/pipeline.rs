@@ -310,6 +310,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let operators = config.status.as_ref().map(|_| {
         Telemetry::new(
             config.service.stall_timeout,
+            context.notifier.ping_interval().is_some(),
             config
                 .decision
                 .deadline

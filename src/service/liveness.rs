@@ -380,6 +380,16 @@ impl Liveness {
     }
 }
 
+/// Who acts when the pipeline is not alive: systemd, when it set a watchdog
+/// (`supervised`), or nobody (`sealcheck run` by hand).
+pub fn unhealthy_remedy(supervised: bool) -> &'static str {
+    if supervised {
+        "watchdog pings stopped, systemd will restart the service"
+    } else {
+        "no watchdog is set (not run by systemd with WatchdogSec=), so nothing restarts it: restart it by hand"
+    }
+}
+
 fn failed_stage(code: u8) -> FailedStage {
     [
         FailedStage::Capture,
@@ -438,12 +448,7 @@ pub fn run_watchdog(
 ) {
     let mut stall_log = RateLimiter::new(Duration::from_secs(60));
     let mut was_alive = true;
-    // Who acts on the stopped pings: systemd, or nobody (`sealcheck run` by hand).
-    let remedy = if notifier.ping_interval().is_some() {
-        "watchdog pings stopped, systemd will restart the service"
-    } else {
-        "no watchdog is set (not run by systemd with WatchdogSec=), so nothing restarts it: restart it by hand"
-    };
+    let remedy = unhealthy_remedy(notifier.ping_interval().is_some());
     loop {
         let health = liveness.is_alive(Instant::now(), stall_timeout, source_streaming());
         let alive = health.is_alive();

@@ -23,6 +23,7 @@ pub mod signals;
 
 pub use liveness::{
     Health, Liveness, Stage, WatchdogThread, run_watchdog, spawn_watchdog, status_line,
+    unhealthy_remedy,
 };
 pub use logging::{LogFormat, format_record, init_logging, stderr_is_journal};
 pub use notify::{Notifier, NotifyAddress, NotifyError};

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::ArchiveConfig;
 use crate::frame::PixelDemand;
-use crate::service::{Health, Liveness};
+use crate::service::{Health, Liveness, unhealthy_remedy};
 
 /// Where the run is, for `/healthz` and the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,8 @@ pub struct Telemetry {
     /// Set once the stages are about to start (until then: "starting").
     liveness: OnceLock<Liveness>,
     stall_timeout: Duration,
+    /// systemd set a watchdog: it restarts the service when health fails.
+    supervised: bool,
     state: AtomicU8,
     /// Set once the backend is chosen; its models follow a model swap.
     info: Mutex<Option<RunInfo>>,
@@ -91,6 +93,7 @@ pub struct Telemetry {
 impl Telemetry {
     pub fn new(
         stall_timeout: Duration,
+        supervised: bool,
         deadline: Duration,
         demand: Arc<PixelDemand>,
         archive: Option<ArchiveConfig>,
@@ -108,6 +111,7 @@ impl Telemetry {
             demand,
             liveness: OnceLock::new(),
             stall_timeout,
+            supervised,
             state: AtomicU8::new(RunState::Starting as u8),
             info: Mutex::new(None),
             archive: Mutex::new(archive),
@@ -208,14 +212,16 @@ impl Telemetry {
                 for_,
                 in_flight,
             } => Err(format!(
-                "stalled at {} for {:.1} s with {in_flight} frames in flight: watchdog pings stopped, systemd will restart the service",
+                "stalled at {} for {:.1} s with {in_flight} frames in flight: {}",
                 stage.name(),
-                for_.as_secs_f64()
+                for_.as_secs_f64(),
+                unhealthy_remedy(self.supervised)
             )),
             Health::Failing { stage, for_ } => Err(format!(
-                "every frame has failed in {} for {:.1} s: the engine looks broken; watchdog pings stopped, systemd will restart the service",
+                "every frame has failed in {} for {:.1} s: the engine looks broken; {}",
                 stage.as_str(),
-                for_.as_secs_f64()
+                for_.as_secs_f64(),
+                unhealthy_remedy(self.supervised)
             )),
         }
     }
