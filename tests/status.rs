@@ -392,7 +392,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         405
     );
     assert_eq!(
-        request(addr, "DELETE", &reject["image"].as_str().unwrap(), "").status,
+        request(addr, "DELETE", reject["image"].as_str().unwrap(), "").status,
         405
     );
     let big = request(addr, "GET", "/api/status", "Content-Length: 100000\r\n");

@@ -774,42 +774,6 @@ pub(crate) fn host_name() -> String {
     }
 }
 
-#[cfg(test)]
-mod mqtt_url_tests {
-    use super::parse_mqtt_url;
-
-    #[test]
-    fn urls_with_and_without_port_and_tls() {
-        assert_eq!(
-            parse_mqtt_url("mqtt://broker.local").unwrap(),
-            (false, "broker.local".into(), 1883)
-        );
-        assert_eq!(
-            parse_mqtt_url("mqtts://10.0.0.2:8884").unwrap(),
-            (true, "10.0.0.2".into(), 8884)
-        );
-        assert_eq!(
-            parse_mqtt_url("mqtt://[::1]:1999").unwrap(),
-            (false, "::1".into(), 1999)
-        );
-    }
-
-    #[test]
-    fn bad_urls_are_refused_without_repeating_them() {
-        for bad in [
-            "http://x",
-            "mqtt://",
-            "mqtt://h:0",
-            "mqtt://h:port",
-            "mqtt://h/x",
-            "mqtt://u:secret@h",
-        ] {
-            let e = parse_mqtt_url(bad).unwrap_err();
-            assert!(!e.contains("secret"), "{e}");
-        }
-    }
-}
-
 /// `[status]`, absent = off: `Some(None)`; a problem: `None`.
 fn read_status(root: &Section, key: &str) -> Option<Option<StatusConfig>> {
     if !root.has(key) {
@@ -876,4 +840,40 @@ fn read_archive(root: &Section, key: &str, files: &Files) -> Option<Option<Archi
         max_mib: max_mib? as u64,
         min_free_mib: min_free_mib? as u64,
     }))
+}
+
+#[cfg(test)]
+mod mqtt_url_tests {
+    use super::parse_mqtt_url;
+
+    #[test]
+    fn urls_with_and_without_port_and_tls() {
+        assert_eq!(
+            parse_mqtt_url("mqtt://broker.local").unwrap(),
+            (false, "broker.local".into(), 1883)
+        );
+        assert_eq!(
+            parse_mqtt_url("mqtts://10.0.0.2:8884").unwrap(),
+            (true, "10.0.0.2".into(), 8884)
+        );
+        assert_eq!(
+            parse_mqtt_url("mqtt://[::1]:1999").unwrap(),
+            (false, "::1".into(), 1999)
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_repeating_them() {
+        for bad in [
+            "http://x",
+            "mqtt://",
+            "mqtt://h:0",
+            "mqtt://h:port",
+            "mqtt://h/x",
+            "mqtt://u:secret@h",
+        ] {
+            let e = parse_mqtt_url(bad).unwrap_err();
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
 }
