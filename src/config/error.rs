@@ -63,10 +63,56 @@ impl fmt::Display for Located<'_> {
         } else {
             write!(f, "{}: ", self.path.display())?;
         }
+        // One problem, one line: a value quoted from the file may hold line
+        // breaks (a multi-line string), which would split it.
+        let message = one_line(&p.message);
         if p.key.is_empty() {
-            write!(f, "{}", p.message)
+            write!(f, "{message}")
         } else {
-            write!(f, "`{}`: {}", p.key, p.message)
+            write!(f, "`{}`: {message}", one_line(&p.key))
         }
+    }
+}
+
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(['\n', '\r']) {
+        text.replace('\n', "\\n").replace('\r', "\\r").into()
+    } else {
+        text.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_with_line_breaks_keeps_each_problem_on_its_own_line() {
+        let problems = [
+            ConfigProblem {
+                line: 31,
+                column: 10,
+                key: "logging.format".into(),
+                message: "\"multi\nline\r\" is not allowed; use one of \"logfmt\", \"json\"".into(),
+            },
+            ConfigProblem {
+                line: 0,
+                column: 0,
+                key: String::new(),
+                message: "section [output] is missing".into(),
+            },
+        ];
+        let text = render(
+            std::path::Path::new("/etc/sealcheck/sealcheck.toml"),
+            &problems,
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[1].ends_with(
+                r#"`logging.format`: "multi\nline\r" is not allowed; use one of "logfmt", "json""#
+            ),
+            "{text}"
+        );
     }
 }
