@@ -125,9 +125,7 @@ fn every_series_the_rules_name_is_one_sealcheck_exposes() {
     // A live run with every part that adds series: MQTT (to a port where no
     // broker listens), the archive and a deadline.
     let dir = tempfile::tempdir().unwrap();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed_port = common::free_port();
     let config = dir.path().join("sealcheck.toml");
     std::fs::write(
         &config,

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{Sealcheck, repo};
+use common::{Sealcheck, free_port, repo};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -36,14 +36,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
@@ -53,6 +45,26 @@ fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     ok()
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `sealcheck check-config CONFIG`: its exit code and all it printed.
+fn check_config(config: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        .arg("check-config")
+        .arg(config)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
 }
 
 /// A Mosquitto child process; killed when dropped.
@@ -234,16 +246,7 @@ fn paced_source(fps: u32, frames: u32) -> String {
 
 /// The first `frames` frames of the demo clip, as an image-sequence source.
 fn clip_source(dir: &Path, frames: usize) -> String {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for i in 0..frames {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
+    common::clip_prefix(dir, "clip", frames);
     "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"\n".to_string()
 }
 
@@ -658,10 +661,9 @@ fn broker_trouble_is_explained_inspection_goes_on_and_the_password_never_shows()
         ),
     );
     let secret = |mode: u32, text: &str| -> PathBuf {
-        use std::os::unix::fs::PermissionsExt as _;
         let path = dir.path().join(format!("pw-{mode:o}-{}", text.len()));
         std::fs::write(&path, format!("{text}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        chmod(&path, mode);
         path
     };
     let good = secret(0o600, PASSWORD);
@@ -753,17 +755,8 @@ fn malformed_mqtt_settings_are_config_errors_with_their_place() {
         ),
     ] {
         let config = write_config(dir.path(), &clip_source(dir.path(), 1), 0, mqtt);
-        let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
-            .arg("check-config")
-            .arg(&config)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(78), "{mqtt}: {text}");
+        let (code, text) = check_config(&config);
+        assert_eq!(code, Some(78), "{mqtt}: {text}");
         assert!(text.contains(says), "{mqtt}: {text}");
         assert!(text.contains("sealcheck.toml:"), "file:line:col: {text}");
         assert!(!text.contains(PASSWORD), "password echoed: {text}");
@@ -946,6 +939,28 @@ impl TestPki {
         pki
     }
 
+    /// Mosquitto with its plain listener (for the test's subscriber) and a TLS
+    /// one on the returned port, serving this authority's broker certificate;
+    /// `extra` adds lines to the TLS listener (client certificates).
+    fn tls_broker(&self, extra: &str) -> (Broker, u16) {
+        // mosquitto drops to its own user when started as root (CI) and must
+        // still read these: "Permission denied" otherwise.
+        for path in [&self.dir, &self.cert, &self.key, &self.ca] {
+            chmod(path, 0o755);
+        }
+        let tls_port = free_port();
+        let broker = Broker::start(
+            &self.dir,
+            &format!(
+                "allow_anonymous true\nlistener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\n{extra}",
+                self.cert.display(),
+                self.key.display()
+            ),
+        );
+        broker.wait_for_listener(tls_port);
+        (broker, tls_port)
+    }
+
     /// A client certificate for `who`, signed by this authority: (cert, key).
     fn client(&self, who: &str) -> (PathBuf, PathBuf) {
         self.issue(who, who, "extendedKeyUsage=clientAuth")
@@ -1004,23 +1019,8 @@ fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::make(dir.path(), "plant", "localhost");
     let rogue = TestPki::make(dir.path(), "rogue", "localhost");
-    // The broker's key must be readable by mosquitto, which drops to its own
-    // user when started as root (CI): "Permission denied" otherwise.
-    use std::os::unix::fs::PermissionsExt as _;
-    for path in [dir.path(), &pki.cert, &pki.key] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
     // Two listeners: TLS for sealcheck, plain for the test's subscriber.
-    let tls_port = free_port();
-    let broker = Broker::start(
-        dir.path(),
-        &format!(
-            "allow_anonymous true\nlistener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}",
-            pki.cert.display(),
-            pki.key.display()
-        ),
-    );
-    broker.wait_for_listener(tls_port);
+    let (broker, tls_port) = pki.tls_broker("");
     let subscriber = Subscriber::start(broker.port, None);
     let mqtt = |url: &str, ca: &Path| {
         format!(
@@ -1091,32 +1091,20 @@ fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained
 /// `require_certificate`), as plants with strict network rules run them.
 #[test]
 fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
-    use std::os::unix::fs::PermissionsExt as _;
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::make(dir.path(), "plant", "localhost");
     let rogue = TestPki::make(dir.path(), "rogue", "localhost");
     let (cert, key) = pki.client("line7-inspector");
     let (rogue_cert, rogue_key) = rogue.client("line7-inspector");
-    // mosquitto (its own user under root) reads the broker's files; the
-    // client keys are ours and private, as the service's would be.
-    for path in [dir.path(), &pki.cert, &pki.key, &pki.ca] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    // The client keys are ours and private, as the service's would be.
     for path in [&key, &rogue_key] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        chmod(path, 0o600);
     }
-    let tls_port = free_port();
-    let broker = Broker::start(
-        dir.path(),
-        &format!(
-            "allow_anonymous true\nlistener {tls_port} 127.0.0.1\ncertfile {}\nkeyfile {}\ncafile {}\nrequire_certificate true",
-            pki.cert.display(),
-            pki.key.display(),
-            pki.ca.display()
-        ),
-    );
-    broker.wait_for_listener(tls_port);
+    let (broker, tls_port) = pki.tls_broker(&format!(
+        "cafile {}\nrequire_certificate true",
+        pki.ca.display()
+    ));
     let subscriber = Subscriber::start(broker.port, None);
     let url = format!("mqtts://localhost:{tls_port}");
     let mqtt = |client: Option<(&Path, &Path)>| {
@@ -1158,7 +1146,7 @@ fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
     );
 
     // A key others may read: refused before use, inspection goes on.
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    chmod(&key, 0o644);
     let out = run_with_mqtt_trouble(dir.path(), &mqtt(Some((&cert, &key))), 3);
     assert!(
         out.contains("MQTT is off for this run") && out.contains("chmod 600"),
@@ -1176,17 +1164,13 @@ fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
 /// learns it before the restart, never seeing the password.
 #[test]
 fn check_config_reads_the_mqtt_files_the_service_would() {
-    use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::make(dir.path(), "plant", "localhost");
     let (cert, key) = pki.client("line7-inspector");
-    let private = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
     let password = dir.path().join("mqtt-password");
     std::fs::write(&password, format!("{PASSWORD}\n")).unwrap();
-    private(&password, 0o600);
-    private(&key, 0o600);
+    chmod(&password, 0o600);
+    chmod(&key, 0o600);
     let source = clip_source(dir.path(), 1);
     let check = |ca: &Path, key: &Path| {
         let mqtt = format!(
@@ -1196,41 +1180,31 @@ fn check_config_reads_the_mqtt_files_the_service_would() {
             cert.display(),
             key.display()
         );
-        let config = write_config(dir.path(), &source, 0, &mqtt);
-        let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
-            .arg("check-config")
-            .arg(&config)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (code, text) = check_config(&write_config(dir.path(), &source, 0, &mqtt));
         assert!(!text.contains(PASSWORD), "password echoed: {text}");
-        (out.status.code(), text)
+        (code, text)
     };
 
     let (code, text) = check(&pki.ca, &key);
     assert_eq!(code, Some(0), "{text}");
 
-    private(&key, 0o644);
+    chmod(&key, 0o644);
     let (code, text) = check(&pki.ca, &key);
     assert_eq!(code, Some(78), "{text}");
     assert!(
         text.contains("[mqtt]: key_file") && text.contains("chmod 600"),
         "{text}"
     );
-    private(&key, 0o600);
+    chmod(&key, 0o600);
 
-    private(&password, 0o640);
+    chmod(&password, 0o640);
     let (code, text) = check(&pki.ca, &key);
     assert_eq!(code, Some(78), "{text}");
     assert!(
         text.contains("password file") && text.contains("chmod 600"),
         "{text}"
     );
-    private(&password, 0o600);
+    chmod(&password, 0o600);
 
     // The key given where the authority's certificate belongs.
     let (code, text) = check(&key, &key);

@@ -22,21 +22,6 @@ fn run(config: &Path) -> std::process::Output {
         .unwrap()
 }
 
-/// Copies the first `frames` frames of the demo clip into `dir/clip/`.
-fn copy_clip_prefix(dir: &Path, frames: usize) -> PathBuf {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for i in 0..frames {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
-    clip
-}
-
 /// A config in `dir` over the demo models; `source` is the whole [source] body.
 fn write_config(dir: &Path, source: &str, backend: &str) -> PathBuf {
     let body = format!(
@@ -86,7 +71,7 @@ fn labels() -> Vec<serde_json::Value> {
 
 /// Runs the first `frames` frames of the demo clip through `backend`.
 fn run_clip_prefix(dir: &Path, frames: usize, backend: &str) -> Vec<serde_json::Value> {
-    copy_clip_prefix(dir, frames);
+    common::clip_prefix(dir, "clip", frames);
     let config = write_config(
         dir,
         "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"",
@@ -235,7 +220,7 @@ fn dropped_frames_get_not_inspected_results_and_nothing_is_lost() {
 fn undecodable_images_in_a_sequence_fail_with_error_in_their_own_place() {
     let dir = tempfile::tempdir().unwrap();
     let frames = 6;
-    let clip = copy_clip_prefix(dir.path(), frames);
+    let clip = common::clip_prefix(dir.path(), "clip", frames);
     // A file that is no image, then a JPEG cut short (it would decode, partly grey).
     std::fs::write(clip.join("frame_00001.jpg"), b"not a jpeg").unwrap();
     let whole = std::fs::read(clip.join("frame_00004.jpg")).unwrap();
@@ -463,7 +448,7 @@ fn each_model_is_opened_once_per_run() {
     }
     for backend in backends {
         let dir = tempfile::tempdir().unwrap();
-        copy_clip_prefix(dir.path(), 2);
+        common::clip_prefix(dir.path(), "clip", 2);
         let source = "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"";
         let out = run(&write_config(dir.path(), source, backend));
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -17,9 +17,9 @@
 
 mod common;
 
-use common::{FakeSystemd, Sealcheck, repo};
+use common::{FakeSystemd, Sealcheck, free_port, repo};
 use std::fs;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -72,16 +72,6 @@ fn rtsp_camera_process() {
         .add_factory("/line", factory);
     let _source = server.attach(None).expect("the RTSP server listens");
     main_loop.run();
-}
-
-/// A free loopback port (bound, read, released: another process could take it
-/// in between, which a test run on one machine does not do).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The RTSP camera as a child process on `port`; killed when dropped.
@@ -258,11 +248,7 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
     let camera = RtspCamera::start(port);
     let systemd = FakeSystemd::bind(dir.path());
     let mut service = start(&write_config(dir.path(), &rtsp_source(port)), &systemd);
-    systemd
-        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
     wait_for_lines(
         &results,
         Duration::from_secs(60),
@@ -404,11 +390,7 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
     // Faster than inspection, so lines pile up (not_inspected) and fill the backlog.
     let source = "kind = \"test\"\nwidth = 64\nheight = 48\nframerate = 200\noverflow = \"drop\"\n";
     let mut service = start(&write_config(dir.path(), source), &systemd);
-    systemd
-        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
     wait_for_lines(
         &results,
         Duration::from_secs(60),
@@ -486,11 +468,7 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
         videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false\"\n\
         retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n";
     let (mut service, mut camera) = start_fed(&write_config(dir.path(), source), &systemd);
-    systemd
-        .wait_for(systemd.bound_at, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
     let frame = vec![0x60u8; 64 * 48 * 3];
     for _ in 0..30 {
         camera.write_all(&frame).unwrap();

@@ -49,6 +49,7 @@ enum Source {
     DemoClip,
     /// A camera stand-in: a live test pattern at 10 frames/s, so the
     /// pipeline empties between frames.
+    #[cfg(feature = "fault-injection")]
     Camera,
 }
 
@@ -64,7 +65,8 @@ fn write_config(
             "kind = \"images\"\nlocation = \"{}\"\nframerate = 5\n",
             repo().join("samples/demo_clip/frame_%05d.jpg").display()
         ),
-        Source::Camera => "kind = \"pipeline\"\nlive = true\npipeline = \"videotestsrc is-live=true pattern=smpte ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\n".to_string(),
+        #[cfg(feature = "fault-injection")]
+        Source::Camera => common::test_camera("smpte", 10) + "live = true\n",
     };
     let text = format!(
         r#"[source]
@@ -156,11 +158,7 @@ fn ready_watchdog_status_then_stopping_on_sigterm_with_every_frame_written() {
     let started = Instant::now();
     let mut service = start(&config, &systemd, &[]);
 
-    let (ready_at, _) = systemd
-        .wait_for(started, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    let ready_at = systemd.wait_for_ready(started, START_TIMEOUT, &service);
     wait_for_results(dir.path(), 5, Duration::from_secs(120), &mut service);
     systemd
         .wait_for(ready_at, Duration::from_secs(10), |m| {
@@ -233,11 +231,7 @@ fn sighup_applies_a_new_threshold_and_rejects_a_broken_config() {
     let config = write_config(dir.path(), &Source::DemoClip, "0.5", 10.0);
     let started = Instant::now();
     let mut service = start(&config, &systemd, &[]);
-    systemd
-        .wait_for(started, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
+    systemd.wait_for_ready(started, START_TIMEOUT, &service);
 
     // At 0.5, good seals of the demo clip pass.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -367,31 +361,38 @@ fn config_error_at_start_exits_78_and_says_why_on_stderr() {
     );
 }
 
+/// A supervised run of `source` (defect threshold 0.5) with `stall_timeout`
+/// and the fault hook `fault` set, once it sent READY=1: its folder, the
+/// systemd double, the service and when READY=1 came.
+#[cfg(feature = "fault-injection")]
+fn start_with_fault(
+    source: &Source,
+    stall_timeout: Duration,
+    fault: (&str, &str),
+) -> (tempfile::TempDir, FakeSystemd, Sealcheck, Instant) {
+    let dir = tempfile::tempdir().unwrap();
+    let systemd = FakeSystemd::bind(dir.path());
+    let config = write_config(dir.path(), source, "0.5", stall_timeout.as_secs_f64());
+    let started = Instant::now();
+    let service = start(&config, &systemd, &[fault]);
+    let ready_at = systemd.wait_for_ready(started, START_TIMEOUT, &service);
+    (dir, systemd, service, ready_at)
+}
+
 #[cfg(feature = "fault-injection")]
 #[test]
 fn stalled_inference_stops_watchdog_pings_within_one_interval() {
     const STALL_AFTER: usize = 3;
     let stall_timeout = Duration::from_secs(1);
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let systemd = FakeSystemd::bind(dir.path());
-    let config = write_config(
-        dir.path(),
+    let (dir, systemd, mut service, ready_at) = start_with_fault(
         &Source::TestPattern,
-        "0.5",
-        stall_timeout.as_secs_f64(),
+        stall_timeout,
+        (
+            "SEALCHECK_FAULT_STALL_INFER_AFTER",
+            &STALL_AFTER.to_string(),
+        ),
     );
-    let started = Instant::now();
-    let mut service = start(
-        &config,
-        &systemd,
-        &[("SEALCHECK_FAULT_STALL_INFER_AFTER", "3")],
-    );
-    let (ready_at, _) = systemd
-        .wait_for(started, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
 
     // Results 0..STALL_AFTER are the last progress; inference hangs on the next frame.
     wait_for_results(
@@ -450,25 +451,11 @@ fn engine_failing_every_frame_stops_watchdog_pings_and_each_frame_keeps_its_line
     const FAIL_FROM: usize = 3;
     let stall_timeout = Duration::from_secs(1);
     let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let systemd = FakeSystemd::bind(dir.path());
-    let config = write_config(
-        dir.path(),
+    let (dir, systemd, mut service, ready_at) = start_with_fault(
         &Source::Camera,
-        "0.5",
-        stall_timeout.as_secs_f64(),
+        stall_timeout,
+        ("SEALCHECK_FAULT_FAIL_INFER_AFTER", &FAIL_FROM.to_string()),
     );
-    let started = Instant::now();
-    let mut service = start(
-        &config,
-        &systemd,
-        &[("SEALCHECK_FAULT_FAIL_INFER_AFTER", &FAIL_FROM.to_string())],
-    );
-    let (ready_at, _) = systemd
-        .wait_for(started, START_TIMEOUT, |m| {
-            m.lines().any(|l| l == "READY=1")
-        })
-        .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()));
     // The first failed frame's line is written: its time bounds the failure's start.
     wait_for_results(
         dir.path(),
@@ -611,9 +598,7 @@ fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capabilit
     for model in ["seg.onnx", "cls.onnx"] {
         fs::copy(repo().join("models").join(model), dir.path().join(model)).unwrap();
     }
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed_port = closed.local_addr().unwrap().port();
-    drop(closed);
+    let closed_port = common::free_port();
     let config = dir.path().join("sealcheck.toml");
     fs::write(
         &config,
@@ -656,12 +641,8 @@ fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capabilit
         .arg(&config)
         .current_dir(dir.path())
         .env("HOME", dir.path())
-        .env("GST_REGISTRY", dir.path().join("gst-registry.bin"))
-        .env_remove("RUST_LOG")
-        .env_remove("NOTIFY_SOCKET")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+        .env("GST_REGISTRY", dir.path().join("gst-registry.bin"));
+        Sealcheck::isolate(&mut cmd);
         let mut child = Sealcheck::spawn(cmd);
         let pid = child.child.id();
         let deadline = Instant::now() + START_TIMEOUT;

@@ -148,20 +148,6 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-#[cfg(feature = "fault-injection")]
-fn copy_clip_prefix(dir: &Path, frames: usize) {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for i in 0..frames {
-        let name = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
-}
-
 #[cfg(not(feature = "fault-injection"))]
 #[test]
 fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_file() {
@@ -183,7 +169,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    copy_clip_prefix(dir, 30);
+    common::clip_prefix(dir, "clip", 30);
     let source = format!(
         "kind = \"pipeline\"\npipeline = \"multifilesrc location={} stop-index=29 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"block\"",
         dir.join("clip/frame_%05d.jpg").display()
@@ -423,7 +409,7 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
     std::fs::write(archive.join("2020-01-01/manifest.jsonl"), b"{}\n").unwrap();
     let config = write_config(
         dir,
-        "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true pattern=snow ! video/x-raw,width=320,height=240,framerate=15/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\noverflow = \"drop\"",
+        &(common::test_camera("snow", 15) + "overflow = \"drop\""),
         "[archive]\ndir = \"archive\"\nkeep = \"all\"\nformat = \"png\"\nmax_mib = 1\nmin_free_mib = 0",
         5.0,
     );
@@ -527,7 +513,7 @@ fn status_page_writes_out_why_the_line_is_not_ok() {
     }
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
-    let source = "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\nlive = true";
+    let source = &(common::test_camera("smpte", 10) + "live = true");
     let config = write_config(tmp.path(), source, "", 1.0);
     let mut service = start(&config, &[("SEALCHECK_FAULT_FAIL_INFER_AFTER", "3")]);
     let addr = service.status_addr();
@@ -737,7 +723,7 @@ fn archive_settings_apply_on_reload() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let source = "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true pattern=ball ! video/x-raw,width=320,height=240,framerate=10/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\noverflow = \"drop\"";
+    let source = &(common::test_camera("ball", 10) + "overflow = \"drop\"");
     let archive = dir.join("archive");
     let frames = || {
         files_under(&archive)
@@ -819,7 +805,7 @@ fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
     let dir = tmp.path();
     let config = write_config(
         dir,
-        "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=5/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\noverflow = \"drop\"",
+        &(common::test_camera("smpte", 5) + "overflow = \"drop\""),
         "",
         5.0,
     );

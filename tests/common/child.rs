@@ -25,10 +25,16 @@ impl Sealcheck {
     /// output piped; the caller may add to it before `spawn`.
     pub fn command(config: &Path) -> Command {
         let mut cmd = Command::new(sealcheck_bin());
-        cmd.arg("run")
-            .arg("--config")
-            .arg(config)
-            .env_remove("RUST_LOG")
+        cmd.arg("run").arg("--config").arg(config);
+        Sealcheck::isolate(&mut cmd);
+        cmd
+    }
+
+    /// Clears from `cmd` what would change what sealcheck does (log level,
+    /// journal, systemd socket, fault hooks) and pipes its output: for a
+    /// command that starts sealcheck through another program.
+    pub fn isolate(cmd: &mut Command) {
+        cmd.env_remove("RUST_LOG")
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("WATCHDOG_PID")
@@ -39,7 +45,6 @@ impl Sealcheck {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        cmd
     }
 
     /// `command(config)` with `env` added, started.
@@ -233,6 +238,19 @@ impl FakeSystemd {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// When `READY=1` arrived at or after `since`; fails the test, with
+    /// `service`'s log, if it does not within `timeout`.
+    pub fn wait_for_ready(
+        &self,
+        since: Instant,
+        timeout: Duration,
+        service: &Sealcheck,
+    ) -> Instant {
+        self.wait_for(since, timeout, |m| m.lines().any(|l| l == "READY=1"))
+            .unwrap_or_else(|| panic!("no READY=1:\n{}", service.stderr()))
+            .0
     }
 
     /// Arrival times of `message` between `from` and `to`.

@@ -30,9 +30,8 @@ pub fn sealcheck_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sealcheck")))
 }
 
-/// The first `frames` frames of the demo clip with their lines of
-/// `labels.jsonl`, copied into `dir/name/`: a labelled image folder.
-pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
+/// The first `frames` frames of the demo clip, copied into `dir/name/`.
+pub fn clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
     let folder = dir.join(name);
     std::fs::create_dir_all(&folder).unwrap();
     for i in 0..frames {
@@ -43,12 +42,38 @@ pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
         )
         .unwrap();
     }
+    folder
+}
+
+/// The first `frames` frames of the demo clip with their lines of
+/// `labels.jsonl`, copied into `dir/name/`: a labelled image folder.
+pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
+    let folder = clip_prefix(dir, name, frames);
     let labels: Vec<&str> = include_str!("../../samples/demo_clip/labels.jsonl")
         .lines()
         .take(frames)
         .collect();
     std::fs::write(folder.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
     folder
+}
+
+/// A free loopback port (bound, read, released: another process could take it
+/// in between, which a test run on one machine does not do). Also a port
+/// where nothing listens.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `[source]` lines for a camera stand-in: GStreamer's live test pattern
+/// `pattern` at `fps` frames/s, 320x240; callers add `live`, `overflow`, ...
+pub fn test_camera(pattern: &str, fps: u32) -> String {
+    format!(
+        "kind = \"pipeline\"\npipeline = \"videotestsrc is-live=true pattern={pattern} ! video/x-raw,width=320,height=240,framerate={fps}/1 ! videoconvert ! video/x-raw,format=RGB ! appsink name=sink\"\n"
+    )
 }
 
 /// Says why a test cannot run here, where `cargo test` shows it: libtest

@@ -158,6 +158,13 @@ fn options(config: &MqttConfig) -> Result<MqttOptions, StartError> {
     Ok(options)
 }
 
+/// The file's mode when its group or others have any access to it: a secret
+/// (the password, the client key) must be its owner's alone, like ssh's keys.
+pub(super) fn open_to_others(meta: &std::fs::Metadata) -> Option<u32> {
+    let mode = meta.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
 /// The password, from a file only the service may read (like ssh's keys).
 fn read_password(path: &Path) -> Result<String, StartError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
@@ -167,8 +174,7 @@ fn read_password(path: &Path) -> Result<String, StartError> {
             source: e,
         },
     })?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    if let Some(mode) = open_to_others(&meta) {
         return Err(StartError::PasswordFileOpen {
             path: path.to_path_buf(),
             mode,

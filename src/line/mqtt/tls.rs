@@ -7,7 +7,6 @@
 //! machine's clock is wrong" (a Jetson without network time and without a
 //! clock battery starts in the past, and then no certificate is valid yet).
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -17,7 +16,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::{AlertDescription, CertificateError};
 
-use super::client::StartError;
+use super::client::{StartError, open_to_others};
 use crate::config::ClientCertificate;
 
 /// What sealcheck trusts and who it says it is, for messages.
@@ -81,12 +80,8 @@ fn read_private_key(path: &Path) -> Result<PrivateKeyDer<'static>, StartError> {
         path: path.to_path_buf(),
         why,
     };
-    let mode = std::fs::metadata(path)
-        .map_err(|e| bad(e.to_string()))?
-        .permissions()
-        .mode()
-        & 0o777;
-    if mode & 0o077 != 0 {
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    if let Some(mode) = open_to_others(&meta) {
         return Err(StartError::KeyFileOpen {
             path: path.to_path_buf(),
             mode,
@@ -229,6 +224,7 @@ fn utc(t: UnixTime) -> String {
 mod tests {
     use super::*;
     use rustls::pki_types::ServerName;
+    use std::os::unix::fs::PermissionsExt as _;
 
     /// As tokio-rustls reports a refused certificate: inside an io::Error.
     fn refused(certificate: CertificateError) -> TlsError {
