@@ -408,6 +408,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                         t.set_state(RunState::Stopping);
                     }
                     stopped_by_signal = true;
+                    arm_stop_guard(current.service.drain_timeout);
                     stages.capture.stop();
                     drain_deadline = Some(Instant::now() + current.service.drain_timeout);
                 }
@@ -426,7 +427,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             },
             default(timeout) => {
                 if drain_deadline.is_some_and(|d| Instant::now() >= d) {
-                    log::error!(target: "sealcheck::pipeline", in_flight = liveness.in_flight(); "frames in flight did not finish within drain_timeout_s; exiting");
+                    let left = stages.unfinished();
+                    log::error!(target: "sealcheck::pipeline", in_flight = liveness.in_flight(), left_behind = left.as_str();
+                        "frames in flight did not finish within drain_timeout_s; exiting, leaving behind the {left} thread(s)");
                     break;
                 }
             }
@@ -504,6 +507,42 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         results_lost: results_file.lost_lines(),
         source_outages,
     })
+}
+
+/// Arms the last word on a stop (`service::StopGuard`): the process ends
+/// `drain_timeout` plus `STOP_GRACE` after the request, whatever is stuck.
+fn arm_stop_guard(drain_timeout: Duration) {
+    let limit = drain_timeout + crate::service::STOP_GRACE;
+    if let Err(e) = crate::service::StopGuard::arm(limit) {
+        log::warn!(target: "sealcheck::pipeline", error = e.to_string().as_str();
+            "cannot start the stop guard; a stuck thread could keep the process from ending");
+    }
+}
+
+impl Stages {
+    /// The stage threads still running, by name ("none" when all ended).
+    fn unfinished(&self) -> String {
+        let mut left = Vec::new();
+        let ring_reader = if self.infer.is_some() {
+            "preprocess"
+        } else {
+            "device"
+        };
+        if !self.ring_reader.is_finished() {
+            left.push(ring_reader);
+        }
+        if self.infer.as_ref().is_some_and(|t| !t.is_finished()) {
+            left.push("infer");
+        }
+        if !self.output.is_finished() {
+            left.push("output");
+        }
+        if left.is_empty() {
+            "none".to_string()
+        } else {
+            left.join(", ")
+        }
+    }
 }
 
 /// The engine a run uses and why, for the log and the summary.

@@ -533,3 +533,138 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
     assert!(lines.len() >= 60);
     assert_seq_contiguous(&lines);
 }
+
+/// A live source whose element blocks in a read and never comes out: a
+/// `filesrc` on a named pipe whose writer keeps it open but stops writing (a
+/// camera tool writing to a pipe that hung). filesrc cannot be interrupted
+/// in its read, so setting NULL never returns. The outage is logged when it
+/// starts, the pipeline is abandoned after 2 s and a new one built; when
+/// three in a row are abandoned the watchdog pings stop and STATUS= and
+/// /healthz name the source; SIGTERM still ends the process in time.
+#[test]
+fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sigterm_still_exits() {
+    use std::io::Write;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let fifo = dir.path().join("camera.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo failed");
+    // Read and write, so that opening does not wait for a reader, and the
+    // pipe stays open (no end-of-stream) after the last frame is written.
+    // filesrc reads whole blocks: one block is one frame (64x48 RGB).
+    let mut camera = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let source = format!(
+        "kind = \"pipeline\"\nlive = true\n\
+         pipeline = \"filesrc location={} blocksize=9216 ! rawvideoparse width=64 height=48 format=rgb framerate=10/1 ! \
+         videoconvert ! video/x-raw,format=RGB ! appsink name=sink sync=false\"\n\
+         retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n",
+        fifo.display()
+    );
+    const DRAIN_S: u64 = 3;
+    let config = write_config(dir.path(), &source);
+    let text = fs::read_to_string(&config)
+        .unwrap()
+        .replace("drain_timeout_s = 20", &format!("drain_timeout_s = {DRAIN_S}"))
+        + "\n[status]\nlisten = \"127.0.0.1:0\"\n";
+    fs::write(&config, text).unwrap();
+    let systemd = FakeSystemd::bind(dir.path());
+    let mut service = start(&config, &systemd);
+    systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
+    let status = service.status_addr();
+
+    let frame = vec![0x60u8; 64 * 48 * 3];
+    for _ in 0..30 {
+        camera.write_all(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_lines(
+        &results,
+        Duration::from_secs(60),
+        &mut service,
+        "30 results",
+        |l| l.len() >= 30,
+    );
+    // The writer stops writing and keeps the pipe open: filesrc blocks in read(2).
+    let frozen_at = Instant::now();
+    assert!(
+        service.wait_for_log("source lost", Duration::from_secs(5)),
+        "the blocked source was not noticed:\n{}",
+        service.stderr()
+    );
+    let noticed = frozen_at.elapsed();
+    // frame_timeout_ms (1 s) plus 2 s: logged when the outage starts, not
+    // after a teardown that never ends.
+    assert!(noticed < Duration::from_secs(3), "noticed after {noticed:?}");
+    assert!(
+        service.wait_for_log("did not stop within", Duration::from_secs(5)),
+        "the blocked pipeline was not abandoned:\n{}",
+        service.stderr()
+    );
+    assert!(
+        service.stderr().contains("a new pipeline is built"),
+        "{}",
+        service.stderr()
+    );
+
+    // Each rebuilt pipeline blocks the same way: after three in a row the
+    // source is stuck and only a restart frees it.
+    let (stuck_at, stuck_status) = systemd
+        .wait_for(frozen_at, Duration::from_secs(90), |m| {
+            m.starts_with("STATUS=SOURCE STUCK")
+        })
+        .unwrap_or_else(|| panic!("no SOURCE STUCK status:\n{}", service.stderr()));
+    assert!(
+        stuck_status.contains("[source] pipeline") && stuck_status.contains("3 of its pipelines"),
+        "{stuck_status}"
+    );
+    assert!(
+        service.log_count("did not stop within") >= 3,
+        "{}",
+        service.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let pings = systemd.times_of("WATCHDOG=1", stuck_at + WATCHDOG, Instant::now());
+    assert!(
+        pings.is_empty(),
+        "{} WATCHDOG=1 after the source was stuck",
+        pings.len()
+    );
+    let health = common::http::get(status, "/healthz");
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert!(
+        health.text().contains("stuck") && health.text().contains("[source] pipeline"),
+        "{}",
+        health.text()
+    );
+    let metrics = common::http::get(status, "/metrics").text();
+    let abandoned: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sealcheck_source_pipelines_abandoned_total "))
+        .unwrap_or_else(|| panic!("no abandoned-pipelines counter:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(abandoned >= 3, "{abandoned}");
+    assert!(
+        service.wait_for_log("is stuck", Duration::from_secs(2)),
+        "no journal line for the stuck source:\n{}",
+        service.stderr()
+    );
+
+    // The stop: the source's pipeline is blocked as well, yet the process ends
+    // within drain_timeout_s plus a few seconds, by its own path (exit 0).
+    let stop_at = Instant::now();
+    let exit = service.terminate(Duration::from_secs(DRAIN_S + 5));
+    let took = stop_at.elapsed();
+    assert_eq!(exit.code(), Some(0), "took {took:?}:\n{}", service.stderr());
+    drop(camera);
+    // Every frame delivered got exactly one result.
+    let lines = lines_of(&results);
+    assert_eq!(lines.len(), 30, "{}", service.stderr());
+    assert_seq_contiguous(&lines);
+}

@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
+use std::sync::Arc;
+
 use super::error::CaptureError;
 use super::error::EndOfStream;
 use super::state::CaptureShared;
+use super::teardown;
 
 /// How long `stop()` waits for the EOS it sent to come out of the pipeline.
 pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(3);
@@ -150,7 +153,7 @@ pub(crate) fn watch(
         }
         if stop_deadline.is_none() && shared.stop_requested.load(Ordering::Acquire) {
             stop_deadline = Some(Instant::now() + STOP_TIMEOUT);
-            send_eos_to_sources(pipeline, shared);
+            send_eos_off_thread(pipeline, shared);
         }
         shared.flush_pending_drops();
         shared.liveness.capture_heartbeat();
@@ -188,10 +191,30 @@ pub(crate) fn watch(
     }
 }
 
+/// Sends end-of-stream to the sources from a thread of its own: a base source
+/// takes its live lock to accept the event, and a source blocked in a read
+/// holds that lock, so the send would block the capture thread with it. The
+/// stop timeout bounds the wait either way; a send that never returns leaves
+/// its thread behind, as an abandoned pipeline does.
+fn send_eos_off_thread(pipeline: &gst::Pipeline, shared: &CaptureShared) {
+    let (pipeline_for_thread, origin) = (pipeline.clone(), shared.origin.clone());
+    let spawned = std::thread::Builder::new()
+        .name("capture-eos".into())
+        .spawn(move || {
+            if !send_eos_to_sources(&pipeline_for_thread) {
+                log::warn!(target: "sealcheck::capture", source = origin.as_str(); "no source element took the end-of-stream event; the stop timeout will end capture");
+            }
+        });
+    if spawned.is_err() && !send_eos_to_sources(pipeline) {
+        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "no source element took the end-of-stream event; the stop timeout will end capture");
+    }
+}
+
 /// Sends end-of-stream to the pipeline's source elements. Sent to each source
 /// rather than to the pipeline, whose `send_event` takes the pipeline's state
 /// lock and so waits for any state change in progress.
-fn send_eos_to_sources(pipeline: &gst::Pipeline, shared: &CaptureShared) {
+/// False when no element took it.
+fn send_eos_to_sources(pipeline: &gst::Pipeline) -> bool {
     let mut sent = false;
     let mut sources = pipeline.iterate_sources();
     loop {
@@ -203,18 +226,18 @@ fn send_eos_to_sources(pipeline: &gst::Pipeline, shared: &CaptureShared) {
             Err(gst::IteratorError::Error) => break,
         }
     }
-    if !sent && !pipeline.send_event(gst::event::Eos::new()) {
-        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "no source element took the end-of-stream event; the stop timeout will end capture");
-    }
+    sent || pipeline.send_event(gst::event::Eos::new())
 }
 
 /// Stops the pipeline and pushes `End`. After an error or a forced stop the
-/// streaming thread may be waiting for a slot: it is woken first, so setting
-/// NULL (which waits for streaming threads) cannot hang.
-pub(crate) fn finish(pipeline: &gst::Pipeline, shared: &CaptureShared, end: EndOfStream) {
-    shared.abort_waits();
-    if pipeline.set_state(gst::State::Null).is_err() {
-        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "the pipeline refused to go to NULL");
+/// streaming thread may be waiting for a slot: it is woken first; an element
+/// blocked elsewhere (in a read, in a driver) cannot hold the end up for more
+/// than `teardown::TEARDOWN_LIMIT`: the pipeline is abandoned.
+pub(crate) fn finish(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>, end: EndOfStream) {
+    let _ = teardown::stop_pipeline(pipeline, shared, "the stream is ending");
+    // Stopped or abandoned, nobody may touch it again.
+    if shared.pipeline().is_some_and(|p| &p == pipeline) {
+        shared.set_pipeline(None);
     }
     shared.end(end);
 }

@@ -28,11 +28,14 @@ pub(crate) struct FrameSink {
     caps: Option<(gst::Caps, gst_video::VideoInfo)>,
     /// Frame size of the last frame copied, to log size changes once.
     frame_size: Option<(u32, u32)>,
+    /// The pipeline generation this sink serves (see `CaptureShared::retire_pipeline`).
+    generation: u64,
 }
 
 impl FrameSink {
     pub(crate) fn new(shared: Arc<CaptureShared>) -> Self {
         FrameSink {
+            generation: shared.generation(),
             shared,
             caps: None,
             frame_size: None,
@@ -50,6 +53,10 @@ impl FrameSink {
             // The stream already ended (stopped or failed): deliver no more.
             return Err(gst::FlowError::Flushing);
         };
+        if !shared.is_current(self.generation) {
+            // An abandoned pipeline woke up: its frame belongs to no stream now.
+            return Err(gst::FlowError::Flushing);
+        }
         let captured_instant = Instant::now();
         let meta = FrameMeta {
             seq: shared.next_seq(captured_instant),

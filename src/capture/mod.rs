@@ -28,6 +28,7 @@ mod replay;
 mod rgb_plane;
 mod state;
 mod status;
+mod teardown;
 
 pub use decode::decode_image_file;
 pub use error::{CaptureError, EndOfStream};
@@ -65,6 +66,10 @@ const PREROLL_TIMEOUT: Duration = Duration::from_secs(10);
 const LIVE_START_GRACE: Duration = Duration::from_secs(2);
 /// Bus polling slice while start waits (it also watches for the first frame).
 const START_POLL: Duration = Duration::from_millis(20);
+/// Longest a shutdown waits for the capture thread: a teardown it is in
+/// takes at most `teardown::TEARDOWN_LIMIT`. Shorter than the stop guard's
+/// grace (`service::STOP_GRACE`), so a stop ends by its own path.
+const CAPTURE_JOIN_LIMIT: Duration = Duration::from_millis(2500);
 
 /// Initialises GStreamer once per process.
 pub(crate) fn init() -> Result<(), CaptureError> {
@@ -133,6 +138,7 @@ impl Capture {
             producer,
             liveness,
         );
+        shared.liveness.set_source_name(&shared.origin);
         if source.kind.is_live() {
             shared.recovery = Some(source.recovery);
             shared.liveness.set_source_managed(true);
@@ -239,20 +245,43 @@ impl Capture {
             .store(true, Ordering::Release);
         self.shared.abort_waits();
         self.wake();
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "the capture thread panicked");
-        }
-        // Also covers a capture thread that died before finishing.
+        let joined = self
+            .thread
+            .take()
+            .is_none_or(|thread| self.join_capture_thread(thread));
+        // Also covers a capture thread that died before finishing. One left
+        // behind may be using the pipeline: it is not touched again here.
         match self.shared.pipeline() {
-            Some(pipeline) => bus::finish(&pipeline, &self.shared, EndOfStream::Stopped),
-            None => self.shared.end(EndOfStream::Stopped),
+            Some(pipeline) if joined => {
+                bus::finish(&pipeline, &self.shared, EndOfStream::Stopped)
+            }
+            _ => self.shared.end(EndOfStream::Stopped),
         }
         // The pipeline's callbacks hold `shared`: let go of it so both are freed.
         self.shared.set_pipeline(None);
         // The pipeline is NULL: a push the feeder is blocked in returns now.
         join_feeder(self.feeder.take(), &self.shared);
+    }
+
+    /// Joins the capture thread, or leaves it behind when it does not end in
+    /// `CAPTURE_JOIN_LIMIT` (it is inside GStreamer and GStreamer does not come
+    /// back): a shutdown never waits on the camera for longer than that.
+    /// True when it was joined.
+    fn join_capture_thread(&self, thread: JoinHandle<()>) -> bool {
+        let until = Instant::now() + CAPTURE_JOIN_LIMIT;
+        while !thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(START_POLL);
+        }
+        if !thread.is_finished() {
+            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(), waited_ms = CAPTURE_JOIN_LIMIT.as_millis() as u64;
+                "the capture thread did not end within {:.0} s of the shutdown (blocked inside GStreamer); it is left behind",
+                CAPTURE_JOIN_LIMIT.as_secs_f64());
+            return false;
+        }
+        if thread.join().is_err() {
+            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "the capture thread panicked");
+        }
+        true
     }
 
     /// Frames the source delivered so far (inspected, dropped and failed alike).
@@ -312,9 +341,13 @@ pub(crate) fn open_pipeline(
     let mut sink = FrameSink::new(Arc::clone(shared));
     let eos = {
         let (shared, bus) = (Arc::clone(shared), bus.clone());
+        let generation = shared.generation();
         move |_: &gst_app::AppSink| {
-            shared.sink_eos.store(true, Ordering::Release);
-            bus::wake(&bus);
+            // An abandoned pipeline's late EOS is not the next pipeline's.
+            if shared.is_current(generation) {
+                shared.sink_eos.store(true, Ordering::Release);
+                bus::wake(&bus);
+            }
         }
     };
     appsink.set_callbacks(
@@ -351,8 +384,7 @@ pub(crate) fn open_pipeline(
     let saw_eos = match wait_until_running(&pipeline, &bus, shared, hint, live) {
         Ok(saw_eos) => saw_eos,
         Err(reason) => {
-            shared.abort_waits();
-            let _ = pipeline.set_state(gst::State::Null);
+            let _ = teardown::stop_pipeline(&pipeline, shared, "it failed to start");
             join_feeder(feeder, shared);
             if shared.recovery.is_some() {
                 shared.ready_for_rebuild();

@@ -6,11 +6,17 @@
 //! ```text
 //!           ┌──────────── first frame: outage ends (logged once, with length and tries)
 //!           ▼
-//! watch(pipeline) ── error / EOS / no frame for frame_timeout ──▶ teardown: wake a blocked
-//!     ▲                                                          streaming thread, NULL
+//! watch(pipeline) ── error / EOS / no frame for frame_timeout ──▶ outage (logged once, now)
+//!     ▲                                                                    │
+//!     │                                                  teardown: wake a blocked streaming
+//!     │                                                  thread, NULL within 2 s or abandon
 //!     │                                                                    │
-//!     └── open_pipeline ◀── wait retry_min, 2x, 4x ... retry_max ◀── outage (logged once)
+//!     └── open_pipeline ◀── wait retry_min, 2x, 4x ... retry_max ◀─────────┘
 //! ```
+//!
+//! The outage is logged before the teardown: a pipeline whose element is
+//! blocked may take the whole `teardown::TEARDOWN_LIMIT` to be abandoned, and
+//! the line should learn of the lost camera when it is lost.
 //!
 //! A stop or shutdown ends it at any point with `End(Stopped)`. A problem no
 //! retry can fix (a missing plugin, a launch line that does not parse) ends it
@@ -20,13 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gstreamer as gst;
-use gstreamer::prelude::*;
 
 use super::EndOfStream;
 use super::bus::{self, Watched};
 use super::error::CaptureError;
 use super::state::CaptureShared;
 use super::status::Backoff;
+use super::teardown::{self, Teardown};
 use super::{Running, launch, open_pipeline};
 use crate::config::SourceConfig;
 
@@ -125,7 +131,6 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                     true,
                 ),
             };
-            teardown(&run.pipeline, &shared);
             if shared.status.is_up() {
                 // The pipeline delivered frames: a new outage, tries start short again.
                 backoff.reset();
@@ -133,6 +138,7 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                 shared.status.try_failed(&reason);
             }
             source_lost(&shared, &reason, frozen, false);
+            let _ = teardown(&run.pipeline, &shared);
         }
         let delay = backoff.next_delay();
         let at = Instant::now() + delay;
@@ -145,6 +151,7 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
         log::debug!(target: "sealcheck::capture", source = shared.origin.as_str(), tries = shared.status.tries_this_outage(); "rebuilding the source");
         match open_pipeline(&source, &shared, false) {
             Ok(run) => {
+                shared.liveness.rebuild_started(true);
                 shared.set_pipeline(Some(run.pipeline.clone()));
                 running = Some(run);
             }
@@ -152,6 +159,7 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                 let reason = e.to_string();
                 log::debug!(target: "sealcheck::capture", source = shared.origin.as_str(), error = reason.as_str(); "the source is not back yet");
                 shared.status.try_failed(&reason);
+                shared.liveness.rebuild_started(false);
             }
             Err(e) => {
                 // Not something time fixes (a plugin or the launch line): end as at start.
@@ -164,15 +172,13 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
 }
 
 /// Ends a lost pipeline: a streaming thread waiting for a slot is woken (its
-/// frame is counted as dropped), the pipeline goes to NULL, and the ring is
-/// made ready for the next pipeline.
-fn teardown(pipeline: &gst::Pipeline, shared: &CaptureShared) {
-    shared.abort_waits();
-    if pipeline.set_state(gst::State::Null).is_err() {
-        log::warn!(target: "sealcheck::capture", source = shared.origin.as_str(); "the lost pipeline refused to go to NULL");
-    }
+/// frame is counted as dropped), the pipeline goes to NULL or, blocked, is
+/// abandoned (`teardown`), and the ring is made ready for the next pipeline.
+fn teardown(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>) -> Teardown {
+    let outcome = teardown::stop_pipeline(pipeline, shared, "the source was lost");
     shared.set_pipeline(None);
     shared.ready_for_rebuild();
+    outcome
 }
 
 /// Sleeps until `at`; false when a stop or shutdown came first.

@@ -68,6 +68,11 @@ pub(crate) struct CaptureShared {
     /// The pipeline now running, if any: a live source's is replaced on every
     /// rebuild; `stop()` wakes its bus and a last `shutdown` sets it to NULL.
     pipeline: Mutex<Option<gst::Pipeline>>,
+    /// Which pipeline's callbacks may still deliver: each pipeline's callbacks
+    /// carry the generation they were made in, and a teardown moves it on
+    /// (`retire_pipeline`), so an abandoned pipeline whose blocked element
+    /// wakes up later delivers nothing into the next pipeline's stream.
+    generation: AtomicU64,
 }
 
 impl CaptureShared {
@@ -102,7 +107,26 @@ impl CaptureShared {
             frame_interval_ns: AtomicU64::new(0),
             logged_frame_size: AtomicU64::new(0),
             pipeline: Mutex::new(None),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// The generation a new pipeline's callbacks belong to.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The pipeline being torn down may deliver no more: its callbacks' frames
+    /// and end-of-stream are ignored from now on. Moved on under the producer
+    /// lock, so a callback that checked its generation has finished its push.
+    pub(crate) fn retire_pipeline(&self) {
+        let _producer = self.producer();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether callbacks made in `generation` may still deliver.
+    pub(crate) fn is_current(&self, generation: u64) -> bool {
+        self.generation() == generation
     }
 
     /// The pipeline now running (a clone of the handle), if any.

@@ -42,6 +42,11 @@ struct Inner {
     missing_at_start: AtomicBool,
     /// Why the source was last lost or last failed to come back.
     last_error: Mutex<String>,
+    /// Pipelines that did not reach NULL in time and were left behind
+    /// (`capture::teardown`), over the whole run.
+    abandoned: AtomicU64,
+    /// Of those, the ones whose teardown thread is still blocked.
+    abandoned_stuck: AtomicU64,
 }
 
 /// What `back()` reports about the outage that just ended.
@@ -67,6 +72,8 @@ impl SourceStatus {
                 next_try_ns: AtomicU64::new(0),
                 missing_at_start: AtomicBool::new(false),
                 last_error: Mutex::new(String::new()),
+                abandoned: AtomicU64::new(0),
+                abandoned_stuck: AtomicU64::new(0),
             }),
         }
     }
@@ -89,6 +96,16 @@ impl SourceStatus {
     /// Losses found because no frame came for `frame_timeout` (only goes up).
     pub fn frozen(&self) -> u64 {
         self.inner.frozen.load(Ordering::Relaxed)
+    }
+
+    /// Pipelines abandoned because they did not stop in time (only goes up).
+    pub fn abandoned(&self) -> u64 {
+        self.inner.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// Abandoned pipelines whose teardown is still blocked now.
+    pub fn abandoned_still_stuck(&self) -> u64 {
+        self.inner.abandoned_stuck.load(Ordering::Relaxed)
     }
 
     /// Rebuilds tried in the current outage (0 when up).
@@ -189,6 +206,21 @@ impl SourceStatus {
             .lost_at_ns
             .store(self.stamp(Instant::now()), Ordering::Release);
         true
+    }
+
+    /// A pipeline was abandoned; returns the run's count so far.
+    pub(crate) fn pipeline_abandoned(&self) -> u64 {
+        self.inner.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
+        self.inner.abandoned.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// An abandoned pipeline reached NULL after all.
+    pub(crate) fn abandoned_teardown_ended(&self) {
+        let _ = self.inner.abandoned_stuck.fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |n| n.checked_sub(1),
+        );
     }
 
     /// The next rebuild is planned at `at`.

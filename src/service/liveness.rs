@@ -14,8 +14,8 @@
 //! `error` (a CUDA context after a sticky error, such as an illegal address, fails
 //! every call at once until the process ends).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -27,6 +27,11 @@ use crate::frame::FailedStage;
 /// A capture thread that manages its source (see `Liveness::set_source_managed`)
 /// and has not beaten for this long (or the stall timeout, if longer) is stuck.
 const CAPTURE_BEAT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Live-source pipelines abandoned in a row (none delivering a frame between
+/// them) after which the source counts as stuck: each one left a thread
+/// blocked in an element, and only a new process frees them.
+pub const MAX_ABANDONED_IN_A_ROW: u64 = 3;
 
 /// The stages in pipeline order; the order breaks ties when guessing where a stall is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,12 +89,26 @@ pub enum Health {
     /// model, for `for_` (at least the stall timeout, from the first failure to the
     /// latest): the engine is broken, and a restart is the remedy worth trying.
     Failing { stage: FailedStage, for_: Duration },
+    /// The live source's pipelines do not stop when it is lost: capture
+    /// abandoned `in_a_row` of them in a row (at least `MAX_ABANDONED_IN_A_ROW`),
+    /// or one it abandoned still blocks (`still_stuck`) and no new pipeline has
+    /// started for `for_` (a stall timeout or more: the device stays busy,
+    /// held by the pipeline left behind). Rebuilding inside the process cannot
+    /// help; a restart can.
+    SourceStuck {
+        in_a_row: u64,
+        still_stuck: u64,
+        for_: Duration,
+    },
 }
 
 impl Health {
     /// Whether the watchdog should be pinged.
     pub fn is_alive(&self) -> bool {
-        !matches!(self, Health::Stalled { .. } | Health::Failing { .. })
+        !matches!(
+            self,
+            Health::Stalled { .. } | Health::Failing { .. } | Health::SourceStuck { .. }
+        )
     }
 }
 
@@ -127,6 +146,17 @@ struct Shared {
     failing_since: AtomicU64,
     last_failure: AtomicU64,
     failed_stage: AtomicU8,
+    /// Live-source pipelines abandoned since the source last delivered a frame.
+    abandoned_in_a_row: AtomicU64,
+    /// Abandoned pipelines whose teardown thread is still blocked.
+    abandoned_stuck: AtomicU64,
+    /// When the last pipeline was abandoned (0: never).
+    last_abandoned: AtomicU64,
+    /// Since when rebuilds fail to start while an abandoned pipeline still
+    /// blocks (0: they do not): the device is held by the pipeline left behind.
+    refused_while_abandoned_since: AtomicU64,
+    /// The source as capture names it, for the watchdog's and /healthz's words.
+    source_name: OnceLock<String>,
 }
 
 impl Default for Liveness {
@@ -154,6 +184,11 @@ impl Liveness {
             failing_since: AtomicU64::new(0),
             last_failure: AtomicU64::new(0),
             failed_stage: AtomicU8::new(FailedStage::Segment as u8),
+            abandoned_in_a_row: AtomicU64::new(0),
+            abandoned_stuck: AtomicU64::new(0),
+            last_abandoned: AtomicU64::new(0),
+            refused_while_abandoned_since: AtomicU64::new(0),
+            source_name: OnceLock::new(),
         };
         Liveness {
             shared: Arc::new(shared),
@@ -235,6 +270,10 @@ impl Liveness {
     /// pipeline counts as healthy: `Health::SourceLost`.
     pub fn set_source_lost(&self, lost: bool) {
         self.shared.source_lost.store(lost, Ordering::Relaxed);
+        if !lost {
+            // A pipeline delivered: the abandoned ones before it were not a pattern.
+            self.shared.abandoned_in_a_row.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Capture rebuilds this source itself when it is lost or never comes (a
@@ -251,6 +290,61 @@ impl Liveness {
     pub fn capture_heartbeat(&self) {
         let now = self.stamp(Instant::now());
         self.shared.capture_beat.store(now, Ordering::Relaxed);
+    }
+
+    /// Names the source in the watchdog's and /healthz's words (set once, by capture).
+    pub fn set_source_name(&self, name: &str) {
+        let _ = self.shared.source_name.set(name.to_string());
+    }
+
+    /// The source as capture named it ("the source" before it did).
+    pub fn source_name(&self) -> &str {
+        self.shared
+            .source_name
+            .get()
+            .map_or("the source", String::as_str)
+    }
+
+    /// Capture abandoned a pipeline that did not stop in time (its thread
+    /// stays blocked); returns how many in a row, without a frame between.
+    pub fn pipeline_abandoned(&self) -> u64 {
+        let s = &self.shared;
+        s.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
+        s.last_abandoned
+            .store(self.stamp(Instant::now()), Ordering::Relaxed);
+        s.abandoned_in_a_row.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// An abandoned pipeline's teardown finished after all.
+    pub fn abandoned_teardown_ended(&self) {
+        let _ = self.shared.abandoned_stuck.fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |n| n.checked_sub(1),
+        );
+    }
+
+    /// A rebuild of the source failed to start (`true`) or started (`false`).
+    /// Failures while an abandoned pipeline still blocks start the "device
+    /// stays busy" clock of `Health::SourceStuck`.
+    pub fn rebuild_started(&self, started: bool) {
+        let s = &self.shared;
+        if started || s.abandoned_stuck.load(Ordering::Relaxed) == 0 {
+            s.refused_while_abandoned_since.store(0, Ordering::Relaxed);
+            return;
+        }
+        let now = self.stamp(Instant::now());
+        let _ = s.refused_while_abandoned_since.compare_exchange(
+            0,
+            now,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Pipelines abandoned since the source last delivered a frame.
+    pub fn abandoned_in_a_row(&self) -> u64 {
+        self.shared.abandoned_in_a_row.load(Ordering::Relaxed)
     }
 
     /// Whether capture reported a lost live source it is rebuilding.
@@ -303,6 +397,9 @@ impl Liveness {
         let now_stamp = self.stamp(now);
         let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
 
+        if let Some(stuck) = self.stuck_source(now_stamp, stall_timeout) {
+            return stuck;
+        }
         // Measured between failures, not up to now: a short run of failures
         // followed by a quiet camera is not a broken engine.
         let failing_since = s.failing_since.load(Ordering::Relaxed);
@@ -351,6 +448,30 @@ impl Liveness {
                 in_flight: 0,
             }
         }
+    }
+
+    /// `Health::SourceStuck` when abandoned pipelines piled up, or when
+    /// rebuilds have failed to start for a stall timeout while one still blocks.
+    fn stuck_source(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
+        let s = &self.shared;
+        let in_a_row = s.abandoned_in_a_row.load(Ordering::Relaxed);
+        let still_stuck = s.abandoned_stuck.load(Ordering::Relaxed);
+        let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
+        if in_a_row >= MAX_ABANDONED_IN_A_ROW {
+            return Some(Health::SourceStuck {
+                in_a_row,
+                still_stuck,
+                for_: ago(s.last_abandoned.load(Ordering::Relaxed)),
+            });
+        }
+        let refused_since = s.refused_while_abandoned_since.load(Ordering::Relaxed);
+        (still_stuck > 0 && refused_since != 0 && ago(refused_since) >= stall_timeout).then(|| {
+            Health::SourceStuck {
+                in_a_row,
+                still_stuck,
+                for_: ago(refused_since),
+            }
+        })
     }
 
     /// The stage that stopped first: its last hand-off is the oldest. A stage that never
@@ -430,7 +551,39 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
             stage.as_str(),
             for_.as_secs_f64()
         ),
+        Health::SourceStuck { .. } => format!(
+            "SOURCE STUCK: {}, watchdog pings stopped; {status_text}",
+            stuck_source_reason(health, None).unwrap_or_default()
+        ),
     }
+}
+
+/// Why a stuck source is stuck, naming it when `source` is given; `None` for
+/// any other health.
+pub fn stuck_source_reason(health: &Health, source: Option<&str>) -> Option<String> {
+    let Health::SourceStuck {
+        in_a_row,
+        still_stuck,
+        for_,
+    } = health
+    else {
+        return None;
+    };
+    let source = source.map_or_else(|| "the source".to_string(), |s| format!("the source ({s})"));
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    Some(if *in_a_row >= MAX_ABANDONED_IN_A_ROW {
+        format!(
+            "{source} is stuck: {in_a_row} of its pipelines in a row did not stop when it was lost \
+             (an element blocked in a read or a driver call; {still_stuck} still blocked)"
+        )
+    } else {
+        format!(
+            "{source} is stuck: {still_stuck} abandoned pipeline{} still blocked in an element and every \
+             rebuild for {:.0} s failed to start (the device stays busy)",
+            plural(*still_stuck),
+            for_.as_secs_f64()
+        )
+    })
 }
 
 /// Runs until `stop` receives or disconnects: every `interval`, asks `source_streaming()`,
@@ -468,6 +621,9 @@ pub fn run_watchdog(
                     stage = stage.name(), stalled_s = for_.as_secs_f64(), in_flight = in_flight, repeated = repeated;
                     "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; {remedy}",
                     stage.name(), for_.as_secs_f64()),
+                Health::SourceStuck { in_a_row, still_stuck, .. } => log::error!(target: "sealcheck::service",
+                    source = liveness.source_name(), abandoned_in_a_row = in_a_row, still_stuck = still_stuck, repeated = repeated;
+                    "{}; {remedy}", stuck_source_reason(&health, Some(liveness.source_name())).unwrap_or_default()),
                 Health::Failing { stage, for_ } => log::error!(target: "sealcheck::service",
                     stage = stage.as_str(), failing_s = for_.as_secs_f64(), repeated = repeated;
                     "every frame has failed in {} for {:.1} s (each got its `error` result): the engine looks broken, \
@@ -477,7 +633,14 @@ pub fn run_watchdog(
             }
         }
         was_alive = alive;
-        notifier.status(&status_line(&health, &status_text()));
+        let line = match stuck_source_reason(&health, Some(liveness.source_name())) {
+            Some(reason) => format!(
+                "SOURCE STUCK: {reason}, watchdog pings stopped; {}",
+                status_text()
+            ),
+            None => status_line(&health, &status_text()),
+        };
+        notifier.status(&line);
         match stop.recv_timeout(interval) {
             Err(RecvTimeoutError::Timeout) => continue,
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,

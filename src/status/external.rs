@@ -51,6 +51,8 @@ impl ExternalStats {
             Some(s) => json!({
                 "outages": s.outages(),
                 "frozen": s.frozen(),
+                "abandoned_pipelines": s.abandoned(),
+                "abandoned_still_stuck": s.abandoned_still_stuck(),
                 "lost_since": s.lost_since().map(|t| {
                     let mut out = String::new();
                     crate::output::write_rfc3339(&mut out, t);
@@ -128,6 +130,20 @@ impl Collector for ExternalCollector {
                 "Source losses found because no frame came for frame_timeout_ms",
                 source.frozen(),
             )?;
+            counter(
+                &mut encoder,
+                "source_pipelines_abandoned",
+                "Source pipelines that did not stop within 2 s when lost or stopped (an element blocked \
+                 in a read or a driver call) and were left behind",
+                source.abandoned(),
+            )?;
+            ConstGauge::new(i64::try_from(source.abandoned_still_stuck()).unwrap_or(i64::MAX))
+                .encode(encoder.encode_descriptor(
+                    "source_pipelines_stuck",
+                    "Abandoned source pipelines whose thread is still blocked now",
+                    None,
+                    MetricType::Gauge,
+                )?)?;
         }
         if let Some(results) = &stats.results_file {
             counter(

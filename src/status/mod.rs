@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::ArchiveConfig;
 use crate::frame::PixelDemand;
-use crate::service::{Health, Liveness, unhealthy_remedy};
+use crate::service::{Health, Liveness, stuck_source_reason, unhealthy_remedy};
 
 /// Where the run is, for `/healthz` and the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +221,11 @@ impl Telemetry {
                 "every frame has failed in {} for {:.1} s: the engine looks broken; {}",
                 stage.as_str(),
                 for_.as_secs_f64(),
+                unhealthy_remedy(self.supervised)
+            )),
+            stuck @ Health::SourceStuck { .. } => Err(format!(
+                "{}; {}",
+                stuck_source_reason(&stuck, Some(liveness.source_name())).unwrap_or_default(),
                 unhealthy_remedy(self.supervised)
             )),
         }
