@@ -57,3 +57,16 @@ pub fn maybe_fail(after: Option<u64>, work: &mut crate::frame::FrameWork) -> boo
     ));
     true
 }
+
+/// `SEALCHECK_FAULT_HANG_AFTER_STOP=1`: once a stop request ended the run's
+/// loop, the main thread hangs for ever instead of shutting down, as it would
+/// in an exit handler waiting for a thread stuck in a GPU driver: only the
+/// stop guard (`service::StopGuard`) can end the process.
+pub fn maybe_hang_after_stop(stopped_by_signal: bool) {
+    if stopped_by_signal && std::env::var_os("SEALCHECK_FAULT_HANG_AFTER_STOP").is_some() {
+        log::warn!(target: "sealcheck::fault", "fault injection: the main thread hangs after the stop request");
+        loop {
+            std::thread::park();
+        }
+    }
+}

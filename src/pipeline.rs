@@ -435,6 +435,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             }
         }
     }
+    #[cfg(feature = "fault-injection")]
+    crate::fault::maybe_hang_after_stop(stopped_by_signal);
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }

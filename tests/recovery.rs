@@ -567,10 +567,10 @@ fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sig
     );
     const DRAIN_S: u64 = 3;
     let config = write_config(dir.path(), &source);
-    let text = fs::read_to_string(&config)
-        .unwrap()
-        .replace("drain_timeout_s = 20", &format!("drain_timeout_s = {DRAIN_S}"))
-        + "\n[status]\nlisten = \"127.0.0.1:0\"\n";
+    let text = fs::read_to_string(&config).unwrap().replace(
+        "drain_timeout_s = 20",
+        &format!("drain_timeout_s = {DRAIN_S}"),
+    ) + "\n[status]\nlisten = \"127.0.0.1:0\"\n";
     fs::write(&config, text).unwrap();
     let systemd = FakeSystemd::bind(dir.path());
     let mut service = start(&config, &systemd);
@@ -599,7 +599,10 @@ fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sig
     let noticed = frozen_at.elapsed();
     // frame_timeout_ms (1 s) plus 2 s: logged when the outage starts, not
     // after a teardown that never ends.
-    assert!(noticed < Duration::from_secs(3), "noticed after {noticed:?}");
+    assert!(
+        noticed < Duration::from_secs(3),
+        "noticed after {noticed:?}"
+    );
     assert!(
         service.wait_for_log("did not stop within", Duration::from_secs(5)),
         "the blocked pipeline was not abandoned:\n{}",

@@ -693,3 +693,92 @@ fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capabilit
         "with LimitNICE={nice}: {with_limit:?}"
     );
 }
+
+/// A supervised run of the test pattern with `drain_timeout_s` and the fault
+/// hook `fault`, once it sent READY=1 and wrote a few results.
+#[cfg(feature = "fault-injection")]
+fn start_for_stop(drain_timeout_s: u64, fault: (&str, &str)) -> (tempfile::TempDir, Sealcheck) {
+    let dir = tempfile::tempdir().unwrap();
+    let systemd = FakeSystemd::bind(dir.path());
+    let config = write_config(dir.path(), &Source::TestPattern, "0.5", 5.0);
+    let text = fs::read_to_string(&config).unwrap().replace(
+        "drain_timeout_s = 20",
+        &format!("drain_timeout_s = {drain_timeout_s}"),
+    );
+    fs::write(&config, text).unwrap();
+    let mut service = start(&config, &systemd, &[fault]);
+    systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
+    wait_for_results(dir.path(), 3, Duration::from_secs(120), &mut service);
+    (dir, service)
+}
+
+/// SIGTERM with the inference thread hung for good: the drain cannot finish,
+/// and the process still ends within drain_timeout_s plus a few seconds,
+/// naming the thread it left behind.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn sigterm_ends_the_process_though_the_inference_thread_never_returns() {
+    const DRAIN_S: u64 = 2;
+    let _serial = serial();
+    let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_STALL_INFER_AFTER", "3"));
+    let stop_at = Instant::now();
+    service.signal("TERM");
+    let exit = service
+        .wait(Duration::from_secs(DRAIN_S + 5))
+        .unwrap_or_else(|| {
+            panic!(
+                "still running {DRAIN_S} s + 5 s after SIGTERM:\n{}",
+                service.stderr()
+            )
+        });
+    let took = stop_at.elapsed();
+    assert_eq!(exit.code(), Some(0), "took {took:?}:\n{}", service.stderr());
+    assert!(
+        service
+            .stderr()
+            .lines()
+            .any(|l| l.contains("did not finish within drain_timeout_s") && l.contains("infer")),
+        "the line must name the thread left behind:\n{}",
+        service.stderr()
+    );
+}
+
+/// SIGTERM when the shutdown itself hangs (the fault hook parks the main
+/// thread after the drain, as an exit handler waiting for a thread stuck in
+/// a GPU driver would): the stop guard ends the process at drain_timeout_s
+/// plus its grace, exit 1, with one line naming the threads still running.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn sigterm_ends_the_process_though_its_shutdown_hangs() {
+    const DRAIN_S: u64 = 1;
+    let _serial = serial();
+    let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_HANG_AFTER_STOP", "1"));
+    let stop_at = Instant::now();
+    service.signal("TERM");
+    let exit = service
+        .wait(Duration::from_secs(DRAIN_S + 5))
+        .unwrap_or_else(|| {
+            panic!(
+                "still running {DRAIN_S} s + 5 s after SIGTERM:\n{}",
+                service.stderr()
+            )
+        });
+    let took = stop_at.elapsed();
+    assert_eq!(exit.code(), Some(1), "took {took:?}:\n{}", service.stderr());
+    assert!(
+        took >= Duration::from_secs(DRAIN_S) + sealcheck::service::STOP_GRACE
+            - Duration::from_millis(200),
+        "the guard fired early, after {took:?}"
+    );
+    let stderr = service.stderr();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("the stop did not finish within"))
+        .unwrap_or_else(|| panic!("no stop-guard line:\n{stderr}"));
+    // The watchdog thread was stopped by the hung shutdown's caller: at least
+    // the signal thread is still there, by name.
+    assert!(
+        line.contains("leaving behind the threads") && line.contains("signals"),
+        "{line}"
+    );
+}

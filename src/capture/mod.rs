@@ -252,9 +252,7 @@ impl Capture {
         // Also covers a capture thread that died before finishing. One left
         // behind may be using the pipeline: it is not touched again here.
         match self.shared.pipeline() {
-            Some(pipeline) if joined => {
-                bus::finish(&pipeline, &self.shared, EndOfStream::Stopped)
-            }
+            Some(pipeline) if joined => bus::finish(&pipeline, &self.shared, EndOfStream::Stopped),
             _ => self.shared.end(EndOfStream::Stopped),
         }
         // The pipeline's callbacks hold `shared`: let go of it so both are freed.

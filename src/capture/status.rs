@@ -216,11 +216,10 @@ impl SourceStatus {
 
     /// An abandoned pipeline reached NULL after all.
     pub(crate) fn abandoned_teardown_ended(&self) {
-        let _ = self.inner.abandoned_stuck.fetch_update(
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |n| n.checked_sub(1),
-        );
+        let _ =
+            self.inner
+                .abandoned_stuck
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// The next rebuild is planned at `at`.

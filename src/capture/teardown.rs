@@ -145,10 +145,7 @@ mod tests {
         let pipeline = launch("videotestsrc is-live=true ! fakesink");
         pipeline.set_state(gst::State::Playing).unwrap();
         let started = std::time::Instant::now();
-        assert_eq!(
-            stop_pipeline(&pipeline, &shared, "test"),
-            Teardown::Stopped
-        );
+        assert_eq!(stop_pipeline(&pipeline, &shared, "test"), Teardown::Stopped);
         assert!(started.elapsed() < TEARDOWN_LIMIT);
         assert_eq!(shared.status.abandoned(), 0);
         assert_eq!(pipeline.current_state(), gst::State::Null);
@@ -164,7 +161,10 @@ mod tests {
         let shared = shared(&liveness);
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("camera.fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(made.success(), "mkfifo failed");
         // Read and write: opening a FIFO this way does not wait for a reader.
         let writer = std::fs::OpenOptions::new()

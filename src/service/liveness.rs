@@ -317,11 +317,10 @@ impl Liveness {
 
     /// An abandoned pipeline's teardown finished after all.
     pub fn abandoned_teardown_ended(&self) {
-        let _ = self.shared.abandoned_stuck.fetch_update(
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |n| n.checked_sub(1),
-        );
+        let _ =
+            self.shared
+                .abandoned_stuck
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// A rebuild of the source failed to start (`true`) or started (`false`).
@@ -621,7 +620,11 @@ pub fn run_watchdog(
                     stage = stage.name(), stalled_s = for_.as_secs_f64(), in_flight = in_flight, repeated = repeated;
                     "pipeline stalled at {}: no inspected result for {:.1} s with {in_flight} frames in flight; {remedy}",
                     stage.name(), for_.as_secs_f64()),
-                Health::SourceStuck { in_a_row, still_stuck, .. } => log::error!(target: "sealcheck::service",
+                Health::SourceStuck {
+                    in_a_row,
+                    still_stuck,
+                    ..
+                } => log::error!(target: "sealcheck::service",
                     source = liveness.source_name(), abandoned_in_a_row = in_a_row, still_stuck = still_stuck, repeated = repeated;
                     "{}; {remedy}", stuck_source_reason(&health, Some(liveness.source_name())).unwrap_or_default()),
                 Health::Failing { stage, for_ } => log::error!(target: "sealcheck::service",
