@@ -57,8 +57,10 @@ fn stop_pipeline_within(
     why: &str,
     limit: Duration,
 ) -> Teardown {
-    shared.retire_pipeline();
+    // Wake first: a streaming thread waiting for a slot holds the producer
+    // lock that retiring takes.
     shared.abort_waits();
+    shared.retire_pipeline();
     let (done_tx, done_rx) = crossbeam_channel::bounded::<bool>(1);
     let spawned = {
         let (pipeline, shared) = (pipeline.clone(), Arc::clone(shared));
