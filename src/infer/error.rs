@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::model_io::ModelRole;
+use super::model_role::ModelRole;
 
 /// The fix printed when no usable ONNX Runtime library was found.
 pub const ORT_LIBRARY_FIX: &str = "run `make onnxruntime` (scripts/fetch_onnxruntime.sh) or set ORT_DYLIB_PATH or `onnxruntime_library` in [inference]";

@@ -30,6 +30,7 @@ pub mod device_runner;
 pub mod device_stage;
 mod error;
 mod model_io;
+mod model_role;
 pub mod onnxruntime;
 // ONNX Runtime on CUDA with IO binding on the GPU preprocessor's stream.
 #[cfg(feature = "cuda")]

@@ -6,7 +6,7 @@
 pub use self::ffi::*;
 
 // The Rust types and function the bridge's `extern "Rust"` section names.
-use super::calibration::CalibrationFeed;
+use super::calibration_feed::CalibrationFeed;
 use super::progress::{BuildProgress, log_from_tensorrt};
 
 // SAFETY (for the `Send` impls below): TensorRT documents its builder, runtime

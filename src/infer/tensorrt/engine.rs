@@ -12,7 +12,7 @@ use std::pin::Pin;
 use cxx::UniquePtr;
 
 use super::bridge::{self as ffi, BuildOptions, LibraryInfo, TensorInfo};
-use super::calibration::CalibrationFeed;
+use super::calibration_feed::CalibrationFeed;
 use super::error::TrtError;
 use super::progress::BuildProgress;
 

@@ -30,6 +30,7 @@
 mod backend;
 mod bridge;
 mod calibration;
+mod calibration_feed;
 mod device;
 mod engine;
 pub mod engine_cache;

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use super::bridge::Precision;
-use super::engine::int8_calibration_supported;
 use super::error::TrtError;
 use crate::config::{Config, EnginePrecision};
 
@@ -52,7 +51,7 @@ impl TensorRtSettings {
                 .unwrap_or(Path::new("."))
                 .join("engines"),
         };
-        if precision == Precision::Int8 && !int8_calibration_supported() {
+        if precision == Precision::Int8 && !super::bridge::int8_calibration_supported() {
             return Err(TrtError::Setting {
                 variable: "inference.tensorrt.precision",
                 value: "int8".to_string(),

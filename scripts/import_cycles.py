@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Import circles in src/: which file names which, and where the names go round.
+
+Every path a file names (`use crate::a::b`, `use super::c`, `crate::a::f()` in
+code, `super::super::x`) is resolved to the module file that defines it, the
+longest module path that exists. Two graphs are checked:
+  - files inside one folder (a file and the folder's mod.rs count as the folder's
+    members; a name reaching into a subfolder counts as that subfolder), and
+  - folders ("rooms") against each other (src/capture, src/infer, ...).
+A strongly connected component of more than one node is a circle. Tests
+(`#[cfg(test)] mod tests` blocks) are left out: a test may use what it tests.
+
+Usage: scripts/import_cycles.py [--src src]   exit 0: no circle; 1: circles, listed.
+"""
+import argparse
+import os
+import re
+import sys
+
+PATH_RE = re.compile(r"\b((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+USE_GROUP_RE = re.compile(r"\buse\s+((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\};", re.S)
+
+
+def module_files(src):
+    """module path tuple -> file path, for every .rs file under src."""
+    mods = {}
+    for root, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, src)[:-3].split(os.sep)
+            if rel[-1] in ("mod", "lib", "main"):
+                rel = rel[:-1]
+            if rel and rel[0] == "bin":
+                continue
+            mods[tuple(rel)] = path
+    return mods
+
+
+def strip_tests_and_comments(text):
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    # Drop `#[cfg(test)] mod name { ... }` blocks by brace matching.
+    out, i = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+\w+\s*\{", text):
+        if m.start() < i:
+            continue
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
+def expand_groups(text):
+    """`use crate::a::{b, c::d}` -> `crate::a::b crate::a::c::d` (one level deep)."""
+    def repl(m):
+        base, inner = m.group(1), m.group(2)
+        parts = [p.strip() for p in re.split(r",(?![^{]*\})", inner) if p.strip()]
+        names = []
+        for p in parts:
+            p = re.sub(r"\s+as\s+\w+$", "", p)
+            if p == "self":
+                names.append(base)
+            elif "{" in p:
+                head = p.split("::{")[0]
+                names.append(f"{base}::{head}")
+            else:
+                names.append(f"{base}::{p}")
+        return " ".join(names) + ";"
+    return USE_GROUP_RE.sub(repl, text)
+
+
+def resolve(path, here, mods):
+    """The module (tuple) a path names, seen from module `here`."""
+    parts = path.split("::")
+    if parts[0] == "crate":
+        base, rest = (), parts[1:]
+    else:
+        base = list(here)
+        rest = parts
+        while rest and rest[0] in ("super", "self"):
+            if rest[0] == "super":
+                base = base[:-1]
+            rest = rest[1:]
+        base = tuple(base)
+    best = None
+    for n in range(len(rest), -1, -1):
+        cand = base + tuple(rest[:n])
+        if cand in mods:
+            best = cand
+            break
+    return best
+
+
+def edges(src):
+    mods = module_files(src)
+    out = {}
+    for mod, path in mods.items():
+        # A file that is not a folder's mod.rs is its own module; `super` from it
+        # is its folder.
+        text = expand_groups(strip_tests_and_comments(open(path, encoding="utf-8").read()))
+        targets = set()
+        for m in PATH_RE.finditer(text):
+            target = resolve(m.group(1), mod, mods)
+            if target is not None and target != mod:
+                targets.add(target)
+        out[mod] = targets
+    return mods, out
+
+
+def sccs(nodes, succ):
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in succ.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def name(mod):
+    return "/".join(mod) if mod else "(crate root)"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", default=os.path.join(os.path.dirname(__file__), "..", "src"))
+    args = parser.parse_args()
+    mods, out = edges(os.path.normpath(args.src))
+    circles = []
+    # Inside each folder: members are the folder's direct files and subfolders.
+    folders = {m[:-1] for m in mods if m} | {()}
+    for folder in sorted(folders):
+        def member(m):
+            if len(m) <= len(folder) or m[: len(folder)] != folder:
+                return None
+            return m[: len(folder) + 1]
+        succ = {}
+        for src_mod, targets in out.items():
+            a = member(src_mod)
+            if a is None:
+                continue
+            for t in targets:
+                b = member(t)
+                if b is not None and b != a:
+                    succ.setdefault(a, set()).add(b)
+        nodes = set(succ) | {b for bs in succ.values() for b in bs}
+        for comp in sccs(nodes, succ):
+            circles.append((f"inside {name(folder) or 'src'}", comp, succ))
+    for where, comp, succ in circles:
+        inside = set(comp)
+        print(f"circle {where}: " + " <-> ".join(name(c) for c in comp))
+        for a in comp:
+            for b in sorted(succ.get(a, ())):
+                if b in inside:
+                    print(f"    {name(a)} -> {name(b)}")
+    if circles:
+        print(f"{len(circles)} import circle(s); each must be broken (shared names move down into a leaf module)")
+        return 1
+    print("no import circles")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
