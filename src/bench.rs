@@ -1,11 +1,20 @@
 //! `sealcheck bench`: the whole pipeline on frames decoded beforehand, so the
 //! figures are the pipeline's (preprocess, inference, decision, output on
 //! their own threads), not the camera's or the JPEG decoder's.
+//!
+//! Only the frames after the warm-up are measured, in every figure: the stage
+//! histograms, throughput and MQTT's capture->ack and verdict->ack. The
+//! measured frames start once the warm-up's results are written
+//! (`capture::Replay`), so none waits behind a warm-up frame. `--rate` offers
+//! them like a camera: stamped at their due time, dropped when the pipeline
+//! has no free slot then; frames/s is then the frames judged per second of the
+//! camera's time, which cannot exceed the rate.
 
 use std::sync::Arc;
 
 use crate::capture;
 use crate::config::Config;
+use crate::decision::Reason;
 use crate::pipeline::{self, PipelineError, RunContext, RunSummary, SourcePlan};
 use crate::service::Notifier;
 use crate::stats::STAGES;
@@ -23,8 +32,32 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
-    /// Frames per second over the measured frames (warm-up left out).
+    /// Measured frames the source offered (each gets exactly one result).
+    pub fn offered(&self) -> u64 {
+        self.summary.stats.frames
+    }
+
+    /// Measured frames dropped because no slot was free at their due time
+    /// (only with a rate; their result is `not_inspected`).
+    pub fn dropped(&self) -> u64 {
+        self.summary.stats.count(Reason::NotInspected)
+    }
+
+    /// Measured frames that went through the pipeline (offered less dropped).
+    pub fn judged(&self) -> u64 {
+        self.offered() - self.dropped()
+    }
+
+    /// Frames per second over the measured frames (warm-up left out). Offered
+    /// at a rate: frames judged per second of the camera's time (offered ÷
+    /// rate seconds), so never above the rate. Otherwise results per second
+    /// between the first and the last measured result.
     pub fn fps(&self) -> f64 {
+        if let Some(rate) = self.rate
+            && self.offered() > 0
+        {
+            return self.judged() as f64 * rate / self.offered() as f64;
+        }
         self.summary
             .stats
             .throughput()
@@ -33,16 +66,21 @@ impl BenchReport {
 
     pub fn render(&self) -> String {
         let mut out = format!(
-            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
+            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nmeasured frames: {} offered, {} judged, {} dropped\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
             self.measured_frames,
             self.frame_size.0,
             self.frame_size.1,
             self.distinct_frames,
             self.rate.map_or(
                 "as fast as the pipeline takes them".to_string(),
-                |r| format!("offered at {r} frames/s")
+                |r| format!(
+                    "offered at {r} frames/s after the warm-up (dropped when no slot is free)"
+                )
             ),
             self.summary.backend,
+            self.offered(),
+            self.judged(),
+            self.dropped(),
             self.fps()
         );
         for (name, h) in STAGES.iter().zip(&self.summary.stats.latency) {
@@ -77,6 +115,9 @@ impl BenchReport {
             "backend": self.summary.backend,
             "backend_reason": self.summary.backend_reason,
             "frames": self.measured_frames,
+            "offered": self.offered(),
+            "judged": self.judged(),
+            "dropped": self.dropped(),
             "offered_rate": self.rate,
             "frame_size": [self.frame_size.0, self.frame_size.1],
             "fps": self.fps(),
@@ -111,6 +152,8 @@ pub enum BenchError {
     Pipeline(#[from] PipelineError),
     #[error("the source delivered no frame to benchmark with — check [source] in the config")]
     NoFrames,
+    #[error("--rate {0}: give the frames per second to offer, a number above 0")]
+    Rate(f64),
 }
 
 /// Runs `warmup + frames` frames through the pipeline; results go to a
@@ -121,6 +164,9 @@ pub fn run(
     warmup: u64,
     rate: Option<f64>,
 ) -> Result<BenchReport, BenchError> {
+    if let Some(r) = rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(BenchError::Rate(r));
+    }
     let decoded = capture::load_frames(
         &config.source,
         MAX_DISTINCT_FRAMES.min((frames + warmup) as usize),

@@ -32,9 +32,32 @@ pub fn infer_delay() -> Option<std::time::Duration> {
 }
 
 pub fn maybe_delay(delay: Option<std::time::Duration>) {
-    if let Some(delay) = delay {
+    if let Some(delay) = delay
+        && delays_left()
+    {
         std::thread::sleep(delay);
     }
+}
+
+/// `SEALCHECK_FAULT_DELAY_INFER_FIRST=N` (with `SEALCHECK_FAULT_DELAY_INFER_MS`):
+/// only the first N frames the inference thread takes are slowed, as a cold
+/// engine's are; `sealcheck bench`'s tests make its warm-up slow with it.
+fn delay_infer_first() -> Option<u64> {
+    static FIRST: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *FIRST.get_or_init(|| {
+        std::env::var("SEALCHECK_FAULT_DELAY_INFER_FIRST")
+            .ok()?
+            .parse()
+            .ok()
+    })
+}
+
+/// Whether this frame is still to be delayed. One inference thread runs per
+/// process, so counting the calls counts its frames.
+fn delays_left() -> bool {
+    static DELAYED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    delay_infer_first()
+        .is_none_or(|first| DELAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < first)
 }
 
 /// `SEALCHECK_FAULT_FAIL_INFER_AFTER=N`: from frame `N` on, the engine fails

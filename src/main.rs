@@ -84,8 +84,10 @@ enum Command {
         /// Frames to run first and leave out of the figures.
         #[arg(long, default_value_t = 10)]
         warmup: u64,
-        /// Offer frames at this rate (frames per second), like a camera, instead of
-        /// as fast as the pipeline takes them: latency without queueing.
+        /// Offer the measured frames at this rate (frames per second), like a camera,
+        /// instead of as fast as the pipeline takes them: each frame is stamped at
+        /// its due time and dropped when the pipeline has no free slot then.
+        /// The pace starts once the warm-up is done.
         #[arg(long, value_name = "FPS")]
         rate: Option<f64>,
         /// Print the result as one JSON object instead of a table.
@@ -219,7 +221,7 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", sealcheck::evaluate::render(&evaluation));
             if gate && !evaluation.gate_passed() {
                 eprintln!(
-                    "sealcheck: evaluate --gate: a candidate broke a rule (named above); it must not go on the line"
+                    "sealcheck: evaluate --gate: a candidate broke a rule, or the reference itself is outside a floor against the labels (named above); it must not go on the line"
                 );
                 return Ok(ExitCode::from(1));
             }

@@ -330,7 +330,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let mqtt = config
         .mqtt
         .as_ref()
-        .map(|m| MqttLine::start(m, (*models).clone()));
+        .map(|m| MqttLine::start(m, (*models).clone(), context.measure_from_seq));
     let line = Arc::new(Line::new(
         mqtt.iter().map(MqttLine::output).collect(),
         config.decision.deadline,
@@ -730,6 +730,7 @@ fn start_stages(
             Replay::start(
                 Arc::clone(frames),
                 *count,
+                context.measure_from_seq,
                 *rate,
                 producer,
                 liveness.clone(),

@@ -2,13 +2,15 @@
 //! figures are then the pipeline's, not the decoder's or the camera's.
 //!
 //! `load_frames` decodes the configured source once through the real capture
-//! path; `Replay` feeds copies of them into the frame ring as fast as the
-//! pipeline takes them (backpressure, never drops).
+//! path; `Replay` feeds copies of them into the frame ring: the warm-up as
+//! fast as the pipeline takes it, then the measured frames either the same way
+//! (backpressure, never drops) or paced like a camera (stamped at their due
+//! time, dropped when no slot is free then).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{Capture, CaptureError};
 use super::{CaptureEvent, EndOfStream, RingProducer};
@@ -62,9 +64,19 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
     Ok(frames)
 }
 
-/// Replays `frames` round-robin until `count` frames were delivered or stop;
-/// with a `rate`, frame `n` is delivered no earlier than `n / rate` seconds
-/// after the start, as a camera would.
+/// Replays `frames` round-robin until `count` frames were offered or stop.
+///
+/// The first `warmup` frames go in as fast as the pipeline takes them
+/// (backpressure). The measured frames start once every warm-up result is
+/// written, so none of them waits behind a warm-up frame. Without a `rate`
+/// they too go in as fast as the pipeline takes them, each stamped when it
+/// gets its slot. With a `rate` they come as a camera's do: measured frame `k`
+/// is due `k / rate` seconds after the paced clock started and is stamped with
+/// its due time (a frame exists from its exposure, so any wait counts as
+/// latency); when no slot is free at its due time it is dropped, exactly as
+/// capture's `overflow = "drop"` drops (a `Dropped` event in the ring, a
+/// `not_inspected` result), so the pipeline can never take frames faster than
+/// they are offered.
 pub struct Replay {
     thread: Option<JoinHandle<()>>,
     delivered: Arc<AtomicU64>,
@@ -72,58 +84,172 @@ pub struct Replay {
     stop_handle: ring::StopHandle,
 }
 
+/// Longest single sleep while waiting for a due time, so a stop is seen promptly.
+const SLEEP_SLICE: Duration = Duration::from_millis(50);
+
+/// The camera's clock of a paced replay: when measured frame 0 was due, in both clocks.
+#[derive(Clone, Copy)]
+struct PacedClock {
+    instant: Instant,
+    wall: SystemTime,
+    rate: f64,
+}
+
+impl PacedClock {
+    fn start(rate: f64) -> PacedClock {
+        PacedClock {
+            instant: Instant::now(),
+            wall: SystemTime::now(),
+            rate,
+        }
+    }
+
+    /// The capture stamp of measured frame `k` (due `k / rate` after the start).
+    fn due(&self, seq: u64, k: u64) -> FrameMeta {
+        let after = Duration::from_secs_f64(k as f64 / self.rate);
+        FrameMeta {
+            seq,
+            captured_at: self.wall + after,
+            captured_instant: self.instant + after,
+        }
+    }
+}
+
+/// What the replay thread owns.
+struct Feeder {
+    frames: Arc<Vec<FrameSlot>>,
+    producer: RingProducer,
+    liveness: Liveness,
+    delivered: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Feeder {
+    fn run(mut self, count: u64, warmup: u64, rate: Option<f64>) {
+        self.liveness.set_source_streaming(true);
+        let mut clock: Option<PacedClock> = None;
+        for seq in 0..count {
+            if self.stopped() || self.frames.is_empty() {
+                break;
+            }
+            if seq == warmup && seq > 0 && !self.wait_for_results(warmup) {
+                break;
+            }
+            match rate {
+                Some(rate) if seq >= warmup => {
+                    let meta = clock
+                        .get_or_insert_with(|| PacedClock::start(rate))
+                        .due(seq, seq - warmup);
+                    if !self.sleep_until(meta.captured_instant) {
+                        break;
+                    }
+                    self.offer_or_drop(meta);
+                }
+                _ => {
+                    if !self.offer_waiting(seq) {
+                        break;
+                    }
+                }
+            }
+        }
+        let end = if self.stopped() {
+            EndOfStream::Stopped
+        } else {
+            EndOfStream::Finished
+        };
+        self.producer.push(CaptureEvent::End(end));
+        self.liveness.set_source_streaming(false);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Waits for a free slot (backpressure) and stamps the frame as it gets
+    /// it; false when none will come (stop, or the pipeline is gone).
+    fn offer_waiting(&mut self, seq: u64) -> bool {
+        let Some(slot) = self.producer.acquire_slot(OverflowPolicy::Block) else {
+            return false;
+        };
+        self.deliver(slot, FrameMeta::now(seq));
+        true
+    }
+
+    /// A camera's frame at its due time: into a free slot, or dropped.
+    fn offer_or_drop(&mut self, meta: FrameMeta) {
+        match self.producer.acquire_slot(OverflowPolicy::Drop) {
+            Some(slot) => self.deliver(slot, meta),
+            None => {
+                self.liveness.frame_captured();
+                self.delivered.fetch_add(1, Ordering::Release);
+                self.producer.push(CaptureEvent::Dropped { meta, count: 1 });
+            }
+        }
+    }
+
+    fn deliver(&mut self, mut slot: Box<FrameSlot>, meta: FrameMeta) {
+        let frame = &self.frames[(meta.seq % self.frames.len() as u64) as usize];
+        slot.data.clear();
+        slot.data.extend_from_slice(&frame.data);
+        slot.width = frame.width;
+        slot.height = frame.height;
+        slot.stride = frame.stride;
+        slot.layout = frame.layout;
+        slot.meta = meta;
+        self.liveness.frame_captured();
+        self.delivered.fetch_add(1, Ordering::Release);
+        self.producer.push(CaptureEvent::Frame(slot));
+    }
+
+    /// Waits until the results of the first `frames` frames are written; false
+    /// when the run stops (or the pipeline is gone) first.
+    fn wait_for_results(&self, frames: u64) -> bool {
+        while self.liveness.finished() < frames {
+            if self.stopped() || !self.producer.consumer_alive() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Sleeps until `due`; false when the run stops first.
+    fn sleep_until(&self, due: Instant) -> bool {
+        loop {
+            if self.stopped() {
+                return false;
+            }
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(SLEEP_SLICE));
+        }
+    }
+}
+
 impl Replay {
     pub fn start(
         frames: Arc<Vec<FrameSlot>>,
         count: u64,
+        warmup: u64,
         rate: Option<f64>,
-        mut producer: RingProducer,
+        producer: RingProducer,
         liveness: Liveness,
     ) -> std::io::Result<Replay> {
         let delivered = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let stop_handle = producer.stop_handle();
-        let thread = {
-            let (delivered, stop) = (Arc::clone(&delivered), Arc::clone(&stop));
-            std::thread::Builder::new()
-                .name("replay".into())
-                .spawn(move || {
-                    liveness.set_source_streaming(true);
-                    let started = std::time::Instant::now();
-                    for seq in 0..count {
-                        if let Some(rate) = rate {
-                            let due = started + Duration::from_secs_f64(seq as f64 / rate);
-                            std::thread::sleep(
-                                due.saturating_duration_since(std::time::Instant::now()),
-                            );
-                        }
-                        if stop.load(Ordering::Acquire) || frames.is_empty() {
-                            break;
-                        }
-                        let Some(mut slot) = producer.acquire_slot(OverflowPolicy::Block) else {
-                            break;
-                        };
-                        let frame = &frames[(seq % frames.len() as u64) as usize];
-                        slot.data.clear();
-                        slot.data.extend_from_slice(&frame.data);
-                        slot.width = frame.width;
-                        slot.height = frame.height;
-                        slot.stride = frame.stride;
-                        slot.layout = frame.layout;
-                        slot.meta = FrameMeta::now(seq);
-                        liveness.frame_captured();
-                        delivered.fetch_add(1, Ordering::Release);
-                        producer.push(CaptureEvent::Frame(slot));
-                    }
-                    let end = if stop.load(Ordering::Acquire) {
-                        EndOfStream::Stopped
-                    } else {
-                        EndOfStream::Finished
-                    };
-                    producer.push(CaptureEvent::End(end));
-                    liveness.set_source_streaming(false);
-                })?
+        let feeder = Feeder {
+            frames,
+            producer,
+            liveness,
+            delivered: Arc::clone(&delivered),
+            stop: Arc::clone(&stop),
         };
+        let thread = std::thread::Builder::new()
+            .name("replay".into())
+            .spawn(move || feeder.run(count, warmup, rate))?;
         Ok(Replay {
             thread: Some(thread),
             delivered,

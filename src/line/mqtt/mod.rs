@@ -100,6 +100,10 @@ pub struct MqttStats {
     pub down_since_ms: AtomicU64,
     /// CPU time the two MQTT threads used (added when each ends): MQTT's cost.
     pub cpu_ns: AtomicU64,
+    /// Parts before this `seq` (a benchmark's warm-up) stay out of the two
+    /// latency histograms, as they stay out of the stage histograms; 0 for a
+    /// service run, where every part counts.
+    measure_from_seq: u64,
     /// Capture to the broker's acknowledgement (QoS 1) per published verdict.
     ack_latency: Mutex<LatencyHistogram>,
     /// Verdict (handed to the line) to the broker's acknowledgement: MQTT's own share.
@@ -107,7 +111,7 @@ pub struct MqttStats {
 }
 
 impl MqttStats {
-    fn new(broker: String) -> Self {
+    fn new(broker: String, measure_from_seq: u64) -> Self {
         MqttStats {
             broker,
             connected: AtomicBool::new(false),
@@ -118,6 +122,7 @@ impl MqttStats {
             outages: AtomicU64::new(0),
             down_since_ms: AtomicU64::new(0),
             cpu_ns: AtomicU64::new(0),
+            measure_from_seq,
             ack_latency: Mutex::new(LatencyHistogram::default()),
             send_latency: Mutex::new(LatencyHistogram::default()),
         }
@@ -136,6 +141,9 @@ impl MqttStats {
     }
 
     fn record_ack(&self, verdict: &LineVerdict) {
+        if verdict.seq < self.measure_from_seq {
+            return;
+        }
         let ms = verdict.captured_instant.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut h) = self.ack_latency.lock() {
             h.record(ms);
@@ -416,9 +424,11 @@ impl MqttLine {
     /// Starts publishing to the configured broker. Never fails the run: a
     /// problem (password file, CA file) is logged with what to do, and every
     /// verdict is then counted as dropped `unavailable`; an unreachable broker
-    /// is retried in the background.
-    pub fn start(config: &MqttConfig, models: ModelIds) -> MqttLine {
-        let stats = Arc::new(MqttStats::new(config.broker.url()));
+    /// is retried in the background. Parts before `measure_from_seq` (a
+    /// benchmark's warm-up; 0 for a service run) are sent like any other but
+    /// left out of the latency histograms.
+    pub fn start(config: &MqttConfig, models: ModelIds, measure_from_seq: u64) -> MqttLine {
+        let stats = Arc::new(MqttStats::new(config.broker.url(), measure_from_seq));
         stats.set_down(true);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -499,7 +509,7 @@ mod tests {
                 overflow_logged: false,
             }),
             wake: Condvar::new(),
-            stats: Arc::new(MqttStats::new("mqtt://test:1883".into())),
+            stats: Arc::new(MqttStats::new("mqtt://test:1883".into(), 0)),
             capacity,
         })
     }
@@ -576,8 +586,24 @@ mod tests {
     }
 
     #[test]
+    fn warm_up_acks_stay_out_of_the_latency_histograms() {
+        let stats = MqttStats::new("mqtt://b:1883".into(), 10);
+        let mut warm_up = verdict(9, None);
+        warm_up.captured_instant -= Duration::from_secs(5);
+        stats.record_ack(&warm_up);
+        assert_eq!(
+            stats.snapshot().ack_ms,
+            None,
+            "a warm-up part is not measured"
+        );
+        stats.record_ack(&verdict(10, None));
+        let [_, _, p999] = stats.snapshot().ack_ms.unwrap();
+        assert!(p999 < 1000.0, "only the measured part: {p999} ms");
+    }
+
+    #[test]
     fn status_says_when_the_broker_is_away() {
-        let stats = MqttStats::new("mqtt://b:1883".into());
+        let stats = MqttStats::new("mqtt://b:1883".into(), 0);
         stats.set_down(true);
         let note = stats.status_note().unwrap();
         assert!(
