@@ -160,7 +160,11 @@ pub fn prepare_with<M: Swappable>(
 }
 
 /// The new models (candidate) against the running ones (reference) on the
-/// labelled acceptance folder, both on the running engine.
+/// labelled acceptance folder, both on the running engine. The new models
+/// must also keep `[evaluate]`'s floors against the labels, so new models as
+/// wrong as the running ones are still refused. Running models below a floor
+/// do not block the swap (refusing would keep them on the line); they are
+/// logged.
 fn acceptance_gate(
     running: &Config,
     candidate: &Config,
@@ -200,7 +204,10 @@ fn acceptance_gate(
     })
     .map_err(|e| refuse(e.to_string()))?;
     log::info!(target: "sealcheck::model_swap", report:% = report.join("index.html").display(), frames = evaluation.frames; "acceptance evaluation of the new models done");
-    if evaluation.gate_passed() {
+    for r in evaluation.reference.rules.iter().filter(|r| !r.passed) {
+        log::warn!(target: "sealcheck::model_swap", rule = r.rule, detail = r.detail.as_str(); "the running models are outside a floor against the labels of the acceptance images");
+    }
+    if evaluation.candidates_passed() {
         return Ok(());
     }
     let broken: Vec<String> = evaluation

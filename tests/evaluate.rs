@@ -1,7 +1,8 @@
 //! `sealcheck evaluate` on the demo clip: tract as the reference, ONNX Runtime
 //! CPU FP32 and INT8 as candidates; the JSON recounts to its summary; a
-//! classifier with its classes swapped fails `--gate` naming the rule; bad
-//! input is named.
+//! classifier with its classes swapped fails `--gate` naming the rule, also
+//! when the config names it, so that the reference runs it too (the floors
+//! against the labels); bad input is named.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -31,11 +32,15 @@ fn ort_available() -> bool {
 }
 
 fn evaluate(dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
+    evaluate_with(&repo().join("config/demo.toml"), dir, clip, args)
+}
+
+fn evaluate_with(config: &Path, dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
     let report = dir.join("report");
     let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
         .arg("evaluate")
         .arg("--config")
-        .arg(repo().join("config/demo.toml"))
+        .arg(config)
         .arg("--images")
         .arg(clip)
         .arg("--report")
@@ -48,6 +53,44 @@ fn evaluate(dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
         .map(|t| serde_json::from_str(&t).unwrap());
     (out, json)
 }
+
+/// `config/demo.toml` with its models taken from `models` (other paths kept).
+fn demo_config(dir: &Path, models: &Path) -> PathBuf {
+    let config = dir.join("c.toml");
+    let demo = std::fs::read_to_string(repo().join("config/demo.toml")).unwrap();
+    let demo = demo
+        .replace("../models/", &format!("{}/", models.display()))
+        .replace("../samples/", &format!("{}/samples/", repo().display()))
+        .replace("../results/", &format!("{}/", dir.display()));
+    std::fs::write(&config, demo).unwrap();
+    config
+}
+
+/// The demo classifier with its two output classes swapped
+/// (scripts/swap_classes.py), written to `out`: every verdict on a seal
+/// inverts.
+fn swap_classes(out: &Path) {
+    let python = Command::new("python3")
+        .arg(repo().join("scripts/swap_classes.py"))
+        .arg(repo().join("models/cls.onnx"))
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(python.status.success(), "{}", text(&python));
+}
+
+/// The names of a report engine's gate rules that passed without being skipped.
+fn judged_and_passed(engine: &Value) -> Vec<&str> {
+    engine["gate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["passed"] == true && r["skipped"] == false)
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect()
+}
+
+const FLOORS: [&str; 3] = ["min_accuracy", "min_defect_recall", "max_false_reject_rate"];
 
 fn text(out: &Output) -> String {
     format!(
@@ -118,6 +161,18 @@ fn fp32_and_int8_against_tract_recount_from_the_json_and_pass_the_gate() {
     assert_eq!(json["frames"], FRAMES as u64);
     assert_eq!(json["gate_passed"], true);
     recount(&json["reference"]);
+    // The demo models keep `[evaluate]`'s default floors against the labels,
+    // the reference as well as each candidate.
+    for engine in std::iter::once(&json["reference"]).chain(json["candidates"].as_array().unwrap())
+    {
+        let passed = judged_and_passed(engine);
+        assert!(
+            FLOORS.iter().all(|f| passed.contains(f)),
+            "{}: {}",
+            engine["spec"],
+            engine["gate"]
+        );
+    }
     for candidate in json["candidates"].as_array().unwrap() {
         assert_eq!(candidate["evaluated"], true, "{candidate}");
         recount(candidate);
@@ -156,21 +211,18 @@ fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
     let dir = tempfile::tempdir().unwrap();
     let clip = clip_prefix(dir.path());
     let swapped = dir.path().join("cls_swapped.onnx");
-    let python = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
-        .arg(repo().join("models/cls.onnx"))
-        .arg(&swapped)
-        .output()
-        .unwrap();
-    assert!(python.status.success(), "{}", text(&python));
+    swap_classes(&swapped);
     let spec = format!("onnxruntime:cpu,cls={}", swapped.display());
     let (out, json) = evaluate(dir.path(), &clip, &["--candidate", &spec, "--gate"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let all = text(&out);
     assert!(
-        all.contains("gate rule recall_not_below_reference broken"),
+        all.contains("gate rule recall_not_below_reference broken")
+            && all.contains(&format!("{spec}: gate rule min_accuracy broken")),
         "{all}"
     );
+    // The reference runs the demo models: within its floors.
+    assert!(!all.contains("(ref): gate rule"), "{all}");
     let json = json.unwrap();
     assert_eq!(json["gate_passed"], false);
     let candidate = &json["candidates"][0];
@@ -193,6 +245,71 @@ fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
     assert_eq!(pictures, disagreeing);
 }
 
+/// Issue 19: new models are checked before a reload by naming them in the
+/// config, so the reference runs them too. Compared only with the reference,
+/// a classifier with its classes swapped (accuracy 0.08 on these frames)
+/// passed `--gate`; the floors against the labels refuse it, and say that the
+/// reference itself, the config's models, is below them.
+#[test]
+fn swapped_classes_named_in_the_config_fail_the_gate_at_the_floors_of_the_reference_too() {
+    if !ort_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clip = clip_prefix(dir.path());
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::copy(repo().join("models/seg.onnx"), models.join("seg.onnx")).unwrap();
+    swap_classes(&models.join("cls.onnx"));
+    let config = demo_config(dir.path(), &models);
+    let (out, json) = evaluate_with(
+        &config,
+        dir.path(),
+        &clip,
+        &["--candidate", "onnxruntime:cpu", "--gate"],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(
+            "tract (ref): gate rule min_accuracy broken: the reference itself is below this floor"
+        ) && all.contains("onnxruntime:cpu: gate rule min_accuracy broken: accuracy"),
+        "{all}"
+    );
+    assert!(
+        all.contains("the reference itself is outside a floor against the labels"),
+        "{all}"
+    );
+    let json = json.unwrap();
+    assert_eq!(json["gate_passed"], false);
+    let candidate = &json["candidates"][0];
+    recount(candidate);
+    // Against the reference alone it passes: the floors are what refuse it.
+    let passed = judged_and_passed(candidate);
+    for rule in [
+        "recall_not_below_reference",
+        "label_errors_not_above_reference",
+        "mean_mask_iou",
+    ] {
+        assert!(passed.contains(&rule), "{}", candidate["gate"]);
+    }
+    for engine in [&json["reference"], candidate] {
+        assert!(
+            engine["labels"]["accuracy"].as_f64().unwrap() < 0.5,
+            "{}",
+            engine["labels"]
+        );
+        let broken: Vec<&str> = engine["gate"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["passed"] == false)
+            .map(|r| r["rule"].as_str().unwrap())
+            .collect();
+        assert_eq!(broken, FLOORS, "{}", engine["spec"]);
+    }
+}
+
 #[test]
 fn a_candidate_that_cannot_run_is_reported_not_left_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,13 +319,7 @@ fn a_candidate_that_cannot_run_is_reported_not_left_out() {
     // INT8 models missing beside the FP32 ones: named, with what makes them.
     std::fs::copy(repo().join("models/seg.onnx"), models.join("seg.onnx")).unwrap();
     std::fs::copy(repo().join("models/cls.onnx"), models.join("cls.onnx")).unwrap();
-    let config = dir.path().join("c.toml");
-    let demo = std::fs::read_to_string(repo().join("config/demo.toml")).unwrap();
-    let demo = demo
-        .replace("../models/", &format!("{}/", models.display()))
-        .replace("../samples/", &format!("{}/samples/", repo().display()))
-        .replace("../results/", &format!("{}/", dir.path().display()));
-    std::fs::write(&config, demo).unwrap();
+    let config = demo_config(dir.path(), &models);
     let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
         .args(["evaluate", "--config"])
         .arg(&config)

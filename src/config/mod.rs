@@ -307,7 +307,8 @@ pub struct ClassifierModel {
 }
 
 /// What `sealcheck evaluate --gate` demands of a candidate, against the
-/// reference engine on the same frames (`[evaluate]`).
+/// reference engine on the same frames, and of every engine, the reference
+/// included, against the labels (`[evaluate]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EvaluateConfig {
     /// Mean seal-mask IoU with the reference's masks, at least.
@@ -316,6 +317,13 @@ pub struct EvaluateConfig {
     pub recall_tolerance: f64,
     /// Wrong verdicts against the labels beyond the reference's count that are allowed.
     pub extra_label_errors: u64,
+    /// Floors against the labels, for every engine: the rules above only
+    /// compare with the reference, which is no check when the reference runs
+    /// the same wrong models. `0` turns a `min_` floor off, `1` the
+    /// `max_` one (no engine can be outside them then).
+    pub min_accuracy: f64,
+    pub min_defect_recall: f64,
+    pub max_false_reject_rate: f64,
 }
 
 /// Thresholds an operator tunes; applied at once on reload.

@@ -8,6 +8,9 @@
 //!     candidate ImageJudge ──▶ verdict, mask, logits ─┴▶ EngineTally (labels, reference, latency)
 //! ──▶ gate rules ──▶ table (stdout), evaluation.json, index.html + overlays (report folder)
 //! ```
+//! The gate holds every engine, the reference included, to the floors against
+//! the labels (`[evaluate] min_accuracy`, ...), and each candidate also to the
+//! rules against the reference.
 //! Every engine runs each frame through the same code as `sealcheck inspect`
 //! (decode, CPU preprocessing, the engine, the decision), one engine after the
 //! other on this thread, so per-stage latencies are comparable.
@@ -61,7 +64,8 @@ pub struct EngineOutcome {
     pub spec: EngineSpec,
     /// `Err(why)` when the engine could not be opened or judged no frame.
     pub result: Result<EngineRun, String>,
-    /// The gate's rules for this candidate (empty for the reference).
+    /// The gate's rules for this engine (for the reference, only the floors
+    /// against the labels).
     pub rules: Vec<RuleOutcome>,
 }
 
@@ -87,8 +91,21 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// True when every candidate ran and passed every rule.
+    /// True when the reference is within the floors and every candidate ran
+    /// and passed every rule.
     pub fn gate_passed(&self) -> bool {
+        self.reference_passed() && self.candidates_passed()
+    }
+
+    /// True when the reference is within the floors against the labels.
+    pub fn reference_passed(&self) -> bool {
+        self.reference.rules.iter().all(|r| r.passed)
+    }
+
+    /// True when every candidate ran and passed every rule, whatever the
+    /// reference scored (the reload's gate: the reference there is the
+    /// models already on the line).
+    pub fn candidates_passed(&self) -> bool {
         self.candidates
             .iter()
             .all(|c| c.result.is_ok() && c.rules.iter().all(|r| r.passed))
@@ -182,6 +199,8 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
             }
         })
         .collect();
+    let reference_rules =
+        gate::reference_rules(&request.config.evaluate, &reference_run.tally, labelled);
     let evaluation = Evaluation {
         images: request.images,
         labelled,
@@ -189,7 +208,7 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
         reference: EngineOutcome {
             spec: request.reference,
             result: Ok(reference_run),
-            rules: Vec::new(),
+            rules: reference_rules,
         },
         candidates,
         peak_rss_mib: memory_mib("VmHWM:"),

@@ -214,12 +214,12 @@ pub fn render(e: &Evaluation) -> String {
         })
     });
     row("gate", &|o| {
-        if o.rules.is_empty() {
-            "reference".into()
-        } else if o.rules.iter().all(|r| r.passed) {
-            "pass".into()
-        } else {
+        if !o.rules.iter().all(|r| r.passed) {
             "FAIL".into()
+        } else if std::ptr::eq(o, &e.reference) {
+            "reference".into()
+        } else {
+            "pass".into()
         }
     });
     let name_w = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
@@ -259,16 +259,17 @@ pub fn render(e: &Evaluation) -> String {
         }
         out.push('\n');
     }
-    for o in &e.candidates {
+    for (i, o) in engines.iter().enumerate() {
+        let name = if i == 0 {
+            format!("{} (ref)", o.spec.text)
+        } else {
+            o.spec.text.clone()
+        };
         if let Err(why) = &o.result {
-            let _ = writeln!(out, "{}: not evaluated: {why}", o.spec.text);
+            let _ = writeln!(out, "{name}: not evaluated: {why}");
         }
         for r in o.rules.iter().filter(|r| !r.passed) {
-            let _ = writeln!(
-                out,
-                "{}: gate rule {} broken: {}",
-                o.spec.text, r.rule, r.detail
-            );
+            let _ = writeln!(out, "{name}: gate rule {} broken: {}", r.rule, r.detail);
         }
     }
     let _ = writeln!(
@@ -307,6 +308,8 @@ fn html(e: &Evaluation, overlays: &OverlayWriter) -> String {
         if e.gate_passed() { "pass" } else { "fail" },
         if e.gate_passed() {
             "every candidate passes"
+        } else if !e.reference_passed() {
+            "the reference itself is outside a floor against the labels"
         } else {
             "a candidate fails"
         }
@@ -316,8 +319,7 @@ fn html(e: &Evaluation, overlays: &OverlayWriter) -> String {
         out,
         "<p class=\"key\">Masks over the frame: <span style=\"background:#0f0\">both</span><span style=\"background:#285aff;color:#fff\">reference only</span><span style=\"background:#ff1e1e;color:#fff\">candidate only</span></p>"
     );
-    for o in &e.candidates {
-        let _ = writeln!(out, "<h2>{}</h2>", escape(&o.spec.text));
+    let rules_html = |out: &mut String, o: &EngineOutcome| {
         for r in &o.rules {
             let _ = writeln!(
                 out,
@@ -334,6 +336,16 @@ fn html(e: &Evaluation, overlays: &OverlayWriter) -> String {
                 escape(&r.detail)
             );
         }
+    };
+    let _ = writeln!(
+        out,
+        "<h2>{} (reference)</h2>",
+        escape(&e.reference.spec.text)
+    );
+    rules_html(&mut out, &e.reference);
+    for o in &e.candidates {
+        let _ = writeln!(out, "<h2>{}</h2>", escape(&o.spec.text));
+        rules_html(&mut out, o);
         let Ok(run) = &o.result else {
             let _ = writeln!(
                 out,
