@@ -3,7 +3,9 @@
 //! running models still judging; then good new models (the INT8 demo models)
 //! are swapped in between two frames: `seq` stays contiguous, the result
 //! lines' model ids change exactly once, and `/metrics`' `model_info` names
-//! the new models.
+//! the new models. New models below `[evaluate]`'s floors against the labels
+//! are refused even while the running ones are as wrong (the gate's other
+//! rules only compare with the running models).
 //!
 //! The GPU device path (ONNX Runtime CUDA, CUDA preprocessing) runs the same
 //! when this build has the `cuda` feature and the machine a GPU with ONNX
@@ -137,16 +139,12 @@ fn same_model_other_id(model: &Path, out: &Path) -> PathBuf {
     out.to_path_buf()
 }
 
-#[test]
-fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
-    let Some(_) = ort_library() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let models = repo().join("models");
-    let cls = models.join("cls.onnx");
-    let swapped = dir.path().join("cls_swapped.onnx");
+/// The demo classifier with its two output classes swapped
+/// (scripts/swap_classes.py), written to `out`.
+fn swap_classes(out: &Path) {
     let python = Command::new("python3")
         .arg(repo().join("scripts/swap_classes.py"))
-        .args([&cls, &swapped])
+        .args([&repo().join("models/cls.onnx"), out])
         .output()
         .unwrap();
     assert!(
@@ -154,6 +152,40 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
         "{}",
         String::from_utf8_lossy(&python.stderr)
     );
+}
+
+/// Sends SIGHUP and waits for the swap's outcome: the log line that refuses
+/// or accepts the new models.
+fn reload_outcome(service: &Sealcheck) -> String {
+    let outcome = |l: &&str| l.contains("model swap refused") || l.contains("new models accepted");
+    let before = service.stderr().lines().filter(outcome).count();
+    service.signal("HUP");
+    assert!(
+        wait_until(Duration::from_secs(90), || service
+            .stderr()
+            .lines()
+            .filter(outcome)
+            .count()
+            > before),
+        "no swap outcome:\n{}",
+        service.stderr()
+    );
+    service
+        .stderr()
+        .lines()
+        .filter(outcome)
+        .nth(before)
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
+    let Some(_) = ort_library() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    let swapped = dir.path().join("cls_swapped.onnx");
+    swap_classes(&swapped);
     let good = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
     swap_during_a_live_run(dir.path(), HOST, Some(&swapped), (&good.0, &good.1));
 }
@@ -340,5 +372,76 @@ fn swap_during_a_live_run(
     assert!(
         ids[switch..].iter().all(|id| *id == new),
         "ids changed more than once"
+    );
+}
+
+/// Issue 19: the running models have their classes swapped (started so, or
+/// swapped in without acceptance images), and the new ones are as wrong.
+/// Compared only with the running models they passed; the floors against the
+/// labels refuse them, and the running models stay. Good models are then
+/// accepted although the running ones are below the floors: refusing them
+/// would keep the wrong ones on the line.
+#[test]
+fn new_models_below_the_floors_are_refused_even_when_the_running_ones_are_as_wrong() {
+    let Some(_) = ort_library() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    let seg = models.join("seg.onnx");
+    let swapped = dir.path().join("cls_swapped.onnx");
+    swap_classes(&swapped);
+    let swapped_v2 = same_model_other_id(&swapped, &dir.path().join("cls_swapped_v2.onnx"));
+    let acceptance = labelled_clip_prefix(dir.path(), "acceptance", 8);
+    write_config(dir.path(), HOST, (&seg, &swapped), &acceptance);
+    let mut service = Sealcheck::start(&dir.path().join("sealcheck.toml"), &[]);
+    assert!(
+        wait_until(Duration::from_secs(60), || results(dir.path()).len() >= 5),
+        "no results:\n{}",
+        service.stderr()
+    );
+
+    write_config(dir.path(), HOST, (&seg, &swapped_v2), &acceptance);
+    let outcome = reload_outcome(&service);
+    assert!(
+        outcome.contains("model swap refused at step `acceptance`")
+            && outcome.contains("rule min_accuracy broken")
+            && outcome.contains("rule max_false_reject_rate broken"),
+        "{outcome}"
+    );
+
+    write_config(
+        dir.path(),
+        HOST,
+        (&seg, &models.join("cls.onnx")),
+        &acceptance,
+    );
+    let outcome = reload_outcome(&service);
+    assert!(
+        outcome.contains("new models accepted"),
+        "{outcome}\n{}",
+        service.stderr()
+    );
+    assert!(
+        service
+            .stderr()
+            .contains("the running models are outside a floor against the labels"),
+        "{}",
+        service.stderr()
+    );
+    let good = model_id(&models.join("cls.onnx")).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(60), || results(dir.path())
+            .iter()
+            .any(|r| r["models"]["classifier"] == good.as_str())),
+        "no results from the good models:\n{}",
+        service.stderr()
+    );
+    let status = service.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{}", service.stderr());
+    let refused = model_id(&swapped_v2).unwrap();
+    assert!(
+        results(dir.path())
+            .iter()
+            .all(|r| r["models"]["classifier"] != refused.as_str()),
+        "the refused models judged a frame"
     );
 }
