@@ -457,3 +457,48 @@ fn status_and_archive_are_off_unless_written_and_checked_when_they_are() {
         );
     }
 }
+
+#[test]
+fn evaluate_floors_have_defaults_an_off_value_and_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config::load(&write_config(dir.path(), VALID)).unwrap();
+    let e = cfg.evaluate;
+    assert_eq!(
+        (e.min_accuracy, e.min_defect_recall, e.max_false_reject_rate),
+        (0.95, 0.95, 0.05)
+    );
+
+    let body = VALID.to_string()
+        + "\n[evaluate]\nmin_accuracy = 0\nmin_defect_recall = 0.99\nmax_false_reject_rate = 1\n";
+    let e = config::load(&write_config(dir.path(), &body))
+        .unwrap()
+        .evaluate;
+    assert_eq!(
+        (e.min_accuracy, e.min_defect_recall, e.max_false_reject_rate),
+        (0.0, 0.99, 1.0)
+    );
+
+    let body = VALID.to_string()
+        + "\n[evaluate]\nmin_accuracy = 1.5\nmin_defect_recall = -0.1\nmax_false_reject_rate = \"low\"\n";
+    let problems = problems_of(&body);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    let accuracy = problems
+        .iter()
+        .find(|p| p.key == "evaluate.min_accuracy")
+        .unwrap();
+    assert_eq!((accuracy.line, accuracy.column), (16, 16), "{accuracy:?}");
+    assert!(accuracy.message.contains("from 0 to 1"), "{accuracy:?}");
+    let recall = problems
+        .iter()
+        .find(|p| p.key == "evaluate.min_defect_recall")
+        .unwrap();
+    assert_eq!(recall.line, 17, "{recall:?}");
+    let frr = problems
+        .iter()
+        .find(|p| p.key == "evaluate.max_false_reject_rate")
+        .unwrap();
+    assert!(
+        frr.line == 18 && frr.message.contains("must be a number"),
+        "{frr:?}"
+    );
+}
