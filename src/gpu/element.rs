@@ -1,5 +1,7 @@
 //! Element types of tensors on the device: plain data, the same with or
-//! without the `cuda` feature (the stub uses it too).
+//! without the `cuda` feature (the stub uses it too). A leaf: `memory` (which
+//! says what may live in device memory) and `kernels` (which passes them to
+//! the kernels) both name these, and neither imports the other for them.
 
 /// Element type of a tensor on the device, as the engine's input or output wants it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,3 +19,15 @@ impl TensorElement {
         }
     }
 }
+
+/// One output coordinate's two input neighbours and their weights; the
+/// layout of `Tap` in `kernels/tensors.cuh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceTap {
+    pub first: u32,
+    pub second: u32,
+    pub w_first: f32,
+    pub w_second: f32,
+}
+const _: () = assert!(size_of::<DeviceTap>() == 16);

@@ -8,22 +8,10 @@ use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 use super::driver::{self, Function, Module};
-pub use super::element::TensorElement;
+pub use super::element::{DeviceTap, TensorElement};
 use super::stream::Stream;
 use super::{GpuContext, GpuError};
 use crate::frame::PixelLayout;
-
-/// One output coordinate's two input neighbours and their weights; the
-/// layout of `Tap` in `kernels/tensors.cuh`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeviceTap {
-    pub first: u32,
-    pub second: u32,
-    pub w_first: f32,
-    pub w_second: f32,
-}
-const _: () = assert!(size_of::<DeviceTap>() == 16);
 
 /// The compiled kernel files (one fatbin per `kernels/*.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::driver::{self, DevicePtr};
-use super::kernels::TensorElement;
+use super::element::{DeviceTap, TensorElement};
 use super::{GpuContext, GpuError};
 
 /// Element types that may live in GPU buffers: plain data for which every bit
@@ -33,8 +33,8 @@ macro_rules! device_value {
 }
 // u16 carries f16 bits on the host.
 device_value!(u8, u16, u32, u64, f32);
-impl private::Sealed for super::kernels::DeviceTap {}
-impl DeviceValue for super::kernels::DeviceTap {}
+impl private::Sealed for DeviceTap {}
+impl DeviceValue for DeviceTap {}
 
 /// `len` values of `T` in device memory.
 #[derive(Debug)]

@@ -20,7 +20,7 @@
 //! `GpuError::NoDriver` or `GpuError::NoDevice`.
 
 mod element;
-pub use element::TensorElement;
+pub use element::{DeviceTap, TensorElement};
 
 #[cfg(feature = "cuda")]
 mod context;

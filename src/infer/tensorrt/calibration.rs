@@ -17,11 +17,10 @@ use sha2::{Digest, Sha256};
 
 use super::bridge::Precision;
 use super::calibration_feed::{CalibrationFeed, SampleMaker};
-use super::engine_cache::write_atomically;
 use super::error::TrtError;
 use super::settings::TensorRtSettings;
 use crate::config::Config;
-use crate::gpu::{DeviceBuffer, GpuContext, Stream};
+use crate::gpu::GpuContext;
 use crate::infer::{InferenceBackend, ModelRole};
 
 /// Image files a calibration set may contain.
