@@ -1214,3 +1214,193 @@ fn check_config_reads_the_mqtt_files_the_service_would() {
         "{text}"
     );
 }
+
+/// `sealcheck bench ARGS --json` on `config` with the fault hooks in `env`:
+/// its report.
+fn bench(config: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let mut cmd = Command::new(common::sealcheck_bin());
+    cmd.arg("bench")
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .arg("--json");
+    Sealcheck::isolate(&mut cmd);
+    cmd.envs(env.iter().copied());
+    let (code, stdout, stderr) = Sealcheck::spawn(cmd).finish(Duration::from_secs(240));
+    assert_eq!(code, 0, "sealcheck bench {args:?}:\n{stdout}\n{stderr}");
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("bench printed no JSON report ({e}):\n{stdout}\n{stderr}"))
+}
+
+/// A bench config of the first 20 clip frames with `[mqtt]` to `broker`.
+fn bench_config(dir: &Path, broker: &Broker) -> PathBuf {
+    let source = clip_source(dir, 20);
+    let mqtt = format!(
+        "url = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1\nqueue = 1024",
+        broker.url()
+    );
+    write_config(dir, &source, 0, &mqtt)
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn bench_mqtt_latency_leaves_out_a_slow_warm_up() {
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the inference delay hook makes the warm-up slow)"
+    ));
+}
+
+/// The warm-up's frames are made 3 s slower each (a cold engine, exaggerated):
+/// MQTT's capture->ack figures, like the stage figures, must be those of the
+/// measured frames alone, and none of those may wait behind a warm-up frame.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn bench_mqtt_latency_leaves_out_a_slow_warm_up() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let config = bench_config(dir.path(), &broker);
+    let delay_ms = 3000.0;
+    let report = bench(
+        &config,
+        &["--frames", "60", "--warmup", "3"],
+        &[
+            ("SEALCHECK_FAULT_DELAY_INFER_MS", "3000"),
+            ("SEALCHECK_FAULT_DELAY_INFER_FIRST", "3"),
+        ],
+    );
+    let mqtt = &report["mqtt"];
+    assert_eq!(
+        (&report["offered"], &report["judged"], &mqtt["published"]),
+        (
+            &serde_json::json!(60),
+            &serde_json::json!(60),
+            &serde_json::json!(63)
+        ),
+        "every verdict, warm-up included, still goes to the broker: {report}"
+    );
+    let ms = |figure: &str, p: &str| {
+        mqtt[figure][p]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {figure} {p}: {report}"))
+    };
+    // The warm-up's own acks came after at least 3 s; the measured frames' in
+    // a fraction of that even on a loaded 2-core machine.
+    for figure in ["capture_to_ack_ms", "verdict_to_ack_ms"] {
+        assert!(
+            ms(figure, "p99.9") < delay_ms / 2.0,
+            "{figure} p99.9 {} ms holds warm-up frames (each {delay_ms} ms slower): {report}",
+            ms(figure, "p99.9")
+        );
+    }
+    assert!(
+        report["latency_ms"]["total"]["p99"].as_f64().unwrap() < delay_ms / 2.0,
+        "{report}"
+    );
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped() {
+    common::skipped(format_args!(
+        "needs `cargo test --features fault-injection` (the inference delay hook makes the pipeline slow)"
+    ));
+}
+
+/// `bench --rate` behaves like a camera: after a slow warm-up it does not catch
+/// up in a burst faster than the rate, and a pipeline slower than the rate
+/// gets drops (counted, each a `not_inspected` result), not a slower camera.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let config = bench_config(dir.path(), &broker);
+    let counts = |report: &serde_json::Value| {
+        let n = |key: &str| {
+            report[key]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {key}: {report}"))
+        };
+        (n("offered"), n("judged"), n("dropped"))
+    };
+
+    // A warm-up of 3 frames, 2 s each, then a fast pipeline offered 4 frames/s:
+    // paced from the start, the measured frames would all be overdue and go
+    // in as fast as the pipeline takes them.
+    let subscriber = Subscriber::start(broker.port, None);
+    let report = bench(
+        &config,
+        &["--frames", "16", "--warmup", "3", "--rate", "4"],
+        &[
+            ("SEALCHECK_FAULT_DELAY_INFER_MS", "2000"),
+            ("SEALCHECK_FAULT_DELAY_INFER_FIRST", "3"),
+        ],
+    );
+    let (offered, judged, dropped) = counts(&report);
+    assert_eq!((offered, judged + dropped), (16, 16), "{report}");
+    let fps = report["fps"].as_f64().unwrap();
+    assert!(
+        fps <= 4.0,
+        "{fps} frames/s measured at an offered 4/s: {report}"
+    );
+    // As the line saw them: the measured parts captured 250 ms apart (their
+    // due times, to the millisecond of `ts`), none reaching the broker before
+    // its capture time (offered early with a due time ahead).
+    assert!(wait_until(Duration::from_secs(5), || subscriber
+        .verdicts()
+        .len()
+        >= 19));
+    let measured: Vec<(SystemTime, SystemTime)> = subscriber
+        .verdicts()
+        .into_iter()
+        .filter(|(_, m)| m["seq"].as_u64().unwrap() >= 3)
+        .map(|(at, m)| (at, parse_time(m["ts"].as_str().unwrap())))
+        .collect();
+    assert_eq!(measured.len(), 16);
+    for pair in measured.windows(2) {
+        let apart = ms_after(pair[1].1, pair[0].1);
+        assert!(
+            (249.0..=251.0).contains(&apart),
+            "measured parts captured {apart} ms apart, not at 4/s: {measured:?}"
+        );
+    }
+    for (at, ts) in &measured {
+        assert!(
+            ms_after(*at, *ts) >= 0.0,
+            "a part reached the line before its capture time: {measured:?}"
+        );
+    }
+
+    // Every frame 150 ms slower (under 7 frames/s) offered at 20/s.
+    let report = bench(
+        &config,
+        &["--frames", "40", "--warmup", "2", "--rate", "20"],
+        &[("SEALCHECK_FAULT_DELAY_INFER_MS", "150")],
+    );
+    let (offered, judged, dropped) = counts(&report);
+    assert_eq!((offered, judged + dropped), (40, 40), "{report}");
+    assert!(
+        dropped > 0,
+        "a pipeline slower than the rate must drop frames: {report}"
+    );
+    let fps = report["fps"].as_f64().unwrap();
+    assert!(
+        fps <= 20.0,
+        "{fps} frames/s measured at an offered 20/s: {report}"
+    );
+    // Each dropped frame still got its one verdict on the line.
+    assert_eq!(report["line"]["verdicts"], 42, "{report}");
+    assert_eq!(report["mqtt"]["published"], 42, "{report}");
+
+    // A rate that is no rate is refused before anything runs.
+    let out = Command::new(common::sealcheck_bin())
+        .args(["bench", "--config"])
+        .arg(&config)
+        .args(["--rate", "0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("--rate 0"), "{text}");
+}

@@ -40,6 +40,7 @@ impl Sealcheck {
             .env_remove("WATCHDOG_PID")
             .env_remove("WATCHDOG_USEC")
             .env_remove("SEALCHECK_FAULT_DELAY_INFER_MS")
+            .env_remove("SEALCHECK_FAULT_DELAY_INFER_FIRST")
             .env_remove("SEALCHECK_FAULT_STALL_INFER_AFTER")
             .env_remove("SEALCHECK_FAULT_FAIL_INFER_AFTER")
             .stdin(Stdio::null())
