@@ -6,7 +6,10 @@
 # CONFIG (default config/bench-onnxruntime.toml if present, else config/demo.toml) must not
 # have an [mqtt] section: the script adds one pointing at its own broker. Each round runs the
 # same bench without and with MQTT back to back (the machine's load then hits both alike),
-# then one run offered at each rate in RATES (default 30 frames/s, RATE_FRAMES frames).
+# then one run offered at each rate in RATES (default 30 frames/s, RATE_FRAMES frames), paced
+# like a camera from the end of the warm-up: frames the pipeline has no slot for at their due
+# time are dropped (the report's "offered", "judged", "dropped"). The warm-up is left out of
+# every figure, MQTT's capture->ack and verdict->ack included.
 # Prints one JSON line per run; docs/PERFORMANCE.md quotes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
