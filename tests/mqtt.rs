@@ -1217,6 +1217,7 @@ fn check_config_reads_the_mqtt_files_the_service_would() {
 
 /// `sealcheck bench ARGS --json` on `config` with the fault hooks in `env`:
 /// its report.
+#[cfg(feature = "fault-injection")]
 fn bench(config: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
     let mut cmd = Command::new(common::sealcheck_bin());
     cmd.arg("bench")
@@ -1233,6 +1234,7 @@ fn bench(config: &Path, args: &[&str], env: &[(&str, &str)]) -> serde_json::Valu
 }
 
 /// A bench config of the first 20 clip frames with `[mqtt]` to `broker`.
+#[cfg(feature = "fault-injection")]
 fn bench_config(dir: &Path, broker: &Broker) -> PathBuf {
     let source = clip_source(dir, 20);
     let mqtt = format!(
