@@ -1,6 +1,5 @@
 //! The two MQTT threads and the rumqttc client they share (see `mod.rs`).
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,6 +14,7 @@ use rumqttc::v5::mqttbytes::v5::{
 use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions, StateError, mqttbytes};
 
 use super::message::format_verdict;
+use super::start_error::{StartError, open_to_others};
 use super::tls;
 use super::{DropReason, Sent, Shared, State, WINDOW, thread_cpu_ns};
 use crate::config::{ClientCertificate, MqttConfig};
@@ -27,32 +27,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT_S: u64 = 3;
 /// Longest wait for the `offline` status to be acknowledged at a clean stop.
 const GOODBYE: Duration = Duration::from_secs(1);
-
-/// Why MQTT could not start. Never holds the password.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum StartError {
-    #[error("password file {} does not exist — create it holding only the password, owned by the service's user, mode 600", .0.display())]
-    PasswordFileMissing(PathBuf),
-    #[error("password file {} may be read by other users (mode {mode:o}) — run `chmod 600 {}` and make the service's user its owner", path.display(), path.display())]
-    PasswordFileOpen { path: PathBuf, mode: u32 },
-    #[error("cannot read password file {}: {source} — check that the service's user may read it", path.display())]
-    PasswordFileRead {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("password file {} is empty — write the password into it", .0.display())]
-    PasswordFileEmpty(PathBuf),
-    #[error("cannot use ca_file {}: {why} — it must be the PEM certificate of the authority that signed the broker's certificate", path.display())]
-    CaFile { path: PathBuf, why: String },
-    #[error("cannot use cert_file {}: {why} — it must hold this client's PEM certificate (then any intermediate authorities)", path.display())]
-    CertFile { path: PathBuf, why: String },
-    #[error("key_file {} may be read by other users (mode {mode:o}) — run `chmod 600 {}` and make the service's user its owner", path.display(), path.display())]
-    KeyFileOpen { path: PathBuf, mode: u32 },
-    #[error("cannot use key_file {}: {why} — it must hold the PEM private key (PKCS#8, PKCS#1 or SEC1) of the certificate in cert_file", path.display())]
-    KeyFile { path: PathBuf, why: String },
-    #[error("cannot start the MQTT threads: {0}")]
-    Spawn(std::io::Error),
-}
 
 pub(super) struct Running {
     client: Client,
@@ -156,13 +130,6 @@ fn options(config: &MqttConfig) -> Result<MqttOptions, StartError> {
         ));
     }
     Ok(options)
-}
-
-/// The file's mode when its group or others have any access to it: a secret
-/// (the password, the client key) must be its owner's alone, like ssh's keys.
-pub(super) fn open_to_others(meta: &std::fs::Metadata) -> Option<u32> {
-    let mode = meta.permissions().mode() & 0o777;
-    (mode & 0o077 != 0).then_some(mode)
 }
 
 /// The password, from a file only the service may read (like ssh's keys).
@@ -617,6 +584,7 @@ impl EventLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn expiry_rounds_up_to_whole_seconds_and_at_least_one() {

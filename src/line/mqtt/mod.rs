@@ -28,6 +28,7 @@
 //!   publishes `offline` itself.
 
 mod client;
+mod start_error;
 pub mod message;
 mod tls;
 

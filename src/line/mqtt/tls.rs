@@ -16,7 +16,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::{AlertDescription, CertificateError};
 
-use super::client::{StartError, open_to_others};
+use super::start_error::{StartError, open_to_others};
 use crate::config::ClientCertificate;
 
 /// What sealcheck trusts and who it says it is, for messages.
