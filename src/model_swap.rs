@@ -194,8 +194,12 @@ fn acceptance_gate(
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("sealcheck-acceptance-{}", std::process::id()));
+    // The limits of the reloaded file, like its acceptance_images: an
+    // operator who turns a floor off turns it off for this reload.
+    let mut base = running.clone();
+    base.evaluate = candidate.evaluate;
     let evaluation = evaluate::evaluate(EvaluateRequest {
-        config: running.clone(),
+        config: base,
         images,
         labels: None,
         candidates: vec![spec(candidate, "new")],

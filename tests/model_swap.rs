@@ -378,9 +378,10 @@ fn swap_during_a_live_run(
 /// Issue 19: the running models have their classes swapped (started so, or
 /// swapped in without acceptance images), and the new ones are as wrong.
 /// Compared only with the running models they passed; the floors against the
-/// labels refuse them, and the running models stay. Good models are then
-/// accepted although the running ones are below the floors: refusing them
-/// would keep the wrong ones on the line.
+/// labels refuse them, and the running models stay. With the floors turned
+/// off in the reloaded file they pass again. Good models are then accepted
+/// although the running ones are below the floors: refusing them would keep
+/// the wrong ones on the line.
 #[test]
 fn new_models_below_the_floors_are_refused_even_when_the_running_ones_are_as_wrong() {
     let Some(_) = ort_library() else { return };
@@ -407,6 +408,18 @@ fn new_models_below_the_floors_are_refused_even_when_the_running_ones_are_as_wro
             && outcome.contains("rule max_false_reject_rate broken"),
         "{outcome}"
     );
+
+    // The reloaded file's [evaluate] applies to its own reload: floors off,
+    // models as wrong as the running ones pass (the other rules compare).
+    let swapped_v3 = same_model_other_id(&swapped_v2, &dir.path().join("cls_swapped_v3.onnx"));
+    write_config(dir.path(), HOST, (&seg, &swapped_v3), &acceptance);
+    let floors_off =
+        "\n[evaluate]\nmin_accuracy = 0\nmin_defect_recall = 0\nmax_false_reject_rate = 1\n";
+    let config = dir.path().join("sealcheck.toml");
+    let body = std::fs::read_to_string(&config).unwrap() + floors_off;
+    std::fs::write(&config, body).unwrap();
+    let outcome = reload_outcome(&service);
+    assert!(outcome.contains("new models accepted"), "{outcome}");
 
     write_config(
         dir.path(),
