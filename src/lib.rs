@@ -41,3 +41,4 @@ pub mod ring;
 pub mod service;
 pub mod stats;
 pub mod status;
+pub mod timestamp;

@@ -7,11 +7,12 @@
 
 mod results_file;
 
+pub use crate::timestamp::write_rfc3339;
 pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
@@ -86,35 +87,6 @@ fn write_optional(line: &mut String, key: &str, value: Option<f64>) {
             let _ = write!(line, ",\"{key}\":null");
         }
     }
-}
-
-/// RFC 3339 UTC with milliseconds, e.g. `2026-11-23T04:05:06.789Z`, without allocating.
-pub fn write_rfc3339(out: &mut String, t: SystemTime) {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        since.subsec_millis()
-    );
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// What the output thread needs; built by `pipeline`.
@@ -313,20 +285,7 @@ impl OutputStage {
 mod tests {
     use super::*;
     use crate::decision::Verdict;
-
-    #[test]
-    fn rfc3339_of_known_instants() {
-        let mut s = String::new();
-        write_rfc3339(&mut s, UNIX_EPOCH);
-        assert_eq!(s, "1970-01-01T00:00:00.000Z");
-        s.clear();
-        // 2024-02-29T12:34:56.789Z: a leap day.
-        write_rfc3339(
-            &mut s,
-            UNIX_EPOCH + Duration::from_millis(1_709_210_096_789),
-        );
-        assert_eq!(s, "2024-02-29T12:34:56.789Z");
-    }
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn result_line_is_json_with_the_schema() {

@@ -116,7 +116,7 @@ pub fn format_record_into(
     match format {
         LogFormat::Logfmt => {
             out.push_str("ts=");
-            push_rfc3339_millis(out, time);
+            crate::timestamp::write_rfc3339(out, time);
             out.push_str(" level=");
             out.push_str(level);
             out.push_str(" target=");
@@ -126,7 +126,7 @@ pub fn format_record_into(
         }
         LogFormat::Json => {
             out.push_str("{\"ts\":\"");
-            push_rfc3339_millis(out, time);
+            crate::timestamp::write_rfc3339(out, time);
             out.push_str("\",\"level\":\"");
             out.push_str(level);
             out.push_str("\",\"target\":");
@@ -155,22 +155,6 @@ fn level_name(level: log::Level) -> &'static str {
         log::Level::Debug => "debug",
         log::Level::Trace => "trace",
     }
-}
-
-/// `2026-11-23T03:47:21.123Z`: RFC 3339, UTC, milliseconds.
-fn push_rfc3339_millis(out: &mut String, time: SystemTime) {
-    let t = time::OffsetDateTime::from(time);
-    let _ = write!(
-        out,
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    );
 }
 
 /// Writes ` key=value` (logfmt) or `,"key":value` (JSON) for each pair.
@@ -384,10 +368,10 @@ mod tests {
     #[test]
     fn timestamp_is_rfc3339_utc_with_milliseconds() {
         let mut s = String::new();
-        push_rfc3339_millis(&mut s, fixed_time());
+        crate::timestamp::write_rfc3339(&mut s, fixed_time());
         assert_eq!(s, "2026-11-23T03:47:21.123Z");
         s.clear();
-        push_rfc3339_millis(&mut s, UNIX_EPOCH + Duration::from_micros(5_999));
+        crate::timestamp::write_rfc3339(&mut s, UNIX_EPOCH + Duration::from_micros(5_999));
         assert_eq!(s, "1970-01-01T00:00:00.005Z");
     }
 

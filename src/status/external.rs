@@ -55,7 +55,7 @@ impl ExternalStats {
                 "abandoned_still_stuck": s.abandoned_still_stuck(),
                 "lost_since": s.lost_since().map(|t| {
                     let mut out = String::new();
-                    crate::output::write_rfc3339(&mut out, t);
+                    crate::timestamp::write_rfc3339(&mut out, t);
                     out
                 }),
             }),

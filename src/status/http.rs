@@ -329,7 +329,7 @@ fn read_inside(dir: &Path, relative: &Path) -> Option<Vec<u8>> {
 
 fn rfc3339(t: SystemTime) -> String {
     let mut s = String::with_capacity(24);
-    crate::output::write_rfc3339(&mut s, t);
+    crate::timestamp::write_rfc3339(&mut s, t);
     s
 }
 

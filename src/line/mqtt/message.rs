@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use crate::line::{LineVerdict, ModelIds};
-use crate::output::write_rfc3339;
+use crate::timestamp::write_rfc3339;
 
 /// Formats `v` into `out` (cleared first).
 pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {

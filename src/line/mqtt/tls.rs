@@ -216,7 +216,7 @@ fn explain_certificate(broker: &str, ca: &str, certificate: &CertificateError) -
 
 fn utc(t: UnixTime) -> String {
     let mut out = String::new();
-    crate::output::write_rfc3339(&mut out, UNIX_EPOCH + Duration::from_secs(t.as_secs()));
+    crate::timestamp::write_rfc3339(&mut out, UNIX_EPOCH + Duration::from_secs(t.as_secs()));
     out
 }
 
