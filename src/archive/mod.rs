@@ -11,9 +11,11 @@
 //! few pointer moves; every buffer is reused, so the steady state allocates
 //! nothing on the frame path.
 
+mod counters;
 mod encode;
 mod store;
 
+pub use counters::{ArchiveCounters, ArchiveDrop};
 pub use encode::{
     EncodeError, encode_grey_png, encode_rgb, lower_thread_priority, mask_to_frame, packed_rgb,
     tint_mask,
@@ -29,7 +31,6 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounde
 use crate::config::{ArchiveConfig, ArchiveKeep};
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{FailedStage, FrameMeta, FramePixels, FrameWork, PixelDemand};
-use crate::status::metrics::{ArchiveDrop, LineMetrics};
 
 /// Frames that may wait for the archive thread. Each holds a frame and a
 /// mask (about 4 MiB at 720p); a disk slower than this absorbs drops frames.
@@ -53,7 +54,7 @@ pub struct ArchiveQueue {
     free: Receiver<Box<ArchiveJob>>,
     settings: Sender<ArchiveConfig>,
     demand: Arc<PixelDemand>,
-    metrics: Option<Arc<LineMetrics>>,
+    metrics: Option<ArchiveCounters>,
     thread: Option<JoinHandle<()>>,
     /// Frames not archived since the queue last had room (an episode is
     /// logged at its start and its end, not per frame).
@@ -66,7 +67,7 @@ impl ArchiveQueue {
         config: &ArchiveConfig,
         mask_hw: (usize, usize),
         demand: Arc<PixelDemand>,
-        metrics: Option<Arc<LineMetrics>>,
+        metrics: Option<ArchiveCounters>,
     ) -> std::io::Result<ArchiveQueue> {
         let (jobs_tx, jobs_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
         let (free_tx, free_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
@@ -196,7 +197,7 @@ impl ArchiveQueue {
 
     fn dropped(&self, why: ArchiveDrop) {
         if let Some(m) = &self.metrics {
-            m.archive_dropped(why);
+            m.dropped(why);
         }
     }
 
@@ -225,7 +226,7 @@ struct ArchiveWriter {
     jobs: Receiver<Box<ArchiveJob>>,
     free: Sender<Box<ArchiveJob>>,
     settings: Receiver<ArchiveConfig>,
-    metrics: Option<Arc<LineMetrics>>,
+    metrics: Option<ArchiveCounters>,
     encoded: Vec<u8>,
     mask_encoded: Vec<u8>,
     rgb: Vec<u8>,
@@ -295,12 +296,12 @@ impl ArchiveWriter {
                     log::info!(target: "sealcheck::archive", reason = was.as_str(); "archive writing again");
                 }
                 if let Some(m) = &self.metrics {
-                    m.archive_files.inc();
+                    m.files.inc();
                 }
             }
             Err(why) => {
                 if let Some(m) = &self.metrics {
-                    m.archive_dropped(why);
+                    m.dropped(why);
                 }
                 if self.dropping != Some(why) {
                     let c = self.store.config();
@@ -316,7 +317,7 @@ impl ArchiveWriter {
 
     fn publish_size(&self) {
         if let Some(m) = &self.metrics {
-            m.archive_bytes
+            m.bytes
                 .set(i64::try_from(self.store.used_bytes()).unwrap_or(i64::MAX));
         }
     }

@@ -24,8 +24,8 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use super::ArchiveDrop;
 use crate::config::ArchiveConfig;
-use crate::status::metrics::ArchiveDrop;
 
 const MANIFEST: &str = "manifest.jsonl";
 

@@ -364,12 +364,12 @@ pub fn status_json(t: &Telemetry) -> Value {
         json!({
             "keep": a.keep.as_str(),
             "format": a.format.extension(),
-            "bytes": m.archive_bytes.get(),
+            "bytes": m.archive.bytes.get(),
             "max_mib": a.max_mib,
             "min_free_mib": a.min_free_mib,
             "free_mib": free_mib(&a.dir),
-            "files": m.archive_files.get(),
-            "dropped": crate::status::metrics::ArchiveDrop::ALL.iter().map(|d| (d.as_str().to_string(), json!(m.archive_drops(*d)))).collect::<serde_json::Map<_, _>>(),
+            "files": m.archive.files.get(),
+            "dropped": crate::status::metrics::ArchiveDrop::ALL.iter().map(|d| (d.as_str().to_string(), json!(m.archive.drops(*d)))).collect::<serde_json::Map<_, _>>(),
         })
     });
     let ext = archive.as_ref().map(|a| a.format.extension());

@@ -51,36 +51,8 @@ pub struct ModelLabels {
     pub sha256: String,
 }
 
-/// Why a frame did not reach the archive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArchiveDrop {
-    /// The archive thread's queue was full (a slow disk).
-    QueueFull,
-    /// Writing would have passed `max_mib` even after deleting every older hour.
-    OverLimit,
-    /// Writing would have left less than `min_free_mib` free.
-    LowDisk,
-    /// Encoding or writing failed (see the log).
-    WriteError,
-}
-
-impl ArchiveDrop {
-    pub const ALL: [ArchiveDrop; 4] = [
-        ArchiveDrop::QueueFull,
-        ArchiveDrop::OverLimit,
-        ArchiveDrop::LowDisk,
-        ArchiveDrop::WriteError,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ArchiveDrop::QueueFull => "queue_full",
-            ArchiveDrop::OverLimit => "over_limit",
-            ArchiveDrop::LowDisk => "low_disk",
-            ArchiveDrop::WriteError => "write_error",
-        }
-    }
-}
+use crate::archive::ArchiveCounters;
+pub use crate::archive::ArchiveDrop;
 
 /// Fixed-bucket histogram of seconds on atomics: `observe` is a few relaxed
 /// adds, never a lock. A scrape reads the buckets one by one, so a frame
@@ -223,10 +195,8 @@ pub struct LineMetrics {
     pub verdict_latency: Arc<AtomicHistogram>,
     pub stage_latency: Arc<StageHistograms>,
     pub source_up: Gauge,
-    pub archive_bytes: Gauge,
-    pub archive_files: Counter,
-    /// Indexed like `ArchiveDrop::ALL`.
-    archive_drops: Vec<Counter>,
+    /// The archive's own counters, registered here (the archive counts).
+    pub archive: ArchiveCounters,
     pub live_frames: Counter,
     /// `model_info`: the models judging now (a model swap replaces them).
     model_info: Family<ModelLabels, Gauge>,
@@ -281,17 +251,12 @@ impl LineMetrics {
             Shared(Arc::clone(&stage_latency)),
         );
         let source_up = Gauge::default();
-        let archive_bytes = Gauge::default();
-        let archive_files = Counter::default();
         let drop_family = Family::<DropLabels, Counter>::default();
-        let archive_drops = ArchiveDrop::ALL
-            .iter()
-            .map(|d| {
-                drop_family
-                    .get_or_create(&DropLabels { reason: d.as_str() })
-                    .clone()
-            })
-            .collect();
+        let archive = ArchiveCounters::new(ArchiveDrop::ALL.map(|d| {
+            drop_family
+                .get_or_create(&DropLabels { reason: d.as_str() })
+                .clone()
+        }));
         let live_frames = Counter::default();
         let metrics = LineMetrics {
             registry: Mutex::new(Registry::default()),
@@ -301,9 +266,7 @@ impl LineMetrics {
             verdict_latency,
             stage_latency,
             source_up: source_up.clone(),
-            archive_bytes: archive_bytes.clone(),
-            archive_files: archive_files.clone(),
-            archive_drops,
+            archive: archive.clone(),
             live_frames: live_frames.clone(),
             model_info: Family::default(),
         };
@@ -315,12 +278,12 @@ impl LineMetrics {
         registry.register(
             "archive_bytes",
             "Bytes in the archive folder (frames, masks, manifests)",
-            archive_bytes,
+            archive.bytes.clone(),
         );
         registry.register(
             "archive_files",
             "Frames written to the archive",
-            archive_files,
+            archive.files.clone(),
         );
         registry.register(
             "archive_dropped",
@@ -347,19 +310,6 @@ impl LineMetrics {
             .iter()
             .position(|r| *r == reason)
             .and_then(|i| self.verdicts.get(i))
-    }
-
-    pub fn archive_dropped(&self, why: ArchiveDrop) {
-        if let Some(i) = ArchiveDrop::ALL.iter().position(|d| *d == why) {
-            self.archive_drops[i].inc();
-        }
-    }
-
-    pub fn archive_drops(&self, why: ArchiveDrop) -> u64 {
-        ArchiveDrop::ALL
-            .iter()
-            .position(|d| *d == why)
-            .map_or(0, |i| self.archive_drops[i].get())
     }
 
     /// `build_info` and `model_info`, set once the backend is chosen.

@@ -40,7 +40,7 @@ impl OperatorTaps {
                 config,
                 mask_hw,
                 Arc::clone(&demand),
-                metrics.clone(),
+                metrics.as_ref().map(|m| m.archive.clone()),
             )?),
             None => None,
         };
@@ -113,7 +113,7 @@ impl OperatorTaps {
                     c,
                     self.mask_hw,
                     Arc::clone(&self.demand),
-                    self.metrics.clone(),
+                    self.metrics.as_ref().map(|m| m.archive.clone()),
                 ) {
                     Ok(archive) => self.archive = Some(archive),
                     Err(e) => {
