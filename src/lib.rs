@@ -16,6 +16,14 @@
 //! `ring` imports no stage either: it is generic over how a stream ends
 //! (`ring::StreamEnd`), and `capture` names its types for `capture::EndOfStream`.
 //!
+//! `status` (metrics, the page, `/healthz`) is above the stages: it reads the
+//! counters the other rooms own (`capture::SourceStatus`, `archive::ArchiveCounters`,
+//! `output::ResultsFileStatus`, `line::LineStats`) and implements the output
+//! stage's `output::ResultTaps`; no room below it imports it. Small shared
+//! vocabulary sits in leaves that import nothing of ours (`timestamp`,
+//! `gpu::element`, `infer::model_role`). `scripts/import_cycles.py` (run by
+//! `make test`) fails on a new import circle.
+//!
 //! `pipeline` wires the stages; `main` only parses the command line.
 
 pub mod archive;

@@ -664,7 +664,7 @@ fn start_stages(
         measure_from_seq: context.measure_from_seq,
         line: Some(Arc::clone(line)),
         models: Some(Arc::clone(models)),
-        taps,
+        taps: Box::new(taps),
     };
     let output = spawn("output", move || {
         let result = output.run();

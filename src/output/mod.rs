@@ -6,9 +6,11 @@
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
 mod results_file;
+mod taps;
 
 pub use crate::timestamp::write_rfc3339;
 pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
+pub use taps::{Latencies, ResultTaps};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -108,8 +110,8 @@ pub struct OutputStage {
     /// Ids of the models, written into every result line: those that judged
     /// the frame, else (a frame no model saw) the ones that judged the last.
     pub models: Option<Arc<ModelIds>>,
-    /// Metrics, the status page and the archive (`crate::status`).
-    pub taps: crate::status::OperatorTaps,
+    /// Metrics, the status page and the archive (`status::OperatorTaps`).
+    pub taps: Box<dyn ResultTaps>,
 }
 
 impl OutputStage {

@@ -10,9 +10,7 @@ use crate::archive::ArchiveQueue;
 use crate::config::ArchiveConfig;
 use crate::decision::{Decision, Reason};
 use crate::frame::{FrameMeta, FrameWork, PixelDemand};
-
-/// Latencies of one frame in ms: preprocess, segment, classify, total.
-type Latencies = [f64; 4];
+use crate::output::{Latencies, ResultTaps};
 
 pub struct OperatorTaps {
     metrics: Option<Arc<LineMetrics>>,
@@ -56,10 +54,12 @@ impl OperatorTaps {
             mask_hw,
         })
     }
+}
 
+impl ResultTaps for OperatorTaps {
     /// One result, after its line was written. `work` is the frame's record
     /// when it was inspected (its pixels may be taken by the archive).
-    pub fn record(
+    fn record(
         &mut self,
         meta: &FrameMeta,
         d: &Decision,
@@ -98,14 +98,14 @@ impl OperatorTaps {
     }
 
     /// No frame for a while: publish what changed.
-    pub fn idle(&mut self) {
+    fn idle(&mut self) {
         if let Some(board) = &mut self.board {
             board.idle_tick();
         }
     }
 
     /// `[archive]` after a reload: new settings, turned on or turned off.
-    pub fn reload_archive(&mut self, config: Option<&ArchiveConfig>) {
+    fn reload_archive(&mut self, config: Option<&ArchiveConfig>) {
         match (config, &mut self.archive) {
             (Some(c), Some(archive)) => archive.reconfigure(c),
             (Some(c), None) => {
@@ -131,7 +131,7 @@ impl OperatorTaps {
     }
 
     /// Publishes the last numbers and lets the archive write what is queued.
-    pub fn finish(mut self) {
+    fn finish(mut self: Box<Self>) {
         if let Some(board) = &mut self.board {
             board.publish();
         }
