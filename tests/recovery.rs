@@ -236,6 +236,35 @@ fn log_field(stderr: &str, message: &str, key: &str) -> Option<f64> {
     line[start..].split_whitespace().next()?.parse().ok()
 }
 
+/// Writes 30 raw 64x48 RGB frames to `camera` at 10 frames/s, waits for
+/// their 30 results, then writes no more: returns how long after that the
+/// service logged `source lost` (failing the test after 5 s).
+fn feed_30_frames_then_freeze(
+    camera: &mut impl std::io::Write,
+    results: &Path,
+    service: &mut Sealcheck,
+) -> Duration {
+    let frame = vec![0x60u8; 64 * 48 * 3];
+    for _ in 0..30 {
+        camera.write_all(&frame).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_for_lines(
+        results,
+        Duration::from_secs(60),
+        service,
+        "30 results",
+        |l| l.len() >= 30,
+    );
+    let frozen_at = Instant::now();
+    assert!(
+        service.wait_for_log("source lost", Duration::from_secs(5)),
+        "the freeze was not noticed:\n{}",
+        service.stderr()
+    );
+    frozen_at.elapsed()
+}
+
 // ---------------------------------------------------------------------------
 // The tests
 
@@ -469,25 +498,7 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
         retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n";
     let (mut service, mut camera) = start_fed(&write_config(dir.path(), source), &systemd);
     systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
-    let frame = vec![0x60u8; 64 * 48 * 3];
-    for _ in 0..30 {
-        camera.write_all(&frame).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    wait_for_lines(
-        &results,
-        Duration::from_secs(60),
-        &mut service,
-        "30 results",
-        |l| l.len() >= 30,
-    );
-    let frozen_at = Instant::now();
-    assert!(
-        service.wait_for_log("source lost", Duration::from_secs(5)),
-        "the freeze was not noticed:\n{}",
-        service.stderr()
-    );
-    let noticed = frozen_at.elapsed();
+    let noticed = feed_30_frames_then_freeze(&mut camera, &results, &mut service);
     // frame_timeout_ms (1 s) after the last frame, plus one retry interval (0.2 s) and slack.
     assert!(
         noticed < Duration::from_millis(2000),
@@ -500,6 +511,7 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
     );
     std::thread::sleep(Duration::from_secs(3));
     // The camera thaws and keeps sending until the service is stopped.
+    let frame = vec![0x60u8; 64 * 48 * 3];
     let thawed = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let feeder = {
         let thawed = Arc::clone(&thawed);
@@ -543,7 +555,6 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
 /// /healthz name the source; SIGTERM still ends the process in time.
 #[test]
 fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sigterm_still_exits() {
-    use std::io::Write;
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
@@ -577,26 +588,9 @@ fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sig
     systemd.wait_for_ready(systemd.bound_at, START_TIMEOUT, &service);
     let status = service.status_addr();
 
-    let frame = vec![0x60u8; 64 * 48 * 3];
-    for _ in 0..30 {
-        camera.write_all(&frame).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    wait_for_lines(
-        &results,
-        Duration::from_secs(60),
-        &mut service,
-        "30 results",
-        |l| l.len() >= 30,
-    );
     // The writer stops writing and keeps the pipe open: filesrc blocks in read(2).
-    let frozen_at = Instant::now();
-    assert!(
-        service.wait_for_log("source lost", Duration::from_secs(5)),
-        "the blocked source was not noticed:\n{}",
-        service.stderr()
-    );
-    let noticed = frozen_at.elapsed();
+    let noticed = feed_30_frames_then_freeze(&mut camera, &results, &mut service);
+    let frozen_at = Instant::now() - noticed;
     // frame_timeout_ms (1 s) plus 2 s: logged when the outage starts, not
     // after a teardown that never ends.
     assert!(
