@@ -712,6 +712,25 @@ fn start_for_stop(drain_timeout_s: u64, fault: (&str, &str)) -> (tempfile::TempD
     (dir, service)
 }
 
+/// Sends SIG`name` and waits for the exit, failing the test after `limit`:
+/// the exit status and how long it took.
+#[cfg(feature = "fault-injection")]
+fn signal_and_wait(
+    service: &mut Sealcheck,
+    name: &str,
+    limit: Duration,
+) -> (std::process::ExitStatus, Duration) {
+    let sent = Instant::now();
+    service.signal(name);
+    let exit = service.wait(limit).unwrap_or_else(|| {
+        panic!(
+            "still running {limit:?} after SIG{name}:\n{}",
+            service.stderr()
+        )
+    });
+    (exit, sent.elapsed())
+}
+
 /// SIGINT (Ctrl-C, run by hand) with the inference thread hung for good: the
 /// drain cannot finish, and the process still ends within drain_timeout_s
 /// plus a few seconds, naming the thread it left behind. (SIGTERM takes the
@@ -722,17 +741,7 @@ fn sigint_ends_the_process_though_the_inference_thread_never_returns() {
     const DRAIN_S: u64 = 2;
     let _serial = serial();
     let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_STALL_INFER_AFTER", "3"));
-    let stop_at = Instant::now();
-    service.signal("INT");
-    let exit = service
-        .wait(Duration::from_secs(DRAIN_S + 5))
-        .unwrap_or_else(|| {
-            panic!(
-                "still running {DRAIN_S} s + 5 s after SIGINT:\n{}",
-                service.stderr()
-            )
-        });
-    let took = stop_at.elapsed();
+    let (exit, took) = signal_and_wait(&mut service, "INT", Duration::from_secs(DRAIN_S + 5));
     assert_eq!(exit.code(), Some(0), "took {took:?}:\n{}", service.stderr());
     assert!(
         service
@@ -754,17 +763,7 @@ fn sigterm_ends_the_process_though_its_shutdown_hangs() {
     const DRAIN_S: u64 = 1;
     let _serial = serial();
     let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_HANG_AFTER_STOP", "1"));
-    let stop_at = Instant::now();
-    service.signal("TERM");
-    let exit = service
-        .wait(Duration::from_secs(DRAIN_S + 5))
-        .unwrap_or_else(|| {
-            panic!(
-                "still running {DRAIN_S} s + 5 s after SIGTERM:\n{}",
-                service.stderr()
-            )
-        });
-    let took = stop_at.elapsed();
+    let (exit, took) = signal_and_wait(&mut service, "TERM", Duration::from_secs(DRAIN_S + 5));
     assert_eq!(exit.code(), Some(1), "took {took:?}:\n{}", service.stderr());
     assert!(
         took >= Duration::from_secs(DRAIN_S) + sealcheck::service::STOP_GRACE
