@@ -51,12 +51,16 @@ fn id_or_unreadable(path: &Path) -> String {
 pub fn model_id(path: &Path) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
-    let mut hex = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        let _ = write!(hex, "{byte:02x}");
-    }
+    let mut hex = format!("{:x}", hasher.finalize());
     hex.truncate(ID_LEN);
     Ok(hex)
+}
+
+/// Lower-case hex SHA-256 of `bytes`: how every digest sealcheck writes is
+/// spelled (model ids, the archive manifest's chain, TensorRT engine keys).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    // The digest's array prints itself as lower-case hex, two digits a byte.
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 #[cfg(test)]
@@ -70,5 +74,18 @@ mod tests {
         std::fs::write(&path, b"abc").unwrap();
         // sha256("abc") = ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad
         assert_eq!(model_id(&path).unwrap(), "ba7816bf8f01");
+    }
+
+    #[test]
+    fn sha256_hex_is_the_lower_case_digest() {
+        // FIPS 180-2's examples: "abc" and the empty message.
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 }

@@ -353,7 +353,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         Arc::clone(&pixel_demand),
     )?;
     if let Some(t) = &operators {
-        t.set_info(run_info(&config, &engine.name));
+        t.set_info(run_info(&config, &models, &engine.name));
     }
     let run_started = Instant::now();
     context.notifier.ready();
@@ -883,9 +883,9 @@ fn reload(
 fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
     let started = Instant::now();
     log::info!(target: "sealcheck::model_swap", segmentation:% = new.segmentation.path.display(), classifier:% = new.classifier.path.display(), acceptance_images = new.acceptance_images.is_some(); "new model files named: opening them beside the running ones");
-    let info = model_info(new);
     let prepared = match &target.sink {
         SwapSink::Host(swaps) => model_swap::prepare(current, new, target.running).map(|swap| {
+            let info = model_info(new, &swap.models);
             let models = Arc::clone(&swap.models);
             let sent = swaps.send(swap).is_ok();
             if let (true, Some(t)) = (sent, &target.operators) {
@@ -898,6 +898,7 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
                 |mut swap| {
                     // The device thread may still fail to bind it: the
                     // status follows only a swap that happened.
+                    let info = model_info(new, &swap.models);
                     if let Some(t) = target.operators.clone() {
                         swap.on_swapped = Some(Box::new(move || t.set_models(info)));
                     }
@@ -952,27 +953,29 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
 }
 
 /// What `/metrics` and the page say about this run: backend, source, model ids.
-fn run_info(config: &Config, backend: &str) -> RunInfo {
+fn run_info(config: &Config, ids: &ModelIds, backend: &str) -> RunInfo {
     RunInfo {
         backend: backend.to_string(),
         source: config.source.kind.name().to_string(),
-        models: model_info(config),
+        models: model_info(config, ids),
     }
 }
 
-/// Role, file name and id of each of the config's models.
-fn model_info(config: &Config) -> Vec<(&'static str, String, String)> {
-    let model = |role: &'static str, path: &std::path::Path| {
+/// Role, file name and id of each of the config's models. The ids are the
+/// ones results and MQTT carry (hashed once per start or swap): hashing the
+/// files again costs a second read of each model, and a file changed in
+/// between would make the page name other bytes than the results do.
+fn model_info(config: &Config, ids: &ModelIds) -> Vec<(&'static str, String, String)> {
+    let model = |role: &'static str, path: &std::path::Path, id: &str| {
         let file = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let id = crate::line::model_id::model_id(path).unwrap_or_else(|_| "unreadable".to_string());
-        (role, file, id)
+        (role, file, id.to_string())
     };
     vec![
-        model("segmentation", &config.segmentation.path),
-        model("classifier", &config.classifier.path),
+        model("segmentation", &config.segmentation.path, &ids.segmentation),
+        model("classifier", &config.classifier.path, &ids.classifier),
     ]
 }
 

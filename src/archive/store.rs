@@ -22,10 +22,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use sha2::{Digest, Sha256};
-
 use super::ArchiveDrop;
 use crate::config::ArchiveConfig;
+// Kept public here: `archive::sha256_hex` is how callers name the manifest's digest.
+pub use crate::model_id::sha256_hex;
 
 const MANIFEST: &str = "manifest.jsonl";
 
@@ -313,17 +313,6 @@ fn list(dir: &Path, keep: fn(&str) -> bool) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    Sha256::digest(bytes)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }
 
 #[cfg(test)]

@@ -73,11 +73,7 @@ pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(&bytes);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(format!("{:x}", hasher.finalize()))
 }
 
 /// INT8 calibration for both models, or nothing for fp32/fp16.

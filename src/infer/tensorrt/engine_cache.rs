@@ -20,16 +20,15 @@
 //! Building and loading are passed in as closures, so everything here is
 //! tested without TensorRT.
 
-use std::fmt::Write as _;
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::error::TrtError;
+use crate::model_id::sha256_hex;
 
 /// Bump when the meaning of a key field or the sidecar layout changes.
 const FORMAT: u32 = 1;
@@ -422,16 +421,6 @@ pub fn differences(cached: &KeyFields, wanted: &KeyFields) -> Vec<String> {
 
 fn short(digest: &str) -> String {
     digest.chars().take(12).collect()
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
 }
 
 fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> TrtError {
