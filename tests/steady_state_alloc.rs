@@ -236,3 +236,28 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         13
     );
 }
+
+/// The results file's check that its path still names the open file (once a
+/// second, on the frame path) allocates nothing either.
+#[test]
+fn the_results_files_identity_check_allocates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = OutputConfig {
+        results: dir.path().join("results.jsonl"),
+        flush_each_line: false,
+        log_verdicts: false,
+        rotation: ResultsRotation {
+            max_mib: 256,
+            keep_files: 8,
+        },
+    };
+    let mut sink = ResultSink::open(&output).unwrap();
+    sink.write_line("first").unwrap();
+    sink.flush().unwrap();
+    // The check runs at most once a second: wait it out once.
+    std::thread::sleep(Duration::from_millis(1100));
+    let before = allocations();
+    sink.flush().unwrap();
+    let during = allocations() - before;
+    assert_eq!(during, 0, "the identity check allocated {during} times");
+}

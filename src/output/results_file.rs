@@ -17,10 +17,8 @@
 //! rest follows into the same file: a file only ever holds whole lines, save a
 //! line cut by a file swapped underneath us (counted as lost, not written).
 
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -102,8 +100,6 @@ struct Failure {
 /// The results file, appended to, one JSON object per line.
 pub struct ResultSink {
     path: PathBuf,
-    /// `path` for `stat` without allocating on the frame path.
-    path_c: Option<CString>,
     /// `None` while the file cannot be opened.
     file: Option<File>,
     /// Device and inode of `file`, to notice the path now names another file.
@@ -138,7 +134,6 @@ impl ResultSink {
         let (file, bytes) = open_append(&path)?;
         let identity = file.metadata().ok().map(|m| (m.dev(), m.ino()));
         Ok(ResultSink {
-            path_c: CString::new(path.as_os_str().as_bytes()).ok(),
             path,
             file: Some(file),
             identity,
@@ -351,16 +346,13 @@ impl ResultSink {
     }
 
     /// Whether `path` still names the open file (not removed, not replaced).
+    /// Allocates nothing on the frame path (tests/steady_state_alloc.rs): std
+    /// builds the C string of a path shorter than 384 bytes on the stack.
     fn path_names_our_file(&self) -> bool {
-        let (Some(path), Some((dev, ino))) = (&self.path_c, self.identity) else {
+        let Some((dev, ino)) = self.identity else {
             return true;
         };
-        // SAFETY: `libc::stat` is plain old data, for which all zeroes is a valid value.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `path` is a NUL-terminated string that outlives the call, and
-        // `stat` writes only into `st`, which we own and which is large enough.
-        let found = unsafe { libc::stat(path.as_ptr(), &mut st) } == 0;
-        found && st.st_dev as u64 == dev && st.st_ino as u64 == ino
+        std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == dev && m.ino() == ino)
     }
 
     /// Closes the full file as `<results>.1` (shifting older ones up) and
@@ -557,6 +549,26 @@ mod tests {
         sink.retry_if_due();
         assert_eq!(lines_of(&config.results), ["next"]);
         assert_eq!(sink.close(), 1);
+    }
+
+    #[test]
+    fn a_file_replaced_in_its_folder_is_noticed_and_written_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = output(dir.path(), 0, 3);
+        let mut sink = ResultSink::open(&config).unwrap();
+        sink.write_line("before").unwrap();
+        sink.flush().unwrap();
+        // logrotate's `create`: the file moved aside, an empty one in its place
+        // (same device, another inode).
+        let moved = dir.path().join("moved.jsonl");
+        std::fs::rename(&config.results, &moved).unwrap();
+        std::fs::write(&config.results, "").unwrap();
+        sink.last_identity_check = Instant::now() - IDENTITY_CHECK;
+        sink.write_line("after").unwrap();
+        sink.flush().unwrap();
+        assert_eq!(lines_of(&config.results), ["after"]);
+        assert_eq!(lines_of(&moved), ["before"]);
+        assert_eq!(sink.close(), 0);
     }
 
     #[test]

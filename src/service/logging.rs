@@ -14,6 +14,8 @@
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::time::SystemTime;
 
 use log::kv::{Key, Value, VisitSource, VisitValue};
@@ -85,12 +87,12 @@ pub fn stderr_is_journal() -> bool {
     let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
         return false;
     };
-    // SAFETY: `stat` is plain old data; all-zero is a valid value for it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat writes one `stat` into `st`, a valid exclusively borrowed local; fd 2
-    // is only read, and an invalid fd makes fstat return -1, which is handled.
-    let rc = unsafe { libc::fstat(libc::STDERR_FILENO, &mut st) };
-    rc == 0 && st.st_dev as u64 == dev && st.st_ino as u64 == ino
+    // A duplicate of fd 2 as a File, for std's fstat; a closed stderr fails the dup.
+    std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| std::fs::File::from(fd).metadata())
+        .is_ok_and(|m| m.dev() == dev && m.ino() == ino)
 }
 
 /// Formats one record as a line (no newline): the pure function behind the logger.
