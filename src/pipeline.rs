@@ -624,14 +624,29 @@ fn start_stages(
     let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
     let (to_output, output_in) = bounded::<StageMessage>(work_records);
     let (done_tx, output_done) = bounded::<()>(1);
+    // The warm-up's frames are of the size the source will deliver, where
+    // the config or the replay says it.
+    let warm_up = match &context.source {
+        SourcePlan::Configured => infer::WarmUpSize::of_source(&config.source.kind),
+        SourcePlan::Replay { frames, .. } => {
+            frames.first().map_or(infer::WarmUpSize::ModelInput, |f| {
+                infer::WarmUpSize::Source {
+                    width: f.width as usize,
+                    height: f.height as usize,
+                }
+            })
+        }
+    };
     // Host or device mode is decided from the config before any engine is
     // opened; whichever runs opens each model once and tells the geometry.
-    let (frame_path, geometry, engine) = open_frame_path(
+    // The device path is warmed up on its own thread before this returns.
+    let (mut frame_path, geometry, engine) = open_frame_path(
         config,
         consumer,
         free_rx,
         to_output.clone(),
         (liveness, models, &pixel_demand),
+        warm_up,
     )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
@@ -642,8 +657,37 @@ fn start_stages(
         geometry.seg_hw,
     )
     .map_err(|e| PipelineError::Spawn("archive", e))?;
-    for _ in 0..work_records {
-        let _ = free_tx.send(Box::new(FrameWork::new(&geometry)));
+    let mut records: Vec<Box<FrameWork>> = (0..work_records)
+        .map(|_| Box::new(FrameWork::new(&geometry)))
+        .collect();
+    // Only its mask-channel resize is used by the infer thread.
+    let mask_preprocessor = cpu_preprocessor(config, geometry);
+    if let FramePath::Host {
+        backend,
+        frame_preprocessor,
+        ..
+    } = &mut frame_path
+    {
+        // Before capture starts and READY=1: no camera frame waits behind
+        // the engines' first runs, and the first one is judged as fast as
+        // the hundredth.
+        let started = Instant::now();
+        let frame = infer::WarmUpFrame::new(warm_up, &geometry);
+        infer::warm_up_host(
+            backend.as_mut(),
+            frame_preprocessor,
+            &mask_preprocessor,
+            config.segmentation.mask_class,
+            frame.view(),
+            &mut records,
+        )?;
+        log::info!(target: "sealcheck::pipeline", engine = engine.name.as_str(), path = "host",
+            frames = records.len(), width = frame.view().width, height = frame.view().height,
+            size_from = warm_up.origin(), ms = started.elapsed().as_secs_f64() * 1e3;
+            "engines warmed up before the start");
+    }
+    for work in records {
+        let _ = free_tx.send(work);
     }
 
     let sink = ResultSink::open(&config.output)?;
@@ -702,7 +746,7 @@ fn start_stages(
                 models: Arc::clone(models),
                 swaps: swap_rx,
                 backend,
-                preprocessor: cpu_preprocessor(config, geometry),
+                preprocessor: mask_preprocessor,
                 mask_class: config.segmentation.mask_class,
                 liveness: liveness.clone(),
             };
@@ -753,8 +797,9 @@ fn start_stages(
     ))
 }
 
-/// Starts the device thread when the config asks for device mode, or opens
-/// the host engine and preprocessor; either way each model is opened once.
+/// Starts the device thread when the config asks for device mode (it warms
+/// up on frames of `warm_up` size before it reports), or opens the host
+/// engine and preprocessor; either way each model is opened once.
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 fn open_frame_path(
     config: &Config,
@@ -762,6 +807,7 @@ fn open_frame_path(
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
     (liveness, models, pixel_demand): (&Liveness, &Arc<ModelIds>, &Arc<crate::frame::PixelDemand>),
+    warm_up: infer::WarmUpSize,
 ) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
     let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
         None => (consumer, free_rx),
@@ -776,7 +822,7 @@ fn open_frame_path(
                 swaps: swap_rx,
                 pixel_demand: Arc::clone(pixel_demand),
             };
-            match stage.spawn(config, plan) {
+            match stage.spawn(config, plan, warm_up) {
                 Ok((thread, started)) => {
                     let engine = ChosenEngine {
                         name: started.kind.as_str().to_string(),

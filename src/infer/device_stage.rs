@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
+use super::stage::{WarmUpFrame, WarmUpSize};
 use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
@@ -213,6 +214,18 @@ pub enum DeviceFrameError {
     Swap(String),
     #[error("the device thread ended before reporting whether it started")]
     StartLost,
+    /// The path opened but could not run the start-up warm-up's frames.
+    #[error(
+        "{engine} on the GPU device path failed its warm-up before the start, at step `{step}`: {source}; \
+         the models opened but do not run here: check GPU memory and the engine's libraries, \
+         or choose another backend in [inference]"
+    )]
+    WarmUp {
+        engine: &'static str,
+        step: &'static str,
+        #[source]
+        source: Box<DeviceFrameError>,
+    },
 }
 
 impl DeviceFrameError {
@@ -285,6 +298,47 @@ pub fn open_path(config: &Config, plan: DevicePlan) -> Result<OpenedPath, Device
     super::device_runner::open(config, plan)
 }
 
+/// Rounds of the start-up warm-up: each puts as many frames on the stream as
+/// may be in flight, then completes them. ONNX Runtime records its CUDA
+/// graph only after a few ordinary runs, so one round is not enough.
+pub const WARM_UP_ROUNDS: usize = 3;
+
+/// The device path's warm-up before the start: `frame` through `path`
+/// exactly as a camera frame goes (upload, frame kernel, both models, mask,
+/// copies back), on the stream, tensors and tickets the first camera frame
+/// will use, so allocations, the engines' first runs and a CUDA graph's
+/// capture are done before it. Nothing is in flight at start, so warming
+/// the real buffers is safe (a model swap warms up on buffers of its own,
+/// `DeviceCandidate::warm_up`, because frames are in flight then).
+/// `host_mask`: also bring the mask back, as the first frames will when
+/// the archive or the live view wants them. Returns the frames run.
+pub fn warm_up_path(
+    path: &mut dyn DeviceFramePath,
+    frame: ImageView<'_>,
+    depth: usize,
+    host_mask: bool,
+    work: &mut FrameWork,
+) -> Result<usize, DeviceFrameError> {
+    let engine = path.kind().as_str();
+    let failed = |step: &'static str| {
+        move |e: DeviceFrameError| DeviceFrameError::WarmUp {
+            engine,
+            step,
+            source: Box::new(e),
+        }
+    };
+    for _ in 0..WARM_UP_ROUNDS {
+        for _ in 0..depth {
+            path.submit(frame, host_mask)
+                .map_err(failed("queue a frame"))?;
+        }
+        for _ in 0..depth {
+            path.complete(work).map_err(failed("complete a frame"))?;
+        }
+    }
+    Ok(WARM_UP_ROUNDS * depth)
+}
+
 /// What the device thread reports once its engines are open.
 pub struct DeviceStarted {
     pub kind: BackendKind,
@@ -320,12 +374,14 @@ pub struct DeviceStage {
 
 impl DeviceStage {
     /// Starts the device thread: it opens the path (so the stream, buffers
-    /// and engines belong to it; each model is opened once) and reports the
-    /// models' geometry, or the start error, before this returns.
+    /// and engines belong to it; each model is opened once), warms it up on
+    /// frames of `warm_up` size (`warm_up_path`) and reports the models'
+    /// geometry, or the start error, before this returns.
     pub fn spawn(
         self,
         config: &Config,
         plan: DevicePlan,
+        warm_up: WarmUpSize,
     ) -> Result<(JoinHandle<EndOfStream>, DeviceStarted), DeviceStartFailed> {
         let config = config.clone();
         let frames_in_flight = config.inference.frames_in_flight;
@@ -336,6 +392,24 @@ impl DeviceStage {
             .spawn(move || match open_path(&config, plan) {
                 Ok(mut opened) => {
                     let kind = opened.path.kind();
+                    let started = Instant::now();
+                    let frame = WarmUpFrame::new(warm_up, &opened.geometry);
+                    let frame = frame.view();
+                    let depth = opened.path.max_in_flight().min(frames_in_flight).max(1);
+                    let mut work = FrameWork::new(&opened.geometry);
+                    let host_mask = self.pixel_demand.wanted();
+                    match warm_up_path(opened.path.as_mut(), frame, depth, host_mask, &mut work) {
+                        Ok(frames) => {
+                            log::info!(target: "sealcheck::pipeline", engine = kind.as_str(), path = "device",
+                                frames = frames, width = frame.width, height = frame.height, size_from = warm_up.origin(),
+                                ms = started.elapsed().as_secs_f64() * 1e3;
+                                "engines warmed up before the start");
+                        }
+                        Err(e) => {
+                            let _ = started_tx.send(Err((e, None)));
+                            return EndOfStream::Stopped;
+                        }
+                    }
                     let _ = started_tx.send(Ok(DeviceStarted {
                         kind,
                         geometry: opened.geometry,
@@ -903,6 +977,82 @@ mod tests {
         let expected: Vec<_> = (0..4).map(old).chain((4..7).map(new)).collect();
         assert_eq!(seen, expected);
         assert_eq!(swapped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_start_up_warm_up_fills_every_in_flight_slot_and_leaves_nothing_on_the_gpu() {
+        let geometry = TensorGeometry {
+            seg_hw: (4, 4),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
+        let mut path = FakeDevicePath::new(2);
+        let mut work = FrameWork::new(&geometry);
+        let frame = WarmUpFrame::new(
+            WarmUpSize::Source {
+                width: 3,
+                height: 2,
+            },
+            &geometry,
+        );
+        let frames = warm_up_path(&mut path, frame.view(), 2, false, &mut work).unwrap();
+        assert_eq!(frames, WARM_UP_ROUNDS * 2);
+        assert_eq!(path.most_in_flight, 2, "both tickets were used");
+        assert!(path.queued.is_empty(), "a camera frame finds the GPU idle");
+        assert_eq!(work.mask_pixels, 128, "the frame was mid-grey");
+
+        // The same path then judges camera frames as before.
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
+        let handle = std::thread::spawn(move || stage.run(&mut path, 2));
+        tiny_frame(&mut producer, 0, 7);
+        let Ok(StageMessage::Inspect(first)) = out_rx.recv_timeout(Duration::from_secs(10)) else {
+            panic!("the first camera frame was not judged");
+        };
+        assert_eq!((first.meta.seq, first.mask_pixels), (0, 7));
+        free_tx.send(first).unwrap();
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        assert!(matches!(
+            out_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            StageMessage::End
+        ));
+        assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
+    }
+
+    #[test]
+    fn a_device_warm_up_that_fails_names_the_engine_and_the_step() {
+        let geometry = TensorGeometry {
+            seg_hw: (4, 4),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
+        let mut work = FrameWork::new(&geometry);
+        // The fake fails a frame whose first byte is 0xEE when it completes.
+        let failing = [0xEE, 0, 0];
+        let frame = ImageView {
+            width: 1,
+            height: 1,
+            stride: 3,
+            layout: PixelLayout::Rgb,
+            data: &failing,
+        };
+        let error =
+            warm_up_path(&mut FakeDevicePath::new(2), frame, 2, false, &mut work).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(
+                error,
+                DeviceFrameError::WarmUp {
+                    engine: "onnxruntime-cuda",
+                    step: "complete a frame",
+                    ..
+                }
+            ),
+            "{message}"
+        );
+        assert!(!error.is_engine_unavailable(), "auto must not hide it");
+        assert!(message.contains("a failing frame"), "{message}");
     }
 
     #[test]

@@ -142,6 +142,19 @@ pub enum InferError {
     )]
     NonFiniteOutput { role: ModelRole, values: String },
 
+    /// The engines opened but could not run the synthetic frames of the
+    /// start-up warm-up (`infer::warm_up_host`): every part would fail.
+    #[error(
+        "{engine} failed its warm-up before the start, at step `{step}`: {message}; \
+         the models opened but do not run here: check free memory and the engine's libraries, \
+         or choose another backend in [inference]"
+    )]
+    WarmUp {
+        engine: &'static str,
+        step: &'static str,
+        message: String,
+    },
+
     /// One inference call failed.
     #[error("{engine} {role} inference failed: {message}")]
     Run {

@@ -40,7 +40,9 @@ pub mod tract;
 
 pub use error::{InferError, ORT_LIBRARY_FIX};
 pub use model_io::{ModelIo, ModelRole, check_classifier_output, models_opened};
-pub use stage::{InferStage, ModelSwap, infer_frame, warm_up};
+pub use stage::{
+    InferStage, ModelSwap, WarmUpFrame, WarmUpSize, infer_frame, warm_up, warm_up_host,
+};
 
 use crate::config::{BackendChoice, ComputeDevice, Config};
 use crate::frame::TensorGeometry;

@@ -1,15 +1,24 @@
 //! The inference thread: segmentation, mask, mask channel, classification,
 //! for every frame in order.
+//!
+//! Also the start-up warm-up (`warm_up_host`, and `WarmUpFrame` for the
+//! device path too): an engine's first runs allocate and tune, and a
+//! preprocessor sizes its tables on the first frame of a size, so before
+//! READY=1 a mid-grey frame of the size the source will deliver goes once
+//! through every work record, so the first camera frame is judged as fast
+//! as the hundredth. Warm-up frames take no `seq` and never reach the
+//! output stage.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::InferenceBackend;
-use crate::frame::{FailedStage, FrameWork, StageMessage};
+use super::{InferError, InferenceBackend};
+use crate::config::SourceKind;
+use crate::frame::{FailedStage, FrameWork, ImageView, PixelLayout, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
-use crate::preprocess::{Preprocessor, logits_to_mask};
+use crate::preprocess::{FramePreprocessor, Preprocessor, logits_to_mask};
 
 /// Runs both models on a preprocessed frame. Skips frames that already failed;
 /// a failure here marks the frame so it fails with reason `error`.
@@ -51,6 +60,127 @@ pub fn warm_up(
     let mut cls_logits = vec![0.0; geometry.cls_classes];
     backend.segment(&vec![0.0; geometry.seg_input_len()], &mut seg_logits)?;
     backend.classify(&vec![0.0; geometry.cls_input_len()], &mut cls_logits)
+}
+
+/// The frame size the start-up warm-up uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmUpSize {
+    /// The size the source will deliver: `[source]` width and height
+    /// (test, CSI), the width and height in a V4L2 `caps`, a replay's frames.
+    Source { width: usize, height: usize },
+    /// The config does not say (a file, RTSP, an image sequence, a launch
+    /// line, V4L2 without a size in `caps`): the segmentation model's input
+    /// size. The engines' warm-up does not depend on the frame size; only the
+    /// preprocessor's tables are then made again at the first camera frame.
+    ModelInput,
+}
+
+impl WarmUpSize {
+    /// What `[source]` says its frames will be.
+    pub fn of_source(kind: &SourceKind) -> Self {
+        let sized = |width: u32, height: u32| WarmUpSize::Source {
+            width: width as usize,
+            height: height as usize,
+        };
+        match kind {
+            SourceKind::Test { width, height, .. } | SourceKind::Csi { width, height, .. } => {
+                sized(*width, *height)
+            }
+            SourceKind::V4l2 {
+                caps: Some(caps), ..
+            } => match (caps_field(caps, "width"), caps_field(caps, "height")) {
+                (Some(width), Some(height)) => WarmUpSize::Source { width, height },
+                _ => WarmUpSize::ModelInput,
+            },
+            _ => WarmUpSize::ModelInput,
+        }
+    }
+
+    /// Where the size came from, for the log line.
+    pub fn origin(&self) -> &'static str {
+        match self {
+            WarmUpSize::Source { .. } => "source",
+            WarmUpSize::ModelInput => "model input",
+        }
+    }
+}
+
+/// A fixed integer field of a caps string (`width=1280` or
+/// `width=(int)1280`); `None` when absent or a range or list.
+fn caps_field(caps: &str, key: &str) -> Option<usize> {
+    caps.split(',').find_map(|field| {
+        let (k, v) = field.split_once('=')?;
+        if k.trim() != key {
+            return None;
+        }
+        let v = v.trim();
+        v.strip_prefix("(int)").unwrap_or(v).trim().parse().ok()
+    })
+}
+
+/// A mid-grey RGB frame for the warm-up: not a camera frame, never judged.
+pub struct WarmUpFrame {
+    width: usize,
+    height: usize,
+    pixels: Vec<u8>,
+}
+
+impl WarmUpFrame {
+    pub fn new(size: WarmUpSize, geometry: &TensorGeometry) -> Self {
+        let (width, height) = match size {
+            WarmUpSize::Source { width, height } if width > 0 && height > 0 => (width, height),
+            _ => (geometry.seg_hw.1, geometry.seg_hw.0),
+        };
+        WarmUpFrame {
+            width,
+            height,
+            pixels: vec![128; width * height * 3],
+        }
+    }
+
+    pub fn view(&self) -> ImageView<'_> {
+        ImageView {
+            width: self.width,
+            height: self.height,
+            stride: self.width * 3,
+            layout: PixelLayout::Rgb,
+            data: &self.pixels,
+        }
+    }
+}
+
+/// The host path's warm-up: `frame` once through the preprocessor and both
+/// models in each of `records` (the work records the run will use, so their
+/// pages are touched too). A step that fails is an error naming the engine
+/// and the step: the same engine would fail every part.
+pub fn warm_up_host(
+    backend: &mut dyn InferenceBackend,
+    frame_preprocessor: &mut FramePreprocessor,
+    preprocessor: &Preprocessor,
+    mask_class: usize,
+    frame: ImageView<'_>,
+    records: &mut [Box<FrameWork>],
+) -> Result<(), InferError> {
+    let engine = backend.kind().as_str();
+    for work in records {
+        work.error = None;
+        frame_preprocessor
+            .frame_to_tensors(frame, &mut work.seg_input, &mut work.cls_input)
+            .map_err(|e| InferError::WarmUp {
+                engine,
+                step: FailedStage::Preprocess.as_str(),
+                message: e.to_string(),
+            })?;
+        infer_frame(backend, preprocessor, mask_class, work);
+        if let Some((stage, message)) = work.error.take() {
+            return Err(InferError::WarmUp {
+                engine,
+                step: stage.as_str(),
+                message,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// New models for the infer thread, opened, checked and warmed up beside the
@@ -203,6 +333,207 @@ mod tests {
             &mut work,
         );
         work
+    }
+
+    /// Test double: an engine that counts its runs of each model, failing
+    /// the segmentation run when `fail_segment` is set.
+    struct CountingEngine {
+        inner: FixedOutputEngine,
+        runs: Arc<std::sync::atomic::AtomicUsize>,
+        /// The count of runs before each frame's segmentation, in order.
+        runs_before_segment: Arc<std::sync::Mutex<Vec<usize>>>,
+        fail_segment: bool,
+    }
+
+    impl CountingEngine {
+        fn new() -> Self {
+            CountingEngine {
+                inner: FixedOutputEngine::answering([0.3, -1.2]),
+                runs: Arc::default(),
+                runs_before_segment: Arc::default(),
+                fail_segment: false,
+            }
+        }
+    }
+
+    impl InferenceBackend for CountingEngine {
+        fn kind(&self) -> BackendKind {
+            BackendKind::OnnxRuntimeCpu
+        }
+        fn segmentation_io(&self) -> &ModelIo {
+            self.inner.segmentation_io()
+        }
+        fn classifier_io(&self) -> &ModelIo {
+            self.inner.classifier_io()
+        }
+        fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+            use std::sync::atomic::Ordering;
+            self.runs_before_segment
+                .lock()
+                .unwrap()
+                .push(self.runs.load(Ordering::SeqCst));
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            if self.fail_segment {
+                return Err(InferError::Run {
+                    role: crate::infer::ModelRole::Segmentation,
+                    engine: "ONNX Runtime CPU",
+                    message: "out of memory".to_string(),
+                });
+            }
+            self.inner.segment(input, logits_out)
+        }
+        fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+            self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.classify(input, logits_out)
+        }
+    }
+
+    fn plain_preprocessor() -> Preprocessor {
+        let plain = Normalization {
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        };
+        Preprocessor::new(plain, plain, 0.0, 1.0, GEOMETRY)
+    }
+
+    #[test]
+    fn the_first_frame_after_the_start_up_warm_up_is_not_the_engines_first_run() {
+        let engine = CountingEngine::new();
+        let runs_before_segment = Arc::clone(&engine.runs_before_segment);
+        let mut backend: Box<dyn InferenceBackend> = Box::new(engine);
+        let mut records: Vec<Box<FrameWork>> = (0..3)
+            .map(|_| Box::new(FrameWork::new(&GEOMETRY)))
+            .collect();
+        let frame = WarmUpFrame::new(
+            WarmUpSize::Source {
+                width: 6,
+                height: 5,
+            },
+            &GEOMETRY,
+        );
+        assert_eq!((frame.view().width, frame.view().height), (6, 5));
+        let mut frame_preprocessor = FramePreprocessor::Cpu(plain_preprocessor());
+        warm_up_host(
+            backend.as_mut(),
+            &mut frame_preprocessor,
+            &plain_preprocessor(),
+            1,
+            frame.view(),
+            &mut records,
+        )
+        .unwrap();
+        assert!(
+            records.iter().all(|w| w.error.is_none()),
+            "a warm-up leaves no error behind for the first frame"
+        );
+
+        // The infer thread then takes the first camera frame.
+        let (to_infer, input) = crossbeam_channel::bounded(2);
+        let (output, results) = crossbeam_channel::bounded(2);
+        let (_swaps, swap_rx) = crossbeam_channel::bounded(1);
+        let mut first = records.pop().unwrap();
+        first.reset(crate::frame::FrameMeta::now(0));
+        to_infer.send(StageMessage::Inspect(first)).unwrap();
+        to_infer.send(StageMessage::End).unwrap();
+        InferStage {
+            input,
+            output,
+            backend,
+            models: Arc::new(ModelIds {
+                segmentation: "seg".to_string(),
+                classifier: "cls".to_string(),
+            }),
+            swaps: swap_rx,
+            preprocessor: plain_preprocessor(),
+            mask_class: 1,
+            liveness: crate::service::Liveness::new(),
+        }
+        .run();
+        let Ok(StageMessage::Inspect(judged)) = results.try_recv() else {
+            panic!("the first frame was not judged");
+        };
+        assert!(judged.error.is_none());
+        assert_eq!(judged.meta.seq, 0, "warm-up frames take no seq");
+        let runs = runs_before_segment.lock().unwrap().clone();
+        // Three warm-up frames ran both models; the camera's first frame is
+        // the engine's seventh run, not its first.
+        assert_eq!(runs, vec![0, 2, 4, 6]);
+    }
+
+    #[test]
+    fn a_warm_up_that_fails_names_the_engine_and_the_step() {
+        let mut engine = CountingEngine::new();
+        engine.fail_segment = true;
+        let mut records = vec![Box::new(FrameWork::new(&GEOMETRY))];
+        let frame = WarmUpFrame::new(WarmUpSize::ModelInput, &GEOMETRY);
+        assert_eq!(
+            (frame.view().height, frame.view().width),
+            GEOMETRY.seg_hw,
+            "without a size from the source, the model's input size"
+        );
+        let error = warm_up_host(
+            &mut engine,
+            &mut FramePreprocessor::Cpu(plain_preprocessor()),
+            &plain_preprocessor(),
+            1,
+            frame.view(),
+            &mut records,
+        )
+        .unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(
+                error,
+                InferError::WarmUp {
+                    engine: "onnxruntime-cpu",
+                    step: "segment",
+                    ..
+                }
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("out of memory") && message.contains("[inference]"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_warm_up_size_is_what_the_source_config_says_or_the_model_input() {
+        let v4l2 = |caps: &str| SourceKind::V4l2 {
+            device: "/dev/video0".into(),
+            caps: Some(caps.to_string()),
+        };
+        let sized = |width, height| WarmUpSize::Source { width, height };
+        assert_eq!(
+            WarmUpSize::of_source(&v4l2("image/jpeg,width=1280,height=720,framerate=30/1")),
+            sized(1280, 720)
+        );
+        assert_eq!(
+            WarmUpSize::of_source(&v4l2("video/x-raw, width=(int)1920, height=(int)1080")),
+            sized(1920, 1080)
+        );
+        assert_eq!(
+            WarmUpSize::of_source(&v4l2("video/x-raw,width=[ 1, 1920 ],height=1080")),
+            WarmUpSize::ModelInput
+        );
+        assert_eq!(
+            WarmUpSize::of_source(&SourceKind::Test {
+                pattern: "smpte".to_string(),
+                width: 320,
+                height: 240,
+                framerate: 30,
+                num_buffers: 0,
+            }),
+            sized(320, 240)
+        );
+        assert_eq!(
+            WarmUpSize::of_source(&SourceKind::Rtsp {
+                url: "rtsp://camera/stream".to_string(),
+                latency_ms: 100,
+            }),
+            WarmUpSize::ModelInput
+        );
     }
 
     #[test]
