@@ -38,6 +38,7 @@ pub mod frame;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;
+pub mod json_line;
 pub mod line;
 pub mod model_id;
 pub mod model_swap;

@@ -3,11 +3,12 @@
 //! verdicts, log lines and the status server all use it; a leaf, so that none
 //! of them imports another room for it.
 
-use std::fmt::Write as _;
+use std::fmt::Write;
 use std::time::SystemTime;
 
-/// Appends `t` as RFC 3339 UTC with milliseconds, without allocating.
-pub fn write_rfc3339(out: &mut String, t: SystemTime) {
+/// Appends `t` as RFC 3339 UTC with milliseconds, without allocating. Any
+/// `fmt::Write`, so that a `Display` (a JSON string written by serde) can use it.
+pub fn write_rfc3339(out: &mut (impl Write + ?Sized), t: SystemTime) {
     let t = time::OffsetDateTime::from(t);
     let _ = write!(
         out,
