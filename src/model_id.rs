@@ -3,9 +3,9 @@
 //! traced to the exact files (the same short form the TensorRT engine cache
 //! prints for an ONNX digest).
 
-use std::fmt::Write as _;
 use std::path::Path;
 
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
@@ -13,7 +13,8 @@ use crate::config::Config;
 /// Hex digits kept of each digest.
 pub const ID_LEN: usize = 12;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialized as `{"segmentation":"…","classifier":"…"}`, in that order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelIds {
     pub segmentation: String,
     pub classifier: String,
@@ -31,11 +32,7 @@ impl ModelIds {
 
     /// `{"segmentation":"…","classifier":"…"}`, appended to `out`.
     pub fn write_json(&self, out: &mut String) {
-        let _ = write!(
-            out,
-            "{{\"segmentation\":\"{}\",\"classifier\":\"{}\"}}",
-            self.segmentation, self.classifier
-        );
+        crate::json_line::append_json(out, self);
     }
 }
 
@@ -86,6 +83,21 @@ mod tests {
         assert_eq!(
             sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    /// The ids' JSON (inside every result line and MQTT message), pinned as it
+    /// was when it was still written by hand.
+    #[test]
+    fn ids_json_bytes_are_pinned() {
+        let ids = ModelIds {
+            segmentation: "0123456789ab".into(),
+            classifier: "unreadable".into(),
+        };
+        let s = serde_json::to_string(&ids).unwrap();
+        assert_eq!(
+            s,
+            "{\"segmentation\":\"0123456789ab\",\"classifier\":\"unreadable\"}"
         );
     }
 }
