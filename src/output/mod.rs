@@ -12,15 +12,16 @@ pub use crate::timestamp::write_rfc3339;
 pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 pub use taps::{Latencies, ResultTaps};
 
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::Serialize;
 
 use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
 use crate::frame::{FailedStage, FrameMeta, FrameWork, StageMessage};
+use crate::json_line::{self, append_json, write_json};
 use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
 use crate::stats::RunStats;
@@ -44,51 +45,78 @@ pub fn format_result(
     decision: &Decision,
     latencies: Option<&FrameLatencies>,
 ) {
-    line.clear();
-    let _ = write!(line, "{{\"seq\":{},\"ts\":\"", meta.seq);
-    write_rfc3339(line, meta.captured_at);
-    let _ = write!(
-        line,
-        "\",\"verdict\":\"{}\",\"reason\":\"{}\"",
-        decision.verdict.as_str(),
-        decision.reason.as_str()
-    );
-    write_optional(line, "defect_prob", decision.defect_prob);
-    write_optional(line, "seal_area", decision.seal_area);
-    match latencies {
-        Some([p, s, c, t]) => {
-            let _ = write!(
-                line,
-                ",\"latency_ms\":{{\"preprocess\":{p:.3},\"segment\":{s:.3},\"classify\":{c:.3},\"total\":{t:.3}}}}}"
-            );
-        }
-        None => line.push_str(",\"latency_ms\":null}"),
-    }
+    write_json(line, &ResultLine::new(meta, decision, latencies));
 }
 
 /// Appends `"late"` (the line got a `late` fail for this part instead of this
 /// result) and `"models"` (the model ids) to a line from `format_result`.
 pub fn append_line_fields(line: &mut String, late: bool, models: Option<&ModelIds>) {
+    // Two objects become one: the result's closing brace gives way to a
+    // comma, and the line fields' opening brace to nothing.
     if line.ends_with('}') {
         line.pop();
     }
-    let _ = write!(line, ",\"late\":{late}");
-    if let Some(models) = models {
-        line.push_str(",\"models\":");
-        models.write_json(line);
+    let start = line.len();
+    append_json(line, &LineFields { late, models });
+    if line[start..].starts_with('{') {
+        line.replace_range(start..=start, ",");
     }
-    line.push('}');
 }
 
-fn write_optional(line: &mut String, key: &str, value: Option<f64>) {
-    match value {
-        Some(v) if v.is_finite() => {
-            let _ = write!(line, ",\"{key}\":{v:.6}");
-        }
-        _ => {
-            let _ = write!(line, ",\"{key}\":null");
+/// One frame's result, as the results file (and `inspect`, which names the
+/// image first) writes it; the key order is the line's.
+#[derive(Serialize)]
+pub struct ResultLine {
+    seq: u64,
+    #[serde(serialize_with = "json_line::rfc3339")]
+    ts: SystemTime,
+    verdict: &'static str,
+    reason: &'static str,
+    #[serde(serialize_with = "json_line::six_decimals")]
+    defect_prob: Option<f64>,
+    #[serde(serialize_with = "json_line::six_decimals")]
+    seal_area: Option<f64>,
+    /// `null` for a frame no stage timed (not inspected, not captured).
+    latency_ms: Option<LatencyMs>,
+}
+
+impl ResultLine {
+    pub fn new(meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) -> Self {
+        ResultLine {
+            seq: meta.seq,
+            ts: meta.captured_at,
+            verdict: decision.verdict.as_str(),
+            reason: decision.reason.as_str(),
+            defect_prob: decision.defect_prob,
+            seal_area: decision.seal_area,
+            latency_ms: latencies.map(|&[preprocess, segment, classify, total]| LatencyMs {
+                preprocess,
+                segment,
+                classify,
+                total,
+            }),
         }
     }
+}
+
+#[derive(Serialize)]
+struct LatencyMs {
+    #[serde(serialize_with = "json_line::three_decimals")]
+    preprocess: f64,
+    #[serde(serialize_with = "json_line::three_decimals")]
+    segment: f64,
+    #[serde(serialize_with = "json_line::three_decimals")]
+    classify: f64,
+    #[serde(serialize_with = "json_line::three_decimals")]
+    total: f64,
+}
+
+/// What the output stage adds to a result line (`append_line_fields`).
+#[derive(Serialize)]
+struct LineFields<'a> {
+    late: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    models: Option<&'a ModelIds>,
 }
 
 /// What the output thread needs; built by `pipeline`.
@@ -331,6 +359,81 @@ mod tests {
         assert_eq!(v["late"], true);
         assert_eq!(v["models"]["segmentation"], "aaaaaaaaaaaa");
         assert_eq!(v["reason"], "error");
+    }
+
+    /// People parse these lines byte for byte: the bytes are pinned as they
+    /// were when the line was still written by hand (fixed decimals, nulls).
+    #[test]
+    fn result_line_bytes_are_pinned() {
+        let meta = FrameMeta {
+            seq: 7,
+            captured_at: UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123),
+            captured_instant: std::time::Instant::now(),
+        };
+        let d = Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::Defect,
+            defect_prob: Some(0.93),
+            seal_area: Some(f64::NAN),
+        };
+        let mut line = String::new();
+        format_result(
+            &mut line,
+            &meta,
+            &d,
+            Some(&[1.0, 2.25, 0.0004, 12_345.678_9]),
+        );
+        assert_eq!(
+            line,
+            "{\"seq\":7,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"fail\",\"reason\":\"defect\",\"defect_prob\":0.930000,\"seal_area\":null,\"latency_ms\":{\"preprocess\":1.000,\"segment\":2.250,\"classify\":0.000,\"total\":12345.679}}"
+        );
+        let d = Decision {
+            verdict: Verdict::Pass,
+            reason: Reason::Ok,
+            defect_prob: Some(1e-7),
+            seal_area: Some(-0.0),
+        };
+        format_result(&mut line, &meta, &d, Some(&[0.0, 0.0, 0.0, 0.0]));
+        assert_eq!(
+            line,
+            "{\"seq\":7,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"pass\",\"reason\":\"ok\",\"defect_prob\":0.000000,\"seal_area\":-0.000000,\"latency_ms\":{\"preprocess\":0.000,\"segment\":0.000,\"classify\":0.000,\"total\":0.000}}"
+        );
+        format_result(&mut line, &meta, &Decision::not_inspected(), None);
+        assert_eq!(
+            line,
+            "{\"seq\":7,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"fail\",\"reason\":\"not_inspected\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":null}"
+        );
+    }
+
+    #[test]
+    fn line_fields_bytes_are_pinned() {
+        let meta = FrameMeta {
+            seq: 3,
+            captured_at: UNIX_EPOCH,
+            captured_instant: std::time::Instant::now(),
+        };
+        let models = ModelIds {
+            segmentation: "0123456789ab".into(),
+            classifier: "unreadable".into(),
+        };
+        let mut line = String::new();
+        format_result(&mut line, &meta, &Decision::error(), None);
+        append_line_fields(&mut line, true, Some(&models));
+        assert_eq!(
+            line,
+            "{\"seq\":3,\"ts\":\"1970-01-01T00:00:00.000Z\",\"verdict\":\"fail\",\"reason\":\"error\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":null,\"late\":true,\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"unreadable\"}}"
+        );
+        format_result(
+            &mut line,
+            &meta,
+            &Decision::late(),
+            Some(&[1.5, 2.0, 3.0, 70.25]),
+        );
+        append_line_fields(&mut line, false, None);
+        assert_eq!(
+            line,
+            "{\"seq\":3,\"ts\":\"1970-01-01T00:00:00.000Z\",\"verdict\":\"fail\",\"reason\":\"late\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":{\"preprocess\":1.500,\"segment\":2.000,\"classify\":3.000,\"total\":70.250},\"late\":false}"
+        );
     }
 
     #[test]
