@@ -1,57 +1,54 @@
 //! The verdict message, one JSON object per part on `<topic>/verdict`; its
 //! schema is `docs/verdict.schema.json` (documented in docs/INTEGRATION.md).
 
-use std::fmt::Write as _;
 use std::time::SystemTime;
 
+use serde::Serialize;
+
+use crate::json_line::{self, write_json};
 use crate::line::{LineVerdict, ModelIds};
-use crate::timestamp::write_rfc3339;
 
-/// Formats `v` into `out` (cleared first).
+/// Formats `v` into `out` (cleared first), in its capacity.
 pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
-    out.clear();
     let d = &v.decision;
-    let _ = write!(out, "{{\"seq\":{},\"part\":{},\"ts\":\"", v.seq, v.seq);
-    write_rfc3339(out, v.captured_at);
-    let _ = write!(
-        out,
-        "\",\"verdict\":\"{}\",\"reason\":\"{}\",\"evaluation\":\"{}\"",
-        d.verdict.as_str(),
-        d.reason.as_str(),
-        d.reason.evaluation().as_str()
-    );
-    write_number(out, "defect_prob", d.defect_prob, 6);
-    write_number(out, "seal_area", d.seal_area, 6);
-    write_number(out, "latency_ms", Some(v.latency_ms), 3);
-    write_time(out, "deadline", v.deadline.map(|d| d.at));
-    write_time(out, "expires", v.deadline.map(|d| d.expires_at));
-    out.push_str(",\"models\":");
-    models.write_json(out);
-    out.push('}');
+    let message = VerdictMessage {
+        seq: v.seq,
+        part: v.seq,
+        ts: v.captured_at,
+        verdict: d.verdict.as_str(),
+        reason: d.reason.as_str(),
+        evaluation: d.reason.evaluation().as_str(),
+        defect_prob: d.defect_prob,
+        seal_area: d.seal_area,
+        latency_ms: v.latency_ms,
+        deadline: v.deadline.map(|d| d.at),
+        expires: v.deadline.map(|d| d.expires_at),
+        models,
+    };
+    write_json(out, &message);
 }
 
-fn write_number(out: &mut String, key: &str, value: Option<f64>, decimals: usize) {
-    match value {
-        Some(v) if v.is_finite() => {
-            let _ = write!(out, ",\"{key}\":{v:.decimals$}");
-        }
-        _ => {
-            let _ = write!(out, ",\"{key}\":null");
-        }
-    }
-}
-
-fn write_time(out: &mut String, key: &str, value: Option<SystemTime>) {
-    match value {
-        Some(t) => {
-            let _ = write!(out, ",\"{key}\":\"");
-            write_rfc3339(out, t);
-            out.push('"');
-        }
-        None => {
-            let _ = write!(out, ",\"{key}\":null");
-        }
-    }
+/// The message's fields in the schema's order.
+#[derive(Serialize)]
+struct VerdictMessage<'a> {
+    seq: u64,
+    part: u64,
+    #[serde(serialize_with = "json_line::rfc3339")]
+    ts: SystemTime,
+    verdict: &'static str,
+    reason: &'static str,
+    evaluation: &'static str,
+    #[serde(serialize_with = "json_line::six_decimals")]
+    defect_prob: Option<f64>,
+    #[serde(serialize_with = "json_line::six_decimals")]
+    seal_area: Option<f64>,
+    #[serde(serialize_with = "json_line::three_decimals")]
+    latency_ms: f64,
+    #[serde(serialize_with = "json_line::rfc3339_or_null")]
+    deadline: Option<SystemTime>,
+    #[serde(serialize_with = "json_line::rfc3339_or_null")]
+    expires: Option<SystemTime>,
+    models: &'a ModelIds,
 }
 
 #[cfg(test)]
@@ -92,5 +89,57 @@ mod tests {
         assert!(j["defect_prob"].is_null());
         assert_eq!(j["latency_ms"], 60.5);
         assert_eq!(j["models"]["classifier"], "ba9876543210");
+    }
+
+    /// PLCs parse this message byte for byte: the bytes are pinned as they
+    /// were when it was still written by hand (fixed decimals, nulls).
+    #[test]
+    fn message_bytes_are_pinned() {
+        let mut meta = FrameMeta::now(41);
+        meta.captured_at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
+        let models = ModelIds {
+            segmentation: "0123456789ab".into(),
+            classifier: "ba9876543210".into(),
+        };
+        let late = LineVerdict {
+            seq: 41,
+            captured_at: meta.captured_at,
+            captured_instant: meta.captured_instant,
+            decision: Decision::late(),
+            latency_ms: 60.5,
+            deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
+            models: None,
+        };
+        let mut s = String::new();
+        format_verdict(&mut s, &late, &models);
+        assert_eq!(
+            s,
+            "{\"seq\":41,\"part\":41,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"fail\",\"reason\":\"late\",\"evaluation\":\"NotDecidable\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":60.500,\"deadline\":\"2023-11-14T22:13:20.183Z\",\"expires\":\"2023-11-14T22:13:20.183Z\",\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"ba9876543210\"}}"
+        );
+        let pass = LineVerdict {
+            decision: Decision {
+                verdict: crate::decision::Verdict::Pass,
+                reason: crate::decision::Reason::Ok,
+                defect_prob: Some(0.012_345_67),
+                seal_area: Some(f64::INFINITY),
+            },
+            latency_ms: 12.000_4,
+            deadline: None,
+            ..late
+        };
+        format_verdict(&mut s, &pass, &models);
+        assert_eq!(
+            s,
+            "{\"seq\":41,\"part\":41,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"pass\",\"reason\":\"ok\",\"evaluation\":\"OK\",\"defect_prob\":0.012346,\"seal_area\":null,\"latency_ms\":12.000,\"deadline\":null,\"expires\":null,\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"ba9876543210\"}}"
+        );
+        let nan_latency = LineVerdict {
+            latency_ms: f64::NAN,
+            ..pass
+        };
+        format_verdict(&mut s, &nan_latency, &models);
+        assert_eq!(
+            s,
+            "{\"seq\":41,\"part\":41,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"pass\",\"reason\":\"ok\",\"evaluation\":\"OK\",\"defect_prob\":0.012346,\"seal_area\":null,\"latency_ms\":null,\"deadline\":null,\"expires\":null,\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"ba9876543210\"}}"
+        );
     }
 }
