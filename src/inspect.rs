@@ -5,13 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Serialize, Serializer};
+
 use crate::capture::{self, CaptureError};
 use crate::config::{Config, DecisionConfig};
 use crate::decision::{self, Decision};
 use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork, TensorGeometry};
 use crate::infer::{self, InferError, InferenceBackend, infer_frame};
+use crate::json_line::write_json;
 use crate::npy::{NpyError, write_npy_f32};
-use crate::output::format_result;
+use crate::output::ResultLine;
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, Preprocessor, cpu_preprocessor, preprocess_frame,
 };
@@ -116,6 +119,11 @@ pub fn inspect(
 ) -> Result<(), InspectError> {
     let mut judge = ImageJudge::open(config)?;
     log::info!(target: "sealcheck::inspect", backend = judge.backend.kind().as_str(), reason = judge.reason.as_str(); "inference backend chosen");
+    // One line buffer for all images, as in a run.
+    let mut result = ImageResult {
+        line: String::with_capacity(512),
+        decision: Decision::error(),
+    };
     for (seq, image) in images.iter().enumerate() {
         let meta = FrameMeta::now(seq as u64);
         let decision = judge.judge(image, meta, &config.decision);
@@ -135,20 +143,45 @@ pub fn inspect(
             t.classify_ms,
             meta.captured_instant.elapsed().as_secs_f64() * 1e3,
         ];
-        let mut line = String::new();
-        format_result(
-            &mut line,
+        result.decision = decision;
+        format_image_line(
+            &mut result.line,
+            image,
             &meta,
             &decision,
             decoded_latencies(work, &latencies),
         );
-        // Name the image first so a line can be traced back to its file.
-        let name =
-            serde_json::to_string(&image.display().to_string()).unwrap_or_else(|_| "\"?\"".into());
-        line.insert_str(1, &format!("\"image\":{name},"));
-        emit(image, &ImageResult { line, decision });
+        emit(image, &result);
     }
     Ok(())
+}
+
+fn format_image_line(
+    line: &mut String,
+    image: &Path,
+    meta: &FrameMeta,
+    decision: &Decision,
+    latencies: Option<&[f64; 4]>,
+) {
+    let image_line = ImageLine {
+        image,
+        result: ResultLine::new(meta, decision, latencies),
+    };
+    write_json(line, &image_line);
+}
+
+/// A result line with the image named first, so a line can be traced back to its file.
+#[derive(Serialize)]
+struct ImageLine<'a> {
+    #[serde(serialize_with = "path_text")]
+    image: &'a Path,
+    #[serde(flatten)]
+    result: ResultLine,
+}
+
+/// A path as the text `Path::display` gives, escaped as any JSON string.
+fn path_text<S: Serializer>(path: &&Path, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&path.display())
 }
 
 fn decoded_latencies<'a>(work: &FrameWork, latencies: &'a [f64; 4]) -> Option<&'a [f64; 4]> {
@@ -192,4 +225,52 @@ fn dump_tensors(
         &work.cls_logits,
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::{Reason, Verdict};
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    /// `sealcheck inspect` prints these lines for scripts: the bytes are pinned
+    /// as they were when the line was still spliced by hand (the image name
+    /// first, escaped; then the result line's fields).
+    #[test]
+    fn image_line_bytes_are_pinned() {
+        let meta = FrameMeta {
+            seq: 2,
+            captured_at: UNIX_EPOCH + Duration::from_millis(1_709_210_096_789),
+            captured_instant: Instant::now(),
+        };
+        let d = Decision {
+            verdict: Verdict::Fail,
+            reason: Reason::SealArea,
+            defect_prob: Some(0.25),
+            seal_area: Some(0.031_25),
+        };
+        let mut line = String::new();
+        format_image_line(
+            &mut line,
+            Path::new("samples/a \"quoted\" \\ näme\t.png"),
+            &meta,
+            &d,
+            Some(&[1.25, 10.0, 3.5, 15.125]),
+        );
+        assert_eq!(
+            line,
+            "{\"image\":\"samples/a \\\"quoted\\\" \\\\ näme\\t.png\",\"seq\":2,\"ts\":\"2024-02-29T12:34:56.789Z\",\"verdict\":\"fail\",\"reason\":\"seal_area\",\"defect_prob\":0.250000,\"seal_area\":0.031250,\"latency_ms\":{\"preprocess\":1.250,\"segment\":10.000,\"classify\":3.500,\"total\":15.125}}"
+        );
+        format_image_line(
+            &mut line,
+            Path::new("missing.png"),
+            &meta,
+            &Decision::error(),
+            None,
+        );
+        assert_eq!(
+            line,
+            "{\"image\":\"missing.png\",\"seq\":2,\"ts\":\"2024-02-29T12:34:56.789Z\",\"verdict\":\"fail\",\"reason\":\"error\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":null}"
+        );
+    }
 }
