@@ -29,11 +29,6 @@ impl ModelIds {
             classifier: id_or_unreadable(&config.classifier.path),
         }
     }
-
-    /// `{"segmentation":"…","classifier":"…"}`, appended to `out`.
-    pub fn write_json(&self, out: &mut String) {
-        crate::json_line::append_json(out, self);
-    }
 }
 
 fn id_or_unreadable(path: &Path) -> String {
