@@ -10,7 +10,9 @@
 # `videotestsrc is-live=true` at WIDTH x HEIGHT (default 1280x720, the demo clip's size) and
 # FPS (default 30) frames/s, `live = true` (a camera: drops when full, never blocks), BACKEND
 # (default onnxruntime; ONNX Runtime needs ORT_DYLIB_PATH), stopped with SIGTERM after SECONDS
-# (default 60). Latency is the results file's `latency_ms.total` (capture to verdict written);
+# (default 60); INFERENCE adds lines to [inference], e.g. the GPU device path:
+# INFERENCE='device = "cuda"\npreprocess = "cuda"'. Latency is the results file's
+# `latency_ms.total` (capture to verdict written);
 # "steady" is every frame from the 301st on. Prints one JSON line per run.
 #
 # Measure on a quiet machine: before the first run the script waits (up to QUIET_WAIT s,
@@ -26,6 +28,7 @@ WIDTH=${WIDTH:-1280}
 HEIGHT=${HEIGHT:-720}
 FPS=${FPS:-30}
 MQTT=${MQTT:-0}
+INFERENCE=${INFERENCE:-}
 QUIET_WAIT=${QUIET_WAIT:-900}
 MOSQUITTO=${MOSQUITTO:-/usr/sbin/mosquitto}
 repo=$PWD
@@ -56,6 +59,7 @@ live = true
 
 [inference]
 backend = "$BACKEND"
+$(printf '%b' "$INFERENCE")
 
 [models.segmentation]
 path = "$repo/models/seg.onnx"
@@ -110,9 +114,12 @@ total = [r["latency_ms"]["total"] for r in rows if r.get("latency_ms")]
 def q(xs, p):
     xs = sorted(xs)
     return round(xs[min(len(xs) - 1, int(p * len(xs)))], 1) if xs else None
-warm = re.search(r'engines warmed up before the start.*? ms=([0-9.]+)', open(f"{work}/stderr").read())
+log = open(f"{work}/stderr").read()
+warm = re.search(r'engines warmed up before the start.*? ms=([0-9.]+)', log)
+backend = re.search(r'inference backend chosen" backend=(\S+)', log)
 out = {
-    "round": int(round_), "bin": bin_, "load": float(load), "others": others.strip("; "),
+    "round": int(round_), "bin": bin_, "backend": backend.group(1) if backend else None,
+    "device_path": "device stage: preprocessing, both models" in log, "load": float(load), "others": others.strip("; "),
     "build_at_end": builds, "frames": len(rows), "judged": len(total),
     "not_inspected": sum(1 for r in rows if r["reason"] == "not_inspected"),
     "warm_up_ms": round(float(warm.group(1)), 1) if warm else None,
