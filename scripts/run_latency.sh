@@ -78,7 +78,7 @@ builds() { pgrep -x cargo >/dev/null || pgrep -x rustc >/dev/null; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 # Other processes using the CPU now (not this script's own), for the record.
 others() {
-  top -b -n 2 -d 1 -w 200 | awk '/^top -/ {frame++} frame == 2 && $1 ~ /^[0-9]+$/ && $9 >= 5 && $12 !~ /^sealcheck/ && $12 != "mosquitto" && $12 != "top" {printf "%s%s %s%%", sep, $12, $9; sep=", "}'
+  top -b -n 2 -d 1 -w 200 | awk '/^top -/ {frame++} frame == 2 && $1 ~ /^[0-9]+$/ && $9 >= 5 && $12 !~ /^sealcheck/ && $12 != "mosquitto" && $12 != "top" {printf "%s%s %s%%", sep, $12, $9; sep=", "}' 2>/dev/null || true
 }
 
 waited=0
