@@ -120,7 +120,7 @@ pub fn prepare_device(
         opener.open(config).map_err(|e| e.to_string())
     })?;
     Ok(DeviceSwap {
-        engine: candidate.into_engine(),
+        engine: candidate,
         models,
         on_swapped: None,
     })

@@ -9,12 +9,12 @@
 //!
 //! device mode (preprocess = "cuda" with a GPU engine):
 //!                                    device thread (one CUDA stream)
-//!  capture::Capture ──FrameRing──▶ DeviceStage: DeviceRunner<engine> ──chan──▶ OutputStage ──▶ ...
+//!  capture::Capture ──FrameRing──▶ DeviceStage: DeviceRunner + dyn DeviceEngine ──chan──▶ OutputStage ──▶ ...
 //!        ▲                               │  ▲   (frame kernel, models, mask)          │
 //!        └──────── free slots ───────────┘  └──────────── free work records ─────────┘
 //! ```
 //!
-//! Which mode runs is decided from the config alone (`device_stage::device_plan`)
+//! Which mode runs is decided from the config alone (`engine_choice::device_plan`)
 //! before any engine is opened; the stage that runs opens each model once and
 //! its geometry sizes the work records.
 //!
@@ -51,7 +51,7 @@ use crate::preprocess::{
 };
 use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
-use crate::stats::{RunStats, STAGES};
+use crate::stats::RunStats;
 use crate::status::{OperatorTaps, RunInfo, RunState, StatusServer, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
@@ -154,16 +154,7 @@ impl RunSummary {
                 self.results_lost
             ));
         }
-        out.push_str("latency ms      p50      p95      p99\n");
-        for (name, h) in STAGES.iter().zip(&s.latency) {
-            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
-            out.push_str(&format!(
-                "  {name:<11} {:>8} {:>8} {:>8}\n",
-                q(0.5),
-                q(0.95),
-                q(0.99)
-            ));
-        }
+        out.push_str(&s.latency_table());
         out.push_str(&self.render_line());
         out
     }
@@ -435,7 +426,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
             }
         }
     }
-    #[cfg(feature = "fault-injection")]
+    // Test-only (feature `fault-injection`); a no-op otherwise.
     crate::fault::maybe_hang_after_stop(stopped_by_signal);
     if drain_deadline.is_none() {
         context.notifier.stopping();

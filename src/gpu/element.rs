@@ -1,5 +1,6 @@
-//! Element types of tensors on the device: plain data, the same with or
-//! without the `cuda` feature (the stub uses it too). A leaf: `memory` (which
+//! Element types and descriptions of tensors on the device: plain data, the
+//! same with or without the `cuda` feature (the stub uses it too, and the
+//! device path's engine contract names `DeviceTensor` in every build). A leaf: `memory` (which
 //! says what may live in device memory) and `kernels` (which passes them to
 //! the kernels) both name these, and neither imports the other for them.
 
@@ -18,6 +19,17 @@ impl TensorElement {
             TensorElement::F16 => 2,
         }
     }
+}
+
+/// A tensor in device memory, for binding to an engine: a description, not
+/// an owner (the buffer behind `ptr` belongs to whoever made this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceTensor {
+    /// Device address of the first element.
+    pub ptr: u64,
+    /// Elements (not bytes).
+    pub len: usize,
+    pub element: TensorElement,
 }
 
 /// One output coordinate's two input neighbours and their weights; the

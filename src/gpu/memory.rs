@@ -195,12 +195,3 @@ fn byte_len<T>(len: usize) -> Result<usize, GpuError> {
     })
 }
 
-/// A tensor in device memory, for binding to an engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceTensor {
-    /// Device address of the first element.
-    pub ptr: u64,
-    /// Elements (not bytes).
-    pub len: usize,
-    pub element: TensorElement,
-}

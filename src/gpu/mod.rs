@@ -20,7 +20,7 @@
 //! `GpuError::NoDriver` or `GpuError::NoDevice`.
 
 mod element;
-pub use element::{DeviceTap, TensorElement};
+pub use element::{DeviceTap, DeviceTensor, TensorElement};
 
 #[cfg(feature = "cuda")]
 mod context;
@@ -42,7 +42,7 @@ pub use error::GpuError;
 #[cfg(feature = "cuda")]
 pub use kernels::{Kernel, KernelSet};
 #[cfg(feature = "cuda")]
-pub use memory::{DeviceBuffer, DeviceTensor, DeviceValue, PinnedBuffer};
+pub use memory::{DeviceBuffer, DeviceValue, PinnedBuffer};
 #[cfg(feature = "cuda")]
 pub use stream::{Event, Stream};
 

@@ -2,7 +2,9 @@
 //! GPU engine (ONNX Runtime CUDA, TensorRT). The runner owns the stream (in
 //! the GPU preprocessor), the tensors between the stages, the per-frame
 //! tickets and the timing events; an engine supplies only how it queues a
-//! model on the stream (`DeviceEngine`).
+//! model on the stream (`device_path::DeviceEngine`, held boxed: the runner
+//! names no engine, and which one runs is chosen above it, in
+//! `engine_choice`).
 //!
 //! ```text
 //! submit:  [begin] H2D + frame kernel [preprocessed] -> engine: segmentation
@@ -21,7 +23,7 @@
 //! tickets, events and GPU preprocessor stay. The new engine is opened and
 //! warmed up on the reload thread (`DeviceEngine::swap_opener`) and bound to
 //! the runner's tensors on the device thread with the stream idle
-//! (`DeviceEngine::bind_swapped`, in `swap_engine`). Why not prepare it all
+//! (`DeviceCandidate::bind`, in `swap_engine`). Why not prepare it all
 //! on the device thread between frames: opening sessions or engines takes
 //! seconds, and inspection would stop that long (frames dropped at the ring).
 //! Why not bind it at open: the tensors are in use by the running engine's
@@ -29,13 +31,15 @@
 //! warms up on buffers of its own and is rebound (a pointer update) at swap.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use super::device_stage::{
-    DeviceFrameError, DeviceFramePath, DeviceModelsOpener, DevicePlan, FrameTraffic, GpuTimings,
-    OpenedPath, PreparedEngine,
+use super::BackendKind;
+use super::device_error::DeviceFrameError;
+use super::device_path::{
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener,
+    FrameTraffic, GpuTimings, StreamLease, SwapSite,
 };
-use super::{BackendKind, ModelRole, tensorrt};
+use super::model_role::ModelRole;
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
@@ -45,82 +49,6 @@ use crate::preprocess::gpu::{GpuPreprocessor, HostLogits};
 
 /// Frames on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
-
-/// How one GPU engine runs a model on the runner's stream, and how new
-/// models of the same engine are opened for a swap.
-pub trait DeviceEngine: Send + Sized + 'static {
-    /// The engine as the swap opener makes it: opened and warmed up on
-    /// another thread, not yet bound to the runner's tensors.
-    type Unbound: Send + 'static;
-
-    fn kind(&self) -> BackendKind;
-
-    /// Queues `role`'s model on `stream`, reading and writing the tensors it
-    /// was bound to when the runner was opened. Returns once queued.
-    fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError>;
-
-    /// Opens new models of this engine for the runner `site` describes.
-    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
-
-    /// Binds an engine from `swap_opener` to the runner's tensors. Called
-    /// on the device thread with nothing queued on the stream.
-    fn bind_swapped(
-        unbound: Self::Unbound,
-        site: &SwapSite,
-        tensors: BoundTensors,
-    ) -> Result<Self, DeviceFrameError>;
-}
-
-/// What opening new models for a running device runner needs to know.
-#[derive(Clone)]
-pub struct SwapSite {
-    pub gpu: Arc<GpuContext>,
-    pub stream: StreamLease,
-    /// The runner's tensor shapes and element types (inputs, segmentation
-    /// logits), which new models must match.
-    pub geometry: TensorGeometry,
-    pub elements: (TensorElement, TensorElement),
-}
-
-/// The runner's stream for another thread: valid only while the runner
-/// lives, whose drop waits for every `with` in progress and ends the lease.
-#[derive(Clone)]
-pub struct StreamLease {
-    /// The raw `CUstream`, as an integer (TensorRT's convention).
-    raw: usize,
-    alive: Arc<RwLock<bool>>,
-}
-
-impl StreamLease {
-    /// Runs `f` with the raw stream, the runner kept from dropping it
-    /// meanwhile; an error once the runner is gone.
-    pub fn with<T>(
-        &self,
-        f: impl FnOnce(usize) -> Result<T, DeviceFrameError>,
-    ) -> Result<T, DeviceFrameError> {
-        // A poisoned lock only means a `with` panicked; the flag is still right.
-        let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
-        if !*alive {
-            return Err(DeviceFrameError::Swap(
-                "the device path has ended".to_string(),
-            ));
-        }
-        f(self.raw)
-    }
-
-    fn end(&self) {
-        *self.alive.write().unwrap_or_else(|p| p.into_inner()) = false;
-    }
-}
-
-/// The device tensors an engine is bound to, all owned by the runner.
-#[derive(Debug, Clone, Copy)]
-pub struct BoundTensors {
-    pub seg_input: DeviceTensor,
-    pub seg_logits: DeviceTensor,
-    pub cls_input: DeviceTensor,
-    pub cls_logits: DeviceTensor,
-}
 
 /// What one frame on the stream owns: where its results land and its events.
 struct Ticket {
@@ -136,11 +64,11 @@ struct Ticket {
 }
 
 /// A GPU engine and the GPU preprocessor on one stream.
-pub struct DeviceRunner<E: DeviceEngine> {
+pub struct DeviceRunner {
     // Drop order: `Drop` syncs the stream; then the engine (which points
     // into the buffers and may compute on the stream), then the buffers,
     // then the preprocessor that owns the stream.
-    engine: E,
+    engine: Box<dyn DeviceEngine>,
     cls_logits_device: DeviceBuffer<f32>,
     tickets: [Ticket; IN_FLIGHT],
     /// Tickets of the frames submitted and not yet completed, oldest first;
@@ -162,7 +90,7 @@ fn gpu_error(action: &'static str) -> impl Fn(GpuError) -> DeviceFrameError {
     move |source| DeviceFrameError::Gpu { action, source }
 }
 
-impl<E: DeviceEngine> DeviceRunner<E> {
+impl DeviceRunner {
     /// Builds the GPU preprocessor for `geometry` on `stream` (from the
     /// config, `GpuPreprocessor::from_config`), the classifier logits
     /// buffer and the tickets, then has `bind` make the engine over those
@@ -177,7 +105,7 @@ impl<E: DeviceEngine> DeviceRunner<E> {
         stream: Stream,
         geometry: TensorGeometry,
         elements: (TensorElement, TensorElement),
-        bind: impl FnOnce(BoundTensors) -> Result<E, DeviceFrameError>,
+        bind: impl FnOnce(BoundTensors) -> Result<Box<dyn DeviceEngine>, DeviceFrameError>,
     ) -> Result<Self, DeviceFrameError> {
         let gpu = Arc::clone(stream.gpu());
         let preprocessor = GpuPreprocessor::from_config(config, stream, geometry, elements)
@@ -208,10 +136,7 @@ impl<E: DeviceEngine> DeviceRunner<E> {
             },
         };
         let engine = bind(tensors)?;
-        let lease = StreamLease {
-            raw: preprocessor.stream().raw() as usize,
-            alive: Arc::new(RwLock::new(true)),
-        };
+        let lease = StreamLease::new(preprocessor.stream().raw() as usize);
         Ok(DeviceRunner {
             engine,
             cls_logits_device,
@@ -235,56 +160,15 @@ impl<E: DeviceEngine> DeviceRunner<E> {
         }
     }
 
-    pub fn engine(&self) -> &E {
-        &self.engine
-    }
-
-    /// The models' tensor shapes the runner was sized for.
-    pub fn geometry(&self) -> TensorGeometry {
-        *self.preprocessor.geometry()
-    }
 }
 
-/// Opens the engine `plan` names as a device runner (each model once).
-pub fn open(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrameError> {
-    match plan {
-        DevicePlan::TensorRt => {
-            tensorrt::open_device(config, "backend = \"tensorrt\" in [inference]".to_string())
-        }
-        DevicePlan::OnnxRuntimeCuda => opened(
-            super::onnxruntime_device::open(config)?,
-            "backend = \"onnxruntime\", device = \"cuda\" in [inference]".to_string(),
-        ),
-        DevicePlan::Auto => {
-            let skipped = match tensorrt::open_device(config, "auto: TensorRT".to_string()) {
-                Err(e) if e.is_engine_unavailable() => tensorrt::auto_skipped(&e),
-                other => return other,
-            };
-            let path = super::onnxruntime_device::open(config).inspect_err(|e| {
-                if e.is_engine_unavailable() {
-                    log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable for the device path; going on in host mode");
-                }
-            })?;
-            opened(path, format!("auto: {skipped}; using ONNX Runtime CUDA"))
-        }
-    }
-}
-
-/// A device runner as the device stage takes it, with why this engine.
-pub(crate) fn opened<E: DeviceEngine + 'static>(
-    runner: DeviceRunner<E>,
-    reason: String,
-) -> Result<OpenedPath, DeviceFrameError> {
-    Ok(OpenedPath {
-        geometry: runner.geometry(),
-        path: Box::new(runner),
-        reason,
-    })
-}
-
-impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
+impl DeviceFramePath for DeviceRunner {
     fn kind(&self) -> BackendKind {
         self.engine.kind()
+    }
+
+    fn geometry(&self) -> TensorGeometry {
+        *self.preprocessor.geometry()
     }
 
     fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
@@ -406,35 +290,32 @@ impl<E: DeviceEngine> DeviceFramePath for DeviceRunner<E> {
     }
 
     fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
-        Some(E::swap_opener(self.swap_site()))
+        Some(self.engine.swap_opener(self.swap_site()))
     }
 
-    fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
+    fn swap_engine(&mut self, candidate: Box<dyn DeviceCandidate>) -> Result<(), DeviceFrameError> {
         if !self.in_flight.is_empty() {
             return Err(DeviceFrameError::Swap(format!(
                 "{} frame(s) still on the stream",
                 self.in_flight.len()
             )));
         }
-        let unbound = engine.0.downcast::<E::Unbound>().map_err(|_| {
-            DeviceFrameError::Swap(format!(
-                "the new engine was not prepared for {}",
-                self.engine.kind().as_str()
-            ))
-        })?;
         // Nothing of ours is queued; work a warm-up queued may still be.
         self.preprocessor
             .stream()
             .synchronize()
             .map_err(gpu_error("wait for the stream before the swap"))?;
-        let engine = E::bind_swapped(*unbound, &self.swap_site(), self.tensors)?;
+        // SAFETY: `self.tensors` are owned by this runner and freed only
+        // after the engine is dropped with the stream synchronized (field
+        // order and `Drop`), so the engine may point at them for its life.
+        let engine = unsafe { candidate.bind(self.tensors) }?;
         // The old engine is dropped here, after its last frame.
         drop(std::mem::replace(&mut self.engine, engine));
         Ok(())
     }
 }
 
-impl<E: DeviceEngine> Drop for DeviceRunner<E> {
+impl Drop for DeviceRunner {
     fn drop(&mut self) {
         // No swap opener may use the stream from here on (this waits for
         // one in progress).

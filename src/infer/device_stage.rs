@@ -33,7 +33,6 @@
 //! frame N-1, N on the GPU (old engine) | swap waiting -> complete N-1, N -> bind new engine -> frame N+1
 //! ```
 
-use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -41,261 +40,32 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::BackendKind;
 use super::stage::{WarmUpFrame, WarmUpSize};
-use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
-use crate::config::{BackendChoice, ComputeDevice, Config};
+use crate::capture::{EndOfStream, RingConsumer};
+use crate::ring::Popped;
+use crate::config::Config;
+use super::BackendKind;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
 
-/// GPU milliseconds of each part of a frame, from CUDA events on the stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct GpuTimings {
-    /// Frame upload plus the frame kernel.
-    pub preprocess_ms: f64,
-    /// Segmentation model plus the mask kernel and the count copy.
-    pub segment_ms: f64,
-    /// Classifier model plus the logits copy.
-    pub classify_ms: f64,
-}
-
-/// Bytes a frame moves between host and device.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FrameTraffic {
-    pub host_to_device: usize,
-    pub device_to_host: usize,
-    /// More out while the archive or the live view wants the mask on the
-    /// host (the segmentation logits).
-    pub host_mask: usize,
-}
-
-impl FrameTraffic {
-    /// A device path's traffic: the frame in once (copied, or read in place
-    /// when mapped on a Jetson), the classifier logits and the mask's pixel
-    /// count out.
-    /// `seg_logits_bytes`: what a frame whose mask the host wants adds.
-    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize, seg_logits_bytes: usize) -> Self {
-        FrameTraffic {
-            host_to_device: frame.stride * frame.height.saturating_sub(1)
-                + frame.width * frame.layout.bytes_per_pixel(),
-            device_to_host: cls_classes * std::mem::size_of::<f32>() + std::mem::size_of::<u64>(),
-            host_mask: seg_logits_bytes,
-        }
-    }
-}
-
-/// A whole frame on one CUDA stream, frame in, decision inputs out.
-/// Implemented by `device_runner::DeviceRunner` for every GPU engine (and by
-/// a test double below).
-pub trait DeviceFramePath {
-    fn kind(&self) -> BackendKind;
-
-    /// Copies `frame` into pinned staging and queues all of its GPU work.
-    /// `frame` may be reused as soon as this returns. At most
-    /// `max_in_flight` frames may be submitted and not yet completed; a
-    /// failed submit leaves nothing to complete. `host_mask`: also bring the
-    /// seal mask back to the host (for the archive and the live view).
-    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
-
-    /// Waits (once) for the oldest frame submitted and not yet completed,
-    /// fills `work.mask_pixels` and `work.cls_logits` (and `work.mask` when
-    /// it was submitted with `host_mask`), and returns the GPU time of each
-    /// part.
-    fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
-
-    /// How many frames may be on the GPU at once (each with its own result
-    /// buffers and events).
-    fn max_in_flight(&self) -> usize {
-        1
-    }
-
-    /// Host<->device bytes per frame of `frame`'s size.
-    fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic;
-
-    fn run_frame(
-        &mut self,
-        frame: ImageView<'_>,
-        work: &mut FrameWork,
-    ) -> Result<GpuTimings, DeviceFrameError> {
-        self.submit(frame, true)?;
-        self.complete(work)
-    }
-
-    /// What opens new models of this path's engine on another thread, for a
-    /// swap on reload; `None`: this path cannot swap (a restart is needed).
-    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
-        None
-    }
-
-    /// Replaces the engine with `engine` (from this path's `swap_opener`),
-    /// binding it to the path's tensors. Called with no frame in flight; on
-    /// an error the running engine stays.
-    fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
-        drop(engine);
-        Err(DeviceFrameError::Swap(
-            "this device path has no swap opener".to_string(),
-        ))
-    }
-}
-
-/// Opens new models on a running device path's engine, from a thread other
-/// than the device thread (the reload thread), so inspection goes on.
-pub trait DeviceModelsOpener: Send + Sync {
-    /// Opens `config`'s models on the running engine and checks them
-    /// against the engine's IO contract (the geometry is read here).
-    fn open(&self, config: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError>;
-}
-
-/// New models opened by a `DeviceModelsOpener`, not yet bound to the
-/// running path's tensors.
-pub trait DeviceCandidate: Send {
-    fn geometry(&self) -> TensorGeometry;
-
-    /// Runs both models once on buffers of their own (never the running
-    /// path's), and waits for them.
-    fn warm_up(&mut self) -> Result<(), DeviceFrameError>;
-
-    /// What the device thread binds and swaps in (`DeviceFramePath::swap_engine`).
-    fn into_engine(self: Box<Self>) -> PreparedEngine;
-}
-
-/// An engine prepared for a swap, typed only by the path that opened it
-/// (each `DeviceRunner<E>` knows its engine's unbound form).
-pub struct PreparedEngine(pub Box<dyn Any + Send>);
+// The device path's vocabulary and its opening, for the pipeline and the
+// model swap, which see the device path only through this stage.
+pub use super::device_error::DeviceFrameError;
+pub use super::device_path::{
+    DeviceCandidate, DeviceFramePath, DeviceModelsOpener, FrameTraffic, GpuTimings, OpenedPath,
+};
+pub use super::engine_choice::{DevicePlan, device_plan, open_path};
 
 /// New models for the device thread, opened, checked and warmed up beside
 /// the running ones (`crate::model_swap::prepare_device`); taken between two
 /// frames with nothing in flight.
 pub struct DeviceSwap {
-    pub engine: PreparedEngine,
+    /// Opened by the running path's `swap_opener`, and warmed up.
+    pub engine: Box<dyn DeviceCandidate>,
     pub models: Arc<ModelIds>,
     /// Called on the device thread once the new engine judges (the status
     /// server's `model_info`); not called when binding it fails.
     pub on_swapped: Option<Box<dyn FnOnce() + Send>>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DeviceFrameError {
-    #[error("GPU device path: cannot {action}: {source}")]
-    Gpu {
-        action: &'static str,
-        #[source]
-        source: crate::gpu::GpuError,
-    },
-    /// The GPU preprocessor refused the frame or could not queue it.
-    #[error("GPU device path: cannot {action}: {source}")]
-    Preprocess {
-        action: &'static str,
-        #[source]
-        source: crate::preprocess::FramePreprocessError,
-    },
-    #[error(
-        "ONNX Runtime on CUDA: cannot {action} for the {role} model: {message} \
-         (check the CUDA provider libraries on LD_LIBRARY_PATH and GPU memory)"
-    )]
-    Ort {
-        role: super::ModelRole,
-        action: &'static str,
-        message: String,
-    },
-    #[error(transparent)]
-    Open(#[from] super::InferError),
-    #[error(transparent)]
-    TensorRt(#[from] super::tensorrt::TrtError),
-    #[error(
-        "the device stage needs a `cuda` build and backend = \"onnxruntime\" with \
-         device = \"cuda\" (or TensorRT); this one has {0}"
-    )]
-    Unsupported(&'static str),
-    #[error("cannot start the device thread: {0}")]
-    Spawn(std::io::Error),
-    /// A model swap the device path could not take.
-    #[error("GPU device path: cannot swap models: {0}")]
-    Swap(String),
-    #[error("the device thread ended before reporting whether it started")]
-    StartLost,
-    /// The path opened but could not run the start-up warm-up's frames.
-    #[error(
-        "{engine} on the GPU device path failed its warm-up before the start, at step `{step}`: {source}; \
-         the models opened but do not run here: check GPU memory and the engine's libraries, \
-         or choose another backend in [inference]"
-    )]
-    WarmUp {
-        engine: &'static str,
-        step: &'static str,
-        #[source]
-        source: Box<DeviceFrameError>,
-    },
-}
-
-impl DeviceFrameError {
-    /// Where a per-frame failure belongs in the result's `error` reason.
-    pub fn failed_stage(&self) -> FailedStage {
-        match self {
-            DeviceFrameError::Ort {
-                role: super::ModelRole::Classifier,
-                ..
-            } => FailedStage::Classify,
-            _ => FailedStage::Segment,
-        }
-    }
-
-    /// At start: whether this means "no GPU engine can run here" (so
-    /// `backend = "auto"` goes on to the host engines), as opposed to a
-    /// problem with the models or the config, which stops the start.
-    pub fn is_engine_unavailable(&self) -> bool {
-        match self {
-            DeviceFrameError::Gpu { .. } | DeviceFrameError::Preprocess { .. } => true,
-            DeviceFrameError::Open(e) => e.is_engine_unavailable(),
-            DeviceFrameError::TensorRt(e) => e.is_unavailable(),
-            DeviceFrameError::Unsupported(_) => true,
-            _ => false,
-        }
-    }
-}
-
-/// Which engine the device path opens, decided from the config alone
-/// before any engine is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DevicePlan {
-    /// `backend = "tensorrt"`.
-    TensorRt,
-    /// `backend = "onnxruntime"`, `device = "cuda"`.
-    OnnxRuntimeCuda,
-    /// `backend = "auto"`: TensorRT, then ONNX Runtime CUDA; when neither
-    /// can run here, the pipeline goes on in host mode.
-    Auto,
-}
-
-/// Whether the config runs each frame wholly on the GPU (device mode): CUDA
-/// preprocessing, a GPU engine (or `auto`), and a build with the kernels.
-/// `None` is host mode: preprocess and infer threads.
-pub fn device_plan(config: &Config) -> Option<DevicePlan> {
-    if !cfg!(feature = "cuda") || config.inference.preprocess != ComputeDevice::Cuda {
-        return None;
-    }
-    match config.inference.backend {
-        BackendChoice::TensorRt => Some(DevicePlan::TensorRt),
-        BackendChoice::OnnxRuntime if config.inference.device == ComputeDevice::Cuda => {
-            Some(DevicePlan::OnnxRuntimeCuda)
-        }
-        BackendChoice::Auto => Some(DevicePlan::Auto),
-        _ => None,
-    }
-}
-
-/// A device path opened, and what the pipeline needs to know about it.
-pub struct OpenedPath {
-    pub path: Box<dyn DeviceFramePath>,
-    /// The models' tensor shapes, read once from the engines just opened.
-    pub geometry: TensorGeometry,
-    /// Why this engine, for the start-up log line and the run summary.
-    pub reason: String,
-}
-
-/// Opens the device path `plan` names, on a fresh stream: each model once.
-pub fn open_path(config: &Config, plan: DevicePlan) -> Result<OpenedPath, DeviceFrameError> {
-    super::device_runner::open(config, plan)
 }
 
 /// Rounds of the start-up warm-up: each puts as many frames on the stream as
@@ -480,32 +250,26 @@ impl DeviceStage {
                 }
                 continue;
             };
-            let slot = match event {
-                CaptureEvent::Frame(slot) => slot,
-                marker => {
-                    // Markers keep their place behind the frames before them.
-                    while !on_gpu.is_empty() {
-                        if !self.finish_oldest(path, &mut on_gpu) {
-                            return EndOfStream::Stopped;
-                        }
+            let popped = event.popped();
+            if !matches!(popped, Popped::Frame(_)) {
+                // Markers keep their place behind the frames before them.
+                while !on_gpu.is_empty() {
+                    if !self.finish_oldest(path, &mut on_gpu) {
+                        return EndOfStream::Stopped;
                     }
-                    let message = match marker {
-                        CaptureEvent::Dropped { meta, count } => {
-                            StageMessage::NotInspected { first: meta, count }
-                        }
-                        CaptureEvent::Failed { meta, message } => {
-                            StageMessage::CaptureFailed { meta, message }
-                        }
-                        CaptureEvent::End(end) => {
-                            let _ = self.output.send(StageMessage::End);
-                            return end;
-                        }
-                        CaptureEvent::Frame(_) => unreachable!("frames are taken above"),
-                    };
+                }
+            }
+            let slot = match popped {
+                Popped::Frame(slot) => slot,
+                Popped::Marker(message) => {
                     if self.output.send(message).is_err() {
                         return EndOfStream::Stopped;
                     }
                     continue;
+                }
+                Popped::End(end) => {
+                    let _ = self.output.send(StageMessage::End);
+                    return end;
                 }
             };
             if !self.take_swap(path, &mut on_gpu, slot.meta.seq) {
@@ -627,10 +391,63 @@ impl DeviceStage {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use super::*;
+    use crate::capture::CaptureEvent;
     use crate::config::OverflowPolicy;
-    use crate::frame::PixelLayout;
+    use crate::frame::{PixelLayout, TensorGeometry};
+    use crate::gpu::Stream;
+    use crate::infer::BackendKind;
+    use crate::infer::device_path::{BoundTensors, DeviceEngine, SwapSite};
+    use crate::infer::model_role::ModelRole;
     use crate::ring::frame_ring;
+
+    const TINY: TensorGeometry = TensorGeometry {
+        seg_hw: (4, 4),
+        seg_classes: 2,
+        cls_hw: (2, 2),
+        cls_classes: 2,
+    };
+
+    /// Test double: new models of engine `generation`; binding them makes
+    /// that generation the one `bound` names (the fake path's engine).
+    struct FakeCandidate {
+        generation: u64,
+        bound: Arc<AtomicU64>,
+    }
+
+    impl DeviceCandidate for FakeCandidate {
+        fn geometry(&self) -> TensorGeometry {
+            TINY
+        }
+        fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
+            Ok(())
+        }
+        unsafe fn bind(
+            self: Box<Self>,
+            _tensors: BoundTensors,
+        ) -> Result<Box<dyn DeviceEngine>, DeviceFrameError> {
+            self.bound.store(self.generation, Ordering::SeqCst);
+            Ok(Box::new(FakeEngine))
+        }
+    }
+
+    /// Test double: the engine a `FakeCandidate` binds into; the fake path
+    /// judges frames itself, so nothing is ever queued on it.
+    struct FakeEngine;
+
+    impl DeviceEngine for FakeEngine {
+        fn kind(&self) -> BackendKind {
+            BackendKind::OnnxRuntimeCuda
+        }
+        fn enqueue(&mut self, _role: ModelRole, _stream: &Stream) -> Result<(), DeviceFrameError> {
+            Err(DeviceFrameError::Unsupported("a test double's engine"))
+        }
+        fn swap_opener(&self, _site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
+            unreachable!("the fake path has no swap opener")
+        }
+    }
 
     /// Test double: a "GPU" that answers from the frame's first byte plus
     /// 1000 times its engine's generation (as at submit), so the test sees
@@ -642,7 +459,8 @@ mod tests {
         queued: VecDeque<(u8, u64, bool)>,
         depth: usize,
         most_in_flight: usize,
-        generation: u64,
+        /// The generation of the engine bound last (`FakeCandidate::bind`).
+        generation: Arc<AtomicU64>,
         /// When the frame with this first byte is submitted, this swap is
         /// sent (a reload finishing while frames are on the GPU).
         swap_on: Option<(u8, Sender<DeviceSwap>, DeviceSwap)>,
@@ -654,7 +472,7 @@ mod tests {
                 queued: VecDeque::new(),
                 depth,
                 most_in_flight: 0,
-                generation: 0,
+                generation: Arc::default(),
                 swap_on: None,
             }
         }
@@ -663,6 +481,9 @@ mod tests {
     impl DeviceFramePath for FakeDevicePath {
         fn kind(&self) -> BackendKind {
             BackendKind::OnnxRuntimeCuda
+        }
+        fn geometry(&self) -> TensorGeometry {
+            TINY
         }
         fn submit(
             &mut self,
@@ -674,7 +495,8 @@ mod tests {
                 "more frames submitted than in flight"
             );
             let first = frame.data.first().copied().unwrap_or_default();
-            self.queued.push_back((first, self.generation, host_mask));
+            let generation = self.generation.load(Ordering::SeqCst);
+            self.queued.push_back((first, generation, host_mask));
             self.most_in_flight = self.most_in_flight.max(self.queued.len());
             if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
                 && let Some((_, to_stage, swap)) = self.swap_on.take()
@@ -711,19 +533,29 @@ mod tests {
         fn max_in_flight(&self) -> usize {
             self.depth
         }
-        fn swap_engine(&mut self, engine: PreparedEngine) -> Result<(), DeviceFrameError> {
+        fn swap_engine(
+            &mut self,
+            candidate: Box<dyn DeviceCandidate>,
+        ) -> Result<(), DeviceFrameError> {
             if !self.queued.is_empty() {
                 return Err(DeviceFrameError::Swap(format!(
                     "{} frame(s) still on the stream",
                     self.queued.len()
                 )));
             }
-            let generation = engine
-                .0
-                .downcast::<u64>()
-                .map_err(|_| DeviceFrameError::Swap("not a fake engine".to_string()))?;
-            self.generation = *generation;
-            Ok(())
+            let tensor = crate::gpu::DeviceTensor {
+                ptr: 0,
+                len: 0,
+                element: crate::gpu::TensorElement::F32,
+            };
+            let tensors = BoundTensors {
+                seg_input: tensor,
+                seg_logits: tensor,
+                cls_input: tensor,
+                cls_logits: tensor,
+            };
+            // SAFETY: a test double's candidate never touches the tensors.
+            unsafe { candidate.bind(tensors) }.map(drop)
         }
     }
 
@@ -747,12 +579,7 @@ mod tests {
         Receiver<StageMessage>,
         Sender<DeviceSwap>,
     ) {
-        let geometry = TensorGeometry {
-            seg_hw: (4, 4),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
-        };
+        let geometry = TINY;
         let (producer, consumer) = frame_ring(slots);
         let (free_tx, free_rx) = bounded(records);
         for _ in 0..records {
@@ -929,13 +756,20 @@ mod tests {
                 swapped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         };
+        let (mut path, generation) = {
+            let path = FakeDevicePath::new(2);
+            let generation = Arc::clone(&path.generation);
+            (path, generation)
+        };
         let swap = DeviceSwap {
-            engine: PreparedEngine(Box::new(1u64)),
+            engine: Box::new(FakeCandidate {
+                generation: 1,
+                bound: generation,
+            }),
             models: ids("new-seg", "new-cls"),
             on_swapped: Some(Box::new(on_swapped)),
         };
         let handle = std::thread::spawn(move || {
-            let mut path = FakeDevicePath::new(2);
             path.swap_on = Some((13, swap_tx, swap));
             let end = stage.run(&mut path, 2);
             (end, path.most_in_flight)
@@ -981,12 +815,7 @@ mod tests {
 
     #[test]
     fn the_start_up_warm_up_fills_every_in_flight_slot_and_leaves_nothing_on_the_gpu() {
-        let geometry = TensorGeometry {
-            seg_hw: (4, 4),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
-        };
+        let geometry = TINY;
         let mut path = FakeDevicePath::new(2);
         let mut work = FrameWork::new(&geometry);
         let frame = WarmUpFrame::new(
@@ -1021,12 +850,7 @@ mod tests {
 
     #[test]
     fn a_device_warm_up_that_fails_names_the_engine_and_the_step() {
-        let geometry = TensorGeometry {
-            seg_hw: (4, 4),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
-        };
+        let geometry = TINY;
         let mut work = FrameWork::new(&geometry);
         // The fake fails a frame whose first byte is 0xEE when it completes.
         let failing = [0xEE, 0, 0];
@@ -1053,26 +877,5 @@ mod tests {
         );
         assert!(!error.is_engine_unavailable(), "auto must not hide it");
         assert!(message.contains("a failing frame"), "{message}");
-    }
-
-    #[test]
-    fn the_mode_is_decided_from_the_config_alone() {
-        let mut config = crate::config::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml"),
-        )
-        .unwrap();
-        let on_gpu = |plan| cfg!(feature = "cuda").then_some(plan);
-        assert_eq!(device_plan(&config), None, "CPU preprocessing is host mode");
-        config.inference.preprocess = ComputeDevice::Cuda;
-        assert_eq!(device_plan(&config), on_gpu(DevicePlan::Auto));
-        config.inference.backend = BackendChoice::Tract;
-        assert_eq!(device_plan(&config), None);
-        config.inference.backend = BackendChoice::OnnxRuntime;
-        config.inference.device = ComputeDevice::Cpu;
-        assert_eq!(device_plan(&config), None);
-        config.inference.device = ComputeDevice::Cuda;
-        assert_eq!(device_plan(&config), on_gpu(DevicePlan::OnnxRuntimeCuda));
-        config.inference.backend = BackendChoice::TensorRt;
-        assert_eq!(device_plan(&config), on_gpu(DevicePlan::TensorRt));
     }
 }

@@ -32,13 +32,21 @@ use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use super::{BackendKind, InferenceBackend};
+use super::BackendKind;
+use super::model_pair::{HostModel, ModelPair};
 use crate::config::{
     ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
 };
 
 // Raw C API calls `ort` does not wrap.
 pub(crate) mod sys;
+// Device mode: both sessions on the device runner's stream, bound to its
+// tensors; a stub that says "no CUDA" without the `cuda` feature.
+#[cfg(feature = "cuda")]
+pub mod device;
+#[cfg(not(feature = "cuda"))]
+#[path = "onnxruntime/device_stub.rs"]
+pub mod device;
 
 const ENGINE: &str = "ONNX Runtime";
 
@@ -53,12 +61,8 @@ const SYSTEM_LIBRARY: &str = "libonnxruntime.so";
 #[derive(Debug, Clone, Copy)]
 pub struct ComputeStream(pub *mut std::ffi::c_void);
 
-/// Both models in ONNX Runtime sessions on one device.
-pub struct OrtBackend {
-    kind: BackendKind,
-    segmentation: OrtModel,
-    classifier: OrtModel,
-}
+/// Both models as ONNX Runtime sessions, on the CPU or the CUDA provider.
+pub type OrtBackend = ModelPair<OrtModel>;
 
 impl OrtBackend {
     /// Opens both models on `device`; CUDA must register or this fails
@@ -81,38 +85,12 @@ impl OrtBackend {
         };
         log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str(),
             settings:? = settings; "ONNX Runtime sessions ready");
-        Ok(OrtBackend {
-            kind,
-            segmentation,
-            classifier,
-        })
-    }
-}
-
-impl InferenceBackend for OrtBackend {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
-
-    fn segmentation_io(&self) -> &ModelIo {
-        &self.segmentation.io
-    }
-
-    fn classifier_io(&self) -> &ModelIo {
-        &self.classifier.io
-    }
-
-    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.segmentation.run(input, logits_out)
-    }
-
-    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.classifier.run(input, logits_out)
+        Ok(ModelPair::new(kind, segmentation, classifier))
     }
 }
 
 /// One model's session, with the run options that carry its preallocated output.
-struct OrtModel {
+pub struct OrtModel {
     role: ModelRole,
     io: ModelIo,
     session: Session,
@@ -153,6 +131,13 @@ impl OrtModel {
             session,
             run_options,
         })
+    }
+
+}
+
+impl HostModel for OrtModel {
+    fn io(&self) -> &ModelIo {
+        &self.io
     }
 
     fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
@@ -287,7 +272,7 @@ fn register_cuda(
     }
     if let Some(stream) = stream {
         // SAFETY: the stream belongs to the device path, which drops the
-        // sessions before the stream (see `onnxruntime_device`).
+        // sessions before the stream (see `device.rs`).
         cuda = unsafe { cuda.with_compute_stream(stream.0.cast()) };
     }
     builder

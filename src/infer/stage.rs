@@ -206,29 +206,18 @@ pub struct InferStage {
 
 impl InferStage {
     pub fn run(mut self) {
-        #[cfg(feature = "fault-injection")]
-        let stall_after = crate::fault::stall_infer_after();
-        #[cfg(feature = "fault-injection")]
-        let delay = crate::fault::infer_delay();
-        #[cfg(feature = "fault-injection")]
-        let fail_after = crate::fault::fail_infer_after();
+        // Test-only hooks (feature `fault-injection`); no-ops otherwise.
+        let faults = crate::fault::InferFaults::from_env();
         // A handle of our own, so the loop can swap models through `&mut self`.
         let input = self.input.clone();
         for message in input.iter() {
             let end = matches!(message, StageMessage::End);
             let message = match message {
                 StageMessage::Inspect(mut work) => {
-                    #[cfg(feature = "fault-injection")]
-                    crate::fault::maybe_stall(stall_after, work.meta.seq);
-                    #[cfg(feature = "fault-injection")]
-                    crate::fault::maybe_delay(delay);
+                    faults.hold(work.meta.seq);
                     self.take_swap(work.meta.seq);
                     work.models = Some(Arc::clone(&self.models));
-                    #[cfg(feature = "fault-injection")]
-                    let failed = crate::fault::maybe_fail(fail_after, &mut work);
-                    #[cfg(not(feature = "fault-injection"))]
-                    let failed = false;
-                    if !failed {
+                    if !faults.fail(&mut work) {
                         infer_frame(
                             self.backend.as_mut(),
                             &self.preprocessor,

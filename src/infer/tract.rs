@@ -10,16 +10,14 @@ use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use super::{BackendKind, InferenceBackend};
+use super::BackendKind;
+use super::model_pair::{HostModel, ModelPair};
 use crate::config::Config;
 
 const ENGINE: &str = "tract";
 
 /// Both models, loaded, optimized and ready to run.
-pub struct TractBackend {
-    segmentation: TractModel,
-    classifier: TractModel,
-}
+pub type TractBackend = ModelPair<TractModel>;
 
 impl TractBackend {
     pub fn open(cfg: &Config) -> Result<Self, InferError> {
@@ -28,37 +26,12 @@ impl TractBackend {
         }
         let segmentation = TractModel::load(&ModelSpec::segmentation(&cfg.segmentation))?;
         let classifier = TractModel::load(&ModelSpec::classifier(&cfg.classifier))?;
-        Ok(TractBackend {
-            segmentation,
-            classifier,
-        })
-    }
-}
-
-impl InferenceBackend for TractBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Tract
-    }
-
-    fn segmentation_io(&self) -> &ModelIo {
-        &self.segmentation.io
-    }
-
-    fn classifier_io(&self) -> &ModelIo {
-        &self.classifier.io
-    }
-
-    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.segmentation.run(input, logits_out)
-    }
-
-    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.classifier.run(input, logits_out)
+        Ok(ModelPair::new(BackendKind::Tract, segmentation, classifier))
     }
 }
 
 /// One model: its plan's running state and the input tensor reused every frame.
-struct TractModel {
+pub struct TractModel {
     role: ModelRole,
     io: ModelIo,
     state: TypedSimpleState,
@@ -115,6 +88,13 @@ impl TractModel {
             state,
             input,
         })
+    }
+
+}
+
+impl HostModel for TractModel {
+    fn io(&self) -> &ModelIo {
+        &self.io
     }
 
     fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {

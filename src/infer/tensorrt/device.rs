@@ -23,10 +23,11 @@ use crate::frame::TensorGeometry;
 use crate::gpu::Stream;
 use crate::infer::BackendKind;
 use crate::infer::InferenceBackend;
-use crate::infer::device_runner::{BoundTensors, DeviceEngine, DeviceRunner, SwapSite};
-use crate::infer::device_stage::{
-    DeviceCandidate, DeviceFrameError, DeviceModelsOpener, PreparedEngine,
+use crate::infer::device_error::DeviceFrameError;
+use crate::infer::device_path::{
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
 };
+use crate::infer::device_runner::DeviceRunner;
 
 /// The TensorRT backend with both engines bound to a runner's tensors.
 pub struct TrtDeviceEngine {
@@ -40,24 +41,12 @@ impl TrtDeviceEngine {
 }
 
 impl DeviceEngine for TrtDeviceEngine {
-    type Unbound = TrtCandidate;
-
     fn kind(&self) -> BackendKind {
         BackendKind::TensorRt
     }
 
-    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
+    fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
         Arc::new(TrtOpener { site })
-    }
-
-    fn bind_swapped(
-        unbound: TrtCandidate,
-        _site: &SwapSite,
-        tensors: BoundTensors,
-    ) -> Result<Self, DeviceFrameError> {
-        // SAFETY: the runner owns `tensors` and frees them only after
-        // dropping this engine, with its stream synchronized first.
-        unsafe { bind(unbound.backend, tensors) }
     }
 
     fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError> {
@@ -71,15 +60,15 @@ impl DeviceEngine for TrtDeviceEngine {
 
 /// Opens both engines once (loaded from the cache or built) and binds them
 /// to a device runner's tensors on a new stream of the engines' GPU.
-pub fn open(cfg: &Config) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameError> {
-    device_runner(cfg, TensorRtBackend::open(cfg)?)
+pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
+    Ok(Box::new(device_runner(cfg, TensorRtBackend::open(cfg)?)?))
 }
 
 /// A device runner over `backend`, which was opened with `cfg`'s models.
 pub fn device_runner(
     cfg: &Config,
     backend: TensorRtBackend,
-) -> Result<DeviceRunner<TrtDeviceEngine>, DeviceFrameError> {
+) -> Result<DeviceRunner, DeviceFrameError> {
     let geometry =
         crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
     let (seg_in, seg_out) = backend.io_elements(ModelRole::Segmentation);
@@ -100,7 +89,8 @@ pub fn device_runner(
         // SAFETY: the runner owns the bound tensors and frees them only after
         // dropping this engine, with its stream synchronized first
         // (`DeviceRunner::open`).
-        unsafe { bind(backend, tensors) }
+        let engine = unsafe { bind(backend, tensors) }?;
+        Ok(Box::new(engine) as Box<dyn DeviceEngine>)
     })
 }
 
@@ -170,7 +160,12 @@ impl DeviceCandidate for TrtCandidate {
         Ok(crate::infer::warm_up(&mut self.backend, self.geometry)?)
     }
 
-    fn into_engine(self: Box<Self>) -> PreparedEngine {
-        PreparedEngine(self)
+    unsafe fn bind(
+        self: Box<Self>,
+        tensors: BoundTensors,
+    ) -> Result<Box<dyn DeviceEngine>, DeviceFrameError> {
+        // SAFETY: forwarded from this function's contract.
+        let engine = unsafe { bind(self.backend, tensors) }?;
+        Ok(Box::new(engine))
     }
 }

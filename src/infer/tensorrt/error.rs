@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::gpu::GpuError;
+use crate::infer::device_error::DeviceFrameError;
 use crate::infer::{InferError, ModelRole};
 
 /// The fix printed whenever TensorRT cannot be used on this machine.
@@ -113,6 +114,17 @@ impl From<TrtError> for InferError {
         match e {
             TrtError::Model(inner) => *inner,
             other => InferError::Mismatch(other.to_string()),
+        }
+    }
+}
+
+impl From<TrtError> for DeviceFrameError {
+    /// Kept whole for its message; whether TensorRT can run here at all
+    /// decides whether `backend = "auto"` goes on to the next engine.
+    fn from(e: TrtError) -> Self {
+        DeviceFrameError::Engine {
+            unavailable: e.is_unavailable(),
+            source: Box::new(e),
         }
     }
 }

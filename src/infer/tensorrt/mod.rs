@@ -54,7 +54,8 @@ pub use progress::{BuildProgress, LOG_TARGET};
 pub use settings::{TensorRtSettings, precision_name};
 
 use super::InferenceBackend;
-use super::device_stage::{DeviceFrameError, OpenedPath};
+use super::device_error::DeviceFrameError;
+use super::device_path::DeviceFramePath;
 use super::model_io::ModelRole;
 use crate::config::Config;
 
@@ -71,10 +72,10 @@ pub fn open_backend(cfg: &Config) -> Result<Box<dyn InferenceBackend>, TrtError>
     Ok(Box::new(TensorRtBackend::open(cfg)?))
 }
 
-/// For `infer::device_runner`: device mode on TensorRT, both engines opened
+/// For `infer::engine_choice`: device mode on TensorRT, both engines opened
 /// once on a device runner.
-pub fn open_device(cfg: &Config, reason: String) -> Result<OpenedPath, DeviceFrameError> {
-    super::device_runner::opened(device::open(cfg)?, reason)
+pub fn open_device(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
+    device::open(cfg)
 }
 
 /// `sealcheck build-engine --config FILE`: builds (or finds) both engines and

@@ -8,7 +8,8 @@ use std::fmt::Display;
 use std::path::PathBuf;
 
 use super::InferenceBackend;
-use super::device_stage::{DeviceFrameError, OpenedPath};
+use super::device_error::DeviceFrameError;
+use super::device_path::DeviceFramePath;
 use super::model_io::ModelRole;
 use crate::config::Config;
 use crate::infer::InferError;
@@ -56,8 +57,8 @@ pub fn build_engines(_cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutc
     Err(TrtError::NotBuilt)
 }
 
-/// Device mode on TensorRT (`infer::device_runner`).
-pub fn open_device(_cfg: &Config, _reason: String) -> Result<OpenedPath, DeviceFrameError> {
+/// Device mode on TensorRT (`infer::engine_choice`).
+pub fn open_device(_cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
     Err(InferError::from(TrtError::NotBuilt).into())
 }
 

@@ -9,8 +9,9 @@
 //! ```
 //!
 //! The stream, tensors, tickets and events are the device runner's
-//! (`device_runner`); this file opens the sessions on its stream, binds them
-//! to its tensors and queues them.
+//! (`infer::device_runner`); this file opens the sessions on its stream,
+//! binds them to its tensors and queues them, as `tensorrt/device.rs` does
+//! for TensorRT. Without the `cuda` feature, `device_stub.rs` stands in.
 //!
 //! Runs use `disable_synchronize_execution_providers`, so `RunWithBinding`
 //! returns once the work is queued instead of waiting for the stream.
@@ -29,15 +30,18 @@ use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
 use ort::value::{Shape, TensorRefMut};
 
-use super::BackendKind;
-use super::device_runner::{BoundTensors, DeviceEngine, DeviceRunner, SwapSite};
-use super::device_stage::{DeviceCandidate, DeviceFrameError, DeviceModelsOpener, PreparedEngine};
-use super::model_io::{ModelIo, ModelRole, ModelSpec};
-use super::onnxruntime::sys::{BindSide, bind_in_place};
-use super::onnxruntime::{ComputeStream, open_cuda_session};
+use super::sys::{BindSide, bind_in_place};
+use super::{ComputeStream, open_cuda_session};
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, Stream, TensorElement};
+use crate::infer::BackendKind;
+use crate::infer::device_error::DeviceFrameError;
+use crate::infer::device_path::{
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
+};
+use crate::infer::device_runner::DeviceRunner;
+use crate::infer::model_io::{ModelIo, ModelRole, ModelSpec};
 
 /// One session with its binding to device buffers.
 struct BoundSession {
@@ -191,28 +195,12 @@ pub struct OrtDeviceEngine {
 unsafe impl Send for OrtDeviceEngine {}
 
 impl DeviceEngine for OrtDeviceEngine {
-    type Unbound = OrtCandidate;
-
     fn kind(&self) -> BackendKind {
         BackendKind::OnnxRuntimeCuda
     }
 
-    fn swap_opener(site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
+    fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
         Arc::new(OrtOpener { site })
-    }
-
-    fn bind_swapped(
-        mut unbound: OrtCandidate,
-        site: &SwapSite,
-        tensors: BoundTensors,
-    ) -> Result<Self, DeviceFrameError> {
-        let sessions = unbound.sessions.take().ok_or_else(|| {
-            DeviceFrameError::Swap("the new sessions were lost in their warm-up".to_string())
-        })?;
-        // SAFETY: the runner owns `tensors` and frees them only after
-        // dropping this engine, with its stream synchronized first
-        // (`DeviceRunner::swap_engine` and `Drop`).
-        unsafe { bind_engine(&site.gpu, sessions, tensors) }
     }
 
     /// The sessions compute on the stream they were created with (the
@@ -285,7 +273,7 @@ impl DeviceModelsOpener for OrtOpener {
             let cls_spec = ModelSpec::classifier(&cfg.classifier);
             let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
             let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-            let geometry = super::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+            let geometry = crate::infer::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
             Ok(Box::new(OrtCandidate {
                 sessions: Some(OrtSessions {
                     segmentation,
@@ -382,8 +370,17 @@ impl DeviceCandidate for OrtCandidate {
         })
     }
 
-    fn into_engine(self: Box<Self>) -> PreparedEngine {
-        PreparedEngine(self)
+    unsafe fn bind(
+        mut self: Box<Self>,
+        tensors: BoundTensors,
+    ) -> Result<Box<dyn DeviceEngine>, DeviceFrameError> {
+        let sessions = self.sessions.take().ok_or_else(|| {
+            DeviceFrameError::Swap("the new sessions were lost in their warm-up".to_string())
+        })?;
+        // SAFETY: forwarded from this function's contract (the runner keeps
+        // `tensors` for the engine's whole life).
+        let engine = unsafe { bind_engine(&self.site.gpu, sessions, tensors) }?;
+        Ok(Box::new(engine))
     }
 }
 
@@ -409,7 +406,7 @@ impl Drop for OrtCandidate {
 
 /// Opens both models once, as CUDA sessions on a new stream of GPU 0, reads
 /// their geometry, and binds them to a device runner's tensors on that stream.
-pub fn open(cfg: &Config) -> Result<DeviceRunner<OrtDeviceEngine>, DeviceFrameError> {
+pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
     let gpu = GpuContext::open(0).map_err(|source| DeviceFrameError::Gpu {
         action: "open GPU 0",
         source,
@@ -423,16 +420,18 @@ pub fn open(cfg: &Config) -> Result<DeviceRunner<OrtDeviceEngine>, DeviceFrameEr
     let compute = ComputeStream(stream.raw() as *mut std::ffi::c_void);
     let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
     let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-    let geometry = super::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+    let geometry = crate::infer::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
     let f32s = (TensorElement::F32, TensorElement::F32);
     let sessions = OrtSessions {
         segmentation,
         classifier,
     };
-    DeviceRunner::open(cfg, stream, geometry, f32s, |tensors| {
+    let runner = DeviceRunner::open(cfg, stream, geometry, f32s, |tensors| {
         // SAFETY: the runner owns the bound tensors and frees them only after
         // dropping this engine, with its stream synchronized first
         // (`DeviceRunner::open`).
-        unsafe { bind_engine(&gpu, sessions, tensors) }
-    })
+        let engine = unsafe { bind_engine(&gpu, sessions, tensors) }?;
+        Ok(Box::new(engine) as Box<dyn DeviceEngine>)
+    })?;
+    Ok(Box::new(runner))
 }

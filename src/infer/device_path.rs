@@ -1,0 +1,242 @@
+//! The device path's contract, below everything that implements or drives
+//! it: what a whole-frame GPU path offers the device stage
+//! (`DeviceFramePath`), what an engine offers the runner (`DeviceEngine`),
+//! and how new models reach a running path on reload (`DeviceModelsOpener`
+//! -> `DeviceCandidate`). A leaf of `infer`: it names only the shared
+//! vocabulary (`gpu` types, `ModelRole`, `BackendKind`, the error).
+//!
+//! ```text
+//! device_stage ──drives──▶ dyn DeviceFramePath ◀──implements── device_runner::DeviceRunner
+//!                                                                 │ holds
+//!                                                                 ▼
+//!        onnxruntime::device::OrtDeviceEngine ──implements──▶ dyn DeviceEngine ◀── tensorrt::device::TrtDeviceEngine
+//! engine_choice: opens one of them (explicit backend or the `auto` ladder)
+//! ```
+//!
+//! The runner owns the stream and the tensors and knows no engine; an engine
+//! only queues its models on them. A swap needs no type test: the candidate
+//! the running engine's opener made binds itself (`DeviceCandidate::bind`)
+//! into the engine the runner holds from then on.
+
+use std::sync::{Arc, RwLock};
+
+use super::BackendKind;
+use super::device_error::DeviceFrameError;
+use super::model_role::ModelRole;
+use crate::config::Config;
+use crate::frame::{FrameWork, ImageView, TensorGeometry};
+use crate::gpu::{DeviceTensor, GpuContext, Stream, TensorElement};
+
+/// GPU milliseconds of each part of a frame, from CUDA events on the stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpuTimings {
+    /// Frame upload plus the frame kernel.
+    pub preprocess_ms: f64,
+    /// Segmentation model plus the mask kernel and the count copy.
+    pub segment_ms: f64,
+    /// Classifier model plus the logits copy.
+    pub classify_ms: f64,
+}
+
+/// Bytes a frame moves between host and device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameTraffic {
+    pub host_to_device: usize,
+    pub device_to_host: usize,
+    /// More out while the archive or the live view wants the mask on the
+    /// host (the segmentation logits).
+    pub host_mask: usize,
+}
+
+impl FrameTraffic {
+    /// A device path's traffic: the frame in once (copied, or read in place
+    /// when mapped on a Jetson), the classifier logits and the mask's pixel
+    /// count out.
+    /// `seg_logits_bytes`: what a frame whose mask the host wants adds.
+    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize, seg_logits_bytes: usize) -> Self {
+        FrameTraffic {
+            host_to_device: frame.stride * frame.height.saturating_sub(1)
+                + frame.width * frame.layout.bytes_per_pixel(),
+            device_to_host: cls_classes * std::mem::size_of::<f32>() + std::mem::size_of::<u64>(),
+            host_mask: seg_logits_bytes,
+        }
+    }
+}
+
+/// A whole frame on one CUDA stream, frame in, decision inputs out.
+/// Implemented by `device_runner::DeviceRunner` for every GPU engine (and by
+/// a test double in `device_stage`).
+pub trait DeviceFramePath {
+    fn kind(&self) -> BackendKind;
+
+    /// The models' tensor shapes the path was sized for.
+    fn geometry(&self) -> TensorGeometry;
+
+    /// Copies `frame` into pinned staging and queues all of its GPU work.
+    /// `frame` may be reused as soon as this returns. At most
+    /// `max_in_flight` frames may be submitted and not yet completed; a
+    /// failed submit leaves nothing to complete. `host_mask`: also bring the
+    /// seal mask back to the host (for the archive and the live view).
+    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
+
+    /// Waits (once) for the oldest frame submitted and not yet completed,
+    /// fills `work.mask_pixels` and `work.cls_logits` (and `work.mask` when
+    /// it was submitted with `host_mask`), and returns the GPU time of each
+    /// part.
+    fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
+
+    /// How many frames may be on the GPU at once (each with its own result
+    /// buffers and events).
+    fn max_in_flight(&self) -> usize {
+        1
+    }
+
+    /// Host<->device bytes per frame of `frame`'s size.
+    fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic;
+
+    fn run_frame(
+        &mut self,
+        frame: ImageView<'_>,
+        work: &mut FrameWork,
+    ) -> Result<GpuTimings, DeviceFrameError> {
+        self.submit(frame, true)?;
+        self.complete(work)
+    }
+
+    /// What opens new models of this path's engine on another thread, for a
+    /// swap on reload; `None`: this path cannot swap (a restart is needed).
+    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
+        None
+    }
+
+    /// Replaces the engine with `candidate` (from this path's
+    /// `swap_opener`, warmed up), binding it to the path's tensors. Called
+    /// with no frame in flight; on an error the running engine stays.
+    fn swap_engine(&mut self, candidate: Box<dyn DeviceCandidate>) -> Result<(), DeviceFrameError> {
+        drop(candidate);
+        Err(DeviceFrameError::Swap(
+            "this device path has no swap opener".to_string(),
+        ))
+    }
+}
+
+/// How one GPU engine runs its two models on the runner's stream. The
+/// runner holds it as `Box<dyn DeviceEngine>` and knows nothing else of it.
+pub trait DeviceEngine: Send {
+    fn kind(&self) -> BackendKind;
+
+    /// Queues `role`'s model on `stream`, reading and writing the tensors it
+    /// was bound to. Returns once queued.
+    fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError>;
+
+    /// Opens new models of this engine for the runner `site` describes.
+    fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
+}
+
+/// Opens new models on a running device path's engine, from a thread other
+/// than the device thread (the reload thread), so inspection goes on.
+pub trait DeviceModelsOpener: Send + Sync {
+    /// Opens `config`'s models on the running engine and checks them
+    /// against the engine's IO contract (the geometry is read here).
+    fn open(&self, config: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError>;
+}
+
+/// New models opened by a `DeviceModelsOpener`, not yet bound to the
+/// running path's tensors.
+pub trait DeviceCandidate: Send {
+    fn geometry(&self) -> TensorGeometry;
+
+    /// Runs both models once on buffers of their own (never the running
+    /// path's), and waits for them.
+    fn warm_up(&mut self) -> Result<(), DeviceFrameError>;
+
+    /// Binds the models to `tensors` (on the device thread, nothing queued
+    /// on the stream): the engine the runner holds from then on.
+    ///
+    /// # Safety
+    /// The tensors must stay allocated for as long as the returned engine
+    /// exists, and not be freed while work it queued on them is pending.
+    unsafe fn bind(
+        self: Box<Self>,
+        tensors: BoundTensors,
+    ) -> Result<Box<dyn DeviceEngine>, DeviceFrameError>;
+}
+
+/// The device tensors an engine is bound to, all owned by the runner.
+#[derive(Debug, Clone, Copy)]
+pub struct BoundTensors {
+    pub seg_input: DeviceTensor,
+    pub seg_logits: DeviceTensor,
+    pub cls_input: DeviceTensor,
+    pub cls_logits: DeviceTensor,
+}
+
+/// What opening new models for a running device runner needs to know.
+#[derive(Clone)]
+pub struct SwapSite {
+    pub gpu: Arc<GpuContext>,
+    pub stream: StreamLease,
+    /// The runner's tensor shapes and element types (inputs, segmentation
+    /// logits), which new models must match.
+    pub geometry: TensorGeometry,
+    pub elements: (TensorElement, TensorElement),
+}
+
+/// The runner's stream for another thread: valid only while the runner
+/// lives, whose drop waits for every `with` in progress and ends the lease.
+#[derive(Clone)]
+pub struct StreamLease {
+    /// The raw `CUstream`, as an integer (TensorRT's convention).
+    raw: usize,
+    alive: Arc<RwLock<bool>>,
+}
+
+impl StreamLease {
+    /// A lease on the raw stream `raw`, alive until `end`.
+    pub fn new(raw: usize) -> Self {
+        StreamLease {
+            raw,
+            alive: Arc::new(RwLock::new(true)),
+        }
+    }
+
+    /// Runs `f` with the raw stream, the runner kept from dropping it
+    /// meanwhile; an error once the runner is gone.
+    pub fn with<T>(
+        &self,
+        f: impl FnOnce(usize) -> Result<T, DeviceFrameError>,
+    ) -> Result<T, DeviceFrameError> {
+        // A poisoned lock only means a `with` panicked; the flag is still right.
+        let alive = self.alive.read().unwrap_or_else(|p| p.into_inner());
+        if !*alive {
+            return Err(DeviceFrameError::Swap(
+                "the device path has ended".to_string(),
+            ));
+        }
+        f(self.raw)
+    }
+
+    /// Ends the lease for every clone, waiting for a `with` in progress.
+    pub fn end(&self) {
+        *self.alive.write().unwrap_or_else(|p| p.into_inner()) = false;
+    }
+}
+
+/// A device path opened, and what the pipeline needs to know about it.
+pub struct OpenedPath {
+    pub path: Box<dyn DeviceFramePath>,
+    /// The models' tensor shapes, read once from the engines just opened.
+    pub geometry: TensorGeometry,
+    /// Why this engine, for the start-up log line and the run summary.
+    pub reason: String,
+}
+
+impl OpenedPath {
+    pub fn new(path: Box<dyn DeviceFramePath>, reason: String) -> Self {
+        OpenedPath {
+            geometry: path.geometry(),
+            path,
+            reason,
+        }
+    }
+}
