@@ -2,17 +2,49 @@
 //! (never in a production build). The service tests use them to prove that a
 //! stalled inference thread, or one whose engine fails every frame, stops the
 //! watchdog pings.
+//!
+//! Without the feature, `fault_stub.rs` takes this file's place: the same
+//! names, doing nothing, so the inference loop and the stop carry no `cfg`.
+
+/// The inference thread's faults, read from the environment once at its start.
+#[derive(Debug, Clone, Copy)]
+pub struct InferFaults {
+    stall_after: Option<u64>,
+    delay: Option<std::time::Duration>,
+    fail_after: Option<u64>,
+}
+
+impl InferFaults {
+    pub fn from_env() -> Self {
+        InferFaults {
+            stall_after: stall_infer_after(),
+            delay: infer_delay(),
+            fail_after: fail_infer_after(),
+        }
+    }
+
+    /// Before frame `seq` is taken: a stall or a delay, when asked for.
+    pub fn hold(&self, seq: u64) {
+        maybe_stall(self.stall_after, seq);
+        maybe_delay(self.delay);
+    }
+
+    /// Whether `work` fails instead of running the models (marked so).
+    pub fn fail(&self, work: &mut crate::frame::FrameWork) -> bool {
+        maybe_fail(self.fail_after, work)
+    }
+}
 
 /// `SEALCHECK_FAULT_STALL_INFER_AFTER=N`: the inference thread hangs forever
 /// when it reaches frame `N`.
-pub fn stall_infer_after() -> Option<u64> {
+fn stall_infer_after() -> Option<u64> {
     std::env::var("SEALCHECK_FAULT_STALL_INFER_AFTER")
         .ok()?
         .parse()
         .ok()
 }
 
-pub fn maybe_stall(after: Option<u64>, seq: u64) {
+fn maybe_stall(after: Option<u64>, seq: u64) {
     if after.is_some_and(|n| seq >= n) {
         log::warn!(target: "sealcheck::fault", seq = seq; "fault injection: inference thread stalls now");
         loop {
@@ -23,7 +55,7 @@ pub fn maybe_stall(after: Option<u64>, seq: u64) {
 
 /// `SEALCHECK_FAULT_DELAY_INFER_MS=N`: the inference thread takes N ms longer
 /// for every frame (a slow model), so parts miss a short deadline.
-pub fn infer_delay() -> Option<std::time::Duration> {
+fn infer_delay() -> Option<std::time::Duration> {
     let ms: u64 = std::env::var("SEALCHECK_FAULT_DELAY_INFER_MS")
         .ok()?
         .parse()
@@ -31,7 +63,7 @@ pub fn infer_delay() -> Option<std::time::Duration> {
     Some(std::time::Duration::from_millis(ms))
 }
 
-pub fn maybe_delay(delay: Option<std::time::Duration>) {
+fn maybe_delay(delay: Option<std::time::Duration>) {
     if let Some(delay) = delay
         && delays_left()
     {
@@ -62,7 +94,7 @@ fn delays_left() -> bool {
 
 /// `SEALCHECK_FAULT_FAIL_INFER_AFTER=N`: from frame `N` on, the engine fails
 /// every frame at once, as a CUDA context does after a sticky error.
-pub fn fail_infer_after() -> Option<u64> {
+fn fail_infer_after() -> Option<u64> {
     std::env::var("SEALCHECK_FAULT_FAIL_INFER_AFTER")
         .ok()?
         .parse()
@@ -70,7 +102,7 @@ pub fn fail_infer_after() -> Option<u64> {
 }
 
 /// Whether frame `seq` fails instead of running the models; it is marked so.
-pub fn maybe_fail(after: Option<u64>, work: &mut crate::frame::FrameWork) -> bool {
+fn maybe_fail(after: Option<u64>, work: &mut crate::frame::FrameWork) -> bool {
     if after.is_none_or(|n| work.meta.seq < n) {
         return false;
     }
