@@ -66,7 +66,7 @@ impl BenchReport {
 
     pub fn render(&self) -> String {
         let mut out = format!(
-            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nmeasured frames: {} offered, {} judged, {} dropped\nthroughput: {:.2} frames/s\nlatency ms      p50      p95      p99\n",
+            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nmeasured frames: {} offered, {} judged, {} dropped\nthroughput: {:.2} frames/s\n",
             self.measured_frames,
             self.frame_size.0,
             self.frame_size.1,
@@ -83,15 +83,7 @@ impl BenchReport {
             self.dropped(),
             self.fps()
         );
-        for (name, h) in STAGES.iter().zip(&self.summary.stats.latency) {
-            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
-            out.push_str(&format!(
-                "  {name:<11} {:>8} {:>8} {:>8}\n",
-                q(0.5),
-                q(0.95),
-                q(0.99)
-            ));
-        }
+        out.push_str(&self.summary.stats.latency_table());
         out.push_str(&self.summary.render_line());
         out
     }

@@ -48,7 +48,7 @@ use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 
 use crate::config::OverflowPolicy;
-use crate::frame::{FrameMeta, FrameSlot};
+use crate::frame::{FrameMeta, FrameSlot, StageMessage};
 
 /// Markers (`Dropped`, `Failed`) that may wait in the "full" ring at once.
 const MARKER_ROOM: usize = 16;
@@ -82,6 +82,34 @@ pub enum RingEvent<End> {
     Failed { meta: FrameMeta, message: String },
     /// No more events will come.
     End(End),
+}
+
+/// A ring event as the stage after the ring takes it: a frame to work on,
+/// a marker already turned into the message that stands in its place, or
+/// the end.
+#[derive(Debug)]
+pub enum Popped<End> {
+    Frame(Box<FrameSlot>),
+    /// `NotInspected` for `Dropped`, `CaptureFailed` for `Failed`.
+    Marker(StageMessage),
+    End(End),
+}
+
+impl<End> RingEvent<End> {
+    /// The one conversion of markers to stage messages, for every stage that
+    /// reads the ring (preprocess, device).
+    pub fn popped(self) -> Popped<End> {
+        match self {
+            RingEvent::Frame(slot) => Popped::Frame(slot),
+            RingEvent::Dropped { meta, count } => {
+                Popped::Marker(StageMessage::NotInspected { first: meta, count })
+            }
+            RingEvent::Failed { meta, message } => {
+                Popped::Marker(StageMessage::CaptureFailed { meta, message })
+            }
+            RingEvent::End(end) => Popped::End(end),
+        }
+    }
 }
 
 /// State both ends share: who to wake, and the stop request.

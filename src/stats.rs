@@ -104,6 +104,22 @@ impl RunStats {
             .map_or(0, |i| self.by_reason[i])
     }
 
+    /// The per-stage latency table of the run summary and `sealcheck bench`,
+    /// header included, one line a stage.
+    pub fn latency_table(&self) -> String {
+        let mut out = String::from("latency ms      p50      p95      p99\n");
+        for (name, h) in STAGES.iter().zip(&self.latency) {
+            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
+            out.push_str(&format!(
+                "  {name:<11} {:>8} {:>8} {:>8}\n",
+                q(0.5),
+                q(0.95),
+                q(0.99)
+            ));
+        }
+        out
+    }
+
     /// One line for systemd's STATUS= and for progress logs.
     pub fn status_line(&self, fps: f64) -> String {
         format!(

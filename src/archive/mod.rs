@@ -20,7 +20,9 @@ pub use encode::{
     EncodeError, encode_grey_png, encode_rgb, lower_thread_priority, mask_to_frame, packed_rgb,
     tint_mask,
 };
-pub use store::{ArchiveName, ArchiveStore, ArchiveWrite, free_bytes, sha256_hex, tree_size};
+pub use store::{
+    ArchiveName, ArchiveStore, ArchiveWrite, free_bytes, is_day, is_hour, sha256_hex, tree_size,
+};
 
 use std::sync::Arc;
 use std::thread::JoinHandle;

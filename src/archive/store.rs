@@ -67,8 +67,9 @@ impl ArchiveName {
     }
 }
 
-/// Is `name` a `YYYY-MM-DD` day folder?
-fn is_day(name: &str) -> bool {
+/// Is `name` a `YYYY-MM-DD` day folder? (Pruning and the status server's
+/// `/archive/` route both go by it.)
+pub fn is_day(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() == 10
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -78,7 +79,7 @@ fn is_day(name: &str) -> bool {
 }
 
 /// Is `name` an `HH` hour folder?
-fn is_hour(name: &str) -> bool {
+pub fn is_hour(name: &str) -> bool {
     name.len() == 2 && name.bytes().all(|c| c.is_ascii_digit())
 }
 

@@ -91,7 +91,9 @@ pub fn gstreamer_version() -> String {
 /// by the capture thread (`recover`), for as long as it takes; so is one that is
 /// missing at start. Only a stop or a problem no retry fixes ends its stream.
 pub struct Capture {
-    shared: Arc<CaptureShared>,
+    /// Capture's state, as any thread reads it; `Capture` derefs to it, so
+    /// the accessors (`frames_delivered`, `is_streaming`, ...) are written once.
+    probe: CaptureProbe,
     thread: Option<JoinHandle<()>>,
     /// The image-sequence source's decoding thread.
     feeder: Option<JoinHandle<()>>,
@@ -105,14 +107,22 @@ pub(crate) struct Running {
     feeder: Option<JoinHandle<()>>,
 }
 
+impl std::ops::Deref for Capture {
+    type Target = CaptureProbe;
+
+    fn deref(&self) -> &CaptureProbe {
+        &self.probe
+    }
+}
+
 impl std::fmt::Debug for Capture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Capture")
-            .field("source", &self.shared.origin)
+            .field("source", &self.probe.shared.origin)
             .field("frames_delivered", &self.frames_delivered())
             .field("streaming", &self.is_streaming())
-            .field("source_up", &self.shared.status.is_up())
-            .field("ended", &self.shared.has_ended())
+            .field("source_up", &self.probe.shared.status.is_up())
+            .field("ended", &self.probe.shared.has_ended())
             .finish()
     }
 }
@@ -193,7 +203,9 @@ impl Capture {
         };
         match thread {
             Ok(thread) => Ok(Capture {
-                shared: Arc::clone(shared),
+                probe: CaptureProbe {
+                    shared: Arc::clone(shared),
+                },
                 thread: Some(thread),
                 feeder,
             }),
@@ -220,10 +232,10 @@ impl Capture {
     /// consumer calling `stop` must not deadlock with a streaming thread that
     /// waits for a free slot). During an outage the stream ends at once.
     pub fn stop(&self) {
-        if self.shared.stop_requested.swap(true, Ordering::AcqRel) {
+        if self.probe.shared.stop_requested.swap(true, Ordering::AcqRel) {
             return;
         }
-        log::info!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "stopping capture: sending end-of-stream to the source");
+        log::info!(target: "sealcheck::capture", source = self.probe.shared.origin.as_str(); "stopping capture: sending end-of-stream to the source");
         self.wake();
     }
 
@@ -234,16 +246,16 @@ impl Capture {
     }
 
     fn wake(&self) {
-        if let Some(bus) = self.shared.pipeline().and_then(|p| p.bus()) {
+        if let Some(bus) = self.probe.shared.pipeline().and_then(|p| p.bus()) {
             bus::wake(&bus);
         }
     }
 
     fn shut_down(&mut self) {
-        self.shared
+        self.probe.shared
             .shutdown_requested
             .store(true, Ordering::Release);
-        self.shared.abort_waits();
+        self.probe.shared.abort_waits();
         self.wake();
         let joined = self
             .thread
@@ -251,14 +263,14 @@ impl Capture {
             .is_none_or(|thread| self.join_capture_thread(thread));
         // Also covers a capture thread that died before finishing. One left
         // behind may be using the pipeline: it is not touched again here.
-        match self.shared.pipeline() {
-            Some(pipeline) if joined => bus::finish(&pipeline, &self.shared, EndOfStream::Stopped),
-            _ => self.shared.end(EndOfStream::Stopped),
+        match self.probe.shared.pipeline() {
+            Some(pipeline) if joined => bus::finish(&pipeline, &self.probe.shared, EndOfStream::Stopped),
+            _ => self.probe.shared.end(EndOfStream::Stopped),
         }
         // The pipeline's callbacks hold `shared`: let go of it so both are freed.
-        self.shared.set_pipeline(None);
+        self.probe.shared.set_pipeline(None);
         // The pipeline is NULL: a push the feeder is blocked in returns now.
-        join_feeder(self.feeder.take(), &self.shared);
+        join_feeder(self.feeder.take(), &self.probe.shared);
     }
 
     /// Joins the capture thread, or leaves it behind when it does not end in
@@ -271,47 +283,25 @@ impl Capture {
             std::thread::sleep(START_POLL);
         }
         if !thread.is_finished() {
-            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(), waited_ms = CAPTURE_JOIN_LIMIT.as_millis() as u64;
+            log::error!(target: "sealcheck::capture", source = self.probe.shared.origin.as_str(), waited_ms = CAPTURE_JOIN_LIMIT.as_millis() as u64;
                 "the capture thread did not end within {:.0} s of the shutdown (blocked inside GStreamer); it is left behind",
                 CAPTURE_JOIN_LIMIT.as_secs_f64());
             return false;
         }
         if thread.join().is_err() {
-            log::error!(target: "sealcheck::capture", source = self.shared.origin.as_str(); "the capture thread panicked");
+            log::error!(target: "sealcheck::capture", source = self.probe.shared.origin.as_str(); "the capture thread panicked");
         }
         true
     }
 
-    /// Frames the source delivered so far (inspected, dropped and failed alike).
-    pub fn frames_delivered(&self) -> u64 {
-        self.shared.frames_delivered()
-    }
-
-    /// The pipeline is PLAYING and has reported no error.
-    pub fn is_streaming(&self) -> bool {
-        self.shared.is_streaming()
-    }
-
-    /// When the source last delivered a frame.
-    pub fn last_frame_at(&self) -> Option<Instant> {
-        self.shared.last_frame_at()
-    }
-
-    /// `End` was pushed.
-    pub fn has_ended(&self) -> bool {
-        self.shared.has_ended()
-    }
-
     /// A cloneable view of capture's state for another thread (the watchdog).
     pub fn health_probe(&self) -> CaptureProbe {
-        CaptureProbe {
-            shared: Arc::clone(&self.shared),
-        }
+        self.probe.clone()
     }
 
     /// Up or lost, outages and tries (for STATUS=, metrics, the status page).
     pub fn source_status(&self) -> SourceStatus {
-        self.shared.status.clone()
+        self.probe.shared.status.clone()
     }
 }
 

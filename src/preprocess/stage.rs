@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::FramePreprocessor;
-use crate::capture::{CaptureEvent, EndOfStream, RingConsumer};
+use crate::capture::{EndOfStream, RingConsumer};
+use crate::ring::Popped;
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 
 /// Fills `work`'s segmentation input and the RGB channels of its classifier
@@ -46,8 +47,8 @@ impl PreprocessStage {
             let Some(event) = self.input.pop(Duration::from_millis(200)) else {
                 continue;
             };
-            let message = match event {
-                CaptureEvent::Frame(slot) => {
+            let message = match event.popped() {
+                Popped::Frame(slot) => {
                     let Ok(mut work) = self.free_work.recv() else {
                         // The output stage is gone: nothing downstream can take more frames.
                         return EndOfStream::Stopped;
@@ -60,13 +61,8 @@ impl PreprocessStage {
                     self.liveness.frame_preprocessed();
                     StageMessage::Inspect(work)
                 }
-                CaptureEvent::Dropped { meta, count } => {
-                    StageMessage::NotInspected { first: meta, count }
-                }
-                CaptureEvent::Failed { meta, message } => {
-                    StageMessage::CaptureFailed { meta, message }
-                }
-                CaptureEvent::End(end) => {
+                Popped::Marker(message) => message,
+                Popped::End(end) => {
                     let _ = self.output.send(StageMessage::End);
                     return end;
                 }

@@ -20,7 +20,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use super::Telemetry;
 use super::board::{BoardState, WINDOW};
-use crate::archive::ArchiveName;
+use crate::archive::{ArchiveName, is_day, is_hour};
 use crate::decision::Reason;
 
 /// The page: one file, no external resources.
@@ -294,20 +294,12 @@ fn safe_archive_path(raw: &str) -> Option<PathBuf> {
             && s.bytes()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
     };
-    let day_ok = |s: &str| {
-        s.len() == 10
-            && s.bytes().enumerate().all(|(i, c)| match i {
-                4 | 7 => c == b'-',
-                _ => c.is_ascii_digit(),
-            })
-    };
     let parts: Vec<&str> = raw.split('/').collect();
     match parts.as_slice() {
-        [day, "manifest.jsonl"] if day_ok(day) => Some(PathBuf::from(day).join("manifest.jsonl")),
+        [day, "manifest.jsonl"] if is_day(day) => Some(PathBuf::from(day).join("manifest.jsonl")),
         [day, hour, file]
-            if day_ok(day)
-                && hour.len() == 2
-                && hour.bytes().all(|c| c.is_ascii_digit())
+            if is_day(day)
+                && is_hour(hour)
                 && name_ok(file)
                 && (file.ends_with(".jpg") || file.ends_with(".png")) =>
         {
