@@ -250,18 +250,6 @@ fn clip_source(dir: &Path, frames: usize) -> String {
     "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"\n".to_string()
 }
 
-/// ONNX Runtime where `make test` provides it (much faster than tract), else tract.
-fn backend() -> &'static str {
-    let ort = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).exists());
-    if !ort {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "ORT_DYLIB_PATH does not name libonnxruntime"
-        );
-    }
-    if ort { "onnxruntime" } else { "tract" }
-}
-
 fn write_config(dir: &Path, source: &str, deadline_ms: u64, mqtt: &str) -> PathBuf {
     let text = format!(
         r#"[source]
@@ -288,7 +276,7 @@ log_verdicts = false
 [mqtt]
 {mqtt}
 "#,
-        backend = backend(),
+        backend = common::backend(),
         models = repo().join("models").display(),
     );
     let path = dir.join("sealcheck.toml");

@@ -33,16 +33,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// ONNX Runtime where `make test` set it up (faster than tract), else tract.
-fn backend() -> &'static str {
-    let found = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).exists());
-    assert!(
-        found || std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-        "ORT_DYLIB_PATH does not name libonnxruntime"
-    );
-    if found { "onnxruntime" } else { "tract" }
-}
-
 fn write_config(dir: &Path, source: &str, archive: &str, stall_timeout_s: f64) -> PathBuf {
     let text = format!(
         r#"[source]
@@ -75,7 +65,7 @@ listen = "127.0.0.1:0"
 [service]
 stall_timeout_s = {stall_timeout_s}
 "#,
-        backend = backend(),
+        backend = common::backend(),
         models = repo().join("models").display(),
     );
     let path = dir.join("sealcheck.toml");

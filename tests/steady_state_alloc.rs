@@ -170,16 +170,7 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         deadline: None,
     };
     let dir = tempfile::tempdir().unwrap();
-    let output = OutputConfig {
-        results: dir.path().join("results.jsonl"),
-        flush_each_line: false,
-        log_verdicts: false,
-        // The production default: the size check runs on every line.
-        rotation: ResultsRotation {
-            max_mib: 256,
-            keep_files: 8,
-        },
-    };
+    let output = results_config(dir.path());
     let mut sink = ResultSink::open(&output).unwrap();
     let mut line = String::with_capacity(512);
 
@@ -237,20 +228,26 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
     );
 }
 
-/// The results file's check that its path still names the open file (once a
-/// second, on the frame path) allocates nothing either.
-#[test]
-fn the_results_files_identity_check_allocates_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = OutputConfig {
-        results: dir.path().join("results.jsonl"),
+/// A results file in `dir` with the production rotation default (the size
+/// check runs on every line), flushed by the caller.
+fn results_config(dir: &std::path::Path) -> OutputConfig {
+    OutputConfig {
+        results: dir.join("results.jsonl"),
         flush_each_line: false,
         log_verdicts: false,
         rotation: ResultsRotation {
             max_mib: 256,
             keep_files: 8,
         },
-    };
+    }
+}
+
+/// The results file's check that its path still names the open file (once a
+/// second, on the frame path) allocates nothing either.
+#[test]
+fn the_results_files_identity_check_allocates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = results_config(dir.path());
     let mut sink = ResultSink::open(&output).unwrap();
     sink.write_line("first").unwrap();
     sink.flush().unwrap();

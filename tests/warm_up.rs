@@ -12,18 +12,6 @@ use common::{FakeSystemd, Sealcheck, repo};
 
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// ONNX Runtime where `make test` provides it, else tract.
-fn backend() -> &'static str {
-    let ort = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).exists());
-    if !ort {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "ORT_DYLIB_PATH does not name libonnxruntime"
-        );
-    }
-    if ort { "onnxruntime" } else { "tract" }
-}
-
 /// Ten frames of a 320x240 test pattern, whose size the config states.
 fn write_config(dir: &Path) -> PathBuf {
     let text = format!(
@@ -47,7 +35,7 @@ path = "{models}/cls.onnx"
 results = "results.jsonl"
 log_verdicts = false
 "#,
-        backend = backend(),
+        backend = common::backend(),
         models = repo().join("models").display(),
     );
     let path = dir.join("sealcheck.toml");

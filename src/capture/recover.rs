@@ -32,7 +32,7 @@ use super::bus::{self, Watched};
 use super::error::CaptureError;
 use super::state::CaptureShared;
 use super::status::Backoff;
-use super::teardown::{self, Teardown};
+use super::teardown;
 use super::{Running, launch, open_pipeline};
 use crate::config::SourceConfig;
 
@@ -138,7 +138,7 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                 shared.status.try_failed(&reason);
             }
             source_lost(&shared, &reason, frozen, false);
-            let _ = teardown(&run.pipeline, &shared);
+            teardown(&run.pipeline, &shared);
         }
         let delay = backoff.next_delay();
         let at = Instant::now() + delay;
@@ -174,11 +174,11 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
 /// Ends a lost pipeline: a streaming thread waiting for a slot is woken (its
 /// frame is counted as dropped), the pipeline goes to NULL or, blocked, is
 /// abandoned (`teardown`), and the ring is made ready for the next pipeline.
-fn teardown(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>) -> Teardown {
-    let outcome = teardown::stop_pipeline(pipeline, shared, "the source was lost");
+fn teardown(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>) {
+    // Stopped or abandoned (counted and logged there), the next pipeline is built.
+    let _ = teardown::stop_pipeline(pipeline, shared, "the source was lost");
     shared.set_pipeline(None);
     shared.ready_for_rebuild();
-    outcome
 }
 
 /// Sleeps until `at`; false when a stop or shutdown came first.

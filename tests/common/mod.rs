@@ -57,6 +57,18 @@ pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
     folder
 }
 
+/// The fast engine for an integration test: ONNX Runtime where `make test`
+/// set it up (`ORT_DYLIB_PATH`), else tract. Under `SEALCHECK_REQUIRE_ORT`
+/// (set by `make test`) a missing library fails instead of falling back.
+pub fn backend() -> &'static str {
+    let found = std::env::var_os("ORT_DYLIB_PATH").is_some_and(|p| Path::new(&p).exists());
+    assert!(
+        found || std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+        "ORT_DYLIB_PATH does not name libonnxruntime"
+    );
+    if found { "onnxruntime" } else { "tract" }
+}
+
 /// A free loopback port (bound, read, released: another process could take it
 /// in between, which a test run on one machine does not do). Also a port
 /// where nothing listens.

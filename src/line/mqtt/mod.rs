@@ -28,8 +28,8 @@
 //!   publishes `offline` itself.
 
 mod client;
-mod start_error;
 pub mod message;
+mod start_error;
 mod tls;
 
 use std::collections::{HashMap, VecDeque};
