@@ -52,7 +52,7 @@ use crate::preprocess::{
 use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::RunStats;
-use crate::status::{OperatorTaps, RunInfo, RunState, StatusServer, Telemetry};
+use crate::status::{OperatorTaps, RunInfo, RunReport, RunState, StatusServer, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -277,8 +277,9 @@ struct Stages {
 struct ModelSwapTarget {
     sink: SwapSink,
     running: RunningEngine,
-    /// The status server, whose `model_info` follows an accepted swap.
-    operators: Option<Arc<Telemetry>>,
+    /// Where an accepted swap's models are reported (the status server's
+    /// `model_info` follows them).
+    report: Arc<RunReport>,
 }
 
 /// The thread that takes new models, and what it takes.
@@ -298,6 +299,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let started = Instant::now();
     // The status server answers from the start ("starting" while models load).
     let pixel_demand = Arc::new(crate::frame::PixelDemand::default());
+    // What the run reports of itself; the status server, when on, reads it.
+    let report = RunReport::new();
     let operators = config.status.as_ref().map(|_| {
         Telemetry::new(
             config.service.stall_timeout,
@@ -308,6 +311,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 .unwrap_or(crate::status::metrics::DEFAULT_DEADLINE),
             Arc::clone(&pixel_demand),
             config.archive.clone(),
+            report.subscribe(),
         )
     });
     let _status_server = match (&config.status, &operators) {
@@ -330,9 +334,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         line: Arc::clone(line.stats()),
         mqtt: mqtt.as_ref().map(MqttLine::stats),
     };
-    if let Some(t) = &operators {
-        t.set_liveness(liveness.clone());
-    }
+    report.set_liveness(liveness.clone());
     let (stages, engine) = start_stages(
         &config,
         &context,
@@ -340,23 +342,19 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         &liveness,
         reload_rx,
         (&line, &models),
-        operators.clone(),
+        (operators.clone(), &report),
         Arc::clone(&pixel_demand),
     )?;
-    if let Some(t) = &operators {
-        t.set_info(run_info(&config, &models, &engine.name));
-    }
+    report.set_info(run_info(&config, &models, &engine.name));
     let run_started = Instant::now();
     context.notifier.ready();
-    if let Some(t) = &operators {
-        t.set_external(crate::status::ExternalStats {
-            line: Some(Arc::clone(&telemetry.line)),
-            mqtt: telemetry.mqtt.clone(),
-            source: stages.capture.source_status(),
-            results_file: Some(stages.results_file.clone()),
-        });
-        t.set_state(RunState::Running);
-    }
+    report.set_external(crate::status::ExternalStats {
+        line: Some(Arc::clone(&telemetry.line)),
+        mqtt: telemetry.mqtt.clone(),
+        source: stages.capture.source_status(),
+        results_file: Some(stages.results_file.clone()),
+    });
+    report.set_state(RunState::Running);
     log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
 
     let watchdog = crate::service::spawn_watchdog(
@@ -395,9 +393,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 Ok(ServiceSignal::Stop) if drain_deadline.is_none() => {
                     log::info!(target: "sealcheck::pipeline", drain_timeout_s = current.service.drain_timeout.as_secs_f64(); "stop requested: stopping the source and finishing frames in flight");
                     context.notifier.stopping();
-                    if let Some(t) = &operators {
-                        t.set_state(RunState::Stopping);
-                    }
+                    report.set_state(RunState::Stopping);
                     stopped_by_signal = true;
                     arm_stop_guard(current.service.drain_timeout);
                     stages.capture.stop();
@@ -431,9 +427,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }
-    if let Some(t) = &operators {
-        t.set_state(RunState::Stopping);
-    }
+    report.set_state(RunState::Stopping);
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
     let source_outages = stages
@@ -478,9 +472,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     }
     let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
     let line_counts = line.stats().snapshot();
-    if let Some(t) = &operators {
-        t.set_state(RunState::Stopped);
-    }
+    report.set_state(RunState::Stopped);
     let stats = Arc::try_unwrap(stats)
         .map(|m| m.into_inner().unwrap_or_default())
         .unwrap_or_else(|shared| {
@@ -598,10 +590,9 @@ fn start_stages(
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
     (line, models): (&Arc<Line>, &Arc<ModelIds>),
-    operators: Option<Arc<Telemetry>>,
+    (operators, report): (Option<Arc<Telemetry>>, &Arc<RunReport>),
     pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
-    let swap_operators = operators.clone();
     let pool = config.source.pool_size;
     let (mut producer, consumer) = ring::frame_ring(pool);
     // Each part's deadline clock starts as capture hands the frame on.
@@ -712,7 +703,7 @@ fn start_stages(
             model_swap = swap.map(|(running, swaps, opener)| ModelSwapTarget {
                 sink: SwapSink::Device { swaps, opener },
                 running,
-                operators: swap_operators,
+                report: Arc::clone(report),
             });
             (thread, None)
         }
@@ -729,7 +720,7 @@ fn start_stages(
                     kind: backend.kind(),
                     geometry,
                 },
-                operators: swap_operators,
+                report: Arc::clone(report),
             });
             let infer = InferStage {
                 input: infer_in,
@@ -925,8 +916,8 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
             let info = model_info(new, &swap.models);
             let models = Arc::clone(&swap.models);
             let sent = swaps.send(swap).is_ok();
-            if let (true, Some(t)) = (sent, &target.operators) {
-                t.set_models(info);
+            if sent {
+                target.report.set_models(info);
             }
             (models, sent)
         }),
@@ -936,9 +927,8 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
                     // The device thread may still fail to bind it: the
                     // status follows only a swap that happened.
                     let info = model_info(new, &swap.models);
-                    if let Some(t) = target.operators.clone() {
-                        swap.on_swapped = Some(Box::new(move || t.set_models(info)));
-                    }
+                    let report = Arc::clone(&target.report);
+                    swap.on_swapped = Some(Box::new(move || report.set_models(info)));
                     let models = Arc::clone(&swap.models);
                     (models, swaps.send(swap).is_ok())
                 },

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::driver::{self, DevicePtr};
-use super::element::{DeviceTap, TensorElement};
+use super::element::DeviceTap;
 use super::{GpuContext, GpuError};
 
 /// Element types that may live in GPU buffers: plain data for which every bit

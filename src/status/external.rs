@@ -90,9 +90,10 @@ impl ExternalStats {
     }
 }
 
-/// Encodes `ExternalStats` at scrape time.
+/// Encodes `ExternalStats` at scrape time, as `read` gives them (the latest
+/// the pipeline reported).
 #[derive(Clone)]
-pub struct ExternalCollector(pub Arc<std::sync::Mutex<ExternalStats>>);
+pub struct ExternalCollector(pub Arc<dyn Fn() -> ExternalStats + Send + Sync>);
 
 impl std::fmt::Debug for ExternalCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,7 +117,7 @@ fn counter(
 
 impl Collector for ExternalCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let stats = (self.0)();
         if let Some(source) = &stats.source {
             counter(
                 &mut encoder,

@@ -18,6 +18,7 @@ mod external;
 mod http;
 mod live;
 pub mod metrics;
+mod run_report;
 mod serve;
 mod taps;
 
@@ -26,11 +27,13 @@ pub use external::ExternalStats;
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
+pub use run_report::{RunFacts, RunReport};
 pub use taps::OperatorTaps;
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use crate::config::ArchiveConfig;
 use crate::frame::PixelDemand;
@@ -61,7 +64,7 @@ impl RunState {
 }
 
 /// Facts about the run known once the backend is open.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunInfo {
     pub backend: String,
     pub source: String,
@@ -75,96 +78,84 @@ pub struct Telemetry {
     pub board: Arc<SnapshotSlot>,
     pub live: Arc<LiveView>,
     pub demand: Arc<PixelDemand>,
-    /// Set once the stages are about to start (until then: "starting").
-    liveness: OnceLock<Liveness>,
+    /// What the pipeline reported of the run (`RunReport`), and the models
+    /// `metrics` was last told of.
+    facts: Mutex<FactsReader>,
     stall_timeout: Duration,
     /// systemd set a watchdog: it restarts the service when health fails.
     supervised: bool,
-    state: AtomicU8,
-    /// Set once the backend is chosen; its models follow a model swap.
-    info: Mutex<Option<RunInfo>>,
-    /// Counters of the line and MQTT (`external`), once they exist.
-    external: Arc<Mutex<ExternalStats>>,
     /// The archive settings in force (reloads change them).
     archive: Mutex<Option<ArchiveConfig>>,
     started: Instant,
 }
 
+struct FactsReader {
+    facts: watch::Receiver<RunFacts>,
+    /// The info `metrics` carries (`build_info`, `model_info`); `None` until
+    /// the engine is chosen.
+    in_metrics: Option<RunInfo>,
+}
+
 impl Telemetry {
+    /// `facts`: the pipeline's `RunReport`, subscribed.
     pub fn new(
         stall_timeout: Duration,
         supervised: bool,
         deadline: Duration,
         demand: Arc<PixelDemand>,
         archive: Option<ArchiveConfig>,
+        facts: watch::Receiver<RunFacts>,
     ) -> Arc<Telemetry> {
         let metrics = LineMetrics::new(deadline);
-        let external = Arc::new(Mutex::new(ExternalStats::default()));
+        let reported = facts.clone();
         metrics
             .registry()
-            .register_collector(Box::new(external::ExternalCollector(Arc::clone(&external))));
+            .register_collector(Box::new(external::ExternalCollector(Arc::new(move || {
+                reported.borrow().external.clone()
+            }))));
         Arc::new(Telemetry {
             metrics,
-            external,
             board: Arc::new(SnapshotSlot::default()),
             live: Arc::new(LiveView::new(Arc::clone(&demand))),
             demand,
-            liveness: OnceLock::new(),
+            facts: Mutex::new(FactsReader {
+                facts,
+                in_metrics: None,
+            }),
             stall_timeout,
             supervised,
-            state: AtomicU8::new(RunState::Starting as u8),
-            info: Mutex::new(None),
             archive: Mutex::new(archive),
             started: Instant::now(),
         })
     }
 
-    /// The pipeline's liveness record, once the stages exist.
-    pub fn set_liveness(&self, liveness: Liveness) {
-        let _ = self.liveness.set(liveness);
-    }
-
-    /// The line's and MQTT's counters (see `external`).
-    pub fn set_external(&self, stats: ExternalStats) {
-        *self.external.lock().unwrap_or_else(|p| p.into_inner()) = stats;
+    /// The latest facts; `build_info` and `model_info` in `metrics` follow
+    /// them before this returns, so a scrape after a swap names the new models.
+    pub fn facts(&self) -> RunFacts {
+        let mut reader = self.facts.lock().unwrap_or_else(|p| p.into_inner());
+        let facts = reader.facts.borrow_and_update().clone();
+        if let Some(info) = &facts.info
+            && reader.in_metrics.as_ref() != Some(info)
+        {
+            match &reader.in_metrics {
+                None => self.metrics.register_info(&info.backend, &info.models),
+                Some(_) => self.metrics.set_models(&info.models),
+            }
+            reader.in_metrics = Some(info.clone());
+        }
+        facts
     }
 
     pub fn external(&self) -> ExternalStats {
-        self.external
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    pub fn set_state(&self, state: RunState) {
-        self.state.store(state as u8, Ordering::Relaxed);
+        self.facts().external
     }
 
     pub fn state(&self) -> RunState {
-        match self.state.load(Ordering::Relaxed) {
-            0 => RunState::Starting,
-            1 => RunState::Running,
-            2 => RunState::Stopping,
-            _ => RunState::Stopped,
-        }
-    }
-
-    /// Records the backend and models (and registers `build_info`/`model_info`).
-    pub fn set_info(&self, info: RunInfo) {
-        self.metrics.register_info(&info.backend, &info.models);
-        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
-    }
-
-    /// After a model swap: the models judging now (role, file, id).
-    pub fn set_models(&self, models: Vec<(&'static str, String, String)>) {
-        self.metrics.set_models(&models);
-        if let Some(info) = self.info.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            info.models = models;
-        }
+        self.facts().state
     }
 
     pub fn info(&self) -> Option<RunInfo> {
-        self.info.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.facts().info
     }
 
     pub fn set_archive(&self, archive: Option<ArchiveConfig>) {
@@ -181,7 +172,8 @@ impl Telemetry {
     /// `Ok(text)` while healthy, `Err(reason)` when the watchdog would stop
     /// pinging (or the pipeline is not running).
     pub fn health(&self) -> Result<String, String> {
-        match self.state() {
+        let facts = self.facts();
+        match facts.state {
             RunState::Starting => {
                 return Err("starting: loading models and opening the source".into());
             }
@@ -189,7 +181,7 @@ impl Telemetry {
             RunState::Stopped => return Err("stopped: the pipeline has ended".into()),
             RunState::Running => {}
         }
-        let Some(liveness) = self.liveness.get() else {
+        let Some(liveness) = &facts.liveness else {
             return Err("starting: the stages are not running yet".into());
         };
         match liveness.health(Instant::now(), self.stall_timeout) {
@@ -233,14 +225,14 @@ impl Telemetry {
 
     /// Whether frames are coming from the source (as the watchdog last saw it).
     pub fn source_up(&self) -> bool {
-        if self.state() != RunState::Running {
+        let facts = self.facts();
+        if facts.state != RunState::Running {
             return false;
         }
-        match self.external().source {
-            Some(source) => {
-                source.is_up() && self.liveness.get().is_some_and(Liveness::source_streaming)
-            }
-            None => self.liveness.get().is_some_and(Liveness::source_streaming),
+        let streaming = facts.liveness.as_ref().is_some_and(Liveness::source_streaming);
+        match facts.external.source {
+            Some(source) => source.is_up() && streaming,
+            None => streaming,
         }
     }
 

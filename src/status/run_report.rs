@@ -1,0 +1,117 @@
+//! What the pipeline tells of its run (state, engine and models, the other
+//! rooms' counters), handed to the status server over a watch channel: the
+//! pipeline sends, whoever reads takes the latest value. With `[status]`
+//! off nobody reads and the sends cost a lock each, so the pipeline carries
+//! no `Option` and no "is the page on?" check.
+//!
+//! ```text
+//! pipeline ──RunReport::set_*──▶ watch ──▶ Telemetry::facts() (HTTP thread:
+//!                                          /healthz, /api/status, /metrics)
+//! ```
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::external::ExternalStats;
+use super::{RunInfo, RunState};
+use crate::service::Liveness;
+
+/// The run as the status server last heard of it.
+#[derive(Clone)]
+pub struct RunFacts {
+    pub state: RunState,
+    /// The pipeline's liveness record, once the stages are about to start.
+    pub liveness: Option<Liveness>,
+    /// The engine and models, once the engine is chosen; models follow a swap.
+    pub info: Option<RunInfo>,
+    /// Counters the other rooms own, once they exist.
+    pub external: ExternalStats,
+}
+
+impl Default for RunFacts {
+    fn default() -> Self {
+        RunFacts {
+            state: RunState::Starting,
+            liveness: None,
+            info: None,
+            external: ExternalStats::default(),
+        }
+    }
+}
+
+/// The pipeline's end of the watch: cheap to share (`Arc`), never blocks a
+/// reader for longer than a field's update.
+pub struct RunReport {
+    sender: watch::Sender<RunFacts>,
+}
+
+impl Default for RunReport {
+    fn default() -> Self {
+        RunReport {
+            sender: watch::Sender::new(RunFacts::default()),
+        }
+    }
+}
+
+impl RunReport {
+    pub fn new() -> Arc<RunReport> {
+        Arc::new(RunReport::default())
+    }
+
+    /// A reader for the status server.
+    pub fn subscribe(&self) -> watch::Receiver<RunFacts> {
+        self.sender.subscribe()
+    }
+
+    pub fn set_state(&self, state: RunState) {
+        self.sender.send_modify(|facts| facts.state = state);
+    }
+
+    pub fn set_liveness(&self, liveness: Liveness) {
+        self.sender
+            .send_modify(|facts| facts.liveness = Some(liveness));
+    }
+
+    pub fn set_info(&self, info: RunInfo) {
+        self.sender.send_modify(|facts| facts.info = Some(info));
+    }
+
+    /// After a model swap: the models judging now (role, file, id).
+    pub fn set_models(&self, models: Vec<(&'static str, String, String)>) {
+        self.sender.send_modify(|facts| {
+            if let Some(info) = facts.info.as_mut() {
+                info.models = models;
+            }
+        });
+    }
+
+    pub fn set_external(&self, external: ExternalStats) {
+        self.sender.send_modify(|facts| facts.external = external);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_sees_the_latest_facts_and_sends_need_no_reader() {
+        let report = RunReport::new();
+        // Nobody listens ([status] off): every send still succeeds.
+        report.set_state(RunState::Running);
+        let reader = report.subscribe();
+        assert_eq!(reader.borrow().state, RunState::Running);
+        report.set_info(RunInfo {
+            backend: "tract".into(),
+            source: "file".into(),
+            models: vec![("segmentation", "seg.onnx".into(), "aaaa".into())],
+        });
+        report.set_models(vec![("segmentation", "new.onnx".into(), "bbbb".into())]);
+        report.set_state(RunState::Stopping);
+        let facts = reader.borrow();
+        assert_eq!(facts.state, RunState::Stopping);
+        let info = facts.info.as_ref().expect("info was sent");
+        assert_eq!((info.backend.as_str(), info.models[0].2.as_str()), ("tract", "bbbb"));
+    }
+}
