@@ -52,7 +52,10 @@ use crate::preprocess::{
 use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
 use crate::stats::RunStats;
-use crate::status::{OperatorTaps, RunInfo, RunReport, RunState, StatusServer, Telemetry};
+use crate::status::{
+    NoStatus, OperatorTaps, RunInfo, RunReport, RunState, ServerFeed, StatusFeed, StatusServer,
+    Telemetry,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
@@ -318,6 +321,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (Some(status), Some(t)) => Some(StatusServer::start(status.listen, Arc::clone(t))?),
         _ => None,
     };
+    // What each result feeds the status server; with [status] off, nothing.
+    let status_feed: Box<dyn StatusFeed> = match &operators {
+        Some(t) => Box::new(ServerFeed::new(Arc::clone(t))),
+        None => Box::new(NoStatus),
+    };
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
@@ -342,7 +350,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         &liveness,
         reload_rx,
         (&line, &models),
-        (operators.clone(), &report),
+        (status_feed, &report),
         Arc::clone(&pixel_demand),
     )?;
     report.set_info(run_info(&config, &models, &engine.name));
@@ -590,7 +598,7 @@ fn start_stages(
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
     (line, models): (&Arc<Line>, &Arc<ModelIds>),
-    (operators, report): (Option<Arc<Telemetry>>, &Arc<RunReport>),
+    (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
     let pool = config.source.pool_size;
@@ -633,7 +641,7 @@ fn start_stages(
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
     let taps = OperatorTaps::new(
-        operators,
+        status_feed,
         config.archive.as_ref(),
         Arc::clone(&pixel_demand),
         geometry.seg_hw,

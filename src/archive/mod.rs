@@ -56,7 +56,7 @@ pub struct ArchiveQueue {
     free: Receiver<Box<ArchiveJob>>,
     settings: Sender<ArchiveConfig>,
     demand: Arc<PixelDemand>,
-    metrics: Option<ArchiveCounters>,
+    metrics: ArchiveCounters,
     thread: Option<JoinHandle<()>>,
     /// Frames not archived since the queue last had room (an episode is
     /// logged at its start and its end, not per frame).
@@ -69,7 +69,9 @@ impl ArchiveQueue {
         config: &ArchiveConfig,
         mask_hw: (usize, usize),
         demand: Arc<PixelDemand>,
-        metrics: Option<ArchiveCounters>,
+        // Registered in `/metrics` when the status server runs; counted
+        // into nothing visible when it does not (no `Option` to check).
+        metrics: ArchiveCounters,
     ) -> std::io::Result<ArchiveQueue> {
         let (jobs_tx, jobs_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
         let (free_tx, free_rx) = bounded::<Box<ArchiveJob>>(QUEUE);
@@ -198,9 +200,7 @@ impl ArchiveQueue {
     }
 
     fn dropped(&self, why: ArchiveDrop) {
-        if let Some(m) = &self.metrics {
-            m.dropped(why);
-        }
+        self.metrics.dropped(why);
     }
 
     /// Writes what is queued and stops the thread.
@@ -228,7 +228,7 @@ struct ArchiveWriter {
     jobs: Receiver<Box<ArchiveJob>>,
     free: Sender<Box<ArchiveJob>>,
     settings: Receiver<ArchiveConfig>,
-    metrics: Option<ArchiveCounters>,
+    metrics: ArchiveCounters,
     encoded: Vec<u8>,
     mask_encoded: Vec<u8>,
     rgb: Vec<u8>,
@@ -297,14 +297,10 @@ impl ArchiveWriter {
                 if let Some(was) = self.dropping.take() {
                     log::info!(target: "sealcheck::archive", reason = was.as_str(); "archive writing again");
                 }
-                if let Some(m) = &self.metrics {
-                    m.files.inc();
-                }
+                self.metrics.files.inc();
             }
             Err(why) => {
-                if let Some(m) = &self.metrics {
-                    m.dropped(why);
-                }
+                self.metrics.dropped(why);
                 if self.dropping != Some(why) {
                     let c = self.store.config();
                     log::warn!(target: "sealcheck::archive", reason = why.as_str(), max_mib = c.max_mib, min_free_mib = c.min_free_mib;
@@ -318,9 +314,8 @@ impl ArchiveWriter {
     }
 
     fn publish_size(&self) {
-        if let Some(m) = &self.metrics {
-            m.bytes
-                .set(i64::try_from(self.store.used_bytes()).unwrap_or(i64::MAX));
-        }
+        self.metrics
+            .bytes
+            .set(i64::try_from(self.store.used_bytes()).unwrap_or(i64::MAX));
     }
 }

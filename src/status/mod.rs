@@ -28,7 +28,7 @@ pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
 pub use run_report::{RunFacts, RunReport};
-pub use taps::OperatorTaps;
+pub use taps::{NoStatus, OperatorTaps, ServerFeed, StatusFeed};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,55 +1,164 @@
 //! The output thread's hand-off to everything operators see: one call per
 //! result, after its line is written. Atomics, a `try_lock` now and then,
 //! buffer swaps: nothing here waits or allocates per frame.
+//!
+//! Two parts: what the status server shows (`StatusFeed`: metrics, the
+//! page's board, the live view) and the archive. With `[status]` off the
+//! status part is `NoStatus`, which takes every call and does nothing (as
+//! `gpu/stub.rs` answers for CUDA), so no call here asks whether the page
+//! is on. The archive may be turned on and off by a reload, so it is a
+//! queue or none.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LineMetrics, LiveView, StatusBoard, Telemetry};
-use crate::archive::ArchiveQueue;
+use crate::archive::{ArchiveCounters, ArchiveQueue};
 use crate::config::ArchiveConfig;
 use crate::decision::{Decision, Reason};
 use crate::frame::{FrameMeta, FrameWork, PixelDemand};
 use crate::output::{Latencies, ResultTaps};
 
+/// What the status server takes from each result.
+pub trait StatusFeed: Send {
+    /// Before the archive sees the frame: the counters and the live view.
+    fn counted(
+        &mut self,
+        d: &Decision,
+        latencies: Option<&Latencies>,
+        work: Option<&FrameWork>,
+        mask_hw: (usize, usize),
+    );
+
+    /// After it: the page's board, which links the archived frame.
+    fn boarded(&mut self, meta: &FrameMeta, d: &Decision, total_ms: Option<f64>, archived: bool);
+
+    /// No frame for a while: publish what changed.
+    fn idle(&mut self);
+
+    /// The archive settings in force, for the page's links.
+    fn archive_settings(&self, config: Option<&ArchiveConfig>);
+
+    /// Where the archive counts (registered in `/metrics`).
+    fn archive_counters(&self) -> ArchiveCounters;
+
+    /// The run is over: publish the last numbers.
+    fn finish(&mut self);
+}
+
+/// `[status]` off: nobody reads, nothing is fed.
+pub struct NoStatus;
+
+impl StatusFeed for NoStatus {
+    fn counted(&mut self, _: &Decision, _: Option<&Latencies>, _: Option<&FrameWork>, _: (usize, usize)) {}
+    fn boarded(&mut self, _: &FrameMeta, _: &Decision, _: Option<f64>, _: bool) {}
+    fn idle(&mut self) {}
+    fn archive_settings(&self, _: Option<&ArchiveConfig>) {}
+    fn archive_counters(&self) -> ArchiveCounters {
+        // Counts into handles nobody registered.
+        ArchiveCounters::default()
+    }
+    fn finish(&mut self) {}
+}
+
+/// `[status]` on: the status server's metrics, board and live view.
+pub struct ServerFeed {
+    metrics: Arc<LineMetrics>,
+    board: StatusBoard,
+    live: Arc<LiveView>,
+    telemetry: Arc<Telemetry>,
+}
+
+impl ServerFeed {
+    pub fn new(telemetry: Arc<Telemetry>) -> Self {
+        ServerFeed {
+            metrics: Arc::clone(&telemetry.metrics),
+            board: StatusBoard::new(Arc::clone(&telemetry.board)),
+            live: Arc::clone(&telemetry.live),
+            telemetry,
+        }
+    }
+}
+
+impl StatusFeed for ServerFeed {
+    fn counted(
+        &mut self,
+        d: &Decision,
+        latencies: Option<&Latencies>,
+        work: Option<&FrameWork>,
+        mask_hw: (usize, usize),
+    ) {
+        let m = &self.metrics;
+        m.frames.inc();
+        if let Some(c) = m.verdict(d.reason) {
+            c.inc();
+        }
+        if d.reason == Reason::NotInspected {
+            m.not_inspected.inc();
+        }
+        if let Some(l) = latencies {
+            m.verdict_latency.observe(ms(l[3]));
+            for (i, v) in l[..3].iter().enumerate() {
+                m.stage_latency.observe(i, ms(*v));
+            }
+        }
+        if let Some(work) = work
+            && self.live.offer(work, d, mask_hw)
+        {
+            m.live_frames.inc();
+        }
+    }
+
+    fn boarded(&mut self, meta: &FrameMeta, d: &Decision, total_ms: Option<f64>, archived: bool) {
+        self.board.record(meta, d, total_ms, archived);
+    }
+
+    fn idle(&mut self) {
+        self.board.idle_tick();
+    }
+
+    fn archive_settings(&self, config: Option<&ArchiveConfig>) {
+        self.telemetry.set_archive(config.cloned());
+    }
+
+    fn archive_counters(&self) -> ArchiveCounters {
+        self.metrics.archive.clone()
+    }
+
+    fn finish(&mut self) {
+        self.board.publish();
+    }
+}
+
 pub struct OperatorTaps {
-    metrics: Option<Arc<LineMetrics>>,
-    board: Option<StatusBoard>,
-    live: Option<Arc<LiveView>>,
+    status: Box<dyn StatusFeed>,
     archive: Option<ArchiveQueue>,
-    telemetry: Option<Arc<Telemetry>>,
     demand: Arc<PixelDemand>,
     /// The segmentation output's (height, width): the mask's size.
     mask_hw: (usize, usize),
 }
 
 impl OperatorTaps {
-    /// Taps for what is configured: the status server (`telemetry`) and the
-    /// archive, either or both or neither.
+    /// Taps for what is configured: the status server's feed (`NoStatus`
+    /// when `[status]` is off) and the archive, when `[archive]` is on.
     pub fn new(
-        telemetry: Option<Arc<Telemetry>>,
+        status: Box<dyn StatusFeed>,
         archive: Option<&ArchiveConfig>,
         demand: Arc<PixelDemand>,
         mask_hw: (usize, usize),
     ) -> std::io::Result<Self> {
-        let metrics = telemetry.as_ref().map(|t| Arc::clone(&t.metrics));
         let archive = match archive {
             Some(config) => Some(ArchiveQueue::start(
                 config,
                 mask_hw,
                 Arc::clone(&demand),
-                metrics.as_ref().map(|m| m.archive.clone()),
+                status.archive_counters(),
             )?),
             None => None,
         };
         Ok(OperatorTaps {
-            board: telemetry
-                .as_ref()
-                .map(|t| StatusBoard::new(Arc::clone(&t.board))),
-            live: telemetry.as_ref().map(|t| Arc::clone(&t.live)),
-            metrics,
+            status,
             archive,
-            telemetry,
             demand,
             mask_hw,
         })
@@ -67,41 +176,19 @@ impl ResultTaps for OperatorTaps {
         line: &str,
         mut work: Option<&mut FrameWork>,
     ) {
-        if let Some(m) = &self.metrics {
-            m.frames.inc();
-            if let Some(c) = m.verdict(d.reason) {
-                c.inc();
-            }
-            if d.reason == Reason::NotInspected {
-                m.not_inspected.inc();
-            }
-            if let Some(l) = latencies {
-                m.verdict_latency.observe(ms(l[3]));
-                for (i, v) in l[..3].iter().enumerate() {
-                    m.stage_latency.observe(i, ms(*v));
-                }
-            }
-        }
-        if let (Some(live), Some(work)) = (&self.live, work.as_deref())
-            && live.offer(work, d, self.mask_hw)
-            && let Some(m) = &self.metrics
-        {
-            m.live_frames.inc();
-        }
+        self.status
+            .counted(d, latencies, work.as_deref(), self.mask_hw);
         let archived = match (&mut self.archive, work.as_deref_mut()) {
             (Some(archive), Some(work)) => archive.offer(work, d, line),
             _ => false,
         };
-        if let Some(board) = &mut self.board {
-            board.record(meta, d, latencies.map(|l| l[3]), archived);
-        }
+        self.status
+            .boarded(meta, d, latencies.map(|l| l[3]), archived);
     }
 
     /// No frame for a while: publish what changed.
     fn idle(&mut self) {
-        if let Some(board) = &mut self.board {
-            board.idle_tick();
-        }
+        self.status.idle();
     }
 
     /// `[archive]` after a reload: new settings, turned on or turned off.
@@ -113,7 +200,7 @@ impl ResultTaps for OperatorTaps {
                     c,
                     self.mask_hw,
                     Arc::clone(&self.demand),
-                    self.metrics.as_ref().map(|m| m.archive.clone()),
+                    self.status.archive_counters(),
                 ) {
                     Ok(archive) => self.archive = Some(archive),
                     Err(e) => {
@@ -125,16 +212,12 @@ impl ResultTaps for OperatorTaps {
             (None, Some(archive)) => archive.pause(),
             (None, None) => {}
         }
-        if let Some(t) = &self.telemetry {
-            t.set_archive(config.cloned());
-        }
+        self.status.archive_settings(config);
     }
 
     /// Publishes the last numbers and lets the archive write what is queued.
     fn finish(mut self: Box<Self>) {
-        if let Some(board) = &mut self.board {
-            board.publish();
-        }
+        self.status.finish();
         if let Some(archive) = self.archive.take() {
             archive.finish();
         }
