@@ -269,7 +269,7 @@ struct Stages {
     output: JoinHandle<Result<u64, OutputError>>,
     output_done: Receiver<()>,
     /// The deadline thread; it ends once capture is gone and every part is claimed.
-    deadline: JoinHandle<()>,
+    deadline: crate::line::deadline::DeadlineThread,
     /// Whether the results file is written, and lines lost (for metrics too).
     results_file: ResultsFileStatus,
     /// Where reloaded models go, and the engine they must match; none when
@@ -471,12 +471,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     // Capture is gone: the deadline thread fails what is still open at its
     // deadline (nothing, after a full drain), then ends.
     let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
-    let waited = Instant::now();
-    while !stages.deadline.is_finished() && waited.elapsed() < deadline_wait {
-        thread::sleep(Duration::from_millis(2));
-    }
-    if stages.deadline.is_finished() {
-        let _ = stages.deadline.join();
+    if !stages.deadline.join_within(deadline_wait) {
+        log::warn!(target: "sealcheck::line", waited_ms = deadline_wait.as_millis() as u64;
+            "the deadline thread did not end after capture; it is left behind");
     }
     let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
     let line_counts = line.stats().snapshot();

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
 
 use super::{Line, PartDeadline};
 use crate::frame::FrameMeta;
@@ -60,14 +60,43 @@ impl DeadlineFeed {
     }
 }
 
+/// The deadline thread, for the end of a run.
+pub struct DeadlineThread {
+    handle: JoinHandle<()>,
+    /// Disconnected when the thread ends (its sender is dropped with it).
+    ended: Receiver<()>,
+}
+
+impl DeadlineThread {
+    /// Waits up to `limit` for the thread to end (no polling: the wait ends
+    /// the moment its sender drops) and joins it; `false` when it is still
+    /// running, left behind.
+    pub fn join_within(self, limit: std::time::Duration) -> bool {
+        match self.ended.recv_timeout(limit) {
+            // Nothing is ever sent: a disconnect is the thread's closure
+            // returning, so the join waits only for the thread's exit.
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = self.handle.join();
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+        }
+    }
+}
+
 /// Starts the deadline thread; it ends when the feed is dropped and every
 /// pending part has been claimed or failed late.
-pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, JoinHandle<()>)> {
+pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, DeadlineThread)> {
     let (tx, rx) = bounded(PENDING_PARTS);
+    let (ended_tx, ended) = bounded::<()>(0);
     let thread_line = Arc::clone(&line);
-    let thread = std::thread::Builder::new()
+    let handle = std::thread::Builder::new()
         .name("deadline".into())
-        .spawn(move || run(&thread_line, &rx))?;
+        .spawn(move || {
+            // Dropped when this thread ends, which wakes `join_within`.
+            let _ended = ended_tx;
+            run(&thread_line, &rx)
+        })?;
     Ok((
         DeadlineFeed {
             line,
@@ -75,7 +104,7 @@ pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, JoinHandle<()>)>
             last_due: None,
             full_logged: false,
         },
-        thread,
+        DeadlineThread { handle, ended },
     ))
 }
 
@@ -136,7 +165,10 @@ mod tests {
         // Part 0 is decided at once; 1..3 never are.
         line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1, None);
         drop(feed);
-        thread.join().unwrap();
+        assert!(
+            thread.join_within(Duration::from_secs(10)),
+            "the deadline thread ends once its feed is gone and every part is decided"
+        );
         let got = out.0.lock().unwrap().clone();
         let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
         assert_eq!(seqs, vec![0, 1, 2, 3]);
