@@ -34,7 +34,7 @@ pub struct BenchReport {
 impl BenchReport {
     /// Measured frames the source offered (each gets exactly one result).
     pub fn offered(&self) -> u64 {
-        self.summary.stats.frames
+        self.summary.stats.counts().frames
     }
 
     /// Measured frames dropped because no slot was free at their due time

@@ -66,6 +66,14 @@ impl Reason {
         }
     }
 
+    /// The verdict a result of this reason carries: only `Ok` passes.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Reason::Ok => Verdict::Pass,
+            _ => Verdict::Fail,
+        }
+    }
+
     /// What the reason means to a machine that only knows OPC UA's result terms.
     pub fn evaluation(self) -> Evaluation {
         match self {

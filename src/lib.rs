@@ -19,8 +19,11 @@
 //!
 //! `status` (metrics, the page, `/healthz`) is above the stages: it reads the
 //! counters the other rooms own (`capture::SourceStatus`, `archive::ArchiveCounters`,
-//! `output::ResultsFileStatus`, `line::LineStats`) and implements the output
-//! stage's `output::ResultTaps`; no room below it imports it. Small shared
+//! `output::ResultsFileStatus`, `stats::ResultCounters`, `line::LineStats`)
+//! and implements the output stage's `output::ResultTaps`; no room below it
+//! imports it. The pipeline tells it how the run goes on a watch channel
+//! (`status::RunReport`), read or not: nothing checks whether the page is on.
+//! Small shared
 //! vocabulary sits in leaves that import nothing of ours (`timestamp`,
 //! `gpu::element`, `infer::model_role`, `infer::device_path`).
 //! `scripts/import_cycles.py` (run by `make test`) fails on any import circle.

@@ -51,7 +51,7 @@ use crate::preprocess::{
 };
 use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
-use crate::stats::RunStats;
+use crate::stats::{ResultCounters, RunStats};
 use crate::status::{
     NoStatus, OperatorTaps, RunInfo, RunReport, RunState, ServerFeed, StatusFeed, StatusServer,
     Telemetry,
@@ -326,7 +326,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         Some(t) => Box::new(ServerFeed::new(Arc::clone(t))),
         None => Box::new(NoStatus),
     };
-    let stats = Arc::new(Mutex::new(RunStats::default()));
+    // Every result is counted once, here: /metrics, the page and the summary read it.
+    let results = status_feed.result_counters();
+    let stats = Arc::new(Mutex::new(RunStats::new(results.clone())));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
     let models = Arc::new(ModelIds::of(&config));
@@ -346,7 +348,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let (stages, engine) = start_stages(
         &config,
         &context,
-        &stats,
+        (&stats, &results),
         &liveness,
         reload_rx,
         (&line, &models),
@@ -379,7 +381,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
                 let line = stats
                     .lock()
-                    .map(|s| s.status_line(s.frames as f64 / fps_since))
+                    .map(|s| s.status_line(s.counts().frames as f64 / fps_since))
                     .unwrap_or_default();
                 problems_first(source.as_ref(), &results_file, line) + &telemetry.status_note()
             }
@@ -591,7 +593,7 @@ const MQTT_FLUSH: Duration = Duration::from_secs(2);
 fn start_stages(
     config: &Config,
     context: &RunContext,
-    stats: &Arc<Mutex<RunStats>>,
+    (stats, results): (&Arc<Mutex<RunStats>>, &ResultCounters),
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
     (line, models): (&Arc<Line>, &Arc<ModelIds>),
@@ -691,6 +693,7 @@ fn start_stages(
         defect_class: config.classifier.defect_class,
         sink,
         stats: Arc::clone(stats),
+        counters: results.clone(),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
         line: Some(Arc::clone(line)),

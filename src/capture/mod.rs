@@ -232,7 +232,12 @@ impl Capture {
     /// consumer calling `stop` must not deadlock with a streaming thread that
     /// waits for a free slot). During an outage the stream ends at once.
     pub fn stop(&self) {
-        if self.probe.shared.stop_requested.swap(true, Ordering::AcqRel) {
+        if self
+            .probe
+            .shared
+            .stop_requested
+            .swap(true, Ordering::AcqRel)
+        {
             return;
         }
         log::info!(target: "sealcheck::capture", source = self.probe.shared.origin.as_str(); "stopping capture: sending end-of-stream to the source");
@@ -252,7 +257,8 @@ impl Capture {
     }
 
     fn shut_down(&mut self) {
-        self.probe.shared
+        self.probe
+            .shared
             .shutdown_requested
             .store(true, Ordering::Release);
         self.probe.shared.abort_waits();
@@ -264,7 +270,9 @@ impl Capture {
         // Also covers a capture thread that died before finishing. One left
         // behind may be using the pipeline: it is not touched again here.
         match self.probe.shared.pipeline() {
-            Some(pipeline) if joined => bus::finish(&pipeline, &self.probe.shared, EndOfStream::Stopped),
+            Some(pipeline) if joined => {
+                bus::finish(&pipeline, &self.probe.shared, EndOfStream::Stopped)
+            }
             _ => self.probe.shared.end(EndOfStream::Stopped),
         }
         // The pipeline's callbacks hold `shared`: let go of it so both are freed.

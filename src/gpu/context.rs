@@ -12,6 +12,9 @@ use cudarc::driver::sys::CUdevice_attribute;
 use super::GpuError;
 use super::driver::{self, Context, Device};
 
+/// Whether this build has the CUDA layer (the kernels, the device path).
+pub const BUILT_IN: bool = true;
+
 /// A retained primary context of one device.
 #[derive(Debug)]
 pub struct GpuContext {

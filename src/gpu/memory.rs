@@ -194,4 +194,3 @@ fn byte_len<T>(len: usize) -> Result<usize, GpuError> {
         max: usize::MAX / size_of::<T>(),
     })
 }
-

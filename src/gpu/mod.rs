@@ -36,7 +36,7 @@ pub mod memory;
 pub mod stream;
 
 #[cfg(feature = "cuda")]
-pub use context::GpuContext;
+pub use context::{BUILT_IN, GpuContext};
 #[cfg(feature = "cuda")]
 pub use error::GpuError;
 #[cfg(feature = "cuda")]
@@ -49,4 +49,4 @@ pub use stream::{Event, Stream};
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{GpuContext, GpuError, Stream};
+pub use stub::{BUILT_IN, GpuContext, GpuError, Stream};

@@ -5,6 +5,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+/// Whether this build has the CUDA layer (the kernels, the device path).
+pub const BUILT_IN: bool = false;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use super::BackendKind;
 use super::device_error::DeviceFrameError;
 use super::device_path::{
-    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener,
-    FrameTraffic, GpuTimings, StreamLease, SwapSite,
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, FrameTraffic,
+    GpuTimings, StreamLease, SwapSite,
 };
 use super::model_role::ModelRole;
 use crate::config::Config;
@@ -159,7 +159,6 @@ impl DeviceRunner {
             elements: self.elements,
         }
     }
-
 }
 
 impl DeviceFramePath for DeviceRunner {

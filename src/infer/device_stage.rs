@@ -40,13 +40,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
+use super::BackendKind;
 use super::stage::{WarmUpFrame, WarmUpSize};
 use crate::capture::{EndOfStream, RingConsumer};
-use crate::ring::Popped;
 use crate::config::Config;
-use super::BackendKind;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
+use crate::ring::Popped;
 
 // The device path's vocabulary and its opening, for the pipeline and the
 // model swap, which see the device path only through this stage.

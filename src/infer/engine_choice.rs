@@ -33,7 +33,10 @@ enum Rung<T, E> {
     Opened(T),
     /// The engine cannot run on this machine: the next rung is tried, and
     /// `why` goes into the reason line.
-    Unusable { error: E, why: String },
+    Unusable {
+        error: E,
+        why: String,
+    },
     /// Not tried: a rung before showed it cannot run here (a missing ONNX
     /// Runtime library, for its CPU rung after its CUDA rung).
     Passed,
@@ -179,7 +182,7 @@ pub enum DevicePlan {
 /// preprocessing, a GPU engine (or `auto`), and a build with the kernels.
 /// `None` is host mode: preprocess and infer threads.
 pub fn device_plan(config: &Config) -> Option<DevicePlan> {
-    if !cfg!(feature = "cuda") || config.inference.preprocess != ComputeDevice::Cuda {
+    if !crate::gpu::BUILT_IN || config.inference.preprocess != ComputeDevice::Cuda {
         return None;
     }
     match config.inference.backend {
@@ -243,7 +246,11 @@ mod tests {
 
     #[test]
     fn the_ladder_names_each_rung_passed_and_stops_at_a_model_problem() {
-        let ladder = [BackendKind::TensorRt, BackendKind::OnnxRuntimeCpu, BackendKind::Tract];
+        let ladder = [
+            BackendKind::TensorRt,
+            BackendKind::OnnxRuntimeCpu,
+            BackendKind::Tract,
+        ];
         let opened = climb(ladder, |kind| match kind {
             BackendKind::Tract => Rung::Opened(kind),
             _ => Rung::Unusable {
@@ -259,7 +266,10 @@ mod tests {
             ))
         );
         let first = climb(ladder, |kind| Rung::<_, &str>::Opened(kind));
-        assert_eq!(first, Ok((BackendKind::TensorRt, "auto: TensorRT".to_string())));
+        assert_eq!(
+            first,
+            Ok((BackendKind::TensorRt, "auto: TensorRT".to_string()))
+        );
         let failed = climb(ladder, |kind| match kind {
             BackendKind::TensorRt => Rung::Failed("bad model"),
             _ => Rung::Opened(kind),
@@ -285,7 +295,7 @@ mod tests {
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml"),
         )
         .unwrap();
-        let on_gpu = |plan| cfg!(feature = "cuda").then_some(plan);
+        let on_gpu = |plan| crate::gpu::BUILT_IN.then_some(plan);
         assert_eq!(device_plan(&config), None, "CPU preprocessing is host mode");
         config.inference.preprocess = ComputeDevice::Cuda;
         assert_eq!(device_plan(&config), on_gpu(DevicePlan::Auto));

@@ -108,7 +108,10 @@ pub trait InferenceBackend: Send {
 }
 
 /// The class indices the decision reads must exist in the models' logits.
-pub(crate) fn check_class_indices(cfg: &Config, backend: &dyn InferenceBackend) -> Result<(), InferError> {
+pub(crate) fn check_class_indices(
+    cfg: &Config,
+    backend: &dyn InferenceBackend,
+) -> Result<(), InferError> {
     checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io()).map(drop)
 }
 

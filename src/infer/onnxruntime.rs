@@ -27,12 +27,12 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 
+use super::BackendKind;
 use super::error::InferError;
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use super::BackendKind;
 use super::model_pair::{HostModel, ModelPair};
 use crate::config::{
     ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
@@ -132,7 +132,6 @@ impl OrtModel {
             run_options,
         })
     }
-
 }
 
 impl HostModel for OrtModel {

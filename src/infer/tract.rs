@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use tract_onnx::prelude::*;
 
+use super::BackendKind;
 use super::error::InferError;
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use super::BackendKind;
 use super::model_pair::{HostModel, ModelPair};
 use crate::config::Config;
 
@@ -89,7 +89,6 @@ impl TractModel {
             input,
         })
     }
-
 }
 
 impl HostModel for TractModel {

@@ -24,7 +24,7 @@ use crate::frame::{FailedStage, FrameMeta, FrameWork, StageMessage};
 use crate::json_line::{self, append_json, write_json};
 use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
-use crate::stats::RunStats;
+use crate::stats::{ResultCounters, RunStats};
 
 /// Settings the operator may change at run time (SIGHUP).
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +130,9 @@ pub struct OutputStage {
     pub defect_class: usize,
     pub sink: ResultSink,
     pub stats: Arc<Mutex<RunStats>>,
+    /// Every result line is counted here once (the run summary, `/metrics`
+    /// and the status page all read these counters).
+    pub counters: ResultCounters,
     pub liveness: Liveness,
     /// Frames before this `seq` are written but left out of the statistics (warm-up).
     pub measure_from_seq: u64,
@@ -234,6 +237,14 @@ impl OutputStage {
         format_result(line, meta, d, latencies);
         append_line_fields(line, late, self.models.as_deref());
         self.sink.write_line(line)?;
+        // Measured (not a warm-up frame): its latencies, recorded before it
+        // is counted, since the first one fixes where the summary counts from.
+        if meta.seq >= self.measure_from_seq
+            && let Ok(mut stats) = self.stats.lock()
+        {
+            stats.record(latencies.copied());
+        }
+        self.counters.record(d.reason);
         self.taps.record(meta, d, latencies, line, work);
         if self.settings.output.log_verdicts {
             log::info!(
@@ -250,11 +261,6 @@ impl OutputStage {
         }
         if late && !self.settings.output.log_verdicts {
             log::debug!(target: "sealcheck::verdict", seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
-        }
-        if meta.seq >= self.measure_from_seq
-            && let Ok(mut stats) = self.stats.lock()
-        {
-            stats.record(d.verdict, d.reason, latencies.copied());
         }
         match (d.reason, engine_failure) {
             (Reason::Error, Some(stage)) => self.liveness.frame_failed_inspection(stage),

@@ -8,8 +8,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::FramePreprocessor;
 use crate::capture::{EndOfStream, RingConsumer};
-use crate::ring::Popped;
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
+use crate::ring::Popped;
 
 /// Fills `work`'s segmentation input and the RGB channels of its classifier
 /// input from `frame`. A failure marks the frame (it will fail with `error`).

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::FrameMeta;
+use crate::stats::ResultCounters;
 
 /// Seals in the rolling window (yield, fails per reason, p99).
 pub const WINDOW: usize = 1000;
@@ -170,14 +171,18 @@ impl SnapshotSlot {
 /// The output thread's side.
 pub struct StatusBoard {
     state: BoardState,
+    /// The shift's totals are the output stage's counters, copied at each
+    /// publish (counted once, for `/metrics`, the page and the summary).
+    results: ResultCounters,
     slot: std::sync::Arc<SnapshotSlot>,
     last_publish: Instant,
 }
 
 impl StatusBoard {
-    pub fn new(slot: std::sync::Arc<SnapshotSlot>) -> Self {
+    pub fn new(slot: std::sync::Arc<SnapshotSlot>, results: ResultCounters) -> Self {
         StatusBoard {
             state: BoardState::new(),
+            results,
             slot,
             last_publish: Instant::now(),
         }
@@ -193,12 +198,6 @@ impl StatusBoard {
     ) {
         let s = &mut self.state;
         let reason_index = Reason::ALL.iter().position(|r| *r == d.reason).unwrap_or(0);
-        s.frames += 1;
-        match d.verdict {
-            Verdict::Pass => s.passed += 1,
-            Verdict::Fail => s.failed += 1,
-        }
-        s.by_reason[reason_index] += 1;
         s.window_reason[s.window_next] = reason_index as u8;
         s.window_latency_ms[s.window_next] = latency_ms.map_or(f32::NAN, |l| l as f32);
         s.window_next = (s.window_next + 1) % WINDOW;
@@ -229,6 +228,11 @@ impl StatusBoard {
     /// frame or the idle tick publishes).
     pub fn publish(&mut self) {
         if let Ok(mut slot) = self.slot.state.try_lock() {
+            let totals = self.results.snapshot();
+            self.state.frames = totals.frames;
+            self.state.passed = totals.passed();
+            self.state.failed = totals.failed();
+            self.state.by_reason = totals.by_reason;
             self.state.version += 1;
             slot.clone_from(&self.state);
             self.last_publish = Instant::now();
@@ -263,13 +267,16 @@ mod tests {
     #[test]
     fn window_keeps_the_last_thousand_and_the_filmstrip_the_last_fifty_rejects() {
         let slot = std::sync::Arc::new(SnapshotSlot::default());
-        let mut board = StatusBoard::new(std::sync::Arc::clone(&slot));
+        let results = ResultCounters::default();
+        let mut board = StatusBoard::new(std::sync::Arc::clone(&slot), results.clone());
         for seq in 0..1500u64 {
             let reason = if seq % 3 == 0 {
                 Reason::Defect
             } else {
                 Reason::Ok
             };
+            // The output stage counts each result before the board sees it.
+            results.record(reason);
             board.record(
                 &FrameMeta::now(seq),
                 &decision(reason),

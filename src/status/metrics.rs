@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-use crate::decision::{Reason, Verdict};
+use crate::decision::Reason;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VerdictLabels {
@@ -53,6 +53,7 @@ pub struct ModelLabels {
 
 use crate::archive::ArchiveCounters;
 pub use crate::archive::ArchiveDrop;
+use crate::stats::ResultCounters;
 
 /// Fixed-bucket histogram of seconds on atomics: `observe` is a few relaxed
 /// adds, never a lock. A scrape reads the buckets one by one, so a frame
@@ -188,10 +189,9 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(60);
 #[derive(Debug)]
 pub struct LineMetrics {
     registry: Mutex<Registry>,
-    pub frames: Counter,
-    /// Indexed like `Reason::ALL`.
-    verdicts: Vec<Counter>,
-    pub not_inspected: Counter,
+    /// The output stage's result counters, registered here as `frames`,
+    /// `verdicts` and `not_inspected` (the output stage counts).
+    pub results: ResultCounters,
     pub verdict_latency: Arc<AtomicHistogram>,
     pub stage_latency: Arc<StageHistograms>,
     pub source_up: Gauge,
@@ -215,23 +215,22 @@ impl LineMetrics {
             frames.clone(),
         );
         let verdict_family = Family::<VerdictLabels, Counter>::default();
-        let verdicts = Reason::ALL
-            .iter()
-            .map(|r| {
-                verdict_family
-                    .get_or_create(&VerdictLabels {
-                        verdict: verdict_of(*r).as_str(),
-                        reason: r.as_str(),
-                    })
-                    .clone()
-            })
-            .collect();
+        let by_reason = Reason::ALL.map(|r| {
+            verdict_family
+                .get_or_create(&VerdictLabels {
+                    verdict: r.verdict().as_str(),
+                    reason: r.as_str(),
+                })
+                .clone()
+        });
         registry.register("verdicts", "Verdicts by verdict and reason", verdict_family);
-        let not_inspected = Counter::default();
+        let results = ResultCounters::new(frames, by_reason);
+        // The same count as verdicts{reason="not_inspected"}, under its own
+        // name for the alert rules.
         registry.register(
             "not_inspected",
             "Frames failed without inspection (dropped under overflow = \"drop\")",
-            not_inspected.clone(),
+            results.reason(Reason::NotInspected).clone(),
         );
         let verdict_latency = Arc::new(AtomicHistogram::new(deadline_buckets(deadline)));
         registry.register(
@@ -260,9 +259,7 @@ impl LineMetrics {
         let live_frames = Counter::default();
         let metrics = LineMetrics {
             registry: Mutex::new(Registry::default()),
-            frames,
-            verdicts,
-            not_inspected,
+            results,
             verdict_latency,
             stage_latency,
             source_up: source_up.clone(),
@@ -303,13 +300,6 @@ impl LineMetrics {
     /// the counters other parts own: see `status::external`).
     pub fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn verdict(&self, reason: Reason) -> Option<&Counter> {
-        Reason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .and_then(|i| self.verdicts.get(i))
     }
 
     /// `build_info` and `model_info`, set once the backend is chosen.
@@ -367,13 +357,6 @@ impl LineMetrics {
 }
 
 /// The verdict a reason implies.
-pub fn verdict_of(reason: Reason) -> Verdict {
-    match reason {
-        Reason::Ok => Verdict::Pass,
-        _ => Verdict::Fail,
-    }
-}
-
 /// A metric shared between its owner and the registry.
 #[derive(Debug)]
 struct Shared<T>(Arc<T>);
@@ -461,8 +444,7 @@ mod tests {
     #[test]
     fn counters_and_histograms_encode_with_every_label_value_from_the_start() {
         let m = LineMetrics::new(DEFAULT_DEADLINE);
-        m.frames.inc();
-        m.verdict(Reason::Defect).unwrap().inc();
+        m.results.record(Reason::Defect);
         m.verdict_latency.observe(Duration::from_millis(59));
         m.verdict_latency.observe(Duration::from_millis(61));
         m.verdict_latency.observe(Duration::from_secs(5));

@@ -229,7 +229,10 @@ impl Telemetry {
         if facts.state != RunState::Running {
             return false;
         }
-        let streaming = facts.liveness.as_ref().is_some_and(Liveness::source_streaming);
+        let streaming = facts
+            .liveness
+            .as_ref()
+            .is_some_and(Liveness::source_streaming);
         match facts.external.source {
             Some(source) => source.is_up() && streaming,
             None => streaming,

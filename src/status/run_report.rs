@@ -112,6 +112,9 @@ mod tests {
         let facts = reader.borrow();
         assert_eq!(facts.state, RunState::Stopping);
         let info = facts.info.as_ref().expect("info was sent");
-        assert_eq!((info.backend.as_str(), info.models[0].2.as_str()), ("tract", "bbbb"));
+        assert_eq!(
+            (info.backend.as_str(), info.models[0].2.as_str()),
+            ("tract", "bbbb")
+        );
     }
 }

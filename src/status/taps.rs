@@ -15,9 +15,10 @@ use std::time::Duration;
 use super::{LineMetrics, LiveView, StatusBoard, Telemetry};
 use crate::archive::{ArchiveCounters, ArchiveQueue};
 use crate::config::ArchiveConfig;
-use crate::decision::{Decision, Reason};
+use crate::decision::Decision;
 use crate::frame::{FrameMeta, FrameWork, PixelDemand};
 use crate::output::{Latencies, ResultTaps};
+use crate::stats::ResultCounters;
 
 /// What the status server takes from each result.
 pub trait StatusFeed: Send {
@@ -42,6 +43,10 @@ pub trait StatusFeed: Send {
     /// Where the archive counts (registered in `/metrics`).
     fn archive_counters(&self) -> ArchiveCounters;
 
+    /// Where the output stage counts every result (registered in
+    /// `/metrics`; the page's totals are read from them).
+    fn result_counters(&self) -> ResultCounters;
+
     /// The run is over: publish the last numbers.
     fn finish(&mut self);
 }
@@ -50,13 +55,24 @@ pub trait StatusFeed: Send {
 pub struct NoStatus;
 
 impl StatusFeed for NoStatus {
-    fn counted(&mut self, _: &Decision, _: Option<&Latencies>, _: Option<&FrameWork>, _: (usize, usize)) {}
+    fn counted(
+        &mut self,
+        _: &Decision,
+        _: Option<&Latencies>,
+        _: Option<&FrameWork>,
+        _: (usize, usize),
+    ) {
+    }
     fn boarded(&mut self, _: &FrameMeta, _: &Decision, _: Option<f64>, _: bool) {}
     fn idle(&mut self) {}
     fn archive_settings(&self, _: Option<&ArchiveConfig>) {}
     fn archive_counters(&self) -> ArchiveCounters {
         // Counts into handles nobody registered.
         ArchiveCounters::default()
+    }
+    fn result_counters(&self) -> ResultCounters {
+        // Read by the run summary only.
+        ResultCounters::default()
     }
     fn finish(&mut self) {}
 }
@@ -73,7 +89,10 @@ impl ServerFeed {
     pub fn new(telemetry: Arc<Telemetry>) -> Self {
         ServerFeed {
             metrics: Arc::clone(&telemetry.metrics),
-            board: StatusBoard::new(Arc::clone(&telemetry.board)),
+            board: StatusBoard::new(
+                Arc::clone(&telemetry.board),
+                telemetry.metrics.results.clone(),
+            ),
             live: Arc::clone(&telemetry.live),
             telemetry,
         }
@@ -88,14 +107,9 @@ impl StatusFeed for ServerFeed {
         work: Option<&FrameWork>,
         mask_hw: (usize, usize),
     ) {
+        // Frames and verdicts are counted by the output stage, in the
+        // counters `/metrics` registers (`result_counters`).
         let m = &self.metrics;
-        m.frames.inc();
-        if let Some(c) = m.verdict(d.reason) {
-            c.inc();
-        }
-        if d.reason == Reason::NotInspected {
-            m.not_inspected.inc();
-        }
         if let Some(l) = latencies {
             m.verdict_latency.observe(ms(l[3]));
             for (i, v) in l[..3].iter().enumerate() {
@@ -123,6 +137,10 @@ impl StatusFeed for ServerFeed {
 
     fn archive_counters(&self) -> ArchiveCounters {
         self.metrics.archive.clone()
+    }
+
+    fn result_counters(&self) -> ResultCounters {
+        self.metrics.results.clone()
     }
 
     fn finish(&mut self) {

@@ -5,12 +5,17 @@
 
 use std::time::Instant;
 
-use crate::decision::{Reason, Verdict};
+mod counters;
+
+pub use counters::{ResultCounters, ResultCounts};
+
+use crate::decision::Reason;
 
 const BUCKET_MS: f64 = 0.05;
 const BUCKETS: usize = 40_000;
 
 /// Fixed-bucket latency histogram.
+#[derive(Clone)]
 pub struct LatencyHistogram {
     counts: Vec<u32>,
     total: u64,
@@ -59,12 +64,16 @@ impl LatencyHistogram {
 /// Names of the stages timed per frame, in pipeline order.
 pub const STAGES: [&str; 4] = ["preprocess", "segment", "classify", "total"];
 
-#[derive(Default)]
+/// The run summary's numbers: counts read from the one result registry
+/// (`ResultCounters`, shared with `/metrics` and the status page)
+/// since measuring began, and per-stage latency percentiles of the frames
+/// measured. `sealcheck bench` begins measuring after its warm-up; `run` at
+/// the first frame.
+#[derive(Default, Clone)]
 pub struct RunStats {
-    pub frames: u64,
-    pub passed: u64,
-    pub failed: u64,
-    pub by_reason: [u64; Reason::ALL.len()],
+    results: ResultCounters,
+    /// The counts when the first measured result came, before it was counted.
+    baseline: Option<ResultCounts>,
     pub latency: [LatencyHistogram; STAGES.len()],
     /// When the first and the latest recorded result were written.
     pub first_at: Option<Instant>,
@@ -72,17 +81,22 @@ pub struct RunStats {
 }
 
 impl RunStats {
-    pub fn record(&mut self, verdict: Verdict, reason: Reason, latencies_ms: Option<[f64; 4]>) {
+    /// Statistics over `results`, the counters every result line is counted in.
+    pub fn new(results: ResultCounters) -> Self {
+        RunStats {
+            results,
+            ..RunStats::default()
+        }
+    }
+
+    /// A measured result, recorded before `results` counts it: its time and
+    /// latencies (the first one also fixes where counting begins).
+    pub fn record(&mut self, latencies_ms: Option<[f64; 4]>) {
         let now = Instant::now();
         self.first_at.get_or_insert(now);
         self.last_at = Some(now);
-        self.frames += 1;
-        match verdict {
-            Verdict::Pass => self.passed += 1,
-            Verdict::Fail => self.failed += 1,
-        }
-        if let Some(i) = Reason::ALL.iter().position(|r| *r == reason) {
-            self.by_reason[i] += 1;
+        if self.baseline.is_none() {
+            self.baseline = Some(self.results.snapshot());
         }
         if let Some(lat) = latencies_ms {
             for (h, ms) in self.latency.iter_mut().zip(lat) {
@@ -91,17 +105,21 @@ impl RunStats {
         }
     }
 
+    /// Results counted since measuring began (none before).
+    pub fn counts(&self) -> ResultCounts {
+        self.baseline
+            .map_or_else(ResultCounts::default, |b| self.results.snapshot().since(&b))
+    }
+
     /// Results per second between the first and the last recorded result.
     pub fn throughput(&self) -> Option<f64> {
         let span = self.last_at?.duration_since(self.first_at?).as_secs_f64();
-        (self.frames > 1 && span > 0.0).then(|| (self.frames - 1) as f64 / span)
+        let frames = self.counts().frames;
+        (frames > 1 && span > 0.0).then(|| (frames - 1) as f64 / span)
     }
 
     pub fn count(&self, reason: Reason) -> u64 {
-        Reason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .map_or(0, |i| self.by_reason[i])
+        self.counts().count(reason)
     }
 
     /// The per-stage latency table of the run summary and `sealcheck bench`,
@@ -122,17 +140,18 @@ impl RunStats {
 
     /// One line for systemd's STATUS= and for progress logs.
     pub fn status_line(&self, fps: f64) -> String {
+        let c = self.counts();
         format!(
             "{} frames, {:.1} fps, pass {}, fail {} (defect {}, no_seal {}, seal_area {}, not_inspected {}, error {})",
-            self.frames,
+            c.frames,
             fps,
-            self.passed,
-            self.failed,
-            self.count(Reason::Defect),
-            self.count(Reason::NoSeal),
-            self.count(Reason::SealArea),
-            self.count(Reason::NotInspected),
-            self.count(Reason::Error)
+            c.passed(),
+            c.failed(),
+            c.count(Reason::Defect),
+            c.count(Reason::NoSeal),
+            c.count(Reason::SealArea),
+            c.count(Reason::NotInspected),
+            c.count(Reason::Error)
         )
     }
 }
@@ -158,13 +177,26 @@ mod tests {
     }
 
     #[test]
-    fn counts_by_reason() {
-        let mut s = RunStats::default();
-        s.record(Verdict::Fail, Reason::Defect, None);
-        s.record(Verdict::Pass, Reason::Ok, Some([1.0, 2.0, 3.0, 6.0]));
+    fn counts_come_from_the_registry_from_the_first_measured_result_on() {
+        let results = ResultCounters::default();
+        let mut s = RunStats::new(results.clone());
+        // A warm-up result: counted in the registry, not measured.
+        results.record(Reason::Error);
+        assert_eq!(s.counts(), ResultCounts::default(), "nothing measured yet");
+        s.record(None);
+        results.record(Reason::Defect);
+        s.record(Some([1.0, 2.0, 3.0, 6.0]));
+        results.record(Reason::Ok);
+        let c = s.counts();
         assert_eq!(
-            (s.frames, s.passed, s.failed, s.count(Reason::Defect)),
+            (c.frames, c.passed(), c.failed(), s.count(Reason::Defect)),
             (2, 1, 1, 1)
+        );
+        assert_eq!(s.count(Reason::Error), 0, "the warm-up result is left out");
+        assert_eq!(
+            results.snapshot().frames,
+            3,
+            "the registry counts every result"
         );
         assert_eq!(s.latency[3].count(), 1);
     }
