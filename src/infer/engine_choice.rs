@@ -46,10 +46,13 @@ enum Rung<T, E> {
 
 /// Tries `rungs` in order with `open`: the first engine that opens, and the
 /// reason line naming every rung passed; else the first failure, or the
-/// last unusable rung's error when none can run here.
+/// last unusable rung's error when none can run here (`none_tried` when no
+/// rung was tried at all, which no ladder here allows: each ends in a rung
+/// that is always tried).
 fn climb<T, E>(
     rungs: impl IntoIterator<Item = BackendKind>,
     mut open: impl FnMut(BackendKind) -> Rung<T, E>,
+    none_tried: impl FnOnce() -> E,
 ) -> Result<(T, String), E> {
     let mut skipped: Vec<String> = Vec::new();
     let mut last = None;
@@ -71,9 +74,7 @@ fn climb<T, E>(
             Rung::Failed(error) => return Err(error),
         }
     }
-    // Every ladder ends in a rung that is tried (tract, or ONNX Runtime CUDA
-    // on the device path), so `last` is set whenever nothing opened.
-    Err(last.expect("the last rung of a ladder is always tried"))
+    Err(last.unwrap_or_else(none_tried))
 }
 
 /// The engine chosen at start and why, for the start-up log line.
@@ -119,50 +120,54 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
 fn open_auto(cfg: &Config) -> Result<(Box<dyn InferenceBackend>, String), InferError> {
     // Without a usable library there is no point asking it about the CPU.
     let mut ort_missing = false;
-    climb(AUTO_LADDER, |kind| match kind {
-        BackendKind::TensorRt => match tensorrt::open_backend(cfg) {
-            Ok(backend) => Rung::Opened(backend),
-            Err(e) if e.is_unavailable() => Rung::Unusable {
-                why: tensorrt::auto_skipped(&e),
-                error: e.into(),
+    climb(
+        AUTO_LADDER,
+        |kind| match kind {
+            BackendKind::TensorRt => match tensorrt::open_backend(cfg) {
+                Ok(backend) => Rung::Opened(backend),
+                Err(e) if e.is_unavailable() => Rung::Unusable {
+                    why: tensorrt::auto_skipped(&e),
+                    error: e.into(),
+                },
+                Err(e) => Rung::Failed(e.into()),
             },
-            Err(e) => Rung::Failed(e.into()),
-        },
-        BackendKind::OnnxRuntimeCuda | BackendKind::OnnxRuntimeCpu => {
-            let device = if kind == BackendKind::OnnxRuntimeCuda {
-                ComputeDevice::Cuda
-            } else {
-                ComputeDevice::Cpu
-            };
-            if ort_missing {
-                return Rung::Passed;
-            }
-            match onnxruntime::OrtBackend::open(cfg, device) {
-                Ok(backend) => Rung::Opened(Box::new(backend) as Box<dyn InferenceBackend>),
-                Err(InferError::CudaUnavailable { library, message }) => {
-                    log::info!(library:% = library.display(), error = message.as_str();
+            BackendKind::OnnxRuntimeCuda | BackendKind::OnnxRuntimeCpu => {
+                let device = if kind == BackendKind::OnnxRuntimeCuda {
+                    ComputeDevice::Cuda
+                } else {
+                    ComputeDevice::Cpu
+                };
+                if ort_missing {
+                    return Rung::Passed;
+                }
+                match onnxruntime::OrtBackend::open(cfg, device) {
+                    Ok(backend) => Rung::Opened(Box::new(backend) as Box<dyn InferenceBackend>),
+                    Err(InferError::CudaUnavailable { library, message }) => {
+                        log::info!(library:% = library.display(), error = message.as_str();
                         "auto: ONNX Runtime CUDA provider not usable, trying ONNX Runtime CPU");
-                    Rung::Unusable {
-                        why: format!("ONNX Runtime CUDA provider unavailable ({message})"),
-                        error: InferError::CudaUnavailable { library, message },
+                        Rung::Unusable {
+                            why: format!("ONNX Runtime CUDA provider unavailable ({message})"),
+                            error: InferError::CudaUnavailable { library, message },
+                        }
                     }
-                }
-                Err(e) if e.is_engine_unavailable() => {
-                    log::info!(error:% = e; "auto: ONNX Runtime not usable, using tract");
-                    ort_missing = true;
-                    Rung::Unusable {
-                        why: format!("ONNX Runtime unavailable ({e})"),
-                        error: e,
+                    Err(e) if e.is_engine_unavailable() => {
+                        log::info!(error:% = e; "auto: ONNX Runtime not usable, using tract");
+                        ort_missing = true;
+                        Rung::Unusable {
+                            why: format!("ONNX Runtime unavailable ({e})"),
+                            error: e,
+                        }
                     }
+                    Err(e) => Rung::Failed(e),
                 }
-                Err(e) => Rung::Failed(e),
             }
-        }
-        BackendKind::Tract => match tract::TractBackend::open(cfg) {
-            Ok(backend) => Rung::Opened(Box::new(backend) as Box<dyn InferenceBackend>),
-            Err(e) => Rung::Failed(e),
+            BackendKind::Tract => match tract::TractBackend::open(cfg) {
+                Ok(backend) => Rung::Opened(Box::new(backend) as Box<dyn InferenceBackend>),
+                Err(e) => Rung::Failed(e),
+            },
         },
-    })
+        || InferError::Mismatch("backend = \"auto\": no inference engine was tried".to_string()),
+    )
 }
 
 /// Which engine the device path opens, decided from the config alone
@@ -208,26 +213,30 @@ pub fn open_path(config: &Config, plan: DevicePlan) -> Result<OpenedPath, Device
         ),
         DevicePlan::Auto => {
             let gpu_rungs = AUTO_LADDER.into_iter().filter(|kind| kind.on_gpu());
-            climb(gpu_rungs, |kind| {
-                let opened = match kind {
-                    BackendKind::TensorRt => tensorrt::open_device(config),
-                    _ => onnxruntime::device::open(config),
-                };
-                match opened {
-                    Ok(path) => Rung::Opened(path),
-                    Err(e) if e.is_engine_unavailable() => {
-                        let why = match kind {
-                            BackendKind::TensorRt => tensorrt::auto_skipped(&e),
-                            _ => {
-                                log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable for the device path; going on in host mode");
-                                format!("{} unavailable ({e})", kind.label())
-                            }
-                        };
-                        Rung::Unusable { error: e, why }
+            climb(
+                gpu_rungs,
+                |kind| {
+                    let opened = match kind {
+                        BackendKind::TensorRt => tensorrt::open_device(config),
+                        _ => onnxruntime::device::open(config),
+                    };
+                    match opened {
+                        Ok(path) => Rung::Opened(path),
+                        Err(e) if e.is_engine_unavailable() => {
+                            let why = match kind {
+                                BackendKind::TensorRt => tensorrt::auto_skipped(&e),
+                                _ => {
+                                    log::info!(error:% = e; "auto: ONNX Runtime CUDA not usable for the device path; going on in host mode");
+                                    format!("{} unavailable ({e})", kind.label())
+                                }
+                            };
+                            Rung::Unusable { error: e, why }
+                        }
+                        Err(e) => Rung::Failed(e),
                     }
-                    Err(e) => Rung::Failed(e),
-                }
-            })?
+                },
+                || DeviceFrameError::Unsupported("a build with no GPU engine to try"),
+            )?
         }
     };
     Ok(OpenedPath::new(path, reason))
@@ -251,13 +260,18 @@ mod tests {
             BackendKind::OnnxRuntimeCpu,
             BackendKind::Tract,
         ];
-        let opened = climb(ladder, |kind| match kind {
-            BackendKind::Tract => Rung::Opened(kind),
-            _ => Rung::Unusable {
-                error: "no",
-                why: format!("{} missing", kind.label()),
+        let none_tried = || "none tried";
+        let opened = climb(
+            ladder,
+            |kind| match kind {
+                BackendKind::Tract => Rung::Opened(kind),
+                _ => Rung::Unusable {
+                    error: "no",
+                    why: format!("{} missing", kind.label()),
+                },
             },
-        });
+            none_tried,
+        );
         assert_eq!(
             opened,
             Ok((
@@ -265,28 +279,38 @@ mod tests {
                 "auto: TensorRT missing; ONNX Runtime CPU missing; using tract".to_string()
             ))
         );
-        let first = climb(ladder, |kind| Rung::<_, &str>::Opened(kind));
+        let first = climb(ladder, |kind| Rung::<_, &str>::Opened(kind), none_tried);
         assert_eq!(
             first,
             Ok((BackendKind::TensorRt, "auto: TensorRT".to_string()))
         );
-        let failed = climb(ladder, |kind| match kind {
-            BackendKind::TensorRt => Rung::Failed("bad model"),
-            _ => Rung::Opened(kind),
-        });
-        assert_eq!(failed, Err("bad model"), "a model problem is never skipped");
-        let none = climb(ladder, |kind| match kind {
-            BackendKind::Tract => Rung::<BackendKind, _>::Passed,
-            _ => Rung::Unusable {
-                error: kind.as_str(),
-                why: String::new(),
+        let failed = climb(
+            ladder,
+            |kind| match kind {
+                BackendKind::TensorRt => Rung::Failed("bad model"),
+                _ => Rung::Opened(kind),
             },
-        });
+            none_tried,
+        );
+        assert_eq!(failed, Err("bad model"), "a model problem is never skipped");
+        let none = climb(
+            ladder,
+            |kind| match kind {
+                BackendKind::Tract => Rung::<BackendKind, _>::Passed,
+                _ => Rung::Unusable {
+                    error: kind.as_str(),
+                    why: String::new(),
+                },
+            },
+            none_tried,
+        );
         assert_eq!(
             none,
             Err("onnxruntime-cpu"),
             "none usable: the last tried rung's error"
         );
+        let nothing = climb(ladder, |_| Rung::<BackendKind, &str>::Passed, none_tried);
+        assert_eq!(nothing, Err("none tried"), "no rung tried: no panic either");
     }
 
     #[test]
