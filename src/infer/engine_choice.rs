@@ -279,7 +279,7 @@ mod tests {
                 "auto: TensorRT missing; ONNX Runtime CPU missing; using tract".to_string()
             ))
         );
-        let first = climb(ladder, |kind| Rung::<_, &str>::Opened(kind), none_tried);
+        let first = climb(ladder, Rung::<_, &str>::Opened, none_tried);
         assert_eq!(
             first,
             Ok((BackendKind::TensorRt, "auto: TensorRT".to_string()))

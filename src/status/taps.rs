@@ -192,11 +192,11 @@ impl ResultTaps for OperatorTaps {
         d: &Decision,
         latencies: Option<&Latencies>,
         line: &str,
-        mut work: Option<&mut FrameWork>,
+        work: Option<&mut FrameWork>,
     ) {
         self.status
             .counted(d, latencies, work.as_deref(), self.mask_hw);
-        let archived = match (&mut self.archive, work.as_deref_mut()) {
+        let archived = match (&mut self.archive, work) {
             (Some(archive), Some(work)) => archive.offer(work, d, line),
             _ => false,
         };
