@@ -2,10 +2,13 @@
 //! operators' status page, served over HTTP by their own thread.
 //!
 //! ```text
-//!  output thread ──OperatorTaps──▶ LineMetrics (atomics)      ─┐
-//!      │                          StatusBoard ─▶ SnapshotSlot ─┼─▶ HTTP thread (tokio, axum):
-//!      │                          LiveView (latest frame)     ─┘     /  /metrics  /healthz
-//!      └──ArchiveQueue──▶ archive thread ──▶ dir/YYYY-MM-DD/HH/      /api/status  /api/live.jpg  /archive/…
+//!  output thread ──ResultCounters (counted once, stats) ─────────┐
+//!      └──OperatorTaps: StatusFeed (NoStatus when [status] is off)
+//!      │                 LineMetrics (latency atomics)           ─┤
+//!      │                 StatusBoard ─▶ SnapshotSlot              ─┼─▶ HTTP thread (tokio, axum):
+//!      │                 LiveView (latest frame)                  ─┤     /  /metrics  /healthz
+//!      └──ArchiveQueue──▶ archive thread ──▶ dir/YYYY-MM-DD/HH/    │     /api/status  /api/live.jpg  /archive/…
+//!  pipeline ──RunReport (watch: state, engine, models, counters) ─┘
 //! ```
 //!
 //! Nothing here is on the frame path: the output thread touches atomics and,
