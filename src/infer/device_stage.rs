@@ -251,13 +251,9 @@ impl DeviceStage {
                 continue;
             };
             let popped = event.popped();
-            if !matches!(popped, Popped::Frame(_)) {
-                // Markers keep their place behind the frames before them.
-                while !on_gpu.is_empty() {
-                    if !self.finish_oldest(path, &mut on_gpu) {
-                        return EndOfStream::Stopped;
-                    }
-                }
+            // Markers keep their place behind the frames before them.
+            if !matches!(popped, Popped::Frame(_)) && !self.finish_all(path, &mut on_gpu) {
+                return EndOfStream::Stopped;
             }
             let slot = match popped {
                 Popped::Frame(slot) => slot,
@@ -333,10 +329,8 @@ impl DeviceStage {
             return true;
         };
         let paused = Instant::now();
-        while !on_gpu.is_empty() {
-            if !self.finish_oldest(path, on_gpu) {
-                return false;
-            }
+        if !self.finish_all(path, on_gpu) {
+            return false;
         }
         match path.swap_engine(swap.engine) {
             Ok(()) => {
@@ -354,6 +348,21 @@ impl DeviceStage {
                 log::error!(target: "sealcheck::model_swap", step = "bind", error:% = e,
                     segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str();
                     "model swap refused at step `bind`: the new engine could not be bound to the device path's tensors; the running models stay");
+            }
+        }
+        true
+    }
+
+    /// Completes every frame on the GPU, oldest first; `false` when the
+    /// output stage is gone.
+    fn finish_all(
+        &self,
+        path: &mut dyn DeviceFramePath,
+        on_gpu: &mut VecDeque<Box<FrameWork>>,
+    ) -> bool {
+        while !on_gpu.is_empty() {
+            if !self.finish_oldest(path, on_gpu) {
+                return false;
             }
         }
         true

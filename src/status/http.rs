@@ -346,10 +346,11 @@ fn yield_pct(passed: u64, total: u64) -> Value {
 pub fn status_json(t: &Telemetry) -> Value {
     let board: BoardState = t.board.read();
     let (seals, ok, window_by_reason) = board.window_counts();
-    let external = t.external();
-    let info = t.info();
-    let info = info.as_ref();
-    let health = t.health();
+    // One snapshot of the run, so state, health and source agree.
+    let facts = t.facts();
+    let external = &facts.external;
+    let info = facts.info.as_ref();
+    let health = t.health_of(&facts);
     let archive = t.archive();
     let m = &t.metrics;
     let archive_json = archive.as_ref().map(|a| {
@@ -382,14 +383,14 @@ pub fn status_json(t: &Telemetry) -> Value {
         .collect();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "state": t.state().as_str(),
+        "state": facts.state.as_str(),
         "uptime_s": t.uptime().as_secs(),
         "health": match &health { Ok(text) => json!({"ok": true, "text": text}), Err(text) => json!({"ok": false, "text": text}) },
         "backend": info.map(|i| i.backend.clone()),
         "models": info.map(|i| i.models.iter().map(|(role, file, id)| json!({"role": role, "file": file, "id": id})).collect::<Vec<_>>()),
         "source": {
             "kind": info.map(|i| i.source.clone()),
-            "up": t.source_up(),
+            "up": facts.source_up(),
             "recovery": external.source_json(),
         },
         "results_file": external.results_file_json(),

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 
 use crate::config::ArchiveConfig;
 use crate::frame::PixelDemand;
-use crate::service::{Health, Liveness, stuck_source_reason, unhealthy_remedy};
+use crate::service::{Health, stuck_source_reason, unhealthy_remedy};
 
 /// Where the run is, for `/healthz` and the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,18 +149,6 @@ impl Telemetry {
         facts
     }
 
-    pub fn external(&self) -> ExternalStats {
-        self.facts().external
-    }
-
-    pub fn state(&self) -> RunState {
-        self.facts().state
-    }
-
-    pub fn info(&self) -> Option<RunInfo> {
-        self.facts().info
-    }
-
     pub fn set_archive(&self, archive: Option<ArchiveConfig>) {
         *self.archive.lock().unwrap_or_else(|p| p.into_inner()) = archive;
     }
@@ -175,7 +163,11 @@ impl Telemetry {
     /// `Ok(text)` while healthy, `Err(reason)` when the watchdog would stop
     /// pinging (or the pipeline is not running).
     pub fn health(&self) -> Result<String, String> {
-        let facts = self.facts();
+        self.health_of(&self.facts())
+    }
+
+    /// As `health`, from facts already read (one snapshot per request).
+    pub fn health_of(&self, facts: &RunFacts) -> Result<String, String> {
         match facts.state {
             RunState::Starting => {
                 return Err("starting: loading models and opening the source".into());
@@ -228,18 +220,7 @@ impl Telemetry {
 
     /// Whether frames are coming from the source (as the watchdog last saw it).
     pub fn source_up(&self) -> bool {
-        let facts = self.facts();
-        if facts.state != RunState::Running {
-            return false;
-        }
-        let streaming = facts
-            .liveness
-            .as_ref()
-            .is_some_and(Liveness::source_streaming);
-        match facts.external.source {
-            Some(source) => source.is_up() && streaming,
-            None => streaming,
-        }
+        self.facts().source_up()
     }
 
     pub fn uptime(&self) -> Duration {

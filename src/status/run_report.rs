@@ -29,6 +29,23 @@ pub struct RunFacts {
     pub external: ExternalStats,
 }
 
+impl RunFacts {
+    /// Whether frames are coming from the source (as the watchdog last saw it).
+    pub fn source_up(&self) -> bool {
+        if self.state != RunState::Running {
+            return false;
+        }
+        let streaming = self
+            .liveness
+            .as_ref()
+            .is_some_and(Liveness::source_streaming);
+        match &self.external.source {
+            Some(source) => source.is_up() && streaming,
+            None => streaming,
+        }
+    }
+}
+
 impl Default for RunFacts {
     fn default() -> Self {
         RunFacts {

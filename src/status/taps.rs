@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{LineMetrics, LiveView, StatusBoard, Telemetry};
+use super::{StatusBoard, Telemetry};
 use crate::archive::{ArchiveCounters, ArchiveQueue};
 use crate::config::ArchiveConfig;
 use crate::decision::Decision;
@@ -77,23 +77,20 @@ impl StatusFeed for NoStatus {
     fn finish(&mut self) {}
 }
 
-/// `[status]` on: the status server's metrics, board and live view.
+/// `[status]` on: the status server's metrics, board and live view (all
+/// reached through `telemetry`; the board is the output thread's side).
 pub struct ServerFeed {
-    metrics: Arc<LineMetrics>,
-    board: StatusBoard,
-    live: Arc<LiveView>,
     telemetry: Arc<Telemetry>,
+    board: StatusBoard,
 }
 
 impl ServerFeed {
     pub fn new(telemetry: Arc<Telemetry>) -> Self {
         ServerFeed {
-            metrics: Arc::clone(&telemetry.metrics),
             board: StatusBoard::new(
                 Arc::clone(&telemetry.board),
                 telemetry.metrics.results.clone(),
             ),
-            live: Arc::clone(&telemetry.live),
             telemetry,
         }
     }
@@ -109,7 +106,7 @@ impl StatusFeed for ServerFeed {
     ) {
         // Frames and verdicts are counted by the output stage, in the
         // counters `/metrics` registers (`result_counters`).
-        let m = &self.metrics;
+        let m = &self.telemetry.metrics;
         if let Some(l) = latencies {
             m.verdict_latency.observe(ms(l[3]));
             for (i, v) in l[..3].iter().enumerate() {
@@ -117,7 +114,7 @@ impl StatusFeed for ServerFeed {
             }
         }
         if let Some(work) = work
-            && self.live.offer(work, d, mask_hw)
+            && self.telemetry.live.offer(work, d, mask_hw)
         {
             m.live_frames.inc();
         }
@@ -136,11 +133,11 @@ impl StatusFeed for ServerFeed {
     }
 
     fn archive_counters(&self) -> ArchiveCounters {
-        self.metrics.archive.clone()
+        self.telemetry.metrics.archive.clone()
     }
 
     fn result_counters(&self) -> ResultCounters {
-        self.metrics.results.clone()
+        self.telemetry.metrics.results.clone()
     }
 
     fn finish(&mut self) {
