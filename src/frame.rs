@@ -4,7 +4,7 @@
 //! Both are allocated once at start and recycled, so the steady state allocates nothing.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crate::model_id::ModelIds;
@@ -283,15 +283,30 @@ impl FramePixels {
 /// Who wants frame pixels past preprocessing: the archive (every frame, as
 /// the verdict is not known yet) and the live view (now and then, while a
 /// page is open). Read once per frame by the stage that reads the ring.
+///
+/// The shadow (`crate::shadow`) on the device path wants the pixels of the
+/// frames due to it (every Nth), which it preprocesses on the CPU.
 #[derive(Debug, Default)]
 pub struct PixelDemand {
     archive: AtomicBool,
     live: AtomicBool,
+    /// Frames whose `seq` is a multiple of this go to the shadow; 0 = none.
+    shadow_every: AtomicU64,
 }
 
 impl PixelDemand {
     pub fn wanted(&self) -> bool {
         self.archive.load(Ordering::Relaxed) || self.live.load(Ordering::Relaxed)
+    }
+
+    /// Whether frame `seq`'s pixels are wanted, the shadow's frames included.
+    pub fn wanted_for(&self, seq: u64) -> bool {
+        let every = self.shadow_every.load(Ordering::Relaxed);
+        self.wanted() || (every > 0 && seq.is_multiple_of(every))
+    }
+
+    pub fn set_shadow_every(&self, every: u64) {
+        self.shadow_every.store(every, Ordering::Relaxed);
     }
 
     pub fn set_archive(&self, on: bool) {

@@ -37,6 +37,22 @@ pub fn append_json(out: &mut String, value: &impl Serialize) {
     }
 }
 
+/// Appends the fields of `object` (which serializes as a JSON object) to
+/// the JSON object already in `out`: `{"a":1}` and `{"b":2}` make
+/// `{"a":1,"b":2}`.
+pub fn merge_into(out: &mut String, object: &impl Serialize) {
+    // Two objects become one: the line's closing brace gives way to a
+    // comma, and the new fields' opening brace to nothing.
+    if out.ends_with('}') {
+        out.pop();
+    }
+    let start = out.len();
+    append_json(out, object);
+    if out[start..].starts_with('{') {
+        out.replace_range(start..=start, ",");
+    }
+}
+
 /// serde_json writes bytes; this takes them into a `String`. It writes only
 /// UTF-8, and in whole characters (it cuts a string only before an escaped
 /// ASCII character), so each piece converts on its own.

@@ -62,6 +62,7 @@ pub mod pipeline;
 pub mod preprocess;
 pub mod ring;
 pub mod service;
+pub mod shadow;
 pub mod stats;
 pub mod status;
 pub mod timestamp;

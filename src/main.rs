@@ -138,6 +138,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+            || c.downcast_ref::<sealcheck::shadow::ShadowRefused>().is_some()
             || c.downcast_ref::<sealcheck::line::mqtt::MqttFilesError>()
                 .is_some()
             || matches!(
@@ -156,6 +157,13 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             if let Some(mqtt) = &cfg.mqtt {
                 sealcheck::line::mqtt::check_files(mqtt)
                     .with_context(|| format!("config file {}", file.display()))?;
+            }
+            // The shadow is opened as `run` opens it: a model that cannot
+            // open, breaks the contract or fails its warm-up is named here.
+            if let Some(engine) = sealcheck::shadow::check(&cfg)
+                .with_context(|| format!("config file {}", file.display()))?
+            {
+                println!("{}: shadow ok (runs on {engine})", file.display());
             }
             println!(
                 "{}: ok ({} source, backend {})",

@@ -51,6 +51,7 @@ use crate::preprocess::{
 };
 use crate::ring;
 use crate::service::{Liveness, Notifier, ServiceSignal};
+use crate::shadow::{self, AgreementSnapshot, ShadowAgreement, ShadowControl, ShadowState};
 use crate::stats::{ResultCounters, RunStats};
 use crate::status::{
     NoStatus, OperatorTaps, RunInfo, RunReport, RunState, ServerFeed, StatusFeed, StatusServer,
@@ -100,6 +101,8 @@ pub struct RunSummary {
     pub line: LineCounts,
     /// The MQTT side, when `[mqtt]` is configured.
     pub mqtt: Option<MqttCounts>,
+    /// The shadow's agreement with production, when a `[shadow]` ran.
+    pub shadow: Option<AgreementSnapshot>,
 }
 
 /// Live counters of the line side, for anything that reports during a run
@@ -159,6 +162,9 @@ impl RunSummary {
         }
         out.push_str(&s.latency_table());
         out.push_str(&self.render_line());
+        if let Some(shadow) = &self.shadow {
+            out.push_str(&shadow.render());
+        }
         out
     }
 
@@ -275,6 +281,8 @@ struct Stages {
     /// Where reloaded models go, and the engine they must match; none when
     /// the path cannot swap (new models then need a restart).
     model_swap: Option<ModelSwapTarget>,
+    /// The shadow thread's control: `[shadow]` at start and on reload.
+    shadow: ShadowControl,
 }
 
 struct ModelSwapTarget {
@@ -328,6 +336,12 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     };
     // Every result is counted once, here: /metrics, the page and the summary read it.
     let results = status_feed.result_counters();
+    // The shadow's agreement, counted by its thread (`/metrics` has the counters).
+    let shadow_agreement = Arc::new(ShadowAgreement::new(status_feed.shadow_counters()));
+    if config.shadow.is_none() {
+        shadow_agreement.set_state(ShadowState::Off, None);
+    }
+    report.set_shadow(Arc::clone(&shadow_agreement));
     let stats = Arc::new(Mutex::new(RunStats::new(results.clone())));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
@@ -345,10 +359,10 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         mqtt: mqtt.as_ref().map(MqttLine::stats),
     };
     report.set_liveness(liveness.clone());
-    let (stages, engine) = start_stages(
+    let (mut stages, engine) = start_stages(
         &config,
         &context,
-        (&stats, &results),
+        (&stats, &results, &shadow_agreement),
         &liveness,
         reload_rx,
         (&line, &models),
@@ -416,7 +430,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 }
                 Ok(ServiceSignal::Reload) => {
                     context.notifier.reloading();
-                    reload(&mut current, &reload_tx, stages.model_swap.as_ref());
+                    reload(&mut current, &reload_tx, stages.model_swap.as_ref(), &mut stages.shadow);
                     context.notifier.ready();
                 }
                 // Nobody can send any more (a bench or a test): stop listening.
@@ -445,6 +459,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         .source_status()
         .map_or(0, |status| status.outages());
     let results_file = stages.results_file.clone();
+    let shadow_ran = stages.shadow.started();
     let drained = drain_deadline.is_none()
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
@@ -498,6 +513,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         mqtt,
         results_lost: results_file.lost_lines(),
         source_outages,
+        // Final: the output stage waited for the shadow's last verdicts.
+        shadow: shadow_ran.then(|| shadow_agreement.snapshot()),
     })
 }
 
@@ -593,7 +610,11 @@ const MQTT_FLUSH: Duration = Duration::from_secs(2);
 fn start_stages(
     config: &Config,
     context: &RunContext,
-    (stats, results): (&Arc<Mutex<RunStats>>, &ResultCounters),
+    (stats, results, shadow_agreement): (
+        &Arc<Mutex<RunStats>>,
+        &ResultCounters,
+        &Arc<ShadowAgreement>,
+    ),
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
     (line, models): (&Arc<Line>, &Arc<ModelIds>),
@@ -678,6 +699,16 @@ fn start_stages(
     for work in records {
         let _ = free_tx.send(work);
     }
+    // The shadow judges beside production from the first frame: opened,
+    // checked and warmed up before capture starts; a refusal is logged and
+    // production runs on.
+    let (shadow_handoff, mut shadow) = shadow::lane(
+        geometry,
+        matches!(frame_path, FramePath::Host { .. }),
+        Arc::clone(&pixel_demand),
+        Arc::clone(shadow_agreement),
+    );
+    shadow.apply(config, true);
 
     let sink = ResultSink::open(&config.output)?;
     let results_file = sink.status();
@@ -699,6 +730,7 @@ fn start_stages(
         line: Some(Arc::clone(line)),
         models: Some(Arc::clone(models)),
         taps: Box::new(taps),
+        shadow: Some(shadow_handoff),
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -782,6 +814,7 @@ fn start_stages(
             deadline,
             model_swap,
             results_file,
+            shadow,
         },
         engine,
     ))
@@ -880,6 +913,7 @@ fn reload(
     current: &mut Config,
     apply: &crossbeam_channel::Sender<LiveSettings>,
     model_swap: Option<&ModelSwapTarget>,
+    shadow: &mut ShadowControl,
 ) {
     let new = match config::load(&current.path) {
         Ok(new) => new,
@@ -910,6 +944,13 @@ fn reload(
         && model_swap::only_paths_changed(current, &new)
     {
         swap_models(current, &new, target);
+    }
+    // After the swap: a shadow that names no model of its own follows
+    // production's (swapped) models. The shadow opens on its own thread
+    // and a refusal keeps the running one.
+    if current.shadow.is_some() || new.shadow.is_some() {
+        current.shadow = new.shadow.clone();
+        shadow.apply(current, false);
     }
 }
 

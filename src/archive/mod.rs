@@ -287,6 +287,7 @@ impl ArchiveWriter {
                 frame: &self.encoded,
                 mask,
                 result_line: &job.line,
+                shadow_mask: None,
             })
             .map(|_| ())
     }

@@ -65,6 +65,10 @@ impl ArchiveName {
     pub fn mask(&self) -> String {
         format!("{}/{}/{}_mask.png", self.day, self.hour, self.stem)
     }
+
+    pub fn shadow_mask(&self) -> String {
+        format!("{}/{}/{}_shadow_mask.png", self.day, self.hour, self.stem)
+    }
 }
 
 /// Is `name` a `YYYY-MM-DD` day folder? (Pruning and the status server's
@@ -137,6 +141,9 @@ pub struct ArchiveWrite<'a> {
     /// `None` when the frame failed before its mask was made.
     pub mask: Option<&'a [u8]>,
     pub result_line: &'a str,
+    /// A shadow disagreement's second mask (the shadow's), written beside
+    /// production's as `<stem>_shadow_mask.png`.
+    pub shadow_mask: Option<&'a [u8]>,
 }
 
 impl ArchiveStore {
@@ -183,16 +190,29 @@ impl ArchiveStore {
         let prev = self.previous_line_hash(&w.name.day);
         let quote = |s: Option<&str>| s.map_or("null".to_string(), |s| format!("\"{s}\""));
         let in_day = |rel: &str| rel[w.name.day.len() + 1..].to_string();
+        let shadow_rel = w.name.shadow_mask();
+        // Only a shadow disagreement has a second mask; other lines keep
+        // their fields as they were.
+        let shadow = w.shadow_mask.map_or_else(String::new, |m| {
+            format!(
+                ",\"shadow_mask\":\"{}\",\"shadow_mask_sha256\":\"{}\"",
+                in_day(&shadow_rel),
+                sha256_hex(m)
+            )
+        });
         let line = format!(
-            "{{\"file\":\"{}\",\"sha256\":\"{frame_sha}\",\"mask\":{},\"mask_sha256\":{},\"prev\":{},\"result\":{}}}",
+            "{{\"file\":\"{}\",\"sha256\":\"{frame_sha}\",\"mask\":{},\"mask_sha256\":{}{shadow},\"prev\":{},\"result\":{}}}",
             in_day(&frame_rel),
             quote(w.mask.map(|_| in_day(&mask_rel)).as_deref()),
             quote(mask_sha.as_deref()),
             quote(prev.as_deref()),
             w.result_line
         );
-        let need =
-            w.frame.len() as u64 + w.mask.map_or(0, |m| m.len() as u64) + line.len() as u64 + 1;
+        let need = w.frame.len() as u64
+            + w.mask.map_or(0, |m| m.len() as u64)
+            + w.shadow_mask.map_or(0, |m| m.len() as u64)
+            + line.len() as u64
+            + 1;
         self.make_room(need, &w.name.day, &w.name.hour)?;
 
         let day_dir = self.config.dir.join(&w.name.day);
@@ -201,6 +221,9 @@ impl ArchiveStore {
             fs::write(self.config.dir.join(&frame_rel), w.frame)?;
             if let Some(mask) = w.mask {
                 fs::write(self.config.dir.join(&mask_rel), mask)?;
+            }
+            if let Some(mask) = w.shadow_mask {
+                fs::write(self.config.dir.join(&shadow_rel), mask)?;
             }
             let mut manifest = OpenOptions::new()
                 .create(true)
@@ -369,6 +392,7 @@ mod tests {
             frame: &frame,
             mask: None,
             result_line: "{}",
+            shadow_mask: None,
         };
         store.write(&w).unwrap();
         // 3 x 400 KiB + 300 KiB > 1 MiB: the two hours of 2020-01-01 go (and the day), 2020-01-02/00 stays.
@@ -384,6 +408,7 @@ mod tests {
             frame: &big,
             mask: None,
             result_line: "{}",
+            shadow_mask: None,
         };
         assert_eq!(store.write(&w2), Err(ArchiveDrop::OverLimit));
         assert!(tree_size(dir) <= 1 << 20);
@@ -402,6 +427,7 @@ mod tests {
                 frame: b"frame",
                 mask: Some(b"mask"),
                 result_line: "{\"seq\":0}",
+                shadow_mask: None,
             };
             store.write(&w).unwrap();
         }
@@ -414,6 +440,7 @@ mod tests {
             frame: b"f",
             mask: None,
             result_line: "{}",
+            shadow_mask: None,
         };
         store.write(&w).unwrap();
         let text = fs::read_to_string(tmp.path().join("2020-01-02/manifest.jsonl")).unwrap();

@@ -40,6 +40,25 @@ pub struct Config {
     pub status: Option<StatusConfig>,
     /// `[archive]`: images of judged frames kept on disk; `None` = off.
     pub archive: Option<ArchiveConfig>,
+    /// `[shadow]`: a candidate model pair judging frames beside production,
+    /// never touching a verdict; `None` = off.
+    pub shadow: Option<ShadowConfig>,
+}
+
+/// `[shadow]`: what judges beside production. Every key left out is
+/// production's: a missing model is production's file, a missing
+/// `backend`/`device`/`precision` is `[inference]`'s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowConfig {
+    pub segmentation: Option<PathBuf>,
+    pub classifier: Option<PathBuf>,
+    pub backend: Option<BackendChoice>,
+    pub device: Option<ComputeDevice>,
+    /// `int8` with ONNX Runtime runs the `_int8` files beside the models
+    /// (as `sealcheck evaluate` does); with TensorRT, the engine precision.
+    pub precision: Option<EnginePrecision>,
+    /// Judge every Nth frame (by `seq`); 1 = every frame.
+    pub every: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -261,6 +280,25 @@ pub enum EnginePrecision {
     Fp32,
     Fp16,
     Int8,
+}
+
+impl EnginePrecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnginePrecision::Fp32 => "fp32",
+            EnginePrecision::Fp16 => "fp16",
+            EnginePrecision::Int8 => "int8",
+        }
+    }
+}
+
+impl ComputeDevice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComputeDevice::Cpu => "cpu",
+            ComputeDevice::Cuda => "cuda",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

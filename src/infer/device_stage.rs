@@ -301,7 +301,7 @@ impl DeviceStage {
             // The pinned copy is the only host pass over the frame (a
             // second only while the archive or the live view wants it); the
             // slot goes back to capture as soon as it is made.
-            let host_copy = self.pixel_demand.wanted();
+            let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
             if host_copy {
                 work.pixels.copy_from(&slot);
             }

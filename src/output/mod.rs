@@ -5,6 +5,7 @@
 //! Results are written in capture order (the channel preserves it) and every
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
+mod pending;
 mod results_file;
 mod taps;
 
@@ -15,16 +16,18 @@ pub use taps::{Latencies, ResultTaps};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender, select};
 use serde::Serialize;
 
 use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
 use crate::frame::{FailedStage, FrameMeta, FrameWork, StageMessage};
-use crate::json_line::{self, append_json, write_json};
+use crate::json_line::{self, write_json};
 use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
+use crate::shadow::{LINE_WAIT, ShadowHandoff, ShadowVerdict};
 use crate::stats::{ResultCounters, RunStats};
+use pending::PendingLines;
 
 /// Settings the operator may change at run time (SIGHUP).
 #[derive(Debug, Clone, PartialEq)]
@@ -51,16 +54,7 @@ pub fn format_result(
 /// Appends `"late"` (the line got a `late` fail for this part instead of this
 /// result) and `"models"` (the model ids) to a line from `format_result`.
 pub fn append_line_fields(line: &mut String, late: bool, models: Option<&ModelIds>) {
-    // Two objects become one: the result's closing brace gives way to a
-    // comma, and the line fields' opening brace to nothing.
-    if line.ends_with('}') {
-        line.pop();
-    }
-    let start = line.len();
-    append_json(line, &LineFields { late, models });
-    if line[start..].starts_with('{') {
-        line.replace_range(start..=start, ",");
-    }
+    json_line::merge_into(line, &LineFields { late, models });
 }
 
 /// One frame's result, as the results file (and `inspect`, which names the
@@ -143,23 +137,51 @@ pub struct OutputStage {
     pub models: Option<Arc<ModelIds>>,
     /// Metrics, the status page and the archive (`status::OperatorTaps`).
     pub taps: Box<dyn ResultTaps>,
+    /// Where frames due to the shadow go, and its verdicts come from;
+    /// `None`: no shadow can run in this process (`bench` without one).
+    pub shadow: Option<ShadowHandoff>,
 }
+
+/// How often an idle output thread flushes the file and the taps.
+const IDLE: Duration = Duration::from_millis(500);
 
 impl OutputStage {
     /// Runs until `End`; returns the number of result lines written.
     pub fn run(mut self) -> Result<u64, OutputError> {
         let mut line = String::with_capacity(512);
+        let mut pending = PendingLines::default();
         let mut written = 0u64;
+        let input = self.input.clone();
+        let verdicts = self
+            .shadow
+            .as_ref()
+            .map_or_else(crossbeam_channel::never, |s| s.verdicts().clone());
         loop {
-            let message = match self.input.recv_timeout(Duration::from_millis(500)) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
+            // A line waiting for the shadow is written at LINE_WAIT at the latest.
+            let timeout = if pending.awaiting() > 0 {
+                IDLE.min(LINE_WAIT)
+            } else {
+                IDLE
+            };
+            let message = select! {
+                recv(input) -> message => match message {
+                    Ok(m) => m,
+                    Err(_) => break,
+                },
+                recv(verdicts) -> verdict => {
+                    if let Ok(verdict) = verdict {
+                        pending.attach(&verdict);
+                    }
+                    self.write_ready(&mut pending, false)?;
+                    continue;
+                },
+                default(timeout) => {
                     self.apply_reload()?;
+                    self.write_ready(&mut pending, false)?;
                     self.sink.flush()?;
                     self.taps.idle();
                     continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
+                },
             };
             self.apply_reload()?;
             match message {
@@ -178,6 +200,7 @@ impl OutputStage {
                     let meta = work.meta;
                     self.emit(
                         &mut line,
+                        &mut pending,
                         &meta,
                         &decision,
                         Some(&latencies),
@@ -193,31 +216,77 @@ impl OutputStage {
                             seq: first.seq + i,
                             ..first
                         };
-                        self.emit(&mut line, &meta, &Decision::not_inspected(), None, None)?;
+                        self.emit(
+                            &mut line,
+                            &mut pending,
+                            &meta,
+                            &Decision::not_inspected(),
+                            None,
+                            None,
+                        )?;
                         written += 1;
                     }
                 }
                 StageMessage::CaptureFailed { meta, message } => {
                     log::warn!(target: "sealcheck::verdict", seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
-                    self.emit(&mut line, &meta, &Decision::error(), None, None)?;
+                    self.emit(&mut line, &mut pending, &meta, &Decision::error(), None, None)?;
                     written += 1;
                 }
                 StageMessage::End => break,
             }
+            self.write_ready(&mut pending, false)?;
         }
+        self.finish_shadow(&mut pending, &verdicts)?;
         // Lines that never reached the file are counted in the sink's status.
         self.sink.close();
         self.taps.finish();
         Ok(written)
     }
 
+    /// At the end: the shadow's verdicts still to come, for at most
+    /// `LINE_WAIT`; then every line is written.
+    fn finish_shadow(
+        &mut self,
+        pending: &mut PendingLines,
+        verdicts: &Receiver<ShadowVerdict>,
+    ) -> Result<(), OutputError> {
+        let until = std::time::Instant::now() + LINE_WAIT;
+        while pending.awaiting() > 0 {
+            match verdicts.recv_deadline(until) {
+                Ok(verdict) => {
+                    pending.attach(&verdict);
+                }
+                Err(_) => break,
+            }
+        }
+        self.write_pending(pending, true)
+    }
+
+    fn write_ready(&mut self, pending: &mut PendingLines, force: bool) -> Result<(), OutputError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.write_pending(pending, force)
+    }
+
+    fn write_pending(&mut self, pending: &mut PendingLines, force: bool) -> Result<(), OutputError> {
+        let sink = &mut self.sink;
+        let gave_up = pending.flush(LINE_WAIT, force, |line| sink.write_line(line))?;
+        if gave_up > 0 {
+            log::warn!(target: "sealcheck::shadow", lines = gave_up, wait_s = LINE_WAIT.as_secs();
+                "result lines written without the shadow's verdict: it did not come in time");
+        }
+        Ok(())
+    }
+
     fn emit(
         &mut self,
         line: &mut String,
+        pending: &mut PendingLines,
         meta: &FrameMeta,
         d: &Decision,
         latencies: Option<&FrameLatencies>,
-        work: Option<&mut FrameWork>,
+        mut work: Option<&mut FrameWork>,
     ) -> Result<(), OutputError> {
         // The line first: it has a deadline, the file does not.
         let delivery = self.line.as_ref().map(|l| {
@@ -236,7 +305,16 @@ impl OutputStage {
             .filter(|stage| *stage != FailedStage::Capture);
         format_result(line, meta, d, latencies);
         append_line_fields(line, late, self.models.as_deref());
-        self.sink.write_line(line)?;
+        // After the line got the verdict: the shadow never delays it.
+        let shadowed = match (&self.shadow, work.as_deref_mut()) {
+            (Some(shadow), Some(w)) => shadow.offer(w, d, &self.settings.decision, line),
+            _ => false,
+        };
+        if shadowed || !pending.is_empty() {
+            pending.park(meta.seq, line, shadowed);
+        } else {
+            self.sink.write_line(line)?;
+        }
         // Measured (not a warm-up frame): its latencies, recorded before it
         // is counted, since the first one fixes where the summary counts from.
         if meta.seq >= self.measure_from_seq

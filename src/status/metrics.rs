@@ -38,6 +38,11 @@ pub struct DropLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FlipLabels {
+    pub direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: String,
     pub backend: String,
@@ -53,6 +58,7 @@ pub struct ModelLabels {
 
 use crate::archive::ArchiveCounters;
 pub use crate::archive::ArchiveDrop;
+use crate::shadow::{Flip, ShadowCounters};
 use crate::stats::ResultCounters;
 
 /// Fixed-bucket histogram of seconds on atomics: `observe` is a few relaxed
@@ -197,6 +203,9 @@ pub struct LineMetrics {
     pub source_up: Gauge,
     /// The archive's own counters, registered here (the archive counts).
     pub archive: ArchiveCounters,
+    /// The shadow's counters, registered here (the shadow counts); zero
+    /// while no `[shadow]` runs.
+    pub shadow: ShadowCounters,
     pub live_frames: Counter,
     /// `model_info`: the models judging now (a model swap replaces them).
     model_info: Family<ModelLabels, Gauge>,
@@ -257,6 +266,14 @@ impl LineMetrics {
                 .clone()
         }));
         let live_frames = Counter::default();
+        let flip_family = Family::<FlipLabels, Counter>::default();
+        let shadow = ShadowCounters::new(Flip::ALL.map(|f| {
+            flip_family
+                .get_or_create(&FlipLabels {
+                    direction: f.as_str(),
+                })
+                .clone()
+        }));
         let metrics = LineMetrics {
             registry: Mutex::new(Registry::default()),
             results,
@@ -264,6 +281,7 @@ impl LineMetrics {
             stage_latency,
             source_up: source_up.clone(),
             archive: archive.clone(),
+            shadow: shadow.clone(),
             live_frames: live_frames.clone(),
             model_info: Family::default(),
         };
@@ -286,6 +304,31 @@ impl LineMetrics {
             "archive_dropped",
             "Frames the archive should have kept but did not, by reason",
             drop_family,
+        );
+        registry.register(
+            "shadow_frames",
+            "Frames the shadow models judged and compared with production ([shadow])",
+            shadow.frames.clone(),
+        );
+        registry.register(
+            "shadow_flips",
+            "Frames the shadow would have judged the other way, by direction (pass_to_fail: production passed)",
+            flip_family,
+        );
+        registry.register(
+            "shadow_skipped",
+            "Frames due to the shadow that it did not judge (busy: it runs in spare time only)",
+            shadow.skipped.clone(),
+        );
+        registry.register(
+            "shadow_failures",
+            "Frames the shadow's engine failed on",
+            shadow.failures.clone(),
+        );
+        registry.register(
+            "shadow_mask_iou",
+            "Mask IoU of the shadow's seal mask against production's, per compared frame",
+            shadow.mask_iou,
         );
         registry.register(
             "live_frames",

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use super::external::ExternalStats;
 use super::{RunInfo, RunState};
 use crate::service::Liveness;
+use crate::shadow::ShadowAgreement;
 
 /// The run as the status server last heard of it.
 #[derive(Clone)]
@@ -27,6 +28,9 @@ pub struct RunFacts {
     pub info: Option<RunInfo>,
     /// Counters the other rooms own, once they exist.
     pub external: ExternalStats,
+    /// The shadow's agreement with production, when the run can have a
+    /// shadow (its state says whether one runs).
+    pub shadow: Option<Arc<ShadowAgreement>>,
 }
 
 impl RunFacts {
@@ -53,6 +57,7 @@ impl Default for RunFacts {
             liveness: None,
             info: None,
             external: ExternalStats::default(),
+            shadow: None,
         }
     }
 }
@@ -101,6 +106,10 @@ impl RunReport {
                 info.models = models;
             }
         });
+    }
+
+    pub fn set_shadow(&self, shadow: Arc<ShadowAgreement>) {
+        self.sender.send_modify(|facts| facts.shadow = Some(shadow));
     }
 
     pub fn set_external(&self, external: ExternalStats) {

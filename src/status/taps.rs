@@ -18,6 +18,7 @@ use crate::config::ArchiveConfig;
 use crate::decision::Decision;
 use crate::frame::{FrameMeta, FrameWork, PixelDemand};
 use crate::output::{Latencies, ResultTaps};
+use crate::shadow::ShadowCounters;
 use crate::stats::ResultCounters;
 
 /// What the status server takes from each result.
@@ -47,6 +48,9 @@ pub trait StatusFeed: Send {
     /// `/metrics`; the page's totals are read from them).
     fn result_counters(&self) -> ResultCounters;
 
+    /// Where the shadow counts (registered in `/metrics`).
+    fn shadow_counters(&self) -> ShadowCounters;
+
     /// The run is over: publish the last numbers.
     fn finish(&mut self);
 }
@@ -73,6 +77,10 @@ impl StatusFeed for NoStatus {
     fn result_counters(&self) -> ResultCounters {
         // Read by the run summary only.
         ResultCounters::default()
+    }
+    fn shadow_counters(&self) -> ShadowCounters {
+        // The summary reads the shadow's own tally, not these.
+        ShadowCounters::default()
     }
     fn finish(&mut self) {}
 }
@@ -138,6 +146,10 @@ impl StatusFeed for ServerFeed {
 
     fn result_counters(&self) -> ResultCounters {
         self.telemetry.metrics.results.clone()
+    }
+
+    fn shadow_counters(&self) -> ShadowCounters {
+        self.telemetry.metrics.shadow.clone()
     }
 
     fn finish(&mut self) {

@@ -1,0 +1,319 @@
+//! The shadow thread: opens the shadow (at start and on reload), judges the
+//! frames handed to it, compares each with production's verdict and sends
+//! its verdict back for the frame's result line.
+//!
+//! It runs at the lowest CPU priority (nice 19, which the engine's own
+//! threads, made on this thread, inherit), so on a busy machine it takes
+//! what the frame path leaves: it falls behind and frames are skipped
+//! (counted), never queued.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender, select};
+
+use super::agreement::{Flip, ShadowAgreement, ShadowState};
+use super::archive::{Disagreement, DisagreementArchive};
+use super::engine::{self, ShadowRefused};
+use super::handoff::{ShadowGate, ShadowOutcome, ShadowRecord, ShadowVerdict};
+use crate::config::{Config, ShadowConfig};
+use crate::decision::{self, Decision};
+use crate::frame::{FailedStage, PixelDemand, TensorGeometry};
+use crate::infer::{InferenceBackend, infer_frame};
+use crate::model_id::ModelIds;
+use crate::preprocess::{Preprocessor, cpu_preprocessor};
+
+/// Records in flight between the output thread and the shadow: one being
+/// judged, one waiting. More would only queue frames the shadow is late for.
+pub const RECORDS: usize = 2;
+
+/// Engine failures in a row after which the shadow is stopped.
+const FAILURES_IN_A_ROW: u32 = 5;
+
+/// A (re)configuration for the shadow thread: production's whole config
+/// (`[shadow]`, the models and engine it derives from, `[archive]`).
+pub struct ShadowChange {
+    pub production: Box<Config>,
+    /// Where the outcome of opening goes, when someone waits for it.
+    pub reply: Option<Sender<Result<(), ShadowRefused>>>,
+}
+
+/// The shadow as it runs.
+struct Running {
+    backend: Box<dyn InferenceBackend>,
+    models: Arc<ModelIds>,
+    shadow: ShadowConfig,
+    /// The engine config it was opened from, to tell whether a reload
+    /// changes it.
+    config: Config,
+    /// The CPU preprocessing (device path frames, and the mask channel).
+    preprocessor: Preprocessor,
+    failures_in_a_row: u32,
+}
+
+pub struct ShadowJudge {
+    pub(super) frames: Receiver<Box<ShadowRecord>>,
+    pub(super) verdicts: Sender<ShadowVerdict>,
+    pub(super) free: Sender<Box<ShadowRecord>>,
+    pub(super) changes: Receiver<ShadowChange>,
+    pub(super) gate: Arc<ShadowGate>,
+    pub(super) demand: Arc<PixelDemand>,
+    pub(super) host_tensors: bool,
+    pub(super) agreement: Arc<ShadowAgreement>,
+    /// Production's tensor shapes: a shadow must have the same.
+    pub(super) geometry: TensorGeometry,
+    pub(super) records_made: bool,
+    running: Option<Running>,
+    archive: Option<DisagreementArchive>,
+}
+
+impl ShadowJudge {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        frames: Receiver<Box<ShadowRecord>>,
+        verdicts: Sender<ShadowVerdict>,
+        free: Sender<Box<ShadowRecord>>,
+        changes: Receiver<ShadowChange>,
+        gate: Arc<ShadowGate>,
+        demand: Arc<PixelDemand>,
+        host_tensors: bool,
+        agreement: Arc<ShadowAgreement>,
+        geometry: TensorGeometry,
+    ) -> Self {
+        ShadowJudge {
+            frames,
+            verdicts,
+            free,
+            changes,
+            gate,
+            demand,
+            host_tensors,
+            agreement,
+            geometry,
+            records_made: false,
+            running: None,
+            archive: None,
+        }
+    }
+
+    pub fn run(mut self) {
+        crate::archive::lower_thread_priority();
+        let mut changes = self.changes.clone();
+        loop {
+            select! {
+                recv(changes) -> change => match change {
+                    Ok(change) => self.apply(change),
+                    Err(_) => changes = crossbeam_channel::never(),
+                },
+                recv(self.frames) -> record => match record {
+                    Ok(record) => self.judge(record),
+                    // The output stage ended: so does the shadow.
+                    Err(_) => break,
+                },
+            }
+        }
+        self.stop_taking_frames();
+    }
+
+    fn stop_taking_frames(&self) {
+        self.gate.set_every(0);
+        self.demand.set_shadow_every(0);
+    }
+
+    fn start_taking_frames(&self, every: u64) {
+        self.gate.set_every(every);
+        if !self.host_tensors {
+            // The device path keeps pixels on the host only when asked.
+            self.demand.set_shadow_every(every);
+        }
+    }
+
+    fn apply(&mut self, change: ShadowChange) {
+        let production = change.production;
+        let outcome = self.apply_config(&production);
+        if let Some(reply) = change.reply {
+            let _ = reply.send(outcome);
+        }
+    }
+
+    fn apply_config(&mut self, production: &Config) -> Result<(), ShadowRefused> {
+        match (&production.archive, &mut self.archive) {
+            (Some(config), Some(archive)) => archive.reconfigure(config),
+            (Some(config), None) => self.archive = Some(DisagreementArchive::open(config)),
+            (None, _) => self.archive = None,
+        }
+        let Some(shadow) = &production.shadow else {
+            if self.running.take().is_some() {
+                log::info!(target: "sealcheck::shadow", "[shadow] removed on reload: the shadow stopped");
+            }
+            self.stop_taking_frames();
+            self.agreement.set_state(ShadowState::Off, None);
+            return Ok(());
+        };
+        if let Some(running) = &self.running
+            && &running.shadow == shadow
+            && engine::engine_config(production, shadow).is_ok_and(|c| same_engine(&c, &running.config))
+        {
+            // Only `every` or the archive changed.
+            self.start_taking_frames(shadow.every);
+            self.agreement
+                .set_running(running.backend.kind().as_str(), (*running.models).clone(), shadow.every);
+            return Ok(());
+        }
+        if self.running.is_none() {
+            self.agreement.set_state(ShadowState::Opening, None);
+        }
+        let started = std::time::Instant::now();
+        match engine::open(production, shadow, self.geometry) {
+            Ok(opened) => {
+                if !self.records_made {
+                    for _ in 0..RECORDS {
+                        let _ = self
+                            .free
+                            .send(ShadowRecord::new(&self.geometry, production.decision));
+                    }
+                    self.records_made = true;
+                }
+                let kind = opened.backend.kind();
+                log::info!(target: "sealcheck::shadow", engine = kind.as_str(), reason = opened.reason.as_str(),
+                    segmentation = opened.models.segmentation.as_str(), classifier = opened.models.classifier.as_str(),
+                    every = shadow.every, open_ms = started.elapsed().as_secs_f64() * 1e3;
+                    "shadow running: it judges frames beside production and never touches a verdict");
+                self.agreement
+                    .set_running(kind.as_str(), (*opened.models).clone(), shadow.every);
+                self.running = Some(Running {
+                    backend: opened.backend,
+                    models: opened.models,
+                    shadow: shadow.clone(),
+                    preprocessor: cpu_preprocessor(&opened.config, self.geometry),
+                    config: opened.config,
+                    failures_in_a_row: 0,
+                });
+                self.start_taking_frames(shadow.every);
+                Ok(())
+            }
+            Err(refused) => {
+                log::error!(target: "sealcheck::shadow", step = refused.step, key = refused.key, detail = refused.detail.as_str(); "{refused}");
+                if self.running.is_some() {
+                    log::warn!(target: "sealcheck::shadow", "the shadow that was running goes on");
+                } else {
+                    self.agreement
+                        .set_state(ShadowState::Refused, Some(refused.to_string()));
+                }
+                Err(refused)
+            }
+        }
+    }
+
+    /// Judges one frame, compares, and sends the verdict back: exactly one
+    /// verdict per record received, whatever happens.
+    fn judge(&mut self, mut record: Box<ShadowRecord>) {
+        let seq = record.work.meta.seq;
+        let (outcome, models) = match self.running.as_mut() {
+            Some(running) => (running.judge(&mut record), Arc::clone(&running.models)),
+            None => (
+                ShadowOutcome::Failed("the shadow stopped before this frame".to_string()),
+                Arc::new(ModelIds {
+                    segmentation: String::new(),
+                    classifier: String::new(),
+                }),
+            ),
+        };
+        let verdict = ShadowVerdict {
+            seq,
+            outcome,
+            models,
+        };
+        match &verdict.outcome {
+            ShadowOutcome::Judged { decision, mask_iou } => {
+                if let Some(r) = self.running.as_mut() {
+                    r.failures_in_a_row = 0;
+                }
+                if let Some(snapshot) = self.agreement.record(&record.production, decision, *mask_iou) {
+                    let s = &snapshot.since_start;
+                    let w = &snapshot.last_1000;
+                    log::info!(target: "sealcheck::shadow", compared = s.compared,
+                        agreement = s.agreement.unwrap_or(f64::NAN),
+                        pass_to_fail = s.flips.pass_to_fail, fail_to_pass = s.flips.fail_to_pass,
+                        last_1000_pass_to_fail = w.flips.pass_to_fail, last_1000_fail_to_pass = w.flips.fail_to_pass,
+                        mask_iou_mean = s.mask_iou_mean.unwrap_or(f64::NAN), mask_iou_worst = s.mask_iou_worst.unwrap_or(f64::NAN),
+                        p99_abs_delta_defect_prob = s.p99_abs_delta_defect_prob.unwrap_or(f64::NAN),
+                        skipped = snapshot.skipped, failures = snapshot.failures;
+                        "shadow agreement");
+                }
+                if Flip::between(record.production.verdict, decision.verdict).is_some()
+                    && let Some(archive) = &mut self.archive
+                {
+                    let mut line = record.production_line.clone();
+                    verdict.append_to(&mut line);
+                    archive.keep(&Disagreement {
+                        meta: &record.work.meta,
+                        pixels: &record.pixels,
+                        mask_hw: self.geometry.seg_hw,
+                        production_mask: record
+                            .production_mask_valid
+                            .then_some(record.production_mask.as_slice()),
+                        shadow_mask: &record.work.mask,
+                        production: &record.production,
+                        shadow: decision,
+                        result_line: &line,
+                    });
+                }
+            }
+            ShadowOutcome::Failed(message) => {
+                self.agreement.failed();
+                if let Some(r) = self.running.as_mut() {
+                    r.failures_in_a_row += 1;
+                    if r.failures_in_a_row == 1 {
+                        log::warn!(target: "sealcheck::shadow", seq, error = message.as_str(); "the shadow's engine failed a frame; production is not affected");
+                    }
+                    if r.failures_in_a_row >= FAILURES_IN_A_ROW {
+                        let problem = format!(
+                            "the shadow's engine failed {FAILURES_IN_A_ROW} frames in a row (last: {message}); it was stopped, production runs on; reload to try again"
+                        );
+                        log::error!(target: "sealcheck::shadow", seq, error = message.as_str(); "{problem}");
+                        self.running = None;
+                        self.stop_taking_frames();
+                        self.agreement.set_state(ShadowState::Stopped, Some(problem));
+                    }
+                }
+            }
+        }
+        // The output thread is waiting for this line; it may be gone at the end.
+        let _ = self.verdicts.send(verdict);
+        let _ = self.free.send(record);
+    }
+}
+
+impl Running {
+    fn judge(&mut self, record: &mut ShadowRecord) -> ShadowOutcome {
+        let work = &mut record.work;
+        if !record.tensors_ready
+            && let Err(e) = self.preprocessor.frame_to_tensors(
+                record.pixels.image(),
+                &mut work.seg_input,
+                &mut work.cls_input,
+            )
+        {
+            return ShadowOutcome::Failed(format!("{}: {e}", FailedStage::Preprocess.as_str()));
+        }
+        let mask_class = self.config.segmentation.mask_class;
+        infer_frame(self.backend.as_mut(), &self.preprocessor, mask_class, work);
+        if let Some((stage, message)) = work.error.take() {
+            return ShadowOutcome::Failed(format!("{}: {message}", stage.as_str()));
+        }
+        let decision: Decision = decision::decide(
+            work,
+            self.config.classifier.defect_class,
+            &record.settings,
+        );
+        let mask_iou = record
+            .production_mask_valid
+            .then(|| super::agreement::mask_iou(&record.production_mask, &work.mask));
+        ShadowOutcome::Judged { decision, mask_iou }
+    }
+}
+
+/// Whether two engine configs open the same engine on the same files.
+fn same_engine(a: &Config, b: &Config) -> bool {
+    a.inference == b.inference && a.segmentation == b.segmentation && a.classifier == b.classifier
+}
