@@ -85,6 +85,10 @@ impl BenchReport {
         );
         out.push_str(&self.summary.stats.latency_table());
         out.push_str(&self.summary.render_line());
+        if let Some(shadow) = &self.summary.shadow {
+            // The shadow also judged warm-up frames: its counts are the run's.
+            out.push_str(&shadow.render());
+        }
         out
     }
 
@@ -131,6 +135,7 @@ impl BenchReport {
                     "verdict_to_ack_ms": m.send_ms.map(|[p50, p99, p999]| serde_json::json!({"p50": p50, "p99": p99, "p99.9": p999})),
                 })
             }),
+            "shadow": self.summary.shadow,
         })
         .to_string()
     }
