@@ -299,13 +299,15 @@ impl DeviceStage {
                     "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
             }
             // The pinned copy is the only host pass over the frame (a
-            // second only while the archive or the live view wants it); the
-            // slot goes back to capture as soon as it is made.
+            // second only while the archive or the live view wants it, or
+            // for a frame due to the shadow); the slot goes back to capture
+            // as soon as they are made.
             let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
+            let submitted = path.submit(slot.image(), host_copy);
+            // After the submit: the GPU works on the frame while it is copied.
             if host_copy {
                 work.pixels.copy_from(&slot);
             }
-            let submitted = path.submit(slot.image(), host_copy);
             self.input.recycle(slot);
             // A failed submit leaves nothing on the GPU: its error marks it.
             if let Err(e) = submitted {

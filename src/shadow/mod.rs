@@ -134,10 +134,18 @@ impl ShadowControl {
             production: Box::new(config.clone()),
             reply: wait.then_some(reply),
         };
-        if self.changes.send(change).is_err() {
-            return None;
+        if wait {
+            return match self.changes.send(change) {
+                Ok(()) => outcome.recv().ok(),
+                Err(_) => None,
+            };
         }
-        if wait { outcome.recv().ok() } else { None }
+        // A reload never waits behind a shadow still opening the last one.
+        if let Err(crossbeam_channel::TrySendError::Full(_)) = self.changes.try_send(change) {
+            log::warn!(target: "sealcheck::shadow",
+                "the shadow is still opening earlier [shadow] settings; this reload's are not applied to it: reload again once the journal says `shadow running` or `shadow refused`");
+        }
+        None
     }
 }
 
