@@ -6,11 +6,12 @@
 #   a: verdicts: `sealcheck run` on the clip with the swapped classifier as shadow; every line
 #      there, production's verdicts as without the shadow, flips recounted from the lines.
 #   b: cost: scripts/bench_shadow.sh, production's capture-to-verdict with and without a
-#      shadow (the same FP32 models on ONNX Runtime CUDA, host path), offered at RATE.
+#      shadow (the same FP32 models on ONNX Runtime, host path, on each device of
+#      SHADOW_DEVICES, default "cuda cpu"), offered at RATE.
 set -u
 cd "$(dirname "$0")/.."
 eval "$(scripts/gpu_carry_ort.sh env)"
-BIN=/tmp/sealcheck-carry/bin/sealcheck
+BIN=${BIN:-/tmp/sealcheck-carry/bin/sealcheck}
 mkdir -p results
 sed -e 's|^backend = .*|backend = "onnxruntime"\ndevice = "cuda"\npreprocess = "cuda"|' \
     -e 's|^results = .*|results = "../results/gpu_shadow_off.jsonl"|' config/demo.toml >config/gpu_shadow_off.toml
@@ -34,7 +35,8 @@ print(f"lines {len(off)} / {len(on)}, seq contiguous {[l['seq'] for l in on] == 
 PY
 ;; esac
 case "${1:-ab}" in *b*)
-    printf '[shadow]\n' >/tmp/shadow_same.toml
+    for device in ${SHADOW_DEVICES:-cuda cpu}; do
+    printf '[shadow]\ndevice = "%s"\n' "$device" >/tmp/shadow_same.toml
     BIN=$BIN scripts/bench_shadow.sh config/gpu_shadow_off.toml /tmp/shadow_same.toml "${ROUNDS:-2}" "${FRAMES:-3000}" "${RATE:-100}" \
         | python3 -c '
 import json, sys
@@ -44,5 +46,6 @@ for line in sys.stdin:
     print(r["round"], r["shadow"], "judged", rep["judged"], "dropped", rep["dropped"], "total p50/p99 ms", t["p50"], t["p99"],
           "| shadow compared", (s.get("since_start") or {}).get("compared"), "skipped", s.get("skipped"), "engine", s.get("engine"))
 '
+    done
 ;; esac
 rm -f config/gpu_shadow_off.toml config/gpu_shadow_on.toml

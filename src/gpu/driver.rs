@@ -106,17 +106,24 @@ pub(crate) unsafe fn context_set_current(context: Context) -> Result<(), DriverE
     unsafe { sys::cuCtxSetCurrent(context) }.result()
 }
 
-/// A stream that does not synchronize with the legacy default stream.
+/// A stream that does not synchronize with the legacy default stream, at
+/// the context's greatest priority: every stream sealcheck makes carries the
+/// frame path, and a kernel of another stream in the process (a `[shadow]`
+/// engine's, made by its library at the default, least priority) then waits
+/// for free multiprocessors behind the frame's kernels instead of beside them.
 ///
 /// # Safety
 /// A context must be current on the calling thread.
 pub(crate) unsafe fn stream_create() -> Result<RawStream, DriverError> {
+    let (mut least, mut greatest) = (0, 0);
     let mut stream = MaybeUninit::uninit();
-    // SAFETY: valid out-pointer, read only on success.
+    // SAFETY: valid out-pointers, read only on success; a context is current.
     unsafe {
-        sys::cuStreamCreate(
+        sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest).result()?;
+        sys::cuStreamCreateWithPriority(
             stream.as_mut_ptr(),
             sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            greatest,
         )
         .result()?;
         Ok(stream.assume_init())

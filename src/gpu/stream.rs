@@ -25,11 +25,12 @@ pub struct Stream {
 unsafe impl Send for Stream {}
 
 impl Stream {
-    /// A new stream that does not synchronize with the legacy default stream.
+    /// A new stream that does not synchronize with the legacy default
+    /// stream, at the greatest priority (`driver::stream_create`).
     pub fn new(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
         gpu.bind()?;
         // SAFETY: the context is current.
-        let raw = unsafe { driver::stream_create() }.map_err(GpuError::driver("cuStreamCreate"))?;
+        let raw = unsafe { driver::stream_create() }.map_err(GpuError::driver("cuStreamCreateWithPriority"))?;
         Ok(Stream {
             gpu: Arc::clone(gpu),
             raw,
