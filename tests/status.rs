@@ -33,7 +33,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn write_config(dir: &Path, source: &str, archive: &str, stall_timeout_s: f64) -> PathBuf {
+/// `sections`: more of the config (`[archive]`, `[shadow]`), as TOML text.
+fn write_config(dir: &Path, source: &str, sections: &str, stall_timeout_s: f64) -> PathBuf {
     let text = format!(
         r#"[source]
 {source}
@@ -60,7 +61,7 @@ log_verdicts = false
 [status]
 listen = "127.0.0.1:0"
 
-{archive}
+{sections}
 
 [service]
 stall_timeout_s = {stall_timeout_s}
@@ -470,10 +471,6 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
     );
 }
 
-/// A looping clip paced at 5 frames/s, the page open in headless Chromium:
-/// the counters in its DOM are exactly those of the `/api/status` snapshot it
-/// rendered (the test records every snapshot while the browser runs), the
-/// live frame arrived, and a screenshot is written for a person to look at.
 /// The opening tag and the text of the element with `id` in a dumped DOM.
 fn element(dom: &str, id: &str) -> (String, String) {
     let at = dom
@@ -492,15 +489,7 @@ fn element(dom: &str, id: &str) -> (String, String) {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn status_page_writes_out_why_the_line_is_not_ok() {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "chromium missing (make deps installs it)"
-        );
-        common::skipped(format_args!("no /usr/bin/chromium"));
-        return;
-    }
+    let Some(chromium) = chromium() else { return };
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let source = &(common::test_camera("smpte", 10) + "live = true");
@@ -532,6 +521,21 @@ fn status_page_writes_out_why_the_line_is_not_ok() {
     common::skipped(format_args!(
         "needs `cargo test --features fault-injection` (the engine failure hook is compiled out)"
     ));
+}
+
+/// Debian's Chromium, or `None` (said where `cargo test` shows it) where it
+/// is missing and the run does not require every tool.
+fn chromium() -> Option<&'static Path> {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        assert!(
+            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+            "chromium missing (make deps installs it)"
+        );
+        common::skipped(format_args!("no /usr/bin/chromium"));
+        return None;
+    }
+    Some(chromium)
 }
 
 /// Headless Chromium on the status page at `addr` with `extra` flags (bounded
@@ -571,26 +575,34 @@ fn browse(chromium: &Path, addr: SocketAddr, extra: &[&str]) -> String {
     }
 }
 
+/// The demo clip's 60 frames over and over, paced at 5 frames/s like a
+/// camera: a live source with seals, good and defective, that never ends.
+fn looping_demo_clip() -> String {
+    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
+    format!(
+        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
+        clip.display()
+    )
+}
+
+/// A looping clip paced at 5 frames/s, the page open in headless Chromium:
+/// the counters in its DOM are exactly those of the `/api/status` snapshot it
+/// rendered (the test records every snapshot while the browser runs), the
+/// live frame arrived, and a screenshot is written for a person to look at.
+/// Without `[shadow]`, `/api/status` says `"shadow": null` and the page
+/// shows no shadow panel.
 #[test]
 fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "chromium missing (make deps installs it)"
-        );
-        common::skipped(format_args!("no /usr/bin/chromium"));
-        return;
-    }
+    let Some(chromium) = chromium() else { return };
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
-    let source = format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
-        clip.display()
+    let config = write_config(
+        dir,
+        &looping_demo_clip(),
+        "[archive]\ndir = \"archive\"",
+        5.0,
     );
-    let config = write_config(dir, &source, "[archive]\ndir = \"archive\"", 5.0);
     let mut service = start(&config, &[]);
     let addr = service.status_addr();
     wait_until(
@@ -680,6 +692,16 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
             );
         }
     }
+    assert!(
+        shown["shadow"].is_null(),
+        "no [shadow]: {}",
+        shown["shadow"]
+    );
+    assert!(
+        element(&dom, "shadow").0.contains("hidden"),
+        "a shadow panel without a shadow: {:?}",
+        element(&dom, "shadow")
+    );
     assert_eq!(
         dom.matches("class=\"reject\"").count(),
         shown["rejects"].as_array().unwrap().len(),
@@ -697,6 +719,324 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     println!("status page screenshot: {}", screenshot.display());
     let metrics = get(addr, "/metrics").text();
     assert!(sample(&metrics, "sealcheck_live_frames_total").unwrap() >= 1.0);
+    assert_eq!(
+        service.terminate(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        service.stderr()
+    );
+}
+
+/// The demo classifier with its two output classes swapped
+/// (scripts/swap_classes.py, python with `onnx`), written to `out`: a
+/// candidate that calls every good seal defective and every defective one good.
+fn swap_classes(out: &Path) {
+    let python = Command::new("python3")
+        .arg(repo().join("scripts/swap_classes.py"))
+        .args([&repo().join("models/cls.onnx"), out])
+        .output()
+        .unwrap();
+    assert!(
+        python.status.success(),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+}
+
+/// The demo clip's frames three good seals to one defective, looped at 5
+/// frames/s like a camera, from a copy in `dir`: the swapped-class shadow
+/// flips more passes to fails than the other way round, so a page that
+/// mixed up the two directions would show it.
+fn three_good_seals_to_one_defective(dir: &Path) -> String {
+    let demo = repo().join("samples/demo_clip");
+    let labels = std::fs::read_to_string(demo.join("labels.jsonl")).unwrap();
+    let (mut good, mut defective) = (Vec::new(), Vec::new());
+    for line in labels.lines() {
+        let label: serde_json::Value = serde_json::from_str(line).unwrap();
+        let frame = label["frame"].as_u64().unwrap();
+        match label["label"].as_str() {
+            Some("ok") => good.push(frame),
+            _ => defective.push(frame),
+        }
+    }
+    let order: Vec<u64> = good
+        .chunks_exact(3)
+        .zip(defective)
+        .flat_map(|(three, one)| three.iter().copied().chain([one]))
+        .collect();
+    let clip = dir.join("clip");
+    std::fs::create_dir_all(&clip).unwrap();
+    for (i, frame) in order.iter().enumerate() {
+        std::fs::copy(
+            demo.join(format!("frame_{frame:05}.jpg")),
+            clip.join(format!("frame_{i:05}.jpg")),
+        )
+        .unwrap();
+    }
+    format!(
+        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index={} caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
+        clip.join("frame_%05d.jpg").display(),
+        order.len() - 1
+    )
+}
+
+/// The shadow's figures of one `/api/status` answer hold together.
+fn check_shadow_figures(shadow: &serde_json::Value) {
+    assert_eq!(shadow["state"], "running", "{shadow:#}");
+    assert!(shadow["problem"].is_null(), "{shadow:#}");
+    let (start, window) = (&shadow["since_start"], &shadow["last_1000"]);
+    let count = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{shadow:#}"));
+    assert_eq!(
+        count(&window["compared"]),
+        count(&start["compared"]).min(1000),
+        "{shadow:#}"
+    );
+    for span in [start, window] {
+        let compared = count(&span["compared"]);
+        let flips = ["pass_to_fail", "fail_to_pass"].map(|d| count(&span["flips"][d]));
+        assert!(flips[0] + flips[1] <= compared, "{shadow:#}");
+        if compared > 0 {
+            let agreement = span["agreement"].as_f64().unwrap();
+            let expected = 1.0 - (flips[0] + flips[1]) as f64 / compared as f64;
+            assert!((agreement - expected).abs() < 1e-9, "{shadow:#}");
+        }
+        // Only judged frames are compared, each under production's reason.
+        let by_reason = span["by_reason"].as_object().unwrap();
+        let sum = |key: &str| by_reason.values().map(|r| count(&r[key])).sum::<u64>();
+        assert_eq!(
+            [sum("compared"), sum("pass_to_fail"), sum("fail_to_pass")],
+            [compared, flips[0], flips[1]],
+            "{shadow:#}"
+        );
+    }
+}
+
+/// Where the shadow panel's figures in `dom` differ from those of the
+/// `/api/status` shadow object `shadow`; empty when it shows that answer.
+fn shadow_panel_differences(dom: &str, shadow: &serde_json::Value) -> Vec<String> {
+    let text_of = |id: &str| element(dom, id).1;
+    let mut differences = Vec::new();
+    let mut exact = vec![
+        ("shadow-skipped".to_string(), shadow["skipped"].to_string()),
+        (
+            "shadow-failures".to_string(),
+            shadow["failures"].to_string(),
+        ),
+    ];
+    // (cell, value, decimals shown)
+    let mut rounded: Vec<(String, Option<f64>, i32)> = Vec::new();
+    for span in ["since_start", "last_1000"] {
+        let s = &shadow[span];
+        let id = |key: &str| format!("shadow-{span}-{key}");
+        exact.push((id("compared"), s["compared"].to_string()));
+        for direction in ["pass_to_fail", "fail_to_pass"] {
+            exact.push((id(direction), s["flips"][direction].to_string()));
+        }
+        rounded.push((
+            id("agreement"),
+            s["agreement"].as_f64().map(|a| a * 100.0),
+            2,
+        ));
+        rounded.push((id("p99"), s["p99_abs_delta_defect_prob"].as_f64(), 3));
+        let iou = text_of(&id("iou"));
+        let (mean, worst) = iou.split_once(" / ").unwrap_or((&iou, ""));
+        for (text, key) in [(mean, "mask_iou_mean"), (worst, "mask_iou_worst")] {
+            if !shown_as(text, s[key].as_f64(), 3) {
+                differences.push(format!("#{} {key}: {text:?}, API {}", id("iou"), s[key]));
+            }
+        }
+    }
+    for (id, want) in exact {
+        let got = text_of(&id);
+        if got != want {
+            differences.push(format!("#{id}: {got:?}, API {want}"));
+        }
+    }
+    for (id, want, decimals) in rounded {
+        let got = text_of(&id);
+        if !shown_as(&got, want, decimals) {
+            differences.push(format!("#{id}: {got:?}, API {want:?}"));
+        }
+    }
+    differences
+}
+
+/// Whether `text` shows `value` to `decimals` places ("–" for none). Compared
+/// as numbers: JavaScript and Rust round a tie differently.
+fn shown_as(text: &str, value: Option<f64>, decimals: i32) -> bool {
+    match (text.parse::<f64>(), value) {
+        (Ok(shown), Some(v)) => (shown - v).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9,
+        (Err(_), None) => text == "–",
+        _ => false,
+    }
+}
+
+/// A `[shadow]` whose classifier has its classes swapped, beside production
+/// on a live source with good and defective seals: `/api/status`'s shadow
+/// is running with flips both ways that hold together with what was
+/// compared, and the page in headless Chromium shows its panel with the
+/// figures of an answer the test saw served while the browser ran (the
+/// test records them all), flips highlighted, and the shadow's own
+/// classifier id. A screenshot is written for a person to look at.
+#[test]
+fn status_page_shows_the_shadow_panel_with_the_flips_of_api_status() {
+    let Some(chromium) = chromium() else { return };
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let swapped = dir.join("cls_swapped.onnx");
+    swap_classes(&swapped);
+    let shadow_section = format!(
+        "[shadow]\nclassifier = \"{}\"\nevery = 1",
+        swapped.display()
+    );
+    let source = three_good_seals_to_one_defective(dir);
+    let config = write_config(dir, &source, &shadow_section, 5.0);
+    let mut service = start(&config, &[]);
+    let addr = service.status_addr();
+    // Both ways: good seals (production passes, the shadow fails) and
+    // defective ones (the other way round), and by then the two apart.
+    wait_until(
+        Duration::from_secs(180),
+        "the shadow to flip verdicts both ways, more passes than fails",
+        &service,
+        || {
+            let start = &status_json(addr)["shadow"]["since_start"];
+            let flips = ["pass_to_fail", "fail_to_pass"].map(|d| start["flips"][d].as_u64());
+            start["compared"].as_u64() > Some(0)
+                && flips[1] > Some(0)
+                && flips[0] >= flips[1].map(|n| n + 3)
+        },
+    );
+    let status = status_json(addr);
+    check_shadow_figures(&status["shadow"]);
+
+    // Every shadow answer the page could be shown while the browser runs.
+    let served: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let recorder = {
+        let (served, stop) = (Arc::clone(&served), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let shadow = status_json(addr)["shadow"].clone();
+                let mut served = served.lock().unwrap();
+                if served.last() != Some(&shadow) {
+                    served.push(shadow);
+                }
+                drop(served);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let dom = browse(chromium, addr, &["--dump-dom"]);
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-shadow.png");
+    let _ = std::fs::remove_file(&screenshot);
+    browse(
+        chromium,
+        addr,
+        &[
+            &format!("--screenshot={}", screenshot.display()),
+            "--window-size=1280,800",
+            "--hide-scrollbars",
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    recorder.join().unwrap();
+    let served = served.lock().unwrap();
+    for shadow in served.iter() {
+        check_shadow_figures(shadow);
+    }
+
+    let (tag, _) = element(&dom, "shadow");
+    assert!(!tag.contains("hidden"), "no shadow panel: {tag}");
+    let text_of = |id: &str| element(&dom, id).1;
+    let shadow = &status["shadow"];
+    assert_eq!(text_of("shadow-state"), "running");
+    assert!(element(&dom, "shadow-problem").0.contains("hidden"));
+    assert_eq!(
+        text_of("shadow-engine"),
+        format!("on {}", shadow["engine"].as_str().unwrap())
+    );
+    assert_eq!(text_of("shadow-every"), "1");
+    // The shadow's own classifier, not production's; the same segmentation.
+    let production_id = |role: &str| {
+        status["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == role)
+            .unwrap_or_else(|| panic!("no {role} in {}", status["models"]))["id"]
+            .clone()
+    };
+    assert_eq!(
+        text_of("shadow-cls"),
+        shadow["models"]["classifier"].as_str().unwrap()
+    );
+    assert_ne!(shadow["models"]["classifier"], production_id("classifier"));
+    assert_eq!(
+        text_of("shadow-seg"),
+        production_id("segmentation").as_str().unwrap()
+    );
+
+    // The figures are those of one answer served while the browser ran.
+    let shown = text_of("shadow-since_start-compared");
+    let same_count: Vec<&serde_json::Value> = served
+        .iter()
+        .filter(|s| shown.parse().ok() == s["since_start"]["compared"].as_u64())
+        .collect();
+    assert!(
+        same_count
+            .iter()
+            .any(|s| shadow_panel_differences(&dom, s).is_empty()),
+        "the shadow panel (since_start.compared {shown}) shows none of the answers served (since_start.compared: {:?}); those with its count differ in: {:#?}",
+        served
+            .iter()
+            .map(|s| s["since_start"]["compared"].as_u64())
+            .collect::<Vec<_>>(),
+        same_count
+            .iter()
+            .map(|s| shadow_panel_differences(&dom, s))
+            .collect::<Vec<_>>()
+    );
+    for span in ["since_start", "last_1000"] {
+        for direction in ["pass_to_fail", "fail_to_pass"] {
+            let id = format!("shadow-{span}-{direction}");
+            let (tag, text) = element(&dom, &id);
+            let flips: u64 = text.parse().unwrap_or_else(|_| panic!("#{id}: {text:?}"));
+            assert_eq!(tag.contains("flip"), flips > 0, "#{id} highlighted: {tag}");
+        }
+    }
+    // The answers only grow: the one shown has both flips the wait saw.
+    assert!(
+        text_of("shadow-since_start-pass_to_fail")
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    assert!(
+        text_of("shadow-since_start-fail_to_pass")
+            .parse::<u64>()
+            .unwrap()
+            > 0
+    );
+    // The shadow runs production's segmentation on production's tensors.
+    let start = &shadow["since_start"];
+    assert!(
+        start["mask_iou_mean"].as_f64().unwrap() > 0.99,
+        "masks differ: {start:#}"
+    );
+
+    let png = std::fs::read(&screenshot).expect("chromium wrote no screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "screenshot too small"
+    );
+    println!(
+        "status page screenshot with the shadow: {}",
+        screenshot.display()
+    );
+    let metrics = get(addr, "/metrics").text();
+    assert!(sample(&metrics, "sealcheck_shadow_frames_total").unwrap() >= 1.0);
     assert_eq!(
         service.terminate(Duration::from_secs(30)).code(),
         Some(0),

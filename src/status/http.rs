@@ -18,10 +18,11 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::Telemetry;
 use super::board::{BoardState, WINDOW};
+use super::{RunFacts, Telemetry};
 use crate::archive::{ArchiveName, is_day, is_hour};
 use crate::decision::Reason;
+use crate::shadow::ShadowState;
 
 /// The page: one file, no external resources.
 const PAGE: &str = include_str!("page.html");
@@ -425,8 +426,26 @@ pub fn status_json(t: &Telemetry) -> Value {
         "rejects": rejects,
         "archive": archive_json,
         "mqtt": external.mqtt_json(),
+        "shadow": shadow_json(&facts),
         "snapshot": board.version,
     })
+}
+
+/// The shadow's agreement while a `[shadow]` is configured (opening,
+/// running, refused or stopped); `null` when the run has none, so the page
+/// shows no panel for a shadow nobody asked for.
+fn shadow_json(facts: &RunFacts) -> Value {
+    let Some(snapshot) = facts
+        .shadow
+        .as_ref()
+        .map(|agreement| agreement.snapshot())
+        .filter(|snapshot| snapshot.state != ShadowState::Off)
+    else {
+        return Value::Null;
+    };
+    // Only numbers, strings and string-keyed maps: this cannot fail, and a
+    // NaN would come out as `null`, which the page shows as "–".
+    serde_json::to_value(snapshot).unwrap_or(Value::Null)
 }
 
 fn free_mib(dir: &Path) -> Option<u64> {
@@ -436,6 +455,100 @@ fn free_mib(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shadow::{ShadowAgreement, ShadowCounters};
+    use crate::status::RunReport;
+
+    fn telemetry(report: &RunReport) -> Arc<Telemetry> {
+        Telemetry::new(
+            Duration::from_secs(5),
+            false,
+            Duration::from_millis(500),
+            Arc::default(),
+            None,
+            report.subscribe(),
+        )
+    }
+
+    #[test]
+    fn shadow_is_null_without_a_shadow_section_and_shown_once_there_is_one() {
+        let report = RunReport::new();
+        let t = telemetry(&report);
+        assert_eq!(
+            status_json(&t)["shadow"],
+            Value::Null,
+            "no agreement reported"
+        );
+        // The pipeline always reports the agreement; without `[shadow]` it is off.
+        let agreement = Arc::new(ShadowAgreement::new(ShadowCounters::default()));
+        agreement.set_state(ShadowState::Off, None);
+        report.set_shadow(Arc::clone(&agreement));
+        assert_eq!(status_json(&t)["shadow"], Value::Null, "shadow off");
+
+        agreement.set_state(ShadowState::Refused, Some("cannot open cls.onnx".into()));
+        let shadow = status_json(&t)["shadow"].clone();
+        assert_eq!(shadow["state"], "refused");
+        assert_eq!(shadow["problem"], "cannot open cls.onnx");
+        assert_eq!(shadow["since_start"]["compared"], 0);
+        assert_eq!(shadow["since_start"]["agreement"], Value::Null);
+        assert_eq!(
+            shadow,
+            serde_json::to_value(agreement.snapshot()).unwrap(),
+            "the snapshot as serialized"
+        );
+
+        let ids = crate::model_id::ModelIds {
+            segmentation: "aaaa".into(),
+            classifier: "bbbb".into(),
+        };
+        agreement.set_running("tract", ids, 2);
+        let judged = |verdict, reason, p| crate::decision::Decision {
+            verdict,
+            reason,
+            defect_prob: Some(p),
+            seal_area: Some(0.1),
+        };
+        let (pass, fail) = (
+            crate::decision::Verdict::Pass,
+            crate::decision::Verdict::Fail,
+        );
+        agreement.record(
+            &judged(pass, Reason::Ok, 0.1),
+            &judged(fail, Reason::Defect, 0.9),
+            Some(1.0),
+        );
+        agreement.record(
+            &judged(pass, Reason::Ok, 0.1),
+            &judged(pass, Reason::Ok, 0.2),
+            Some(0.5),
+        );
+        let shadow = status_json(&t)["shadow"].clone();
+        assert_eq!(
+            (
+                &shadow["state"],
+                &shadow["engine"],
+                &shadow["models"]["classifier"],
+                &shadow["every"]
+            ),
+            (
+                &json!("running"),
+                &json!("tract"),
+                &json!("bbbb"),
+                &json!(2)
+            )
+        );
+        assert_eq!(shadow["problem"], Value::Null);
+        for span in ["since_start", "last_1000"] {
+            let s = &shadow[span];
+            assert_eq!(s["compared"], 2, "{span}");
+            assert_eq!(
+                s["flips"],
+                json!({"pass_to_fail": 1, "fail_to_pass": 0}),
+                "{span}"
+            );
+            assert_eq!(s["agreement"], 0.5, "{span}");
+            assert_eq!(s["mask_iou_worst"], 0.5, "{span}");
+        }
+    }
 
     #[test]
     fn only_archive_shaped_paths_pass() {
