@@ -53,12 +53,12 @@ impl FrameTraffic {
     /// when mapped on a Jetson), the classifier logits and the mask's pixel
     /// count out.
     /// `seg_logits_bytes`: what a frame whose mask the host wants adds.
-    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize, seg_logits_bytes: usize) -> Self {
+    pub fn device_path(frame: &ImageView<'_>, cls_classes: usize, mask_bytes: usize) -> Self {
         FrameTraffic {
             host_to_device: frame.stride * frame.height.saturating_sub(1)
                 + frame.width * frame.layout.bytes_per_pixel(),
             device_to_host: cls_classes * std::mem::size_of::<f32>() + std::mem::size_of::<u64>(),
-            host_mask: seg_logits_bytes,
+            host_mask: mask_bytes,
         }
     }
 }

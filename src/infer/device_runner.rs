@@ -45,7 +45,7 @@ use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::gpu::{
     DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, Stream, TensorElement,
 };
-use crate::preprocess::gpu::{GpuPreprocessor, HostLogits};
+use crate::preprocess::gpu::{GpuPreprocessor, widen_mask};
 
 /// Frames on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
@@ -56,7 +56,8 @@ struct Ticket {
     mask_pixels: PinnedBuffer<u64>,
     /// The segmentation logits, copied back for frames whose mask the host
     /// wants (archive, live view); allocated at the first such frame.
-    seg_logits: Option<HostLogits>,
+    /// The seal mask's bytes, allocated on the first frame that wants them.
+    mask_bytes: Option<PinnedBuffer<u8>>,
     /// Whether this ticket's frame copies its logits back.
     host_mask: bool,
     /// Before the frame, after preprocessing, after the mask, at the end.
@@ -81,8 +82,6 @@ pub struct DeviceRunner {
     /// The stream as lent to swap openers; ended first on drop.
     lease: StreamLease,
     preprocessor: GpuPreprocessor,
-    /// f16 logits widened for the host mask (TensorRT engines with f16 IO).
-    widened_logits: Vec<f32>,
     gpu: Arc<GpuContext>,
 }
 
@@ -119,7 +118,7 @@ impl DeviceRunner {
                     .map_err(gpu_error("allocate the pinned classifier logits"))?,
                 mask_pixels: PinnedBuffer::new(&gpu, 1, false)
                     .map_err(gpu_error("allocate the pinned mask count"))?,
-                seg_logits: None,
+                mask_bytes: None,
                 host_mask: false,
                 events: [event()?, event()?, event()?, event()?],
             })
@@ -146,7 +145,6 @@ impl DeviceRunner {
             elements,
             lease,
             preprocessor,
-            widened_logits: Vec::new(),
             gpu,
         })
     }
@@ -197,20 +195,6 @@ impl DeviceFramePath for DeviceRunner {
         self.engine
             .enqueue(ModelRole::Segmentation, self.preprocessor.stream())?;
         ticket.host_mask = host_mask;
-        if host_mask {
-            if ticket.seg_logits.is_none() {
-                ticket.seg_logits = Some(
-                    self.preprocessor
-                        .host_logits()
-                        .map_err(gpu_error("allocate the pinned segmentation logits"))?,
-                );
-            }
-            if let Some(logits) = &mut ticket.seg_logits {
-                // SAFETY: as for the mask count below.
-                unsafe { self.preprocessor.enqueue_logits_to(logits) }
-                    .map_err(gpu_error("queue the segmentation logits copy"))?;
-            }
-        }
         // SAFETY: the ticket's buffers are read only after its `done` event
         // (recorded below, after this copy) completes, and not written by the
         // host; a ticket is reused only after `complete` waited for it. All
@@ -222,6 +206,22 @@ impl DeviceFramePath for DeviceRunner {
             .map_err(gpu_error("record an event"))?;
         self.engine
             .enqueue(ModelRole::Classifier, self.preprocessor.stream())?;
+        if host_mask {
+            if ticket.mask_bytes.is_none() {
+                ticket.mask_bytes = Some(
+                    self.preprocessor
+                        .host_mask_bytes()
+                        .map_err(gpu_error("allocate the pinned mask"))?,
+                );
+            }
+            if let Some(bytes) = &mut ticket.mask_bytes {
+                // SAFETY: as for the mask count above. Queued after the
+                // classifier, which then need not wait for it; the next
+                // frame's mask kernel comes after it on the stream.
+                unsafe { self.preprocessor.enqueue_mask_bytes_to(bytes) }
+                    .map_err(gpu_error("queue the mask copy"))?;
+            }
+        }
         // SAFETY: as above.
         unsafe {
             self.preprocessor.stream().download(
@@ -252,14 +252,8 @@ impl DeviceFramePath for DeviceRunner {
         work.mask_pixels = ticket.mask_pixels.as_slice()[0];
         work.cls_logits
             .copy_from_slice(ticket.cls_logits.as_slice());
-        if let (true, Some(logits)) = (ticket.host_mask, &ticket.seg_logits) {
-            let geometry = self.preprocessor.geometry();
-            logits.to_mask(
-                geometry.seg_classes,
-                self.preprocessor.options().mask_class,
-                &mut work.mask,
-                &mut self.widened_logits,
-            );
+        if let (true, Some(bytes)) = (ticket.host_mask, &ticket.mask_bytes) {
+            widen_mask(bytes.as_slice(), &mut work.mask);
         }
         let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
             Ok(f64::from(
@@ -280,11 +274,10 @@ impl DeviceFramePath for DeviceRunner {
     }
 
     fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
-        let logits = self.preprocessor.seg_logits();
         FrameTraffic::device_path(
             frame,
             self.cls_logits_device.len(),
-            logits.len * logits.element.bytes(),
+            self.preprocessor.geometry().mask_len(),
         )
     }
 

@@ -93,49 +93,16 @@ impl Default for GpuOptions {
     }
 }
 
-/// The segmentation logits copied to the host (`GpuPreprocessor::
-/// enqueue_logits_to`), in the element type the engine writes.
-#[derive(Debug)]
-pub enum HostLogits {
-    F32(PinnedBuffer<f32>),
-    F16(PinnedBuffer<u16>),
-}
-
-impl HostLogits {
-    fn element(&self) -> TensorElement {
-        match self {
-            HostLogits::F32(_) => TensorElement::F32,
-            HostLogits::F16(_) => TensorElement::F16,
-        }
+/// The seal mask brought back to the host on the device path, as the mask
+/// kernel wrote it (one 0/1 byte a pixel), widened into the work record's
+/// `f32` mask; returns the pixels set.
+pub fn widen_mask(bytes: &[u8], mask: &mut [f32]) -> u64 {
+    let mut set = 0;
+    for (m, &byte) in mask.iter_mut().zip(bytes) {
+        *m = f32::from(byte);
+        set += u64::from(byte);
     }
-
-    /// The binary seal mask of these logits, as the CPU path computes it
-    /// (`preprocess::logits_to_mask`); `widened` holds f16 logits as f32.
-    /// Returns the mask's pixel count.
-    pub fn to_mask(
-        &self,
-        classes: usize,
-        mask_class: usize,
-        mask: &mut [f32],
-        widened: &mut Vec<f32>,
-    ) -> u64 {
-        match self {
-            HostLogits::F32(logits) => {
-                super::logits_to_mask(logits.as_slice(), classes, mask_class, mask)
-            }
-            HostLogits::F16(logits) => {
-                widened.clear();
-                widened.extend(logits.as_slice().iter().map(|&h| f16_to_f32(h)));
-                super::logits_to_mask(widened, classes, mask_class, mask)
-            }
-        }
-    }
-}
-
-/// IEEE 754 half precision to single, exactly (every f16 is an f32; a
-/// signalling NaN comes out quiet, which no comparison of logits can tell).
-fn f16_to_f32(h: u16) -> f32 {
-    half::f16::from_bits(h).to_f32()
+    set
 }
 
 /// A device tensor of either element type. (`pub` only so `TensorValue` can
@@ -540,42 +507,26 @@ impl GpuPreprocessor {
         unsafe { self.stream.download(&self.mask_count, 0, 1, count) }
     }
 
-    /// Device mode: queues a copy of the segmentation logits the engine just
-    /// wrote into `dst`, for a host-side mask (the archive and the live view
-    /// want one; the GPU path otherwise keeps only the mask's pixel count).
+    /// Device mode: queues a copy of the 0/1 byte mask the mask kernel
+    /// wrote (queue it after `enqueue_mask_to`) into `dst`, for a host-side
+    /// mask (the archive, the live view and the shadow want one; the GPU path
+    /// otherwise keeps only the mask's pixel count). A byte a pixel: an
+    /// eighth of the f32 logits over the bus, and no argmax on the host.
     ///
     /// # Safety
     /// `dst` must not be read or written by the host, and must stay alive,
     /// until the stream has passed this copy.
-    pub unsafe fn enqueue_logits_to(&self, dst: &mut HostLogits) -> Result<(), GpuError> {
+    pub unsafe fn enqueue_mask_bytes_to(&self, dst: &mut PinnedBuffer<u8>) -> Result<(), GpuError> {
         self.gpu.bind()?;
-        let len = self.seg_logits.tensor().len;
-        // SAFETY: forwarded from this function's contract; `seg_logits`
-        // lives as long as `self`. A mismatched element type is refused.
-        unsafe {
-            match (&self.seg_logits, dst) {
-                (TensorBuffer::F32(src), HostLogits::F32(dst)) => {
-                    self.stream.download(src, 0, len, dst)
-                }
-                (TensorBuffer::F16(src), HostLogits::F16(dst)) => {
-                    self.stream.download(src, 0, len, dst)
-                }
-                (src, dst) => Err(GpuError::ElementMismatch {
-                    what: "the host copy of the segmentation logits",
-                    wanted: dst.element(),
-                    built: src.element(),
-                }),
-            }
-        }
+        check_len("host mask", dst.len(), self.mask.len())?;
+        // SAFETY: forwarded from this function's contract; `mask` lives as
+        // long as `self`.
+        unsafe { self.stream.download(&self.mask, 0, self.mask.len(), dst) }
     }
 
-    /// A host buffer for `enqueue_logits_to`, in the engine's element type.
-    pub fn host_logits(&self) -> Result<HostLogits, GpuError> {
-        let len = self.seg_logits.tensor().len;
-        Ok(match self.seg_logits {
-            TensorBuffer::F32(_) => HostLogits::F32(PinnedBuffer::new(&self.gpu, len, false)?),
-            TensorBuffer::F16(_) => HostLogits::F16(PinnedBuffer::new(&self.gpu, len, false)?),
-        })
+    /// A host buffer for `enqueue_mask_bytes_to`.
+    pub fn host_mask_bytes(&self) -> Result<PinnedBuffer<u8>, GpuError> {
+        PinnedBuffer::new(&self.gpu, self.mask.len(), false)
     }
 
     /// Device mode: waits for the frame queued last and returns its mask's
@@ -675,9 +626,7 @@ impl GpuPreprocessor {
         }
         self.frame_done.record(&self.stream)?;
         self.frame_done.synchronize()?;
-        for (m, &byte) in mask.iter_mut().zip(host.mask.as_slice()) {
-            *m = f32::from(byte);
-        }
+        widen_mask(host.mask.as_slice(), mask);
         cls_input[3 * plane..].copy_from_slice(&host.cls.as_slice()[..plane]);
         Ok(self.host_count.as_slice()[0])
     }
@@ -925,31 +874,6 @@ mod tests {
             layout: PixelLayout::Rgb,
             data,
         }
-    }
-
-    #[test]
-    fn half_floats_widen_exactly() {
-        // The values the hand-written decoder gave before `half` took over.
-        let cases: [(u16, f32); 11] = [
-            (0x0000, 0.0),
-            (0x3c00, 1.0),
-            (0xc000, -2.0),
-            (0xc100, -2.5),
-            (0x7bff, 65504.0),
-            (0x0001, 2f32.powi(-24)),
-            (0x03ff, 1023.0 * 2f32.powi(-24)),
-            (0x0400, 2f32.powi(-14)),
-            (0x3555, 0.333_251_95),
-            (0x7c00, f32::INFINITY),
-            (0xfc00, f32::NEG_INFINITY),
-        ];
-        for (half, single) in cases {
-            assert_eq!(f16_to_f32(half), single, "{half:#06x}");
-        }
-        for nan in [0x7e00, 0x7c01, 0xfe00] {
-            assert!(f16_to_f32(nan).is_nan(), "{nan:#06x}");
-        }
-        assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
     }
 
     #[test]
