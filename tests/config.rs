@@ -502,3 +502,146 @@ fn evaluate_floors_have_defaults_an_off_value_and_are_checked() {
         "{frr:?}"
     );
 }
+
+#[test]
+fn shadow_is_off_unless_written_and_its_keys_have_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config::load(&write_config(dir.path(), VALID)).unwrap();
+    assert!(cfg.shadow.is_none());
+
+    let body = VALID.to_string() + "\n[shadow]\nclassifier = \"cls.onnx\"\n";
+    let shadow = config::load(&write_config(dir.path(), &body))
+        .unwrap()
+        .shadow
+        .unwrap();
+    assert_eq!(shadow.classifier, Some(dir.path().join("cls.onnx")));
+    assert_eq!(
+        (
+            &shadow.segmentation,
+            shadow.backend,
+            shadow.device,
+            shadow.precision,
+            shadow.every
+        ),
+        (&None, None, None, None, 1)
+    );
+}
+
+/// `check-config FILE` on `body`: the exit code, stderr and the file (in
+/// the returned folder).
+fn check_config(body: &str) -> (Option<i32>, String, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), body);
+    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        .arg("check-config")
+        .arg(&path)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), stderr, path, dir)
+}
+
+#[test]
+fn shadow_engine_combinations_that_cannot_run_are_refused_at_their_key() {
+    // [shadow] is at line 15, its first key at 16.
+    let cases: [(&str, &str, (usize, usize), &str); 4] = [
+        (
+            "backend = \"tract\"\nprecision = \"int8\"\n",
+            "shadow.precision",
+            (17, 13),
+            "tract runs FP32 only",
+        ),
+        (
+            "backend = \"onnxruntime\"\nprecision = \"fp16\"\n",
+            "shadow.precision",
+            (17, 13),
+            "FP16 model files",
+        ),
+        (
+            "backend = \"tract\"\ndevice = \"cuda\"\n",
+            "shadow.device",
+            (17, 10),
+            "CPU only",
+        ),
+        (
+            "backend = \"tensorrt\"\nprecision = \"int8\"\n",
+            "shadow.precision",
+            (17, 13),
+            "calibration_images",
+        ),
+    ];
+    for (keys, key, place, why) in cases {
+        let body = VALID.to_string() + "\n[shadow]\n" + keys;
+        let problems = problems_of(&body);
+        assert_eq!(problems.len(), 1, "{keys}: {problems:#?}");
+        let p = &problems[0];
+        assert_eq!(p.key, key, "{keys}: {p:?}");
+        assert_eq!((p.line, p.column), place, "{keys}: {p:?}");
+        assert!(p.message.contains(why), "{keys}: {p:?}");
+
+        let (code, stderr, path, _dir) = check_config(&body);
+        assert_eq!(code, Some(78), "{keys}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{}:{}:{}: `{key}`",
+                path.display(),
+                place.0,
+                place.1
+            )),
+            "{keys}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn shadow_every_and_files_are_checked() {
+    let body = VALID.to_string() + "\n[shadow]\nevery = 0\n";
+    let problems = problems_of(&body);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(
+        (
+            problems[0].key.as_str(),
+            problems[0].line,
+            problems[0].column
+        ),
+        ("shadow.every", 16, 9),
+        "{problems:#?}"
+    );
+    let (code, stderr, path, _dir) = check_config(&body);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:16:9: `shadow.every`", path.display())),
+        "{stderr}"
+    );
+
+    let body = VALID.to_string()
+        + "\n[shadow]\nsegmentation = \"seg.onnx\"\nclassifier = \"gone.onnx\"\nevry = 3\n";
+    let problems = problems_of(&body);
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    let missing = problems
+        .iter()
+        .find(|p| p.key == "shadow.classifier")
+        .unwrap_or_else(|| panic!("{problems:#?}"));
+    assert_eq!(missing.line, 17, "{missing:?}");
+    assert!(
+        missing.message.contains("gone.onnx") && missing.message.contains("does not exist"),
+        "{missing:?}"
+    );
+    let unknown = problems
+        .iter()
+        .find(|p| p.key == "shadow.evry")
+        .unwrap_or_else(|| panic!("{problems:#?}"));
+    assert!(
+        unknown.message.contains("unknown key") && unknown.message.contains("every"),
+        "{unknown:?}"
+    );
+    let (code, stderr, path, _dir) = check_config(&body);
+    assert_eq!(code, Some(78), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:17:", path.display()))
+            && stderr.contains("`shadow.classifier`")
+            && stderr.contains("gone.onnx"),
+        "{stderr}"
+    );
+}
