@@ -138,7 +138,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
-            || c.downcast_ref::<sealcheck::shadow::ShadowRefused>().is_some()
+            || c.downcast_ref::<sealcheck::shadow::ShadowRefused>()
+                .is_some()
             || c.downcast_ref::<sealcheck::line::mqtt::MqttFilesError>()
                 .is_some()
             || matches!(

@@ -644,7 +644,6 @@ fn check_config_names_the_step_and_key_of_other_refusals() {
 /// frames of another size (224x256, production's takes 224x512): refused at
 /// step `contract`, naming the key of the file that differs.
 #[test]
-#[ignore = "bug: a shadow refused at step `contract` (tensor shapes differ from production's) names the key `[shadow]`, not the model whose shape differs (`[shadow] classifier`): src/shadow/engine.rs key_of() looks for the file's path in the message, and the shapes message names no path"]
 fn a_shadow_of_another_input_size_is_refused_at_the_contract_naming_its_key() {
     let Some(_) = ort_library() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -1037,27 +1036,16 @@ fn reload_adds_changes_and_removes_the_shadow() {
 
     let all = results(dir.path());
     assert_one_line_per_frame(&all, all.len());
-    // Frames handed over just before the removal may get an error instead
-    // of a verdict: a known bug, caught by the ignored test below
-    // (`removing_the_shadow_on_reload_fails_no_frame_already_handed_over`).
-    // Here they must be only those: at most the two records in flight,
-    // after every judged frame.
-    let last_judged = all
+    // Frames handed over just before the removal are judged by the removed
+    // shadow, never failed.
+    let errors: Vec<&Value> = all
         .iter()
-        .rposition(|l| l["shadow"]["verdict"].is_string())
-        .unwrap();
-    let errors: Vec<(usize, &Value)> = all
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l["shadow"].get("error").is_some())
+        .filter(|l| l["shadow"].get("error").is_some())
         .collect();
-    assert!(errors.len() <= 2, "{errors:?}");
-    for (i, l) in &errors {
-        assert!(
-            *i > last_judged && l["shadow"]["error"] == STOPPED_BEFORE,
-            "a shadow error other than the removal's: {l}"
-        );
-    }
+    assert!(
+        errors.is_empty(),
+        "shadow errors after a removal: {errors:?}"
+    );
     let ids: Vec<&str> = all
         .iter()
         .filter(|l| l["shadow"]["verdict"].is_string())
@@ -1087,17 +1075,12 @@ fn reload_adds_changes_and_removes_the_shadow() {
     assert_eq!(summary.failures, errors.len() as u64, "{}", summary.line);
 }
 
-/// The error a frame handed to the shadow gets when the shadow is gone
-/// before judging it.
-const STOPPED_BEFORE: &str = "the shadow stopped before this frame";
-
 /// Removing `[shadow]` on reload while the shadow is busy (INT8 at nice 19
 /// on a 20 frames/s source, a frame always waiting for it): the frames
 /// already handed over are judged (or written without a shadow), never
 /// failed: the removal is no failure of the shadow's engine. Three removals
 /// in one run, so that one lands with a frame waiting.
 #[test]
-#[ignore = "bug: removing [shadow] on reload writes `\"shadow\":{\"error\":\"the shadow stopped before this frame\",\"models\":{\"segmentation\":\"\",\"classifier\":\"\"}}` into the lines of frames already handed over and counts them as shadow failures (src/shadow/judge.rs: apply_config drops `running`, then judge() fails the queued records)"]
 fn removing_the_shadow_on_reload_fails_no_frame_already_handed_over() {
     let Some(_) = ort_library() else { return };
     let _serial = serial();

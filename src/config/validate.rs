@@ -886,15 +886,19 @@ fn read_shadow(
     let segmentation = model("segmentation", "the shadow's segmentation model (.onnx)");
     let classifier = model("classifier", "the shadow's classifier model (.onnx)");
     let backend = s.has("backend").then(|| {
-        s.choice("backend", &["auto", "tensorrt", "onnxruntime", "tract"], None)
-            .map(|i| {
-                [
-                    BackendChoice::Auto,
-                    BackendChoice::TensorRt,
-                    BackendChoice::OnnxRuntime,
-                    BackendChoice::Tract,
-                ][i]
-            })
+        s.choice(
+            "backend",
+            &["auto", "tensorrt", "onnxruntime", "tract"],
+            None,
+        )
+        .map(|i| {
+            [
+                BackendChoice::Auto,
+                BackendChoice::TensorRt,
+                BackendChoice::OnnxRuntime,
+                BackendChoice::Tract,
+            ][i]
+        })
     });
     let device = s.has("device").then(|| {
         s.choice("device", &["cpu", "cuda"], None)
@@ -929,7 +933,10 @@ fn read_shadow(
     };
     match (runs, shadow.precision) {
         (BackendChoice::Tract, _) if on == ComputeDevice::Cuda && shadow.device.is_some() => {
-            refuse("device", "tract runs on the CPU only; use backend = \"onnxruntime\" for cuda")
+            refuse(
+                "device",
+                "tract runs on the CPU only; use backend = \"onnxruntime\" for cuda",
+            )
         }
         (BackendChoice::Tract, Some(p)) if p != EnginePrecision::Fp32 => refuse(
             "precision",

@@ -30,7 +30,8 @@ impl Stream {
     pub fn new(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
         gpu.bind()?;
         // SAFETY: the context is current.
-        let raw = unsafe { driver::stream_create() }.map_err(GpuError::driver("cuStreamCreateWithPriority"))?;
+        let raw = unsafe { driver::stream_create() }
+            .map_err(GpuError::driver("cuStreamCreateWithPriority"))?;
         Ok(Stream {
             gpu: Arc::clone(gpu),
             raw,

@@ -229,7 +229,14 @@ impl OutputStage {
                 }
                 StageMessage::CaptureFailed { meta, message } => {
                     log::warn!(target: "sealcheck::verdict", seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
-                    self.emit(&mut line, &mut pending, &meta, &Decision::error(), None, None)?;
+                    self.emit(
+                        &mut line,
+                        &mut pending,
+                        &meta,
+                        &Decision::error(),
+                        None,
+                        None,
+                    )?;
                     written += 1;
                 }
                 StageMessage::End => break,
@@ -269,7 +276,11 @@ impl OutputStage {
         self.write_pending(pending, force)
     }
 
-    fn write_pending(&mut self, pending: &mut PendingLines, force: bool) -> Result<(), OutputError> {
+    fn write_pending(
+        &mut self,
+        pending: &mut PendingLines,
+        force: bool,
+    ) -> Result<(), OutputError> {
         let sink = &mut self.sink;
         let gave_up = pending.flush(LINE_WAIT, force, |line| sink.write_line(line))?;
         if gave_up > 0 {

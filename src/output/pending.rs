@@ -180,7 +180,12 @@ mod tests {
         let lines = written(&mut p, Duration::ZERO, false);
         assert_eq!(lines.len(), 1);
         let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
-        assert!(v["shadow"]["error"].as_str().unwrap().contains("no shadow verdict"));
+        assert!(
+            v["shadow"]["error"]
+                .as_str()
+                .unwrap()
+                .contains("no shadow verdict")
+        );
         assert!(!p.attach(&verdict(4)), "a late verdict finds no line");
         assert!(written(&mut p, Duration::ZERO, true).is_empty());
     }

@@ -153,9 +153,8 @@ impl Span {
                 pass_to_fail: self.flips[0],
                 fail_to_pass: self.flips[1],
             },
-            agreement: (self.compared > 0).then(|| {
-                1.0 - (self.flips[0] + self.flips[1]) as f64 / self.compared as f64
-            }),
+            agreement: (self.compared > 0)
+                .then(|| 1.0 - (self.flips[0] + self.flips[1]) as f64 / self.compared as f64),
             mask_iou_mean: (self.iou_frames > 0).then(|| self.iou_sum / self.iou_frames as f64),
             mask_iou_worst: self.iou_worst,
             p99_abs_delta_defect_prob: p99_delta,
@@ -369,11 +368,12 @@ fn p99_of_bins(bins: &[u64]) -> Option<f64> {
     }
     let rank = ((total as f64 * 0.99).ceil() as u64).max(1);
     let mut seen = 0;
-    bins.iter().position(|&n| {
-        seen += n;
-        seen >= rank
-    })
-    .map(|bin| bin as f64 / 1000.0)
+    bins.iter()
+        .position(|&n| {
+            seen += n;
+            seen >= rank
+        })
+        .map(|bin| bin as f64 / 1000.0)
 }
 
 /// Intersection over union of two 0/1 masks of the same size; two empty
@@ -495,7 +495,10 @@ mod tests {
 
     #[test]
     fn mask_iou_of_masks() {
-        assert_eq!(mask_iou(&[1.0, 1.0, 0.0, 0.0], &[1.0, 0.0, 1.0, 0.0]), 1.0 / 3.0);
+        assert_eq!(
+            mask_iou(&[1.0, 1.0, 0.0, 0.0], &[1.0, 0.0, 1.0, 0.0]),
+            1.0 / 3.0
+        );
         assert_eq!(mask_iou(&[0.0; 4], &[0.0; 4]), 1.0);
         assert_eq!(mask_iou(&[1.0; 4], &[0.0; 4]), 0.0);
     }

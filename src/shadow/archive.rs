@@ -9,8 +9,7 @@
 //! failed frames.
 
 use crate::archive::{
-    ArchiveName, ArchiveStore, ArchiveWrite, encode_grey_png, encode_rgb, mask_to_frame,
-    packed_rgb,
+    ArchiveName, ArchiveStore, ArchiveWrite, encode_grey_png, encode_rgb, mask_to_frame, packed_rgb,
 };
 use crate::config::ArchiveConfig;
 use crate::decision::Decision;
@@ -106,7 +105,11 @@ impl DisagreementArchive {
             d.meta.captured_at,
             d.meta.seq,
             // e.g. `..._42_ok_vs_defect`: production's reason, then the shadow's.
-            &format!("{}_vs_{}", d.production.reason.as_str(), d.shadow.reason.as_str()),
+            &format!(
+                "{}_vs_{}",
+                d.production.reason.as_str(),
+                d.shadow.reason.as_str()
+            ),
         );
         self.store
             .write(&ArchiveWrite {

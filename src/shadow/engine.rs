@@ -13,7 +13,7 @@ use crate::model_id::ModelIds;
 
 /// Why a shadow was not opened; production runs on.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("shadow refused at step `{step}` ({key}): {detail}; production runs on without it")]
+#[error("shadow refused at step `{step}` ({key}): {detail}")]
 pub struct ShadowRefused {
     /// `models` (a file to run is missing), `open` (file, engine, IO
     /// contract), `contract` (tensor shapes against production's), `warm-up`.
@@ -107,6 +107,16 @@ pub fn open(
     geometry: TensorGeometry,
 ) -> Result<OpenedShadow, ShadowRefused> {
     let config = engine_config(production, shadow)?;
+    // The key to look at: the shadow's own file when it names one, else
+    // the engine keys, else the table.
+    let engine_key = if shadow.backend.is_some() || shadow.device.is_some() {
+        "[shadow] backend"
+    } else {
+        "[shadow]"
+    };
+    let model_key = |named: &Option<PathBuf>, key: &'static str| {
+        if named.is_some() { key } else { engine_key }
+    };
     let key_of = |message: &str| {
         let names = |path: &Option<PathBuf>| {
             path.as_ref()
@@ -116,16 +126,21 @@ pub fn open(
             "[shadow] classifier"
         } else if names(&shadow.segmentation) {
             "[shadow] segmentation"
-        } else if shadow.backend.is_some() || shadow.device.is_some() {
-            "[shadow] backend"
         } else {
-            "[shadow]"
+            engine_key
         }
     };
+    // Model IO names and classes come from production's [models.*]: a fix
+    // there would change production too.
+    let shared = "(a shadow reads its input and output names and classes from production's [models.*] keys: its models must use the same ones)";
     let refuse = |step, detail: String| ShadowRefused {
         step,
         key: key_of(&detail),
-        detail,
+        detail: if detail.contains("[models.") {
+            format!("{detail} {shared}")
+        } else {
+            detail
+        },
     };
     let mut selection = infer::open_backend(&config).map_err(|e| refuse("open", e.to_string()))?;
     let shadow_geometry = infer::checked_geometry(
@@ -135,12 +150,20 @@ pub fn open(
     )
     .map_err(|e| refuse("contract", e.to_string()))?;
     if shadow_geometry != geometry {
-        return Err(refuse(
-            "contract",
-            format!(
+        let segmentation_differs = (shadow_geometry.seg_hw, shadow_geometry.seg_classes)
+            != (geometry.seg_hw, geometry.seg_classes);
+        let key = if segmentation_differs {
+            model_key(&shadow.segmentation, "[shadow] segmentation")
+        } else {
+            model_key(&shadow.classifier, "[shadow] classifier")
+        };
+        return Err(ShadowRefused {
+            step: "contract",
+            key,
+            detail: format!(
                 "the shadow's tensor shapes {shadow_geometry:?} differ from production's {geometry:?}: a shadow judges the same preprocessed frames, so it must take and give the same shapes"
             ),
-        ));
+        });
     }
     infer::warm_up(selection.backend.as_mut(), geometry)
         .map_err(|e| refuse("warm-up", e.to_string()))?;
@@ -185,7 +208,13 @@ mod tests {
         production.segmentation.path = "/nowhere/seg.onnx".into();
         let shadow = production.shadow.clone().unwrap();
         let refused = engine_config(&production, &shadow).err().unwrap();
-        assert_eq!((refused.step, refused.key), ("models", "[shadow] segmentation"));
-        assert!(refused.detail.contains("/nowhere/seg_int8.onnx"), "{refused}");
+        assert_eq!(
+            (refused.step, refused.key),
+            ("models", "[shadow] segmentation")
+        );
+        assert!(
+            refused.detail.contains("/nowhere/seg_int8.onnx"),
+            "{refused}"
+        );
     }
 }

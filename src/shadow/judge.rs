@@ -63,8 +63,18 @@ pub struct ShadowJudge {
     pub(super) geometry: TensorGeometry,
     pub(super) records_made: bool,
     running: Option<Running>,
+    /// A shadow removed by a reload: it still judges the frames handed over
+    /// before the output thread saw it go, then is dropped (`RETIRE_AFTER`
+    /// without a frame).
+    retired: Option<(Running, std::time::Instant)>,
+    /// The models that judged last, for the lines of frames no engine could
+    /// judge any more.
+    last_models: Option<Arc<ModelIds>>,
     archive: Option<DisagreementArchive>,
 }
+
+/// How long a removed shadow waits for frames handed over before its removal.
+const RETIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ShadowJudge {
     #[allow(clippy::too_many_arguments)]
@@ -91,6 +101,8 @@ impl ShadowJudge {
             geometry,
             records_made: false,
             running: None,
+            retired: None,
+            last_models: None,
             archive: None,
         }
     }
@@ -109,6 +121,15 @@ impl ShadowJudge {
                     // The output stage ended: so does the shadow.
                     Err(_) => break,
                 },
+                default(RETIRE_AFTER) => {},
+            }
+            if self
+                .retired
+                .as_ref()
+                .is_some_and(|(_, since)| since.elapsed() >= RETIRE_AFTER)
+            {
+                // Its engine's memory goes back now.
+                self.retired = None;
             }
         }
         self.stop_taking_frames();
@@ -142,8 +163,10 @@ impl ShadowJudge {
             (None, _) => self.archive = None,
         }
         let Some(shadow) = &production.shadow else {
-            if self.running.take().is_some() {
+            if let Some(running) = self.running.take() {
                 log::info!(target: "sealcheck::shadow", "[shadow] removed on reload: the shadow stopped");
+                // Frames already handed over are still judged by it.
+                self.retired = Some((running, std::time::Instant::now()));
             }
             self.stop_taking_frames();
             self.agreement.set_state(ShadowState::Off, None);
@@ -151,12 +174,16 @@ impl ShadowJudge {
         };
         if let Some(running) = &self.running
             && &running.shadow == shadow
-            && engine::engine_config(production, shadow).is_ok_and(|c| same_engine(&c, &running.config))
+            && engine::engine_config(production, shadow)
+                .is_ok_and(|c| same_engine(&c, &running.config))
         {
             // Only `every` or the archive changed.
             self.start_taking_frames(shadow.every);
-            self.agreement
-                .set_running(running.backend.kind().as_str(), (*running.models).clone(), shadow.every);
+            self.agreement.set_running(
+                running.backend.kind().as_str(),
+                (*running.models).clone(),
+                shadow.every,
+            );
             return Ok(());
         }
         if self.running.is_none() {
@@ -180,6 +207,7 @@ impl ShadowJudge {
                     "shadow running: it judges frames beside production and never touches a verdict");
                 self.agreement
                     .set_running(kind.as_str(), (*opened.models).clone(), shadow.every);
+                self.retired = None;
                 self.running = Some(Running {
                     backend: opened.backend,
                     models: opened.models,
@@ -192,7 +220,7 @@ impl ShadowJudge {
                 Ok(())
             }
             Err(refused) => {
-                log::error!(target: "sealcheck::shadow", step = refused.step, key = refused.key, detail = refused.detail.as_str(); "{refused}");
+                log::error!(target: "sealcheck::shadow", step = refused.step, key = refused.key, detail = refused.detail.as_str(); "{refused}; production runs on without it");
                 if self.running.is_some() {
                     log::warn!(target: "sealcheck::shadow", "the shadow that was running goes on");
                 } else {
@@ -208,16 +236,28 @@ impl ShadowJudge {
     /// verdict per record received, whatever happens.
     fn judge(&mut self, mut record: Box<ShadowRecord>) {
         let seq = record.work.meta.seq;
-        let (outcome, models) = match self.running.as_mut() {
+        let engine = match (self.running.as_mut(), self.retired.as_mut()) {
+            (Some(running), _) => Some(running),
+            (None, Some((retired, since))) => {
+                *since = std::time::Instant::now();
+                Some(retired)
+            }
+            (None, None) => None,
+        };
+        let (outcome, models) = match engine {
             Some(running) => (running.judge(&mut record), Arc::clone(&running.models)),
+            // Only after the engine failed too often (a removed one retires).
             None => (
-                ShadowOutcome::Failed("the shadow stopped before this frame".to_string()),
-                Arc::new(ModelIds {
-                    segmentation: String::new(),
-                    classifier: String::new(),
+                ShadowOutcome::Failed("the shadow was stopped before this frame".to_string()),
+                self.last_models.clone().unwrap_or_else(|| {
+                    Arc::new(ModelIds {
+                        segmentation: "unknown".to_string(),
+                        classifier: "unknown".to_string(),
+                    })
                 }),
             ),
         };
+        self.last_models = Some(Arc::clone(&models));
         let verdict = ShadowVerdict {
             seq,
             outcome,
@@ -228,7 +268,10 @@ impl ShadowJudge {
                 if let Some(r) = self.running.as_mut() {
                     r.failures_in_a_row = 0;
                 }
-                if let Some(snapshot) = self.agreement.record(&record.production, decision, *mask_iou) {
+                if let Some(snapshot) =
+                    self.agreement
+                        .record(&record.production, decision, *mask_iou)
+                {
                     let s = &snapshot.since_start;
                     let w = &snapshot.last_1000;
                     log::info!(target: "sealcheck::shadow", compared = s.compared,
@@ -273,7 +316,8 @@ impl ShadowJudge {
                         log::error!(target: "sealcheck::shadow", seq, error = message.as_str(); "{problem}");
                         self.running = None;
                         self.stop_taking_frames();
-                        self.agreement.set_state(ShadowState::Stopped, Some(problem));
+                        self.agreement
+                            .set_state(ShadowState::Stopped, Some(problem));
                     }
                 }
             }
@@ -301,11 +345,8 @@ impl Running {
         if let Some((stage, message)) = work.error.take() {
             return ShadowOutcome::Failed(format!("{}: {message}", stage.as_str()));
         }
-        let decision: Decision = decision::decide(
-            work,
-            self.config.classifier.defect_class,
-            &record.settings,
-        );
+        let decision: Decision =
+            decision::decide(work, self.config.classifier.defect_class, &record.settings);
         let mask_iou = record
             .production_mask_valid
             .then(|| super::agreement::mask_iou(&record.production_mask, &work.mask));
