@@ -7,7 +7,8 @@
 #      there, production's verdicts as without the shadow, flips recounted from the lines.
 #   b: cost: scripts/bench_shadow.sh, production's capture-to-verdict with and without a
 #      shadow (the same FP32 models on ONNX Runtime, host path, on each device of
-#      SHADOW_DEVICES, default "cuda cpu"), offered at RATE.
+#      SHADOW_DEVICES, default "cuda cpu", judging every EVERY-th frame, default 1),
+#      offered at RATE.
 set -u
 cd "$(dirname "$0")/.."
 eval "$(scripts/gpu_carry_ort.sh env)"
@@ -36,7 +37,7 @@ PY
 ;; esac
 case "${1:-ab}" in *b*)
     for device in ${SHADOW_DEVICES:-cuda cpu}; do
-    printf '[shadow]\ndevice = "%s"\n' "$device" >/tmp/shadow_same.toml
+    printf '[shadow]\ndevice = "%s"\nevery = %s\n' "$device" "${EVERY:-1}" >/tmp/shadow_same.toml
     BIN=$BIN scripts/bench_shadow.sh config/gpu_shadow_off.toml /tmp/shadow_same.toml "${ROUNDS:-2}" "${FRAMES:-3000}" "${RATE:-100}" \
         | python3 -c '
 import json, sys
