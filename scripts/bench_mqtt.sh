@@ -40,14 +40,7 @@ trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null; rm -rf "$work" "$plain
 # One bench; its JSON report with the CPU seconds the process used ("cpu_s": user + system,
 # less sensitive than frames/s to what else the machine runs).
 bench() {
-  python3 - "$BIN" bench "$@" --json <<'PY'
-import json, resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-report = json.loads(out)
-report["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
-print(json.dumps(report))
-PY
+  python3 scripts/bench_report.py "$BIN" bench "$@"
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
 

@@ -26,14 +26,7 @@ cp "$CONFIG" "$plain"
 trap 'rm -f "$plain" "$shadowed"' EXIT
 
 bench() {
-  python3 - "$BIN" bench "$@" --json <<'PY'
-import json, resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-report = json.loads(out)
-report["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
-print(json.dumps(report))
-PY
+  python3 scripts/bench_report.py "$BIN" bench "$@"
 }
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), config $CONFIG, shadow $SHADOW, rate $RATE"

@@ -66,19 +66,6 @@ fn demo_config(dir: &Path, models: &Path) -> PathBuf {
     config
 }
 
-/// The demo classifier with its two output classes swapped
-/// (scripts/swap_classes.py), written to `out`: every verdict on a seal
-/// inverts.
-fn swap_classes(out: &Path) {
-    let python = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
-        .arg(repo().join("models/cls.onnx"))
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(python.status.success(), "{}", text(&python));
-}
-
 /// The names of a report engine's gate rules that passed without being skipped.
 fn judged_and_passed(engine: &Value) -> Vec<&str> {
     engine["gate"]
@@ -211,7 +198,7 @@ fn a_classifier_with_swapped_classes_fails_the_gate_naming_the_rule() {
     let dir = tempfile::tempdir().unwrap();
     let clip = clip_prefix(dir.path());
     let swapped = dir.path().join("cls_swapped.onnx");
-    swap_classes(&swapped);
+    common::swap_classes(&swapped);
     let spec = format!("onnxruntime:cpu,cls={}", swapped.display());
     let (out, json) = evaluate(dir.path(), &clip, &["--candidate", &spec, "--gate"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
@@ -260,7 +247,7 @@ fn swapped_classes_named_in_the_config_fail_the_gate_at_the_floors_of_the_refere
     let models = dir.path().join("models");
     std::fs::create_dir_all(&models).unwrap();
     std::fs::copy(repo().join("models/seg.onnx"), models.join("seg.onnx")).unwrap();
-    swap_classes(&models.join("cls.onnx"));
+    common::swap_classes(&models.join("cls.onnx"));
     let config = demo_config(dir.path(), &models);
     let (out, json) = evaluate_with(
         &config,

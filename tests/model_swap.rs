@@ -28,22 +28,6 @@ use sealcheck::model_id::model_id;
 mod common;
 use common::{Sealcheck, labelled_clip_prefix, repo};
 
-fn ort_library() -> Option<String> {
-    let lib = std::env::var("ORT_DYLIB_PATH")
-        .ok()
-        .filter(|p| Path::new(p).is_file());
-    if lib.is_none() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library"
-        );
-        common::skipped(format_args!(
-            "ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)"
-        ));
-    }
-    lib
-}
-
 /// `[inference]` of the host-path run (ONNX Runtime CPU).
 const HOST: &str = "backend = \"onnxruntime\"\nthreads = 1";
 /// `[inference]` of the GPU device path.
@@ -139,21 +123,6 @@ fn same_model_other_id(model: &Path, out: &Path) -> PathBuf {
     out.to_path_buf()
 }
 
-/// The demo classifier with its two output classes swapped
-/// (scripts/swap_classes.py), written to `out`.
-fn swap_classes(out: &Path) {
-    let python = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
-        .args([&repo().join("models/cls.onnx"), out])
-        .output()
-        .unwrap();
-    assert!(
-        python.status.success(),
-        "{}",
-        String::from_utf8_lossy(&python.stderr)
-    );
-}
-
 /// Sends SIGHUP and waits for the swap's outcome: the log line that refuses
 /// or accepts the new models.
 fn reload_outcome(service: &Sealcheck) -> String {
@@ -181,11 +150,13 @@ fn reload_outcome(service: &Sealcheck) -> String {
 
 #[test]
 fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let models = repo().join("models");
     let swapped = dir.path().join("cls_swapped.onnx");
-    swap_classes(&swapped);
+    common::swap_classes(&swapped);
     let good = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
     swap_during_a_live_run(dir.path(), HOST, Some(&swapped), (&good.0, &good.1));
 }
@@ -384,12 +355,14 @@ fn swap_during_a_live_run(
 /// the wrong ones on the line.
 #[test]
 fn new_models_below_the_floors_are_refused_even_when_the_running_ones_are_as_wrong() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let models = repo().join("models");
     let seg = models.join("seg.onnx");
     let swapped = dir.path().join("cls_swapped.onnx");
-    swap_classes(&swapped);
+    common::swap_classes(&swapped);
     let swapped_v2 = same_model_other_id(&swapped, &dir.path().join("cls_swapped_v2.onnx"));
     let acceptance = labelled_clip_prefix(dir.path(), "acceptance", 8);
     write_config(dir.path(), HOST, (&seg, &swapped), &acceptance);

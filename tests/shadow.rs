@@ -47,39 +47,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// How long one `sealcheck run` of a short clip may take.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-fn ort_library() -> Option<String> {
-    let lib = std::env::var("ORT_DYLIB_PATH")
-        .ok()
-        .filter(|p| Path::new(p).is_file());
-    if lib.is_none() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library"
-        );
-        common::skipped(format_args!(
-            "ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)"
-        ));
-    }
-    lib
-}
-
-/// The demo classifier with its two output classes swapped
-/// (scripts/swap_classes.py), written to `out`: a shadow that disagrees
-/// with production on nearly every classified frame.
-fn swap_classes(out: &Path) -> PathBuf {
-    let python = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
-        .args([&repo().join("models/cls.onnx"), out])
-        .output()
-        .expect("python3 (with onnx: the repo's .venv) to make the swapped classifier");
-    assert!(
-        python.status.success(),
-        "scripts/swap_classes.py failed: {}",
-        String::from_utf8_lossy(&python.stderr)
-    );
-    out.to_path_buf()
-}
-
 /// `[source]` body: the clip folder as fast as it decodes.
 fn unpaced(clip: &Path) -> String {
     format!(
@@ -320,12 +287,14 @@ fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 ///    frame has one line, and the summary's counts are the lines' counts.
 #[test]
 fn swapped_shadow_leaves_production_as_it_was_and_the_summary_counts_the_lines() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let frames = 90;
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
-    let swapped = swap_classes(&dir.path().join("cls_swapped.onnx"));
+    let swapped = common::swap_classes(&dir.path().join("cls_swapped.onnx"));
 
     let base_dir = dir.path().join("base");
     let (base_out, _) = run_ok(&write_config(&base_dir, &unpaced(&clip), ""), frames);
@@ -424,7 +393,9 @@ fn swapped_shadow_leaves_production_as_it_was_and_the_summary_counts_the_lines()
 ///    masks that agree.
 #[test]
 fn int8_shadow_of_fp32_agrees() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let (frames, fps) = (40, 8);
     let dir = tempfile::tempdir().unwrap();
@@ -513,7 +484,9 @@ fn int8_shadow_of_fp32_agrees() {
 ///    no `shadow` into any line. A good shadow checks out (exit 0).
 #[test]
 fn a_corrupt_shadow_is_refused_and_production_runs_on() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let frames = 30;
     let dir = tempfile::tempdir().unwrap();
@@ -595,7 +568,9 @@ fn a_corrupt_shadow_is_refused_and_production_runs_on() {
 /// `_int8` files beside production's models (step `models`).
 #[test]
 fn check_config_names_the_step_and_key_of_other_refusals() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 1);
     let models = repo().join("models");
@@ -645,7 +620,9 @@ fn check_config_names_the_step_and_key_of_other_refusals() {
 /// step `contract`, naming the key of the file that differs.
 #[test]
 fn a_shadow_of_another_input_size_is_refused_at_the_contract_naming_its_key() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 1);
     let narrow = dir.path().join("cls_narrow.onnx");
@@ -686,12 +663,14 @@ fn a_shadow_of_another_input_size_is_refused_at_the_contract_naming_its_key() {
 ///    follows the lines while it runs.
 #[test]
 fn every_third_frame_exactly_on_a_paced_source() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let (frames, fps) = (36, 10);
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
-    let swapped = swap_classes(&dir.path().join("cls_swapped.onnx"));
+    let swapped = common::swap_classes(&dir.path().join("cls_swapped.onnx"));
     let extra = format!(
         "[shadow]\nclassifier = \"{}\"\nevery = 3\n\n[status]\nlisten = \"127.0.0.1:0\"\n",
         swapped.display()
@@ -822,12 +801,14 @@ fn chrono_ms(ts: &str) -> Option<i64> {
 ///    its files on disk with the hashes the manifest names, chained.
 #[test]
 fn disagreements_are_archived_with_both_masks() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let frames = 30;
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
-    let swapped = swap_classes(&dir.path().join("cls_swapped.onnx"));
+    let swapped = common::swap_classes(&dir.path().join("cls_swapped.onnx"));
     let archive = dir.path().join("archive");
     let extra = format!(
         "[shadow]\nclassifier = \"{}\"\n\n[archive]\ndir = \"{}\"\nmax_mib = 256\nmin_free_mib = 0\n",
@@ -925,11 +906,13 @@ fn disagreements_are_archived_with_both_masks() {
 /// line: its model ids in the lines follow, then the lines carry none.
 #[test]
 fn reload_adds_changes_and_removes_the_shadow() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 30);
-    let swapped = swap_classes(&dir.path().join("cls_swapped.onnx"));
+    let swapped = common::swap_classes(&dir.path().join("cls_swapped.onnx"));
     // The clip in a loop at 10 frames/s, until SIGTERM.
     let source = paced(&clip, 30, 10).replace(" stop-index=29", " stop-index=29 loop=true");
     let write = |extra: &str| write_config(dir.path(), &source, extra);
@@ -1082,7 +1065,9 @@ fn reload_adds_changes_and_removes_the_shadow() {
 /// in one run, so that one lands with a frame waiting.
 #[test]
 fn removing_the_shadow_on_reload_fails_no_frame_already_handed_over() {
-    let Some(_) = ort_library() else { return };
+    let Some(_) = common::ort_library() else {
+        return;
+    };
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 30);

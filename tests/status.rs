@@ -727,22 +727,6 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     );
 }
 
-/// The demo classifier with its two output classes swapped
-/// (scripts/swap_classes.py, python with `onnx`), written to `out`: a
-/// candidate that calls every good seal defective and every defective one good.
-fn swap_classes(out: &Path) {
-    let python = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
-        .args([&repo().join("models/cls.onnx"), out])
-        .output()
-        .unwrap();
-    assert!(
-        python.status.success(),
-        "{}",
-        String::from_utf8_lossy(&python.stderr)
-    );
-}
-
 /// The demo clip's frames three good seals to one defective, looped at 5
 /// frames/s like a camera, from a copy in `dir`: the swapped-class shadow
 /// flips more passes to fails than the other way round, so a page that
@@ -885,7 +869,7 @@ fn status_page_shows_the_shadow_panel_with_the_flips_of_api_status() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let swapped = dir.join("cls_swapped.onnx");
-    swap_classes(&swapped);
+    common::swap_classes(&swapped);
     let shadow_section = format!(
         "[shadow]\nclassifier = \"{}\"\nevery = 1",
         swapped.display()

@@ -14,6 +14,15 @@ pub use validate::{load, parse};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The INT8 (QDQ) model beside an FP32 one, as `scripts/quantize_int8.py`
+/// names it: `models/seg.onnx` -> `models/seg_int8.onnx`. What
+/// `sealcheck evaluate --candidate onnxruntime:cpu:int8` and an INT8
+/// `[shadow]` on ONNX Runtime run.
+pub fn int8_sibling(fp32: &std::path::Path) -> PathBuf {
+    let stem = fp32.file_stem().unwrap_or_default().to_string_lossy();
+    fp32.with_file_name(format!("{stem}_int8.onnx"))
+}
+
 /// Exit status for configuration errors (sysexits EX_CONFIG); systemd's
 /// `RestartPreventExitStatus=78` keeps a config typo from restart-looping.
 pub const EXIT_CONFIG: i32 = 78;

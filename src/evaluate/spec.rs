@@ -189,11 +189,9 @@ impl EngineSpec {
     }
 }
 
-/// `models/seg.onnx` -> `models/seg_int8.onnx`.
-pub fn int8_sibling(fp32: &Path) -> PathBuf {
-    let stem = fp32.file_stem().unwrap_or_default().to_string_lossy();
-    fp32.with_file_name(format!("{stem}_int8.onnx"))
-}
+// Where the INT8 files sit is the config's knowledge (a `[shadow]` runs
+// them too); kept nameable here, where `evaluate` users look for it.
+pub use crate::config::int8_sibling;
 
 #[cfg(test)]
 mod tests {

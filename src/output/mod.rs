@@ -157,12 +157,8 @@ impl OutputStage {
             .as_ref()
             .map_or_else(crossbeam_channel::never, |s| s.verdicts().clone());
         loop {
-            // A line waiting for the shadow is written at LINE_WAIT at the latest.
-            let timeout = if pending.awaiting() > 0 {
-                IDLE.min(LINE_WAIT)
-            } else {
-                IDLE
-            };
+            // The idle tick also writes a line that waited LINE_WAIT for the
+            // shadow (LINE_WAIT is longer than IDLE).
             let message = select! {
                 recv(input) -> message => match message {
                     Ok(m) => m,
@@ -175,7 +171,7 @@ impl OutputStage {
                     self.write_ready(&mut pending, false)?;
                     continue;
                 },
-                default(timeout) => {
+                default(IDLE) => {
                     self.apply_reload()?;
                     self.write_ready(&mut pending, false)?;
                     self.sink.flush()?;

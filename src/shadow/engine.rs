@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{BackendChoice, ComputeDevice, Config, EnginePrecision, ShadowConfig};
-use crate::evaluate::int8_sibling;
+use crate::config::{
+    BackendChoice, ComputeDevice, Config, EnginePrecision, ShadowConfig, int8_sibling,
+};
 use crate::frame::TensorGeometry;
 use crate::infer::{self, InferenceBackend};
 use crate::model_id::ModelIds;

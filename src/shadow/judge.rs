@@ -358,3 +358,144 @@ impl Running {
 fn same_engine(a: &Config, b: &Config) -> bool {
     a.inference == b.inference && a.segmentation == b.segmentation && a.classifier == b.classifier
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::FrameMeta;
+    use crate::infer::{BackendKind, InferError, ModelIo, ModelRole};
+
+    const GEOMETRY: TensorGeometry = TensorGeometry {
+        seg_hw: (4, 4),
+        seg_classes: 2,
+        cls_hw: (4, 8),
+        cls_classes: 2,
+    };
+
+    /// Test double: an engine whose every run fails, as one whose GPU went away.
+    struct FailingEngine {
+        seg: ModelIo,
+        cls: ModelIo,
+    }
+
+    impl FailingEngine {
+        fn new() -> Self {
+            let io = |input: Vec<usize>, output: Vec<usize>| ModelIo {
+                input_name: "in".into(),
+                input_shape: input,
+                output_name: "out".into(),
+                output_shape: output,
+            };
+            FailingEngine {
+                seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
+                cls: io(vec![1, 4, 4, 8], vec![1, 2]),
+            }
+        }
+    }
+
+    impl InferenceBackend for FailingEngine {
+        fn kind(&self) -> BackendKind {
+            BackendKind::OnnxRuntimeCuda
+        }
+        fn segmentation_io(&self) -> &ModelIo {
+            &self.seg
+        }
+        fn classifier_io(&self) -> &ModelIo {
+            &self.cls
+        }
+        fn segment(&mut self, _: &[f32], _: &mut [f32]) -> Result<(), InferError> {
+            Err(InferError::Run {
+                role: ModelRole::Segmentation,
+                engine: "ONNX Runtime CUDA",
+                message: "device lost".to_string(),
+            })
+        }
+        fn classify(&mut self, _: &[f32], _: &mut [f32]) -> Result<(), InferError> {
+            unreachable!("the segmentation failed first")
+        }
+    }
+
+    fn config() -> Config {
+        let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+        let text = format!(
+            "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"{models}/seg.onnx\"\n\
+             [models.classifier]\npath = \"{models}/cls.onnx\"\n[output]\nresults = \"r.jsonl\"\n[shadow]\n"
+        );
+        crate::config::parse(&text, std::path::Path::new("/tmp/sealcheck.toml")).unwrap()
+    }
+
+    #[test]
+    fn an_engine_failing_frames_in_a_row_is_stopped_and_every_frame_still_gets_a_verdict() {
+        let (frames_tx, frames_rx) = crossbeam_channel::bounded(8);
+        let (verdicts_tx, verdicts_rx) = crossbeam_channel::bounded(8);
+        let (free_tx, free_rx) = crossbeam_channel::bounded(8);
+        let (_changes_tx, changes_rx) = crossbeam_channel::bounded(1);
+        drop(frames_tx);
+        let agreement = Arc::new(ShadowAgreement::new(Default::default()));
+        let gate = Arc::new(ShadowGate::default());
+        let demand = Arc::new(PixelDemand::default());
+        let mut judge = ShadowJudge::new(
+            frames_rx,
+            verdicts_tx,
+            free_tx,
+            changes_rx,
+            Arc::clone(&gate),
+            Arc::clone(&demand),
+            false,
+            Arc::clone(&agreement),
+            GEOMETRY,
+        );
+        let config = config();
+        judge.running = Some(Running {
+            backend: Box::new(FailingEngine::new()),
+            models: Arc::new(ModelIds {
+                segmentation: "s".into(),
+                classifier: "c".into(),
+            }),
+            shadow: config.shadow.clone().unwrap(),
+            preprocessor: cpu_preprocessor(&config, GEOMETRY),
+            config: config.clone(),
+            failures_in_a_row: 0,
+        });
+        judge.start_taking_frames(1);
+        assert!(gate.due(7) && demand.wanted_for(7));
+        for seq in 0..7 {
+            let mut record = ShadowRecord::new(&GEOMETRY, config.decision);
+            record.work.reset(FrameMeta::now(seq));
+            record.tensors_ready = true;
+            judge.judge(record);
+        }
+        let verdicts: Vec<ShadowVerdict> = verdicts_rx.try_iter().collect();
+        assert_eq!(
+            verdicts.iter().map(|v| v.seq).collect::<Vec<_>>(),
+            (0..7).collect::<Vec<_>>(),
+            "one verdict per frame handed over"
+        );
+        for (i, v) in verdicts.iter().enumerate() {
+            let ShadowOutcome::Failed(message) = &v.outcome else {
+                panic!("frame {i} judged by a failing engine: {v:?}");
+            };
+            let expected = if i < FAILURES_IN_A_ROW as usize {
+                "device lost"
+            } else {
+                "stopped before this frame"
+            };
+            assert!(message.contains(expected), "frame {i}: {message}");
+            assert_eq!(v.models.classifier, "c", "the last models, not blanks");
+        }
+        assert!(judge.running.is_none());
+        assert!(
+            !gate.due(0) && !demand.wanted_for(0),
+            "no more frames offered"
+        );
+        let snapshot = agreement.snapshot();
+        assert_eq!(snapshot.state, ShadowState::Stopped);
+        assert_eq!((snapshot.failures, snapshot.since_start.compared), (7, 0));
+        assert!(
+            snapshot
+                .problem
+                .is_some_and(|p| p.contains("5 frames in a row") && p.contains("device lost")),
+        );
+        assert_eq!(free_rx.try_iter().count(), 7, "every record goes back");
+    }
+}

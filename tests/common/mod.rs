@@ -96,3 +96,40 @@ pub fn skipped(reason: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "SKIPPED: {reason}");
 }
+
+/// The ONNX Runtime library the tests load (`ORT_DYLIB_PATH`), or `None`
+/// after saying why the test is skipped; with `SEALCHECK_REQUIRE_ORT` set
+/// (as `make test` sets it) a missing library fails instead.
+pub fn ort_library() -> Option<String> {
+    let lib = std::env::var("ORT_DYLIB_PATH")
+        .ok()
+        .filter(|p| Path::new(p).is_file());
+    if lib.is_none() {
+        assert!(
+            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+            "SEALCHECK_REQUIRE_ORT is set but ORT_DYLIB_PATH names no library"
+        );
+        skipped(format_args!(
+            "ONNX Runtime not available (set ORT_DYLIB_PATH; `make onnxruntime`)"
+        ));
+    }
+    lib
+}
+
+/// The demo classifier with its two output classes swapped
+/// (scripts/swap_classes.py, python with `onnx`: the repo's .venv), written
+/// to `out`: a model that calls every good seal defective and every
+/// defective one good, its IO contract intact. Returns `out`.
+pub fn swap_classes(out: &Path) -> PathBuf {
+    let python = std::process::Command::new("python3")
+        .arg(repo().join("scripts/swap_classes.py"))
+        .args([&repo().join("models/cls.onnx"), out])
+        .output()
+        .expect("python3 (with onnx: the repo's .venv) to make the swapped classifier");
+    assert!(
+        python.status.success(),
+        "scripts/swap_classes.py failed: {}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+    out.to_path_buf()
+}
