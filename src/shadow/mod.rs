@@ -51,6 +51,10 @@ use judge::{RECORDS, ShadowJudge};
 /// behind on a saturated machine).
 pub const LINE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long the start waits for the shadow to open before production starts
+/// without it (it goes on opening, and judges once ready).
+pub const START_WAIT: Duration = Duration::from_secs(60);
+
 /// The pipeline's end: starts the shadow thread when a config first asks
 /// for a shadow, and hands it every later config.
 pub struct ShadowControl {
@@ -110,8 +114,8 @@ impl ShadowControl {
 
     /// Hands `config` to the shadow thread, starting it when `config` is
     /// the first to have a `[shadow]`. With `wait`, returns once the shadow
-    /// opened or was refused (the start: the first frames are then judged
-    /// by it too); otherwise at once (a reload: it opens beside the running
+    /// opened or was refused, or after `START_WAIT` (the start: the first
+    /// frames are then judged by it too); otherwise at once (a reload: it opens beside the running
     /// one, which judges until then).
     pub fn apply(&mut self, config: &Config, wait: bool) -> Option<Result<(), ShadowRefused>> {
         if self.thread.is_none() {
@@ -135,9 +139,16 @@ impl ShadowControl {
             reply: wait.then_some(reply),
         };
         if wait {
-            return match self.changes.send(change) {
-                Ok(()) => outcome.recv().ok(),
-                Err(_) => None,
+            if self.changes.send(change).is_err() {
+                return None;
+            }
+            return match outcome.recv_timeout(START_WAIT) {
+                Ok(opened) => Some(opened),
+                Err(_) => {
+                    log::warn!(target: "sealcheck::shadow", waited_s = START_WAIT.as_secs();
+                        "the shadow is still opening (a TensorRT build?); production starts without waiting for it, the shadow judges once it is ready");
+                    None
+                }
             };
         }
         // A reload never waits behind a shadow still opening the last one.
