@@ -12,6 +12,10 @@
 //!     --channel--> decision + output
 //! ```
 //!
+//! A `[shadow]` (`shadow`) judges frames beside production: the output stage
+//! hands them over after the verdict went to the line, and the shadow's
+//! verdict comes back into the frame's result line.
+//!
 //! Layers run one way: `gpu` is the CUDA layer (driver, context, stream,
 //! memory, kernels) and imports no stage; `preprocess` and `infer` build on it.
 //! `ring` imports no stage either: it is generic over how a stream ends

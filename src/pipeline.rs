@@ -26,6 +26,15 @@
 //! deadline thread fed by the ring producer that fails a part `late` when its
 //! verdict is not ready in time); see `line` for that side.
 //!
+//! After a verdict went to the line, the output stage hands frames due to a
+//! `[shadow]` to the shadow thread (`shadow`: its own engine, nice 19, never
+//! waited for) and writes their result lines once the shadow's verdict is
+//! in them:
+//!
+//! ```text
+//! OutputStage ──ShadowHandoff (try, 2 records)──▶ shadow thread ──verdict──▶ OutputStage (line written)
+//! ```
+//!
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 
 use std::sync::{Arc, Mutex};

@@ -137,8 +137,9 @@ pub struct OutputStage {
     pub models: Option<Arc<ModelIds>>,
     /// Metrics, the status page and the archive (`status::OperatorTaps`).
     pub taps: Box<dyn ResultTaps>,
-    /// Where frames due to the shadow go, and its verdicts come from;
-    /// `None`: no shadow can run in this process (`bench` without one).
+    /// Where frames due to the shadow go, and its verdicts come from (the
+    /// pipeline always gives one: a `[shadow]` may come with a reload);
+    /// `None`: results are written as they come.
     pub shadow: Option<ShadowHandoff>,
 }
 
