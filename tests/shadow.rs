@@ -371,6 +371,34 @@ fn swapped_shadow_leaves_production_as_it_was_and_the_summary_counts_the_lines()
         "the shadow judged no frame: {}\n{stderr}",
         summary.line
     );
+    // Per production reason, as the summary's next line counts them: the
+    // flips of the lines with that reason.
+    let by_reason = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("shadow by production reason: "))
+        .unwrap_or_else(|| panic!("no per-reason line in the summary:\n{stdout}"));
+    for reason in ["ok", "defect", "no_seal", "seal_area"] {
+        let mine: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["reason"] == reason && l["shadow"]["verdict"].is_string())
+            .collect();
+        let (_, p2f, f2p) = recount(
+            &lines
+                .iter()
+                .filter(|l| l["reason"] == reason)
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let expected = format!(
+            "{reason} {} (pass_to_fail {p2f}, fail_to_pass {f2p})",
+            mine.len()
+        );
+        assert_eq!(
+            by_reason.contains(&expected),
+            !mine.is_empty(),
+            "{expected} in `{by_reason}`"
+        );
+    }
     // Swapped classes: nearly every classified frame flips.
     let classified: Vec<&Value> = lines
         .iter()

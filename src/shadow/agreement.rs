@@ -415,7 +415,26 @@ impl AgreementSnapshot {
             num(s.p99_abs_delta_defect_prob),
             self.skipped,
             self.failures,
-        )
+        ) + &self.render_by_reason()
+    }
+
+    /// Since the start, per production reason: `shadow by reason: ok 120
+    /// (pass_to_fail 3, fail_to_pass 0), defect 40 (...)`; empty before any.
+    fn render_by_reason(&self) -> String {
+        let by_reason = &self.since_start.by_reason;
+        if by_reason.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = by_reason
+            .iter()
+            .map(|(reason, c)| {
+                format!(
+                    "{reason} {} (pass_to_fail {}, fail_to_pass {})",
+                    c.compared, c.pass_to_fail, c.fail_to_pass
+                )
+            })
+            .collect();
+        format!("shadow by production reason: {}\n", parts.join(", "))
     }
 }
 
@@ -491,6 +510,21 @@ mod tests {
         let s = agreement.snapshot();
         assert!((s.last_1000.p99_abs_delta_defect_prob.unwrap() - 0.01).abs() < 1e-9);
         assert!((s.since_start.p99_abs_delta_defect_prob.unwrap() - 0.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_summary_names_the_flips_per_production_reason() {
+        let agreement = ShadowAgreement::new(ShadowCounters::default());
+        let pass = decision(Verdict::Pass, Reason::Ok, 0.1);
+        let fail = decision(Verdict::Fail, Reason::Defect, 0.9);
+        agreement.record(&pass, &fail, Some(1.0));
+        agreement.record(&fail, &fail, Some(1.0));
+        let text = agreement.snapshot().render();
+        assert!(
+            text.contains("2 compared")
+                && text.contains("shadow by production reason: defect 1 (pass_to_fail 0, fail_to_pass 0), ok 1 (pass_to_fail 1, fail_to_pass 0)"),
+            "{text}"
+        );
     }
 
     #[test]
