@@ -172,22 +172,30 @@ impl ShadowJudge {
             self.agreement.set_state(ShadowState::Off, None);
             return Ok(());
         };
-        if let Some(running) = &self.running
-            && &running.shadow == shadow
+        if let Some(running) = &mut self.running
+            && same_models(&running.shadow, shadow)
             && engine::engine_config(production, shadow)
                 .is_ok_and(|c| same_engine(&c, &running.config))
         {
             // Only `every` or the archive changed.
-            self.start_taking_frames(shadow.every);
+            running.shadow = shadow.clone();
             self.agreement.set_running(
                 running.backend.kind().as_str(),
                 (*running.models).clone(),
                 shadow.every,
             );
+            self.start_taking_frames(shadow.every);
             return Ok(());
         }
         if self.running.is_none() {
             self.agreement.set_state(ShadowState::Opening, None);
+        }
+        // No frame waits (nor its result line) while another engine opens:
+        // none is offered meanwhile, and those already here are judged by
+        // the running one first.
+        self.stop_taking_frames();
+        while let Ok(record) = self.frames.try_recv() {
+            self.judge(record);
         }
         let started = std::time::Instant::now();
         match engine::open(production, shadow, self.geometry) {
@@ -221,8 +229,9 @@ impl ShadowJudge {
             }
             Err(refused) => {
                 log::error!(target: "sealcheck::shadow", step = refused.step, key = refused.key, detail = refused.detail.as_str(); "{refused}; production runs on without it");
-                if self.running.is_some() {
+                if let Some(running) = &self.running {
                     log::warn!(target: "sealcheck::shadow", "the shadow that was running goes on");
+                    self.start_taking_frames(running.shadow.every);
                 } else {
                     self.agreement
                         .set_state(ShadowState::Refused, Some(refused.to_string()));
@@ -351,6 +360,18 @@ impl Running {
             .production_mask_valid
             .then(|| super::agreement::mask_iou(&record.production_mask, &work.mask));
         ShadowOutcome::Judged { decision, mask_iou }
+    }
+}
+
+/// Whether two `[shadow]` tables name the same models and engine (`every`
+/// aside, which needs no new engine).
+fn same_models(a: &ShadowConfig, b: &ShadowConfig) -> bool {
+    ShadowConfig {
+        every: 0,
+        ..a.clone()
+    } == ShadowConfig {
+        every: 0,
+        ..b.clone()
     }
 }
 
