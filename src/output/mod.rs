@@ -169,12 +169,12 @@ impl OutputStage {
                     if let Ok(verdict) = verdict {
                         pending.attach(&verdict);
                     }
-                    self.write_ready(&mut pending, false)?;
+                    self.write_pending(&mut pending, false)?;
                     continue;
                 },
                 default(IDLE) => {
                     self.apply_reload()?;
-                    self.write_ready(&mut pending, false)?;
+                    self.write_pending(&mut pending, false)?;
                     self.sink.flush()?;
                     self.taps.idle();
                     continue;
@@ -238,7 +238,7 @@ impl OutputStage {
                 }
                 StageMessage::End => break,
             }
-            self.write_ready(&mut pending, false)?;
+            self.write_pending(&mut pending, false)?;
         }
         self.finish_shadow(&mut pending, &verdicts)?;
         // Lines that never reached the file are counted in the sink's status.
@@ -264,13 +264,6 @@ impl OutputStage {
             }
         }
         self.write_pending(pending, true)
-    }
-
-    fn write_ready(&mut self, pending: &mut PendingLines, force: bool) -> Result<(), OutputError> {
-        if pending.is_empty() {
-            return Ok(());
-        }
-        self.write_pending(pending, force)
     }
 
     fn write_pending(

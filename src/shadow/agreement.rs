@@ -203,6 +203,19 @@ pub enum ShadowState {
     Off,
 }
 
+impl ShadowState {
+    /// As `/api/status` spells it (serde's `snake_case`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShadowState::Opening => "opening",
+            ShadowState::Running => "running",
+            ShadowState::Refused => "refused",
+            ShadowState::Stopped => "stopped",
+            ShadowState::Off => "off",
+        }
+    }
+}
+
 /// Everything the readers show, taken under one lock.
 #[derive(Debug, Clone, Serialize)]
 pub struct AgreementSnapshot {
@@ -401,10 +414,7 @@ impl AgreementSnapshot {
         format!(
             "shadow: {} ({}), every {}: {} compared, agreement {}, flips pass_to_fail {} fail_to_pass {}, mask IoU mean {} worst {}, p99 |d p_defect| {}, skipped {}, failures {}\n",
             self.engine.as_deref().unwrap_or("not opened"),
-            serde_json::to_value(self.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            self.state.as_str(),
             self.every,
             s.compared,
             pct(s.agreement),
@@ -525,6 +535,19 @@ mod tests {
                 && text.contains("shadow by production reason: defect 1 (pass_to_fail 0, fail_to_pass 0), ok 1 (pass_to_fail 1, fail_to_pass 0)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_summary_spells_each_state_as_api_status_does() {
+        for state in [
+            ShadowState::Opening,
+            ShadowState::Running,
+            ShadowState::Refused,
+            ShadowState::Stopped,
+            ShadowState::Off,
+        ] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        }
     }
 
     #[test]
