@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every sealcheck demo asset: training data -> train -> ONNX export + check ->
-# held-out evaluation -> demo clip.  Needs python3 with scripts/requirements-demo.txt.
+# held-out evaluation -> demo clip -> INT8 -> dynamic-batch + FP16 versions.
+# Needs python3 with scripts/requirements-demo.txt.
 # A CUDA GPU is used for training when torch sees one (CPU works, but takes hours).
 #
 #   bash scripts/make_demo_assets.sh            # writes models/ and samples/demo_clip/
@@ -45,5 +46,10 @@ sed -e "s|^backend = .*|backend = \"onnxruntime\"|" -e "s|\"\.\./models/|\"$mode
 "$SEALCHECK" inspect --config "$WORK/calib.toml" --dump "$WORK/calib_dump" "$WORK"/calib/*.jpg >/dev/null
 python3 scripts/quantize_int8.py --dumps "$WORK/calib_dump" --models "$MODELS"
 echo "[assets] INT8 models at $((SECONDS - start))s"
+# Dynamic-batch (seg_batch, cls_batch) and FP16 (X_fp16 beside each X) versions, converted from the
+# FP32 files with onnx alone: deterministic, byte-for-byte (tests/demo_assets_batch.rs checks).
+# `--check` compares them on onnxruntime (models/README.md has the numbers).
+python3 scripts/export_batch_fp16.py --models "$MODELS"
+echo "[assets] batch + FP16 models at $((SECONDS - start))s"
 echo "[assets] done in $((SECONDS - start))s $(date -u +%FT%TZ)"
 exit $rc

@@ -165,7 +165,7 @@ pub fn run(
         return Err(BenchError::Rate(r));
     }
     let decoded = capture::load_frames(
-        &config.source,
+        config.first_source(),
         MAX_DISTINCT_FRAMES.min((frames + warmup) as usize),
     )?;
     let first = decoded.first().ok_or(BenchError::NoFrames)?;

@@ -29,11 +29,20 @@ impl PixelLayout {
     }
 }
 
-/// Identity of one delivered frame: its place in the stream and when it was captured.
+/// Which of the process's cameras a frame came from: its place in
+/// `Config::cameras` (0 for a single `[source]`). The ring producer of each
+/// camera stamps it on every event it pushes, so nothing upstream of the
+/// ring has to know it.
+pub type CameraIndex = u16;
+
+/// Identity of one delivered frame: its camera, its place in that camera's
+/// stream and when it was captured.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameMeta {
-    /// Counts every frame the source delivered, from 0, with no gaps.
+    /// Counts every frame the camera delivered, from 0, with no gaps
+    /// (each camera counts on its own).
     pub seq: u64,
+    pub camera: CameraIndex,
     /// Wall-clock capture time, for the results file.
     pub captured_at: SystemTime,
     /// Monotonic capture time, for latency.
@@ -44,6 +53,7 @@ impl FrameMeta {
     pub fn now(seq: u64) -> Self {
         FrameMeta {
             seq,
+            camera: 0,
             captured_at: SystemTime::now(),
             captured_instant: Instant::now(),
         }

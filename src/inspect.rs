@@ -176,7 +176,7 @@ struct ImageLine<'a> {
     #[serde(serialize_with = "path_text")]
     image: &'a Path,
     #[serde(flatten)]
-    result: ResultLine,
+    result: ResultLine<'a>,
 }
 
 /// A path as the text `Path::display` gives, escaped as any JSON string.
@@ -240,6 +240,7 @@ mod tests {
     fn image_line_bytes_are_pinned() {
         let meta = FrameMeta {
             seq: 2,
+            camera: 0,
             captured_at: UNIX_EPOCH + Duration::from_millis(1_709_210_096_789),
             captured_instant: Instant::now(),
         };

@@ -166,10 +166,18 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             {
                 println!("{}: shadow ok (runs on {engine})", file.display());
             }
+            let sources = cfg
+                .cameras
+                .iter()
+                .map(|c| match &c.name {
+                    Some(name) => format!("camera {name}: {}", c.source.kind.name()),
+                    None => format!("{} source", c.source.kind.name()),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             println!(
-                "{}: ok ({} source, backend {})",
+                "{}: ok ({sources}, backend {})",
                 file.display(),
-                cfg.source.kind.name(),
                 cfg.inference.backend.as_str()
             );
             Ok(ExitCode::SUCCESS)

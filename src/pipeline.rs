@@ -43,9 +43,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 
-use crate::capture::{Capture, CaptureError, EndOfStream, Replay, RingConsumer, SourceStatus};
+mod sources;
+
+use crate::capture::{CameraRings, CaptureError, EndOfStream, SourceStatus};
 use crate::config::{self, Config, ConfigError};
-use crate::frame::FrameSlot;
+use crate::frame::{CameraIndex, FrameSlot};
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer::device_stage::{
     DeviceFrameError, DeviceModelsOpener, DeviceStage, DeviceStartFailed, DeviceSwap,
@@ -54,7 +56,9 @@ use crate::infer::{self, InferError, InferStage, ModelSwap};
 use crate::line::mqtt::{MqttCounts, MqttLine, MqttStats};
 use crate::line::{Line, LineCounts, LineStats, ModelIds};
 use crate::model_swap::{self, RunningEngine};
-use crate::output::{LiveSettings, OutputError, OutputStage, ResultSink, ResultsFileStatus};
+use crate::output::{
+    LiveSettings, OutputCamera, OutputError, OutputStage, ResultSink, ResultsFileStatus,
+};
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, PreprocessStage, cpu_preprocessor,
 };
@@ -80,6 +84,9 @@ pub enum PipelineError {
     Preprocess(#[from] FramePreprocessError),
     #[error(transparent)]
     Capture(#[from] CaptureError),
+    /// One of several cameras (`[cameras.NAME]`) could not start.
+    #[error("camera {camera}: {error}")]
+    Camera { camera: String, error: CaptureError },
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error("cannot start the {0} thread: {1}")]
@@ -225,57 +232,9 @@ pub enum SourcePlan {
     },
 }
 
-/// The running source: a GStreamer capture or a replay from memory.
-enum FrameSource {
-    Capture(Capture),
-    Replay(Replay),
-}
-
-impl FrameSource {
-    fn stop(&self) {
-        match self {
-            FrameSource::Capture(c) => c.stop(),
-            FrameSource::Replay(r) => r.stop(),
-        }
-    }
-
-    fn frames_delivered(&self) -> u64 {
-        match self {
-            FrameSource::Capture(c) => c.frames_delivered(),
-            FrameSource::Replay(r) => r.frames_delivered(),
-        }
-    }
-
-    /// Up or lost, outages and tries of a live source; `None` for a replay.
-    fn source_status(&self) -> Option<SourceStatus> {
-        match self {
-            FrameSource::Capture(c) => Some(c.source_status()),
-            FrameSource::Replay(_) => None,
-        }
-    }
-
-    /// A probe for the watchdog thread: is the source healthy and streaming?
-    fn streaming_probe(&self) -> Box<dyn Fn() -> bool + Send> {
-        match self {
-            FrameSource::Capture(c) => {
-                let probe = c.health_probe();
-                Box::new(move || probe.is_streaming())
-            }
-            FrameSource::Replay(_) => Box::new(|| true),
-        }
-    }
-
-    fn shutdown(self) {
-        match self {
-            FrameSource::Capture(c) => c.shutdown(),
-            FrameSource::Replay(r) => r.shutdown(),
-        }
-    }
-}
-
 /// The started stages of one run.
 struct Stages {
-    capture: FrameSource,
+    capture: sources::StationSources,
     /// The stage that reads the ring: preprocess, or the device stage (which
     /// also infers); it reports how capture ended.
     ring_reader: JoinHandle<EndOfStream>,
@@ -283,8 +242,9 @@ struct Stages {
     infer: Option<JoinHandle<()>>,
     output: JoinHandle<Result<u64, OutputError>>,
     output_done: Receiver<()>,
-    /// The deadline thread; it ends once capture is gone and every part is claimed.
-    deadline: crate::line::deadline::DeadlineThread,
+    /// Each camera's deadline thread; each ends once its capture is gone
+    /// and every part is claimed.
+    deadlines: Vec<crate::line::deadline::DeadlineThread>,
     /// Whether the results file is written, and lines lost (for metrics too).
     results_file: ResultsFileStatus,
     /// Where reloaded models go, and the engine they must match; none when
@@ -359,12 +319,22 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         .mqtt
         .as_ref()
         .map(|m| MqttLine::start(m, (*models).clone(), context.measure_from_seq));
-    let line = Arc::new(Line::new(
-        mqtt.iter().map(MqttLine::output).collect(),
-        config.decision.deadline,
-    ));
+    // One line per camera (its own part numbers and deadline), counted together.
+    let line_stats = Arc::new(LineStats::default());
+    let lines: Vec<Arc<Line>> = config
+        .cameras
+        .iter()
+        .map(|camera| {
+            Arc::new(Line::of_camera(
+                mqtt.iter().map(MqttLine::output).collect(),
+                camera.decision.deadline,
+                camera.name.as_deref().map(Arc::from),
+                Arc::clone(&line_stats),
+            ))
+        })
+        .collect();
     let telemetry = LineTelemetry {
-        line: Arc::clone(line.stats()),
+        line: Arc::clone(&line_stats),
         mqtt: mqtt.as_ref().map(MqttLine::stats),
     };
     report.set_liveness(liveness.clone());
@@ -374,7 +344,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (&stats, &results, &shadow_agreement),
         &liveness,
         reload_rx,
-        (&line, &models),
+        (&lines, &models),
         (status_feed, &report),
         Arc::clone(&pixel_demand),
     )?;
@@ -384,11 +354,12 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     report.set_external(crate::status::ExternalStats {
         line: Some(Arc::clone(&telemetry.line)),
         mqtt: telemetry.mqtt.clone(),
-        source: stages.capture.source_status(),
+        source: stages.capture.first_status(),
+        cameras: stages.capture.camera_sources(),
         results_file: Some(stages.results_file.clone()),
     });
     report.set_state(RunState::Running);
-    log::info!(target: "sealcheck::pipeline", source = config.source.kind.name(), results = config.output.results.display().to_string().as_str(); "pipeline running");
+    log::info!(target: "sealcheck::pipeline", source = config.first_source().kind.name(), cameras = config.cameras.len(), results = config.output.results.display().to_string().as_str(); "pipeline running");
 
     let watchdog = crate::service::spawn_watchdog(
         context.notifier.clone(),
@@ -398,7 +369,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         {
             let stats = Arc::clone(&stats);
             let telemetry = telemetry.clone();
-            let source = stages.capture.source_status();
+            let sources = stages.capture.named_statuses();
             let results_file = stages.results_file.clone();
             move || {
                 let fps_since = run_started.elapsed().as_secs_f64().max(1e-9);
@@ -406,7 +377,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                     .lock()
                     .map(|s| s.status_line(s.counts().frames as f64 / fps_since))
                     .unwrap_or_default();
-                problems_first(source.as_ref(), &results_file, line) + &telemetry.status_note()
+                problems_first(&sources, &results_file, line) + &telemetry.status_note()
             }
         },
     )
@@ -463,10 +434,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     report.set_state(RunState::Stopping);
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
-    let source_outages = stages
-        .capture
-        .source_status()
-        .map_or(0, |status| status.outages());
+    let source_outages = stages.capture.outages();
     let results_file = stages.results_file.clone();
     let shadow_ran = stages.shadow.started();
     let drained = drain_deadline.is_none()
@@ -494,15 +462,17 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
-    // Capture is gone: the deadline thread fails what is still open at its
+    // Capture is gone: each deadline thread fails what is still open at its
     // deadline (nothing, after a full drain), then ends.
-    let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
-    if !stages.deadline.join_within(deadline_wait) {
-        log::warn!(target: "sealcheck::line", waited_ms = deadline_wait.as_millis() as u64;
-            "the deadline thread did not end after capture; it is left behind");
+    for (deadline, line) in stages.deadlines.into_iter().zip(&lines) {
+        let deadline_wait = line.deadline().unwrap_or_default() + Duration::from_secs(1);
+        if !deadline.join_within(deadline_wait) {
+            log::warn!(target: "sealcheck::line", waited_ms = deadline_wait.as_millis() as u64;
+                "a deadline thread did not end after capture; it is left behind");
+        }
     }
     let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
-    let line_counts = line.stats().snapshot();
+    let line_counts = line_stats.snapshot();
     report.set_state(RunState::Stopped);
     let stats = Arc::try_unwrap(stats)
         .map(|m| m.into_inner().unwrap_or_default())
@@ -583,7 +553,7 @@ enum FramePath {
     },
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
-        consumer: RingConsumer,
+        consumer: CameraRings,
         free_rx: Receiver<Box<FrameWork>>,
         backend: Box<dyn infer::InferenceBackend>,
         frame_preprocessor: FramePreprocessor,
@@ -593,15 +563,11 @@ enum FramePath {
 /// The STATUS= text: what is wrong first (camera lost, results file not
 /// written), then the counts.
 fn problems_first(
-    source: Option<&SourceStatus>,
+    sources: &[(Option<String>, SourceStatus)],
     results_file: &ResultsFileStatus,
     counts: String,
 ) -> String {
-    let mut line = String::new();
-    if let Some(outage) = source.and_then(SourceStatus::describe_outage) {
-        line.push_str(&outage);
-        line.push_str("; ");
-    }
+    let mut line = sources::StationSources::describe_outages(sources);
     if !results_file.is_writable() {
         line.push_str(&format!(
             "results file NOT WRITTEN ({} lines lost); ",
@@ -626,16 +592,27 @@ fn start_stages(
     ),
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
-    (line, models): (&Arc<Line>, &Arc<ModelIds>),
+    (lines, models): (&[Arc<Line>], &Arc<ModelIds>),
     (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<crate::frame::PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
-    let pool = config.source.pool_size;
-    let (mut producer, consumer) = ring::frame_ring(pool);
-    // Each part's deadline clock starts as capture hands the frame on.
-    let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
-        .map_err(|e| PipelineError::Spawn("deadline", e))?;
-    producer.on_delivery(move |meta| deadline_feed.delivered(meta));
+    // One ring per camera, each with its own pool and drop policy; one
+    // reader takes from all of them (`ring::RingSet`).
+    let mut producers = Vec::with_capacity(config.cameras.len());
+    let mut consumers = Vec::with_capacity(config.cameras.len());
+    let mut deadlines = Vec::with_capacity(config.cameras.len());
+    for (index, (camera, line)) in config.cameras.iter().zip(lines).enumerate() {
+        let (producer, consumer) = ring::frame_ring(camera.source.pool_size);
+        let mut producer = producer.for_camera(index as CameraIndex);
+        // Each part's deadline clock starts as capture hands the frame on.
+        let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
+            .map_err(|e| PipelineError::Spawn("deadline", e))?;
+        producer.on_delivery(move |meta| deadline_feed.delivered(meta));
+        producers.push(producer);
+        consumers.push(consumer);
+        deadlines.push(deadline);
+    }
+    let consumer = CameraRings::new(consumers);
     // Enough work records for preprocess, infer and output to each hold one
     // frame plus one waiting: more only adds queueing latency, not throughput.
     let work_records = 4;
@@ -646,7 +623,7 @@ fn start_stages(
     // The warm-up's frames are of the size the source will deliver, where
     // the config or the replay says it.
     let warm_up = match &context.source {
-        SourcePlan::Configured => infer::WarmUpSize::of_source(&config.source.kind),
+        SourcePlan::Configured => infer::WarmUpSize::of_source(&config.first_source().kind),
         SourcePlan::Replay { frames, .. } => {
             frames.first().map_or(infer::WarmUpSize::ModelInput, |f| {
                 infer::WarmUpSize::Source {
@@ -726,7 +703,7 @@ fn start_stages(
         recycle: free_tx,
         reload,
         settings: LiveSettings {
-            decision: config.decision,
+            decisions: config.cameras.iter().map(|c| c.decision).collect(),
             output: config.output.clone(),
             archive: config.archive.clone(),
         },
@@ -736,7 +713,15 @@ fn start_stages(
         counters: results.clone(),
         liveness: liveness.clone(),
         measure_from_seq: context.measure_from_seq,
-        line: Some(Arc::clone(line)),
+        cameras: config
+            .cameras
+            .iter()
+            .zip(lines)
+            .map(|(camera, line)| OutputCamera {
+                name: camera.name.as_deref().map(Arc::from),
+                line: Some(Arc::clone(line)),
+            })
+            .collect(),
         models: Some(Arc::clone(models)),
         taps: Box::new(taps),
         shadow: Some(shadow_handoff),
@@ -793,26 +778,13 @@ fn start_stages(
             (spawn("preprocess", move || preprocess.run())?, Some(infer))
         }
     };
-    let capture = match &context.source {
-        SourcePlan::Configured => {
-            FrameSource::Capture(Capture::start(&config.source, producer, liveness.clone())?)
-        }
-        SourcePlan::Replay {
-            frames,
-            count,
-            rate,
-        } => FrameSource::Replay(
-            Replay::start(
-                Arc::clone(frames),
-                *count,
-                context.measure_from_seq,
-                *rate,
-                producer,
-                liveness.clone(),
-            )
-            .map_err(|e| PipelineError::Spawn("replay", e))?,
-        ),
-    };
+    let capture = sources::StationSources::start(
+        config,
+        &context.source,
+        context.measure_from_seq,
+        producers,
+        liveness,
+    )?;
     Ok((
         Stages {
             capture,
@@ -820,7 +792,7 @@ fn start_stages(
             infer,
             output,
             output_done,
-            deadline,
+            deadlines,
             model_swap,
             results_file,
             shadow,
@@ -835,7 +807,7 @@ fn start_stages(
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 fn open_frame_path(
     config: &Config,
-    consumer: RingConsumer,
+    consumer: CameraRings,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
     (liveness, models, pixel_demand): (&Liveness, &Arc<ModelIds>, &Arc<crate::frame::PixelDemand>),
@@ -934,8 +906,16 @@ fn reload(
     for section in restart_sections(current, &new, model_swap.is_some()) {
         log::warn!(target: "sealcheck::config", section = section; "reload: [{section}] changed but only applies after `systemctl restart sealcheck`");
     }
+    // Thresholds apply per camera; a camera added or removed needs a
+    // restart (restart_sections said so), and the running ones keep theirs.
+    let same_cameras = same_camera_names(current, &new);
+    if same_cameras {
+        for (running, reloaded) in current.cameras.iter_mut().zip(&new.cameras) {
+            running.decision = reloaded.decision;
+        }
+    }
     let settings = LiveSettings {
-        decision: new.decision,
+        decisions: current.cameras.iter().map(|c| c.decision).collect(),
         output: new.output.clone(),
         archive: new.archive.clone(),
     };
@@ -1009,10 +989,27 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
     }
 }
 
+/// Whether both configs name the same cameras in the same order.
+fn same_camera_names(old: &Config, new: &Config) -> bool {
+    old.cameras.len() == new.cameras.len()
+        && old
+            .cameras
+            .iter()
+            .zip(&new.cameras)
+            .all(|(a, b)| a.name == b.name)
+}
+
 /// Config sections that differ and cannot change while running.
 fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'static str> {
     let mut changed = Vec::new();
-    if old.source != new.source {
+    if !same_camera_names(old, new) {
+        changed.push("cameras (a camera added, removed or renamed)");
+    } else if old
+        .cameras
+        .iter()
+        .zip(&new.cameras)
+        .any(|(a, b)| a.source != b.source)
+    {
         changed.push("source");
     }
     if old.inference != new.inference {
@@ -1041,7 +1038,8 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
 fn run_info(config: &Config, ids: &ModelIds, backend: &str) -> RunInfo {
     RunInfo {
         backend: backend.to_string(),
-        source: config.source.kind.name().to_string(),
+        source: config.first_source().kind.name().to_string(),
+        cameras: config.cameras.iter().map(|c| c.name.clone()).collect(),
         models: model_info(config, ids),
     }
 }

@@ -24,6 +24,9 @@
 //! behind), a frame that arrives while a run is pending joins the run, so that
 //! order holds; its slot is kept for the next frame.
 
+mod set;
+pub use set::RingSet;
+
 use std::num::NonZeroUsize;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -48,7 +51,7 @@ use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 
 use crate::config::OverflowPolicy;
-use crate::frame::{FrameMeta, FrameSlot, StageMessage};
+use crate::frame::{CameraIndex, FrameMeta, FrameSlot, StageMessage};
 
 /// Markers (`Dropped`, `Failed`) that may wait in the "full" ring at once.
 const MARKER_ROOM: usize = 16;
@@ -67,6 +70,12 @@ const UNREGISTERED_PARK: Duration = Duration::from_millis(1);
 pub trait StreamEnd: Send + std::fmt::Debug + 'static {
     /// The end of a stream the producer's side stopped (or dropped) on purpose.
     fn stopped() -> Self;
+
+    /// How bad this end is, when several streams end and one reason must
+    /// stand for all (`RingSet`): the greatest wins.
+    fn severity(&self) -> u8 {
+        0
+    }
 }
 
 /// What the producer (capture) hands to the consumer (preprocessing), in
@@ -96,6 +105,16 @@ pub enum Popped<End> {
 }
 
 impl<End> RingEvent<End> {
+    fn stamp_camera(&mut self, camera: CameraIndex) {
+        match self {
+            RingEvent::Frame(slot) => slot.meta.camera = camera,
+            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => {
+                meta.camera = camera
+            }
+            RingEvent::End(_) => {}
+        }
+    }
+
     /// The one conversion of markers to stage messages, for every stage that
     /// reads the ring (preprocess, device).
     pub fn popped(self) -> Popped<End> {
@@ -203,6 +222,7 @@ pub fn frame_ring_with_capacity<End: StreamEnd>(
         spare: None,
         ended: false,
         on_delivery: None,
+        camera: 0,
     };
     let consumer = RingConsumer {
         full: full_cons,
@@ -229,6 +249,8 @@ pub struct RingProducer<End: StreamEnd> {
     ended: bool,
     /// Told of every delivered frame as it is pushed (see `on_delivery`).
     on_delivery: Option<DeliveryObserver>,
+    /// Stamped on every event's meta as it is pushed (`for_camera`).
+    camera: CameraIndex,
 }
 
 impl<End: StreamEnd> std::fmt::Debug for RingProducer<End> {
@@ -283,7 +305,8 @@ impl<End: StreamEnd> RingProducer<End> {
     ///   and its slot is reused for the next frame;
     /// - `Failed` likewise joins the drops when no marker fits (logged);
     /// - `End` flushes pending drops and ends the stream; later events are ignored.
-    pub fn push(&mut self, event: RingEvent<End>) {
+    pub fn push(&mut self, mut event: RingEvent<End>) {
+        event.stamp_camera(self.camera);
         if self.ended {
             if let RingEvent::Frame(slot) = event {
                 self.spare = Some(slot);
@@ -340,6 +363,13 @@ impl<End: StreamEnd> RingProducer<End> {
             }
             RingEvent::End(end) => self.finish(end),
         }
+    }
+
+    /// Makes this the ring of camera `camera` (its place in `Config::cameras`):
+    /// every event pushed from now on carries it in its meta.
+    pub fn for_camera(mut self, camera: CameraIndex) -> Self {
+        self.camera = camera;
+        self
     }
 
     /// Calls `observe` with every delivered frame's final `FrameMeta` (seq,
@@ -530,6 +560,11 @@ impl<End> RingConsumer<End> {
         }
     }
 
+    /// Longest this thread may park waiting for this ring (see `register`).
+    fn park_limit(&self) -> Duration {
+        register(&self.shared.consumer_thread).unwrap_or(Duration::MAX)
+    }
+
     /// Gives a slot back to capture.
     pub fn recycle(&mut self, slot: Box<FrameSlot>) {
         if self.free.try_push(slot).is_err() {
@@ -567,6 +602,13 @@ enum TestEnd {
 impl StreamEnd for TestEnd {
     fn stopped() -> Self {
         TestEnd::Stopped
+    }
+
+    fn severity(&self) -> u8 {
+        match self {
+            TestEnd::Finished => 0,
+            TestEnd::Stopped => 1,
+        }
     }
 }
 
@@ -943,6 +985,7 @@ mod loom_model {
     fn frame(producer: &mut RingProducer<TestEnd>, seq: u64, policy: OverflowPolicy) -> bool {
         let meta = FrameMeta {
             seq,
+            camera: 0,
             captured_at: std::time::UNIX_EPOCH,
             captured_instant: Instant::now(),
         };
@@ -1044,6 +1087,7 @@ mod loom_model {
             let capture = thread::spawn(move || {
                 let meta = |seq| FrameMeta {
                     seq,
+                    camera: 0,
                     captured_at: std::time::UNIX_EPOCH,
                     captured_instant: Instant::now(),
                 };

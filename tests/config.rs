@@ -45,9 +45,9 @@ fn minimal_config_gets_defaults_and_resolves_paths_against_its_folder() {
     let cfg = config::load(&path).unwrap();
     assert_eq!(cfg.segmentation.path, dir.path().join("seg.onnx"));
     assert_eq!(cfg.output.results, dir.path().join("results.jsonl"));
-    assert_eq!(cfg.source.overflow, OverflowPolicy::Block);
+    assert_eq!(cfg.first_source().overflow, OverflowPolicy::Block);
     assert!(matches!(
-        cfg.source.kind,
+        cfg.first_source().kind,
         SourceKind::Test {
             num_buffers: 10,
             ..
@@ -64,7 +64,7 @@ fn live_camera_defaults_to_dropping() {
         "kind = \"v4l2\"\ndevice = \"/dev/video3\"",
     );
     let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
-    assert_eq!(cfg.source.overflow, OverflowPolicy::Drop);
+    assert_eq!(cfg.first_source().overflow, OverflowPolicy::Drop);
 }
 
 fn problems_of(body: &str) -> Vec<config::ConfigProblem> {
@@ -323,7 +323,7 @@ fn csi_camera_is_a_live_source_with_a_sensor_mode() {
     );
     let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
     assert_eq!(
-        cfg.source.kind,
+        cfg.first_source().kind,
         SourceKind::Csi {
             sensor_id: 1,
             width: 1280,
@@ -332,7 +332,7 @@ fn csi_camera_is_a_live_source_with_a_sensor_mode() {
         }
     );
     assert_eq!(
-        cfg.source.overflow,
+        cfg.first_source().overflow,
         OverflowPolicy::Drop,
         "a camera does not wait"
     );
@@ -357,11 +357,21 @@ fn live_source_recovery_keys_have_defaults_and_are_checked() {
         )
     };
     let cfg = config::load(&write_config(dir.path(), &camera(""))).unwrap();
-    assert_eq!(cfg.source.recovery, config::SourceRecovery::default());
-    assert_eq!(cfg.source.recovery.retry_min, Duration::from_millis(500));
-    assert_eq!(cfg.source.recovery.retry_max, Duration::from_secs(10));
     assert_eq!(
-        cfg.source.recovery.frame_timeout, None,
+        cfg.first_source().recovery,
+        config::SourceRecovery::default()
+    );
+    assert_eq!(
+        cfg.first_source().recovery.retry_min,
+        Duration::from_millis(500)
+    );
+    assert_eq!(
+        cfg.first_source().recovery.retry_max,
+        Duration::from_secs(10)
+    );
+    assert_eq!(
+        cfg.first_source().recovery.frame_timeout,
+        None,
         "from the frame rate"
     );
 
@@ -370,10 +380,16 @@ fn live_source_recovery_keys_have_defaults_and_are_checked() {
         &camera("retry_min_ms = 100\nretry_max_ms = 2000\nframe_timeout_ms = 1500"),
     ))
     .unwrap();
-    assert_eq!(cfg.source.recovery.retry_min, Duration::from_millis(100));
-    assert_eq!(cfg.source.recovery.retry_max, Duration::from_secs(2));
     assert_eq!(
-        cfg.source.recovery.frame_timeout,
+        cfg.first_source().recovery.retry_min,
+        Duration::from_millis(100)
+    );
+    assert_eq!(
+        cfg.first_source().recovery.retry_max,
+        Duration::from_secs(2)
+    );
+    assert_eq!(
+        cfg.first_source().recovery.frame_timeout,
         Some(Duration::from_millis(1500))
     );
 
@@ -405,11 +421,11 @@ fn a_user_pipeline_is_live_only_when_marked() {
         )
     };
     let cfg = config::load(&write_config(dir.path(), &pipeline(""))).unwrap();
-    assert!(!cfg.source.kind.is_live());
-    assert_eq!(cfg.source.overflow, OverflowPolicy::Block);
+    assert!(!cfg.first_source().kind.is_live());
+    assert_eq!(cfg.first_source().overflow, OverflowPolicy::Block);
     let cfg = config::load(&write_config(dir.path(), &pipeline("live = true"))).unwrap();
-    assert!(cfg.source.kind.is_live(), "recovers like a camera");
-    assert_eq!(cfg.source.overflow, OverflowPolicy::Drop);
+    assert!(cfg.first_source().kind.is_live(), "recovers like a camera");
+    assert_eq!(cfg.first_source().overflow, OverflowPolicy::Drop);
     let problems = problems_of(&VALID.replace("num_buffers = 10", "num_buffers = 10\nlive = true"));
     assert!(
         problems.iter().any(|p| p.key == "source.live"),

@@ -201,6 +201,7 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         let decision = decide(&work, 1, &thresholds);
         format_result(
             &mut line,
+            None,
             &work.meta,
             &decision,
             Some(&[1.0, 2.0, 3.0, 6.0]),

@@ -88,6 +88,15 @@ impl StreamEnd for EndOfStream {
     fn stopped() -> Self {
         EndOfStream::Stopped
     }
+
+    /// A failed camera stands for a run of several; then a stopped one.
+    fn severity(&self) -> u8 {
+        match self {
+            EndOfStream::Finished => 0,
+            EndOfStream::Stopped => 1,
+            EndOfStream::Error(_) => 2,
+        }
+    }
 }
 
 fn debug_suffix(debug: &Option<String>) -> String {

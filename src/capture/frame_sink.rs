@@ -60,6 +60,7 @@ impl FrameSink {
         let captured_instant = Instant::now();
         let meta = FrameMeta {
             seq: shared.next_seq(captured_instant),
+            camera: 0,
             captured_at: std::time::SystemTime::now(),
             captured_instant,
         };

@@ -56,8 +56,10 @@ use state::CaptureShared;
 pub type CaptureEvent = ring::RingEvent<EndOfStream>;
 /// Capture's end of the frame ring (`ring::frame_ring` makes the pair).
 pub type RingProducer = ring::RingProducer<EndOfStream>;
-/// The reading end of the frame ring: preprocessing, or the device stage.
+/// The reading end of one camera's frame ring.
 pub type RingConsumer = ring::RingConsumer<EndOfStream>;
+/// The reading end of every camera's ring: preprocessing, or the device stage.
+pub type CameraRings = ring::RingSet<EndOfStream>;
 
 /// Longest a stored source (file, images, test) may take to preroll at start.
 const PREROLL_TIMEOUT: Duration = Duration::from_secs(10);

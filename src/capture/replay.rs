@@ -109,6 +109,7 @@ impl PacedClock {
         let after = Duration::from_secs_f64(k as f64 / self.rate);
         FrameMeta {
             seq,
+            camera: 0,
             captured_at: self.wall + after,
             captured_instant: self.instant + after,
         }

@@ -31,13 +31,18 @@ pub const EXIT_CONFIG: i32 = 78;
 pub struct Config {
     /// The file this came from; relative paths inside were resolved against its folder.
     pub path: PathBuf,
-    pub source: SourceConfig,
+    /// The station's cameras, in the file's order: one unnamed camera for
+    /// `[source]`, or one per `[cameras.NAME]` table. Never empty. One model
+    /// pair (and one engine) judges them all.
+    pub cameras: Vec<CameraConfig>,
     pub inference: InferenceConfig,
     pub segmentation: SegmentationModel,
     pub classifier: ClassifierModel,
     /// `[models] acceptance_images`: a labelled folder that new models must
     /// pass (`sealcheck evaluate --gate` rules) before a reload swaps them in.
     pub acceptance_images: Option<PathBuf>,
+    /// `[decision]`: every camera's thresholds and deadline unless its own
+    /// `decision` sub-table overrides them (`CameraConfig::decision`).
     pub decision: DecisionConfig,
     pub output: OutputConfig,
     pub logging: LoggingConfig,
@@ -137,6 +142,41 @@ pub enum OverflowPolicy {
     Block,
     /// Drop the new frame; it still gets a `fail`/`not_inspected` result.
     Drop,
+}
+
+/// Longest camera name, in bytes (`[cameras.NAME]`).
+pub const CAMERA_NAME_MAX: usize = 32;
+
+/// One camera of the station.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CameraConfig {
+    /// `NAME` of `[cameras.NAME]`: the camera's id in result lines, MQTT
+    /// topics, archive folders, metrics and the journal. `None` for the one
+    /// camera of `[source]` (lines and topics then stay as before).
+    pub name: Option<String>,
+    pub source: SourceConfig,
+    /// `[decision]` with this camera's `decision` sub-table applied.
+    pub decision: DecisionConfig,
+}
+
+impl CameraConfig {
+    /// The name as logs and the status page show it (`source` for `[source]`).
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or("source")
+    }
+}
+
+impl Config {
+    /// The first camera's source (the only one with `[source]`): what the
+    /// warm-up sizes its frames from, and what `bench` replays.
+    pub fn first_source(&self) -> &SourceConfig {
+        &self.cameras[0].source
+    }
+
+    /// Whether the cameras are named (`[cameras.*]`): lines then carry `camera`.
+    pub fn has_named_cameras(&self) -> bool {
+        self.cameras.iter().any(|c| c.name.is_some())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -386,6 +426,17 @@ pub struct DecisionConfig {
     /// Per-part deadline from capture (`deadline_ms`; `None` = off): a part
     /// without a verdict by then is failed on the line with reason `late`.
     pub deadline: Option<Duration>,
+}
+
+impl DecisionConfig {
+    /// What an empty `[decision]` means.
+    pub const DEFAULT: DecisionConfig = DecisionConfig {
+        defect_threshold: 0.5,
+        no_seal_below: 0.005,
+        min_seal_area: 0.01,
+        max_seal_area: 0.9,
+        deadline: None,
+    };
 }
 
 #[derive(Debug, Clone, PartialEq)]

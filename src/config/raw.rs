@@ -92,6 +92,26 @@ impl<'t, 'i> Section<'t, 'i> {
         self.table?.get(key)
     }
 
+    /// Every key of this table, in the order the file has them (each marked
+    /// as read): the names of `[table.NAME]` sub-tables.
+    pub fn keys_in_file_order(&self) -> Vec<String> {
+        let Some(table) = self.table else {
+            return Vec::new();
+        };
+        let mut keys: Vec<(usize, String)> = table
+            .iter()
+            .map(|(key, _)| (key.span().start, key.get_ref().to_string()))
+            .collect();
+        keys.sort();
+        let mut used = self.used.borrow_mut();
+        keys.into_iter()
+            .map(|(_, key)| {
+                used.insert(key.clone());
+                key
+            })
+            .collect()
+    }
+
     pub fn has(&self, key: &str) -> bool {
         self.table.is_some_and(|t| t.contains_key(key))
     }

@@ -41,7 +41,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let root = Section::root(&doc, &problems);
     let files = Files { base: &base };
 
-    let source = read_source(&root.section("source"), &files);
+    let decision = read_decision(&root.section("decision"), None);
+    let cameras = read_cameras(&root, &files, decision.as_ref());
     let inference = read_inference(&root.section("inference"), &files);
     let models = root.section("models");
     let segmentation = read_segmentation(&models.section("segmentation"), &files);
@@ -56,7 +57,6 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         }
     });
     models.finish();
-    let decision = read_decision(&root.section("decision"));
     let output = read_output(&root.section("output"), &files);
     let logging = read_logging(&root.section("logging"));
     let service = read_service(&root.section("service"));
@@ -70,7 +70,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     root.finish();
 
     match (
-        source,
+        cameras,
         inference,
         segmentation,
         classifier,
@@ -81,7 +81,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         evaluate,
     ) {
         (
-            Some(source),
+            Some(cameras),
             Some(inference),
             Some(segmentation),
             Some(classifier),
@@ -98,7 +98,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         {
             Ok(Config {
                 path: path.to_path_buf(),
-                source,
+                cameras,
                 inference,
                 segmentation,
                 classifier,
@@ -143,6 +143,67 @@ impl Files<'_> {
             None
         }
     }
+}
+
+/// `[source]` (one camera) or `[cameras.NAME]` tables (several), never both.
+fn read_cameras(
+    root: &Section,
+    files: &Files,
+    decision: Option<&DecisionConfig>,
+) -> Option<Vec<CameraConfig>> {
+    if !root.has("cameras") {
+        let source = read_source(&root.section("source"), files);
+        return Some(vec![CameraConfig {
+            name: None,
+            source: source?,
+            decision: *decision?,
+        }]);
+    }
+    let tables = root.section("cameras");
+    if root.has("source") {
+        root.section("source");
+        root.problem(
+            "source",
+            "a config has either [source] (one camera) or [cameras.NAME] tables (several), not both: move this source into a [cameras.NAME] table",
+        );
+    }
+    let names = tables.keys_in_file_order();
+    if names.is_empty() {
+        root.problem(
+            "cameras",
+            "[cameras] names no camera: add a [cameras.NAME] table per camera (the keys of [source]), or remove [cameras] and use [source]",
+        );
+        return None;
+    }
+    let mut cameras = Some(Vec::with_capacity(names.len()));
+    for name in names {
+        let valid = !name.is_empty()
+            && name.len() <= CAMERA_NAME_MAX
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            tables.problem(
+                &name,
+                format!("camera name \"{name}\" must be 1 to {CAMERA_NAME_MAX} letters, digits, `_` or `-`: it names the camera in MQTT topics, archive folders and metrics"),
+            );
+        }
+        let table = tables.section(&name);
+        let own_decision = read_decision(&table.section("decision"), decision);
+        let source = read_source(&table, files);
+        cameras = match (cameras, source, own_decision) {
+            (Some(mut list), Some(source), Some(decision)) if valid => {
+                list.push(CameraConfig {
+                    name: Some(name),
+                    source,
+                    decision,
+                });
+                Some(list)
+            }
+            _ => None,
+        };
+    }
+    cameras
 }
 
 fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
@@ -508,12 +569,16 @@ fn read_evaluate(s: &Section) -> Option<EvaluateConfig> {
     })
 }
 
-fn read_decision(s: &Section) -> Option<DecisionConfig> {
-    let defect_threshold = s.float_in("defect_threshold", 0.0..=1.0, Some(0.5));
-    let no_seal_below = s.float_in("no_seal_below", 0.0..=1.0, Some(0.005));
-    let min_seal_area = s.float_in("min_seal_area", 0.0..=1.0, Some(0.01));
-    let max_seal_area = s.float_in("max_seal_area", 0.0..=1.0, Some(0.9));
-    let deadline_ms = s.int_in("deadline_ms", 0..=60_000, Some(0));
+/// `[decision]`, or a camera's `decision` sub-table over `base` (the
+/// station's `[decision]`): a key left out takes `base`'s value.
+fn read_decision(s: &Section, base: Option<&DecisionConfig>) -> Option<DecisionConfig> {
+    let base = base.copied().unwrap_or(DecisionConfig::DEFAULT);
+    let defect_threshold = s.float_in("defect_threshold", 0.0..=1.0, Some(base.defect_threshold));
+    let no_seal_below = s.float_in("no_seal_below", 0.0..=1.0, Some(base.no_seal_below));
+    let min_seal_area = s.float_in("min_seal_area", 0.0..=1.0, Some(base.min_seal_area));
+    let max_seal_area = s.float_in("max_seal_area", 0.0..=1.0, Some(base.max_seal_area));
+    let base_deadline = base.deadline.map_or(0, |d| d.as_millis() as i64);
+    let deadline_ms = s.int_in("deadline_ms", 0..=60_000, Some(base_deadline));
     s.finish();
     let d = DecisionConfig {
         defect_threshold: defect_threshold?,

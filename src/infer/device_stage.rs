@@ -42,7 +42,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
 use super::stage::{WarmUpFrame, WarmUpSize};
-use crate::capture::{EndOfStream, RingConsumer};
+use crate::capture::{CameraRings, EndOfStream};
 use crate::config::Config;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
@@ -128,7 +128,7 @@ pub struct DeviceStartFailed {
 
 /// The device thread's channels.
 pub struct DeviceStage {
-    pub input: RingConsumer,
+    pub input: CameraRings,
     pub output: Sender<StageMessage>,
     /// Work records back from the output stage (backpressure, as in preprocess).
     pub free_work: Receiver<Box<FrameWork>>,
@@ -599,7 +599,7 @@ mod tests {
         let (out_tx, out_rx) = bounded(16);
         let (swap_tx, swap_rx) = bounded(1);
         let stage = DeviceStage {
-            input: consumer,
+            input: crate::capture::CameraRings::new(vec![consumer]),
             output: out_tx,
             free_work: free_rx,
             liveness: crate::service::Liveness::new(),

@@ -122,6 +122,9 @@ pub struct LineVerdict {
     /// The models that judged the part; `None`: the models the line output
     /// started with (a `late` fail, which no model judged).
     pub models: Option<Arc<ModelIds>>,
+    /// The camera's name with `[cameras.NAME]` (MQTT publishes to
+    /// `<topic>/<camera>/verdict`); `None` with one `[source]`.
+    pub camera: Option<Arc<str>>,
 }
 
 impl LineVerdict {
@@ -191,6 +194,8 @@ impl LineStats {
 pub struct Line {
     /// The part the line waits for next.
     next: Mutex<u64>,
+    /// Whose parts these are (each camera has its own line and part numbers).
+    camera: Option<Arc<str>>,
     outputs: Vec<Arc<dyn LineOutput>>,
     /// `[decision] deadline_ms` in nanoseconds; 0 = off. Changes on reload.
     deadline_ns: AtomicU64,
@@ -199,11 +204,23 @@ pub struct Line {
 
 impl Line {
     pub fn new(outputs: Vec<Arc<dyn LineOutput>>, deadline: Option<Duration>) -> Line {
+        Line::of_camera(outputs, deadline, None, Arc::default())
+    }
+
+    /// The line of one camera of several: its parts are numbered on their
+    /// own, its verdicts name it, and `stats` counts with the other cameras'.
+    pub fn of_camera(
+        outputs: Vec<Arc<dyn LineOutput>>,
+        deadline: Option<Duration>,
+        camera: Option<Arc<str>>,
+        stats: Arc<LineStats>,
+    ) -> Line {
         let line = Line {
             next: Mutex::new(0),
+            camera,
             outputs,
             deadline_ns: AtomicU64::new(0),
-            stats: Arc::default(),
+            stats,
         };
         line.set_deadline(deadline);
         line
@@ -271,6 +288,7 @@ impl Line {
             latency_ms,
             deadline,
             models: models.cloned(),
+            camera: self.camera.clone(),
         });
         Delivery::OnTime
     }
@@ -300,6 +318,7 @@ impl Line {
             latency_ms: meta.captured_instant.elapsed().as_secs_f64() * 1e3,
             deadline: deadline.map(PartDeadline::for_late_fail),
             models: None,
+            camera: self.camera.clone(),
         });
     }
 

@@ -32,7 +32,8 @@ use pending::PendingLines;
 /// Settings the operator may change at run time (SIGHUP).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSettings {
-    pub decision: DecisionConfig,
+    /// Each camera's thresholds and deadline, by `FrameMeta::camera`.
+    pub decisions: Vec<DecisionConfig>,
     pub output: OutputConfig,
     pub archive: Option<ArchiveConfig>,
 }
@@ -44,11 +45,14 @@ pub type FrameLatencies = [f64; 4];
 /// capacity: no allocation once it has grown to a line's size.
 pub fn format_result(
     line: &mut String,
+    camera: Option<&str>,
     meta: &FrameMeta,
     decision: &Decision,
     latencies: Option<&FrameLatencies>,
 ) {
-    write_json(line, &ResultLine::new(meta, decision, latencies));
+    let mut result = ResultLine::new(meta, decision, latencies);
+    result.camera = camera;
+    write_json(line, &result);
 }
 
 /// Appends `"late"` (the line got a `late` fail for this part instead of this
@@ -60,7 +64,10 @@ pub fn append_line_fields(line: &mut String, late: bool, models: Option<&ModelId
 /// One frame's result, as the results file (and `inspect`, which names the
 /// image first) writes it; the key order is the line's.
 #[derive(Serialize)]
-pub struct ResultLine {
+pub struct ResultLine<'a> {
+    /// With `[cameras.NAME]`: the camera (its `seq` counts on its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    camera: Option<&'a str>,
     seq: u64,
     #[serde(serialize_with = "json_line::rfc3339")]
     ts: SystemTime,
@@ -74,9 +81,10 @@ pub struct ResultLine {
     latency_ms: Option<LatencyMs>,
 }
 
-impl ResultLine {
+impl ResultLine<'_> {
     pub fn new(meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) -> Self {
         ResultLine {
+            camera: None,
             seq: meta.seq,
             ts: meta.captured_at,
             verdict: decision.verdict.as_str(),
@@ -130,8 +138,8 @@ pub struct OutputStage {
     pub liveness: Liveness,
     /// Frames before this `seq` are written but left out of the statistics (warm-up).
     pub measure_from_seq: u64,
-    /// Where verdicts go to the line (MQTT, the deadline); `None`: results file only.
-    pub line: Option<Arc<Line>>,
+    /// The cameras, by `FrameMeta::camera`: each one's name and line.
+    pub cameras: Vec<OutputCamera>,
     /// Ids of the models, written into every result line: those that judged
     /// the frame, else (a frame no model saw) the ones that judged the last.
     pub models: Option<Arc<ModelIds>>,
@@ -143,10 +151,37 @@ pub struct OutputStage {
     pub shadow: Option<ShadowHandoff>,
 }
 
+/// One camera as the output stage sees it.
+pub struct OutputCamera {
+    /// `[cameras.NAME]`'s name, written into its lines; `None` for `[source]`.
+    pub name: Option<Arc<str>>,
+    /// Where its verdicts go to the line (MQTT, the deadline); `None`:
+    /// results file only.
+    pub line: Option<Arc<Line>>,
+}
+
 /// How often an idle output thread flushes the file and the taps.
 const IDLE: Duration = Duration::from_millis(500);
 
+impl LiveSettings {
+    /// The thresholds of `camera` (the first camera's for an index out of
+    /// range, which the pipeline never makes).
+    pub fn decision_of(&self, camera: crate::frame::CameraIndex) -> &DecisionConfig {
+        self.decisions
+            .get(usize::from(camera))
+            .unwrap_or(&self.decisions[0])
+    }
+}
+
 impl OutputStage {
+    /// The camera's name for a log line ("" for `[source]`).
+    fn camera_label(&self, camera: crate::frame::CameraIndex) -> &str {
+        self.cameras
+            .get(usize::from(camera))
+            .and_then(|c| c.name.as_deref())
+            .unwrap_or_default()
+    }
+
     /// Runs until `End`; returns the number of result lines written.
     pub fn run(mut self) -> Result<u64, OutputError> {
         let mut line = String::with_capacity(512);
@@ -183,13 +218,13 @@ impl OutputStage {
             self.apply_reload()?;
             match message {
                 StageMessage::Inspect(mut work) => {
-                    let decision =
-                        decision::decide(&work, self.defect_class, &self.settings.decision);
+                    let thresholds = self.settings.decision_of(work.meta.camera);
+                    let decision = decision::decide(&work, self.defect_class, thresholds);
                     let t = &work.timings;
                     let total = work.meta.captured_instant.elapsed().as_secs_f64() * 1e3;
                     let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, total];
                     if let Some((stage, message)) = &work.error {
-                        log::warn!(target: "sealcheck::verdict", seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
+                        log::warn!(target: "sealcheck::verdict", camera = self.camera_label(work.meta.camera), seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
                     }
                     if let Some(models) = &work.models {
                         self.models = Some(Arc::clone(models));
@@ -225,7 +260,7 @@ impl OutputStage {
                     }
                 }
                 StageMessage::CaptureFailed { meta, message } => {
-                    log::warn!(target: "sealcheck::verdict", seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
+                    log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
                     self.emit(
                         &mut line,
                         &mut pending,
@@ -289,8 +324,10 @@ impl OutputStage {
         latencies: Option<&FrameLatencies>,
         mut work: Option<&mut FrameWork>,
     ) -> Result<(), OutputError> {
+        let camera = self.cameras.get(usize::from(meta.camera));
+        let name = camera.and_then(|c| c.name.as_deref());
         // The line first: it has a deadline, the file does not.
-        let delivery = self.line.as_ref().map(|l| {
+        let delivery = camera.and_then(|c| c.line.as_ref()).map(|l| {
             let latency = latencies.map_or_else(
                 || meta.captured_instant.elapsed().as_secs_f64() * 1e3,
                 |l| l[3],
@@ -304,15 +341,17 @@ impl OutputStage {
             .and_then(|w| w.error.as_ref())
             .map(|(stage, _)| *stage)
             .filter(|stage| *stage != FailedStage::Capture);
-        format_result(line, meta, d, latencies);
+        format_result(line, name, meta, d, latencies);
         append_line_fields(line, late, self.models.as_deref());
         // After the line got the verdict: the shadow never delays it.
         let shadowed = match (&self.shadow, work.as_deref_mut()) {
-            (Some(shadow), Some(w)) => shadow.offer(w, d, &self.settings.decision, line),
+            (Some(shadow), Some(w)) => {
+                shadow.offer(w, d, self.settings.decision_of(meta.camera), line)
+            }
             _ => false,
         };
         if shadowed || !pending.is_empty() {
-            pending.park(meta.seq, line, shadowed);
+            pending.park(meta, line, shadowed);
         } else {
             self.sink.write_line(line)?;
         }
@@ -328,6 +367,7 @@ impl OutputStage {
         if self.settings.output.log_verdicts {
             log::info!(
                 target: "sealcheck::verdict",
+                camera = name.unwrap_or_default(),
                 seq = meta.seq,
                 verdict = d.verdict.as_str(),
                 reason = d.reason.as_str(),
@@ -339,7 +379,7 @@ impl OutputStage {
             );
         }
         if late && !self.settings.output.log_verdicts {
-            log::debug!(target: "sealcheck::verdict", seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
+            log::debug!(target: "sealcheck::verdict", camera = name.unwrap_or_default(), seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
         }
         match (d.reason, engine_failure) {
             (Reason::Error, Some(stage)) => self.liveness.frame_failed_inspection(stage),
@@ -370,24 +410,33 @@ impl OutputStage {
                 }
             }
         }
-        if new.decision.deadline != self.settings.decision.deadline
-            && let Some(line) = &self.line
-        {
-            line.set_deadline(new.decision.deadline);
-            log::info!(target: "sealcheck::decision", deadline_ms = new.decision.deadline.map_or(0, |d| d.as_millis() as u64);
-                "per-part deadline changed by reload; it applies to frames captured from now on");
+        for (index, camera) in self.cameras.iter().enumerate() {
+            let (Some(old), Some(new)) =
+                (self.settings.decisions.get(index), new.decisions.get(index))
+            else {
+                continue;
+            };
+            let name = camera.name.as_deref().unwrap_or_default();
+            if new.deadline != old.deadline
+                && let Some(line) = &camera.line
+            {
+                line.set_deadline(new.deadline);
+                log::info!(target: "sealcheck::decision", camera = name, deadline_ms = new.deadline.map_or(0, |d| d.as_millis() as u64);
+                    "per-part deadline changed by reload; it applies to frames captured from now on");
+            }
+            if new != old {
+                log::info!(
+                    target: "sealcheck::decision",
+                    camera = name,
+                    defect_threshold = new.defect_threshold,
+                    no_seal_below = new.no_seal_below,
+                    min_seal_area = new.min_seal_area,
+                    max_seal_area = new.max_seal_area;
+                    "decision thresholds changed by reload"
+                );
+            }
         }
         self.sink.set_rotation(new.output.rotation);
-        if new.decision != self.settings.decision {
-            log::info!(
-                target: "sealcheck::decision",
-                defect_threshold = new.decision.defect_threshold,
-                no_seal_below = new.decision.no_seal_below,
-                min_seal_area = new.decision.min_seal_area,
-                max_seal_area = new.decision.max_seal_area;
-                "decision thresholds changed by reload"
-            );
-        }
         if new.archive != self.settings.archive {
             self.taps.reload_archive(new.archive.as_ref());
         }
@@ -406,6 +455,7 @@ mod tests {
     fn result_line_is_json_with_the_schema() {
         let meta = FrameMeta {
             seq: 7,
+            camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
         };
@@ -416,7 +466,7 @@ mod tests {
             seal_area: Some(0.2),
         };
         let mut line = String::new();
-        format_result(&mut line, &meta, &d, Some(&[1.0, 2.0, 3.0, 7.5]));
+        format_result(&mut line, None, &meta, &d, Some(&[1.0, 2.0, 3.0, 7.5]));
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["seq"], 7);
         assert_eq!(v["ts"], "1970-01-01T00:00:00.000Z");
@@ -430,11 +480,12 @@ mod tests {
     fn line_fields_are_appended_as_json() {
         let meta = FrameMeta {
             seq: 3,
+            camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
         };
         let mut line = String::new();
-        format_result(&mut line, &meta, &Decision::error(), None);
+        format_result(&mut line, None, &meta, &Decision::error(), None);
         let models = ModelIds {
             segmentation: "aaaaaaaaaaaa".into(),
             classifier: "bbbbbbbbbbbb".into(),
@@ -452,6 +503,7 @@ mod tests {
     fn result_line_bytes_are_pinned() {
         let meta = FrameMeta {
             seq: 7,
+            camera: 0,
             captured_at: UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123),
             captured_instant: std::time::Instant::now(),
         };
@@ -464,6 +516,7 @@ mod tests {
         let mut line = String::new();
         format_result(
             &mut line,
+            None,
             &meta,
             &d,
             Some(&[1.0, 2.25, 0.0004, 12_345.678_9]),
@@ -478,12 +531,12 @@ mod tests {
             defect_prob: Some(1e-7),
             seal_area: Some(-0.0),
         };
-        format_result(&mut line, &meta, &d, Some(&[0.0, 0.0, 0.0, 0.0]));
+        format_result(&mut line, None, &meta, &d, Some(&[0.0, 0.0, 0.0, 0.0]));
         assert_eq!(
             line,
             "{\"seq\":7,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"pass\",\"reason\":\"ok\",\"defect_prob\":0.000000,\"seal_area\":-0.000000,\"latency_ms\":{\"preprocess\":0.000,\"segment\":0.000,\"classify\":0.000,\"total\":0.000}}"
         );
-        format_result(&mut line, &meta, &Decision::not_inspected(), None);
+        format_result(&mut line, None, &meta, &Decision::not_inspected(), None);
         assert_eq!(
             line,
             "{\"seq\":7,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"fail\",\"reason\":\"not_inspected\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":null}"
@@ -494,6 +547,7 @@ mod tests {
     fn line_fields_bytes_are_pinned() {
         let meta = FrameMeta {
             seq: 3,
+            camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
         };
@@ -502,7 +556,7 @@ mod tests {
             classifier: "unreadable".into(),
         };
         let mut line = String::new();
-        format_result(&mut line, &meta, &Decision::error(), None);
+        format_result(&mut line, None, &meta, &Decision::error(), None);
         append_line_fields(&mut line, true, Some(&models));
         assert_eq!(
             line,
@@ -510,6 +564,7 @@ mod tests {
         );
         format_result(
             &mut line,
+            None,
             &meta,
             &Decision::late(),
             Some(&[1.5, 2.0, 3.0, 70.25]),
@@ -525,11 +580,12 @@ mod tests {
     fn not_inspected_line_has_nulls() {
         let meta = FrameMeta {
             seq: 1,
+            camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
         };
         let mut line = String::new();
-        format_result(&mut line, &meta, &Decision::not_inspected(), None);
+        format_result(&mut line, None, &meta, &Decision::not_inspected(), None);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["reason"], "not_inspected");
         assert!(v["defect_prob"].is_null() && v["latency_ms"].is_null());

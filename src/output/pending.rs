@@ -15,11 +15,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::frame::{CameraIndex, FrameMeta};
 use crate::json_line;
 use crate::shadow::ShadowVerdict;
 
 struct Pending {
-    seq: u64,
+    /// The frame: its camera and `seq`.
+    frame: (CameraIndex, u64),
     line: String,
     /// Set while the shadow's verdict is still to come.
     awaiting_since: Option<Instant>,
@@ -55,13 +57,13 @@ impl PendingLines {
             .count()
     }
 
-    /// Queues `line`; `awaiting`: a shadow verdict will come for `seq`.
-    pub fn park(&mut self, seq: u64, line: &str, awaiting: bool) {
+    /// Queues `line` of frame `meta`; `awaiting`: a shadow verdict will come for it.
+    pub fn park(&mut self, meta: &FrameMeta, line: &str, awaiting: bool) {
         let mut text = self.spare.pop().unwrap_or_default();
         text.clear();
         text.push_str(line);
         self.queue.push_back(Pending {
-            seq,
+            frame: (meta.camera, meta.seq),
             line: text,
             awaiting_since: awaiting.then(Instant::now),
         });
@@ -73,7 +75,7 @@ impl PendingLines {
         let Some(pending) = self
             .queue
             .iter_mut()
-            .find(|p| p.seq == verdict.seq && p.awaiting_since.is_some())
+            .find(|p| p.frame == (verdict.camera, verdict.seq) && p.awaiting_since.is_some())
         else {
             return false;
         };
@@ -132,6 +134,7 @@ mod tests {
     fn verdict(seq: u64) -> ShadowVerdict {
         ShadowVerdict {
             seq,
+            camera: 0,
             outcome: ShadowOutcome::Judged {
                 decision: Decision::error(),
                 mask_iou: Some(1.0),
@@ -141,6 +144,14 @@ mod tests {
                 classifier: "c".into(),
             }),
         }
+    }
+
+    fn park(p: &mut PendingLines, camera: CameraIndex, seq: u64, line: &str, awaiting: bool) {
+        let meta = FrameMeta {
+            camera,
+            ..FrameMeta::now(seq)
+        };
+        p.park(&meta, line, awaiting);
     }
 
     fn written(p: &mut PendingLines, wait: Duration, force: bool) -> Vec<String> {
@@ -156,8 +167,8 @@ mod tests {
     #[test]
     fn lines_after_a_shadowed_frame_wait_and_leave_in_order_with_its_verdict() {
         let mut p = PendingLines::default();
-        p.park(0, "{\"seq\":0}", true);
-        p.park(1, "{\"seq\":1}", false);
+        park(&mut p, 0, 0, "{\"seq\":0}", true);
+        park(&mut p, 0, 1, "{\"seq\":1}", false);
         assert!(written(&mut p, Duration::from_secs(5), false).is_empty());
         assert_eq!(p.awaiting(), 1);
         assert!(!p.attach(&verdict(1)), "seq 1 awaits nothing");
@@ -176,7 +187,7 @@ mod tests {
     #[test]
     fn a_verdict_that_never_comes_leaves_the_line_written_once_with_an_error() {
         let mut p = PendingLines::default();
-        p.park(4, "{\"seq\":4}", true);
+        park(&mut p, 0, 4, "{\"seq\":4}", true);
         let lines = written(&mut p, Duration::ZERO, false);
         assert_eq!(lines.len(), 1);
         let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
@@ -188,5 +199,23 @@ mod tests {
         );
         assert!(!p.attach(&verdict(4)), "a late verdict finds no line");
         assert!(written(&mut p, Duration::ZERO, true).is_empty());
+    }
+
+    #[test]
+    fn a_verdict_goes_to_its_own_cameras_frame_of_the_same_seq() {
+        let mut p = PendingLines::default();
+        park(&mut p, 0, 3, "{\"camera\":\"a\",\"seq\":3}", true);
+        park(&mut p, 1, 3, "{\"camera\":\"b\",\"seq\":3}", true);
+        let other = ShadowVerdict {
+            camera: 1,
+            ..verdict(3)
+        };
+        assert!(p.attach(&other));
+        assert_eq!(p.awaiting(), 1, "camera a's line still waits");
+        assert!(written(&mut p, Duration::from_secs(5), false).is_empty());
+        assert!(p.attach(&verdict(3)));
+        let lines = written(&mut p, Duration::from_secs(5), false);
+        assert!(lines[0].starts_with("{\"camera\":\"a\"") && lines[0].contains("shadow"));
+        assert!(lines[1].starts_with("{\"camera\":\"b\"") && lines[1].contains("shadow"));
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::FramePreprocessor;
-use crate::capture::{EndOfStream, RingConsumer};
+use crate::capture::{CameraRings, EndOfStream};
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 use crate::ring::Popped;
 
@@ -29,7 +29,7 @@ pub fn preprocess_frame(
 }
 
 pub struct PreprocessStage {
-    pub input: RingConsumer,
+    pub input: CameraRings,
     pub output: Sender<StageMessage>,
     /// Work records come back here from the output stage; waiting on this is
     /// the backpressure that keeps at most `pool` frames in flight.

@@ -116,6 +116,24 @@ impl Health {
 #[derive(Debug, Clone)]
 pub struct Liveness {
     shared: Arc<Shared>,
+    source: Arc<SourceRecord>,
+}
+
+impl SourceRecord {
+    fn new() -> Self {
+        SourceRecord {
+            source_streaming: AtomicBool::new(false),
+            source_since: AtomicU64::new(1),
+            source_lost: AtomicBool::new(false),
+            source_managed: AtomicBool::new(false),
+            capture_beat: AtomicU64::new(0),
+            abandoned_in_a_row: AtomicU64::new(0),
+            abandoned_stuck: AtomicU64::new(0),
+            last_abandoned: AtomicU64::new(0),
+            refused_while_abandoned_since: AtomicU64::new(0),
+            source_name: OnceLock::new(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -131,6 +149,17 @@ struct Shared {
     /// When the pipeline last went from empty to holding a frame: a frame arriving after
     /// a long idle spell gets a full stall timeout, not the idle time held against it.
     busy_since: AtomicU64,
+    /// The first engine failure since the last inspected result (0: none), the
+    /// latest, and the stage of the latest (`FailedStage as u8`).
+    failing_since: AtomicU64,
+    last_failure: AtomicU64,
+    failed_stage: AtomicU8,
+}
+
+/// One camera's source, as capture reports it (`Liveness::for_another_camera`
+/// gives each further camera its own; health reads the first camera's).
+#[derive(Debug)]
+struct SourceRecord {
     source_streaming: AtomicBool,
     /// When `source_streaming` last changed (or the Liveness was made).
     source_since: AtomicU64,
@@ -141,11 +170,6 @@ struct Shared {
     source_managed: AtomicBool,
     /// Last beat of the capture thread (see `capture_heartbeat`).
     capture_beat: AtomicU64,
-    /// The first engine failure since the last inspected result (0: none), the
-    /// latest, and the stage of the latest (`FailedStage as u8`).
-    failing_since: AtomicU64,
-    last_failure: AtomicU64,
-    failed_stage: AtomicU8,
     /// Live-source pipelines abandoned since the source last delivered a frame.
     abandoned_in_a_row: AtomicU64,
     /// Abandoned pipelines whose teardown thread is still blocked.
@@ -176,22 +200,25 @@ impl Liveness {
             last_advance: Default::default(),
             last_inspected: AtomicU64::new(0),
             busy_since: AtomicU64::new(0),
-            source_streaming: AtomicBool::new(false),
-            source_since: AtomicU64::new(1),
-            source_lost: AtomicBool::new(false),
-            source_managed: AtomicBool::new(false),
-            capture_beat: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
             last_failure: AtomicU64::new(0),
             failed_stage: AtomicU8::new(FailedStage::Segment as u8),
-            abandoned_in_a_row: AtomicU64::new(0),
-            abandoned_stuck: AtomicU64::new(0),
-            last_abandoned: AtomicU64::new(0),
-            refused_while_abandoned_since: AtomicU64::new(0),
-            source_name: OnceLock::new(),
         };
         Liveness {
             shared: Arc::new(shared),
+            source: Arc::new(SourceRecord::new()),
+        }
+    }
+
+    /// A handle for a further camera's capture: frames count with this
+    /// one's (in flight, progress, stalls), but its source's state (lost,
+    /// streaming, abandoned pipelines) is its own, so one lost camera does
+    /// not read as the station's source being lost. The watchdog judges the
+    /// source of the first camera; the others are shown per camera.
+    pub fn for_another_camera(&self) -> Liveness {
+        Liveness {
+            shared: Arc::clone(&self.shared),
+            source: Arc::new(SourceRecord::new()),
         }
     }
 
@@ -254,12 +281,12 @@ impl Liveness {
     /// Records whether the source is streaming; only changes restart its clock.
     pub fn set_source_streaming(&self, streaming: bool) {
         if self
-            .shared
+            .source
             .source_streaming
             .swap(streaming, Ordering::Relaxed)
             != streaming
         {
-            self.shared
+            self.source
                 .source_since
                 .store(self.stamp(Instant::now()), Ordering::Relaxed);
         }
@@ -269,10 +296,10 @@ impl Liveness {
     /// that the source is back (false). While lost and nothing is in flight the
     /// pipeline counts as healthy: `Health::SourceLost`.
     pub fn set_source_lost(&self, lost: bool) {
-        self.shared.source_lost.store(lost, Ordering::Relaxed);
+        self.source.source_lost.store(lost, Ordering::Relaxed);
         if !lost {
             // A pipeline delivered: the abandoned ones before it were not a pattern.
-            self.shared.abandoned_in_a_row.store(0, Ordering::Relaxed);
+            self.source.abandoned_in_a_row.store(0, Ordering::Relaxed);
         }
     }
 
@@ -280,7 +307,7 @@ impl Liveness {
     /// live source): while `capture_heartbeat` keeps coming, a source that is not
     /// streaming is waited for, not a stall.
     pub fn set_source_managed(&self, managed: bool) {
-        self.shared.source_managed.store(managed, Ordering::Relaxed);
+        self.source.source_managed.store(managed, Ordering::Relaxed);
         self.capture_heartbeat();
     }
 
@@ -289,17 +316,17 @@ impl Liveness {
     /// in a driver call) loses the benefit of `set_source_managed`.
     pub fn capture_heartbeat(&self) {
         let now = self.stamp(Instant::now());
-        self.shared.capture_beat.store(now, Ordering::Relaxed);
+        self.source.capture_beat.store(now, Ordering::Relaxed);
     }
 
     /// Names the source in the watchdog's and /healthz's words (set once, by capture).
     pub fn set_source_name(&self, name: &str) {
-        let _ = self.shared.source_name.set(name.to_string());
+        let _ = self.source.source_name.set(name.to_string());
     }
 
     /// The source as capture named it ("the source" before it did).
     pub fn source_name(&self) -> &str {
-        self.shared
+        self.source
             .source_name
             .get()
             .map_or("the source", String::as_str)
@@ -308,17 +335,20 @@ impl Liveness {
     /// Capture abandoned a pipeline that did not stop in time (its thread
     /// stays blocked); returns how many in a row, without a frame between.
     pub fn pipeline_abandoned(&self) -> u64 {
-        let s = &self.shared;
-        s.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
-        s.last_abandoned
+        self.source.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
+        self.source
+            .last_abandoned
             .store(self.stamp(Instant::now()), Ordering::Relaxed);
-        s.abandoned_in_a_row.fetch_add(1, Ordering::Relaxed) + 1
+        self.source
+            .abandoned_in_a_row
+            .fetch_add(1, Ordering::Relaxed)
+            + 1
     }
 
     /// An abandoned pipeline's teardown finished after all.
     pub fn abandoned_teardown_ended(&self) {
         let _ =
-            self.shared
+            self.source
                 .abandoned_stuck
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
@@ -327,13 +357,14 @@ impl Liveness {
     /// Failures while an abandoned pipeline still blocks start the "device
     /// stays busy" clock of `Health::SourceStuck`.
     pub fn rebuild_started(&self, started: bool) {
-        let s = &self.shared;
-        if started || s.abandoned_stuck.load(Ordering::Relaxed) == 0 {
-            s.refused_while_abandoned_since.store(0, Ordering::Relaxed);
+        if started || self.source.abandoned_stuck.load(Ordering::Relaxed) == 0 {
+            self.source
+                .refused_while_abandoned_since
+                .store(0, Ordering::Relaxed);
             return;
         }
         let now = self.stamp(Instant::now());
-        let _ = s.refused_while_abandoned_since.compare_exchange(
+        let _ = self.source.refused_while_abandoned_since.compare_exchange(
             0,
             now,
             Ordering::Relaxed,
@@ -343,18 +374,18 @@ impl Liveness {
 
     /// Pipelines abandoned since the source last delivered a frame.
     pub fn abandoned_in_a_row(&self) -> u64 {
-        self.shared.abandoned_in_a_row.load(Ordering::Relaxed)
+        self.source.abandoned_in_a_row.load(Ordering::Relaxed)
     }
 
     /// Whether capture reported a lost live source it is rebuilding.
     pub fn source_lost(&self) -> bool {
-        self.shared.source_lost.load(Ordering::Relaxed)
+        self.source.source_lost.load(Ordering::Relaxed)
     }
 
     /// Whether the source was streaming when last recorded (the watchdog
     /// records it every ping interval).
     pub fn source_streaming(&self) -> bool {
-        self.shared.source_streaming.load(Ordering::Relaxed)
+        self.source.source_streaming.load(Ordering::Relaxed)
     }
 
     /// Frames capture delivered so far.
@@ -429,13 +460,14 @@ impl Liveness {
         if last_inspected != 0 && ago(last_inspected) <= stall_timeout {
             return Health::Alive { in_flight: 0 };
         }
-        if s.source_streaming.load(Ordering::Relaxed) {
+        if self.source.source_streaming.load(Ordering::Relaxed) {
             return Health::Idle;
         }
-        let down_for = ago(s.source_since.load(Ordering::Relaxed));
-        let managed = s.source_managed.load(Ordering::Relaxed)
-            && ago(s.capture_beat.load(Ordering::Relaxed)) <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
-        if managed && s.source_lost.load(Ordering::Relaxed) {
+        let down_for = ago(self.source.source_since.load(Ordering::Relaxed));
+        let managed = self.source.source_managed.load(Ordering::Relaxed)
+            && ago(self.source.capture_beat.load(Ordering::Relaxed))
+                <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
+        if managed && self.source.source_lost.load(Ordering::Relaxed) {
             return Health::SourceLost { for_: down_for };
         }
         if down_for <= stall_timeout || managed {
@@ -452,18 +484,20 @@ impl Liveness {
     /// `Health::SourceStuck` when abandoned pipelines piled up, or when
     /// rebuilds have failed to start for a stall timeout while one still blocks.
     fn stuck_source(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
-        let s = &self.shared;
-        let in_a_row = s.abandoned_in_a_row.load(Ordering::Relaxed);
-        let still_stuck = s.abandoned_stuck.load(Ordering::Relaxed);
+        let in_a_row = self.source.abandoned_in_a_row.load(Ordering::Relaxed);
+        let still_stuck = self.source.abandoned_stuck.load(Ordering::Relaxed);
         let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
         if in_a_row >= MAX_ABANDONED_IN_A_ROW {
             return Some(Health::SourceStuck {
                 in_a_row,
                 still_stuck,
-                for_: ago(s.last_abandoned.load(Ordering::Relaxed)),
+                for_: ago(self.source.last_abandoned.load(Ordering::Relaxed)),
             });
         }
-        let refused_since = s.refused_while_abandoned_since.load(Ordering::Relaxed);
+        let refused_since = self
+            .source
+            .refused_while_abandoned_since
+            .load(Ordering::Relaxed);
         (still_stuck > 0 && refused_since != 0 && ago(refused_since) >= stall_timeout).then(|| {
             Health::SourceStuck {
                 in_a_row,

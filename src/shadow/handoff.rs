@@ -63,6 +63,9 @@ impl ShadowRecord {
 #[derive(Debug, Clone)]
 pub struct ShadowVerdict {
     pub seq: u64,
+    /// Whose frame (`FrameMeta::camera`): with several cameras, `seq` alone
+    /// names no frame.
+    pub camera: crate::frame::CameraIndex,
     pub outcome: ShadowOutcome,
     pub models: Arc<ModelIds>,
 }

@@ -245,6 +245,7 @@ impl ShadowJudge {
     /// verdict per record received, whatever happens.
     fn judge(&mut self, mut record: Box<ShadowRecord>) {
         let seq = record.work.meta.seq;
+        let camera = record.work.meta.camera;
         let engine = match (self.running.as_mut(), self.retired.as_mut()) {
             (Some(running), _) => Some(running),
             (None, Some((retired, since))) => {
@@ -269,6 +270,7 @@ impl ShadowJudge {
         self.last_models = Some(Arc::clone(&models));
         let verdict = ShadowVerdict {
             seq,
+            camera,
             outcome,
             models,
         };

@@ -33,9 +33,23 @@ use crate::output::ResultsFileStatus;
 pub struct ExternalStats {
     pub line: Option<Arc<LineStats>>,
     pub mqtt: Option<Arc<MqttStats>>,
-    /// A live source's state (`None` for a replay).
+    /// A live source's state (`None` for a replay); the first camera's
+    /// with several (each is in `cameras`).
     pub source: Option<SourceStatus>,
+    /// Every camera's source, by `FrameMeta::camera`.
+    pub cameras: Vec<CameraSource>,
     pub results_file: Option<ResultsFileStatus>,
+}
+
+/// One camera's source, as the status side shows it.
+#[derive(Clone)]
+pub struct CameraSource {
+    /// `[cameras.NAME]`'s name; `None` for `[source]`.
+    pub name: Option<String>,
+    /// The source kind (`v4l2`, `rtsp`, `file`, ...).
+    pub kind: &'static str,
+    /// Up or lost, outages (`None` for a replay).
+    pub status: Option<SourceStatus>,
 }
 
 impl ExternalStats {

@@ -26,7 +26,7 @@ mod serve;
 mod taps;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
-pub use external::ExternalStats;
+pub use external::{CameraSource, ExternalStats};
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
@@ -71,6 +71,9 @@ impl RunState {
 pub struct RunInfo {
     pub backend: String,
     pub source: String,
+    /// The cameras by `FrameMeta::camera`: `[cameras.NAME]`'s names, or
+    /// one `None` for `[source]`.
+    pub cameras: Vec<Option<String>>,
     /// (role, file name, model id)
     pub models: Vec<(&'static str, String, String)>,
 }

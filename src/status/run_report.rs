@@ -131,6 +131,7 @@ mod tests {
         report.set_info(RunInfo {
             backend: "tract".into(),
             source: "file".into(),
+            cameras: vec![None],
             models: vec![("segmentation", "seg.onnx".into(), "aaaa".into())],
         });
         report.set_models(vec![("segmentation", "new.onnx".into(), "bbbb".into())]);

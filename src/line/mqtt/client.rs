@@ -73,7 +73,7 @@ pub(super) fn start(
     let handover = Handover {
         shared,
         client: client.clone(),
-        topic: format!("{}/verdict", config.topic),
+        topic: config.topic.clone(),
         qos,
         models,
     };
@@ -228,6 +228,8 @@ impl Running {
 struct Handover {
     shared: Arc<Shared>,
     client: Client,
+    /// `[mqtt] topic`: verdicts go to `<topic>/verdict`, or with named
+    /// cameras to `<topic>/<camera>/verdict`.
     topic: String,
     qos: QoS,
     models: ModelIds,
@@ -263,8 +265,12 @@ impl Handover {
                 };
                 // Under the state lock: a disconnect cannot come between the
                 // `connected` check and the hand-over (see EventLoop::disconnected).
+                let topic = match &verdict.camera {
+                    Some(camera) => format!("{}/{camera}/verdict", self.topic),
+                    None => format!("{}/verdict", self.topic),
+                };
                 match self.client.try_publish_with_properties(
-                    self.topic.as_str(),
+                    topic,
                     self.qos,
                     false,
                     payload.as_bytes().to_vec(),

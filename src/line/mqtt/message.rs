@@ -14,6 +14,7 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
     let message = VerdictMessage {
         seq: v.seq,
         part: v.seq,
+        camera: v.camera.as_deref(),
         ts: v.captured_at,
         verdict: d.verdict.as_str(),
         reason: d.reason.as_str(),
@@ -33,6 +34,10 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
 struct VerdictMessage<'a> {
     seq: u64,
     part: u64,
+    /// With `[cameras.NAME]`: whose part (the topic says it too, for a
+    /// subscriber of `<topic>/+/verdict`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    camera: Option<&'a str>,
     #[serde(serialize_with = "json_line::rfc3339")]
     ts: SystemTime,
     verdict: &'static str,
@@ -71,6 +76,7 @@ mod tests {
             latency_ms: 60.5,
             deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
             models: None,
+            camera: None,
         };
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
@@ -109,6 +115,7 @@ mod tests {
             latency_ms: 60.5,
             deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
             models: None,
+            camera: None,
         };
         let mut s = String::new();
         format_verdict(&mut s, &late, &models);
@@ -131,6 +138,15 @@ mod tests {
         assert_eq!(
             s,
             "{\"seq\":41,\"part\":41,\"ts\":\"2023-11-14T22:13:20.123Z\",\"verdict\":\"pass\",\"reason\":\"ok\",\"evaluation\":\"OK\",\"defect_prob\":0.012346,\"seal_area\":null,\"latency_ms\":12.000,\"deadline\":null,\"expires\":null,\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"ba9876543210\"}}"
+        );
+        let camera = LineVerdict {
+            camera: Some("side".into()),
+            ..pass.clone()
+        };
+        format_verdict(&mut s, &camera, &models);
+        assert!(
+            s.starts_with("{\"seq\":41,\"part\":41,\"camera\":\"side\",\"ts\":"),
+            "{s}"
         );
         let nan_latency = LineVerdict {
             latency_ms: f64::NAN,

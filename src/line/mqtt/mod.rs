@@ -525,6 +525,7 @@ mod tests {
             latency_ms: 1.0,
             deadline: deadline_ms.map(|ms| PartDeadline::of(&meta, Duration::from_millis(ms))),
             models: None,
+            camera: None,
         }
     }
 
