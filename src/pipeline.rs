@@ -84,9 +84,6 @@ pub enum PipelineError {
     Preprocess(#[from] FramePreprocessError),
     #[error(transparent)]
     Capture(#[from] CaptureError),
-    /// One of several cameras (`[cameras.NAME]`) could not start.
-    #[error("camera {camera}: {error}")]
-    Camera { camera: String, error: CaptureError },
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error("cannot start the {0} thread: {1}")]
@@ -578,6 +575,13 @@ fn problems_first(
     line
 }
 
+/// Work records for batches of up to `max_batch`: preprocess and output
+/// each hold one frame plus one waiting, and infer a batch while the next
+/// gathers; more only adds queueing latency, not throughput.
+fn work_records(max_batch: usize) -> usize {
+    2 * max_batch.max(1) + 2
+}
+
 /// At the end of a run, how long verdicts still queued may take to reach the broker.
 const MQTT_FLUSH: Duration = Duration::from_secs(2);
 
@@ -613,12 +617,12 @@ fn start_stages(
         deadlines.push(deadline);
     }
     let consumer = CameraRings::new(consumers);
-    // Enough work records for preprocess, infer and output to each hold one
-    // frame plus one waiting: more only adds queueing latency, not throughput.
-    let work_records = 4;
-    let (free_tx, free_rx) = bounded::<Box<FrameWork>>(work_records);
-    let (to_infer, infer_in) = bounded::<StageMessage>(work_records);
-    let (to_output, output_in) = bounded::<StageMessage>(work_records);
+    // Room for the most work records a run may make (see `work_records`
+    // below, decided once the engine tells how it batches).
+    let most_records = work_records(config.inference.max_batch);
+    let (free_tx, free_rx) = bounded::<Box<FrameWork>>(most_records);
+    let (to_infer, infer_in) = bounded::<StageMessage>(most_records);
+    let (to_output, output_in) = bounded::<StageMessage>(most_records);
     let (done_tx, output_done) = bounded::<()>(1);
     // The warm-up's frames are of the size the source will deliver, where
     // the config or the replay says it.
@@ -653,9 +657,27 @@ fn start_stages(
         geometry.seg_hw,
     )
     .map_err(|e| PipelineError::Spawn("archive", e))?;
-    let mut records: Vec<Box<FrameWork>> = (0..work_records)
+    let batching = match &frame_path {
+        FramePath::Host { backend, .. } => {
+            let max_batch = config.inference.max_batch.min(backend.max_batch());
+            if config.inference.max_batch > 1 && max_batch == 1 {
+                log::info!(target: "sealcheck::pipeline", max_batch = config.inference.max_batch;
+                    "the models have a batch dimension of 1: frames are judged one after another (export them with a dynamic batch to judge frames ready at once in one run)");
+            }
+            infer::BatchPolicy {
+                max_batch,
+                wait: config.inference.batch_wait,
+            }
+        }
+        FramePath::Device { .. } => infer::BatchPolicy {
+            max_batch: 1,
+            wait: Duration::ZERO,
+        },
+    };
+    let mut records: Vec<Box<FrameWork>> = (0..work_records(batching.max_batch))
         .map(|_| Box::new(FrameWork::new(&geometry)))
         .collect();
+    let mut batch_buffers = infer::BatchBuffers::default();
     // Only its mask-channel resize is used by the infer thread.
     let mask_preprocessor = cpu_preprocessor(config, geometry);
     if let FramePath::Host {
@@ -677,8 +699,27 @@ fn start_stages(
             frame.view(),
             &mut records,
         )?;
+        // Each batch size once too: an engine sizes its output (and may
+        // tune) at the first run of a new size.
+        for frames in 2..=batching.max_batch.min(records.len()) {
+            infer::infer_batch(
+                backend.as_mut(),
+                &mask_preprocessor,
+                config.segmentation.mask_class,
+                &mut records[..frames],
+                &mut batch_buffers,
+            );
+            if let Some((stage, message)) = records.iter_mut().find_map(|w| w.error.take()) {
+                return Err(InferError::WarmUp {
+                    engine: backend.kind().as_str(),
+                    step: stage.as_str(),
+                    message: format!("a batch of {frames} frames: {message}"),
+                }
+                .into());
+            }
+        }
         log::info!(target: "sealcheck::pipeline", engine = engine.name.as_str(), path = "host",
-            frames = records.len(), width = frame.view().width, height = frame.view().height,
+            frames = records.len(), max_batch = batching.max_batch, width = frame.view().width, height = frame.view().height,
             size_from = warm_up.origin(), ms = started.elapsed().as_secs_f64() * 1e3;
             "engines warmed up before the start");
     }
@@ -765,6 +806,8 @@ fn start_stages(
                 preprocessor: mask_preprocessor,
                 mask_class: config.segmentation.mask_class,
                 liveness: liveness.clone(),
+                batching,
+                batch_buffers,
             };
             let infer = spawn("infer", move || infer.run())?;
             let preprocess = PreprocessStage {

@@ -141,7 +141,23 @@ impl Capture {
         producer: RingProducer,
         liveness: Liveness,
     ) -> Result<Capture, CaptureError> {
-        let origin = launch::describe(&source.kind);
+        Self::start_camera(None, source, producer, liveness)
+    }
+
+    /// As `start`, for camera `camera` of several (`[cameras.NAME]`): every
+    /// log line and error of its capture names it first
+    /// (`source="camera side: rtsp://…"`).
+    pub fn start_camera(
+        camera: Option<&str>,
+        source: &SourceConfig,
+        producer: RingProducer,
+        liveness: Liveness,
+    ) -> Result<Capture, CaptureError> {
+        let described = launch::describe(&source.kind);
+        let origin = match camera {
+            Some(name) => format!("camera {name}: {described}"),
+            None => described,
+        };
         let mut shared = CaptureShared::new(
             origin,
             source.overflow,

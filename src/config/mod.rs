@@ -23,6 +23,24 @@ pub fn int8_sibling(fp32: &std::path::Path) -> PathBuf {
     fp32.with_file_name(format!("{stem}_int8.onnx"))
 }
 
+/// The FP16 model beside an FP32 one, as `scripts/export_batch_fp16.py`
+/// names it: `models/seg.onnx` -> `models/seg_fp16.onnx` (a file already
+/// named `_fp16` is its own). What `[inference] precision = "fp16"` and
+/// `sealcheck evaluate --candidate onnxruntime:cuda:fp16` run on ONNX Runtime.
+pub fn fp16_sibling(fp32: &std::path::Path) -> PathBuf {
+    let stem = fp32.file_stem().unwrap_or_default().to_string_lossy();
+    if stem.ends_with("_fp16") {
+        return fp32.to_path_buf();
+    }
+    fp32.with_file_name(format!("{stem}_fp16.onnx"))
+}
+
+/// Largest batch `[inference] max_batch` may ask for; also the default's cap
+/// (one frame per camera, up to this).
+pub const MAX_BATCH: usize = 64;
+/// The default `max_batch` is one frame per camera, up to this.
+pub const DEFAULT_BATCH_CAP: usize = 8;
+
 /// Exit status for configuration errors (sysexits EX_CONFIG); systemd's
 /// `RestartPreventExitStatus=78` keeps a config typo from restart-looping.
 pub const EXIT_CONFIG: i32 = 78;
@@ -250,6 +268,17 @@ pub struct InferenceConfig {
     /// Frames a GPU device path may keep on its stream at once (1 or 2):
     /// 2 stages the next frame while the GPU works when frames queue up.
     pub frames_in_flight: usize,
+    /// Most frames judged in one engine run (`max_batch`; default: one per
+    /// camera, up to `DEFAULT_BATCH_CAP`). Used only with models whose batch
+    /// dimension is dynamic; batch-1 models judge one frame after another.
+    pub max_batch: usize,
+    /// Longest the inference stage waits for more frames to fill a batch
+    /// (`batch_wait_us`; zero: take what is ready, never wait).
+    pub batch_wait: Duration,
+    /// `[inference] precision` for ONNX Runtime: `fp16` runs the `_fp16`
+    /// files beside the named models (`fp16_sibling`; the paths in
+    /// `segmentation`/`classifier` are already those files).
+    pub precision: EnginePrecision,
     /// Path of `libonnxruntime.so`, if the config names one.
     pub onnxruntime_library: Option<PathBuf>,
     /// TensorRT engine building, `[inference.tensorrt]`.

@@ -67,6 +67,26 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let status = read_status(&root, "status");
     let archive = read_archive(&root, "archive", &files);
     let shadow = read_shadow(&root, "shadow", &files, inference.as_ref());
+    let inference = inference.map(|mut inference| {
+        if inference.max_batch == 0 {
+            let cameras = cameras.as_ref().map_or(1, Vec::len);
+            inference.max_batch = cameras.clamp(1, DEFAULT_BATCH_CAP);
+        }
+        inference
+    });
+    let (segmentation, classifier) = match &inference {
+        Some(i) if i.precision == EnginePrecision::Fp16 => (
+            segmentation.and_then(|m| {
+                fp16_model(&models, "segmentation", m.path.clone())
+                    .map(|path| SegmentationModel { path, ..m })
+            }),
+            classifier.and_then(|m| {
+                fp16_model(&models, "classifier", m.path.clone())
+                    .map(|path| ClassifierModel { path, ..m })
+            }),
+        ),
+        _ => (segmentation, classifier),
+    };
     root.finish();
 
     match (
@@ -143,6 +163,23 @@ impl Files<'_> {
             None
         }
     }
+}
+
+/// The FP16 file of a named model (`precision = "fp16"`), which must exist.
+fn fp16_model(models: &Section, key: &str, fp32: PathBuf) -> Option<PathBuf> {
+    let fp16 = fp16_sibling(&fp32);
+    if fp16.is_file() {
+        return Some(fp16);
+    }
+    models.problem(
+        key,
+        format!(
+            "[inference] precision = \"fp16\" runs {} beside {}, which does not exist: make it with scripts/export_batch_fp16.py, or leave precision out",
+            fp16.display(),
+            fp32.display()
+        ),
+    );
+    None
 }
 
 /// `[source]` (one camera) or `[cameras.NAME]` tables (several), never both.
@@ -381,6 +418,29 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         .map(|i| DEVICES[i]);
     let threads = s.int_in("threads", 0..=256, Some(0));
     let frames_in_flight = s.int_in("frames_in_flight", 1..=2, Some(2));
+    // 0: not given (one frame per camera, decided once the cameras are read).
+    let max_batch = if s.has("max_batch") {
+        s.int_in("max_batch", 1..=MAX_BATCH as i64, None)
+    } else {
+        Some(0)
+    };
+    let batch_wait_us = s.int_in("batch_wait_us", 0..=100_000, Some(0));
+    let precision = s
+        .choice("precision", &["fp32", "fp16"], Some(0))
+        .map(|i| [EnginePrecision::Fp32, EnginePrecision::Fp16][i]);
+    if precision == Some(EnginePrecision::Fp16) {
+        match backend {
+            Some(BackendChoice::TensorRt) => s.problem(
+                "precision",
+                "TensorRT builds its engine at [inference.tensorrt] precision: set it there and leave [inference] precision out",
+            ),
+            Some(BackendChoice::Tract) => s.problem(
+                "precision",
+                "tract runs FP32 only: use backend = \"onnxruntime\" (device = \"cuda\") for FP16, or leave precision out",
+            ),
+            _ => {}
+        }
+    }
     let tensorrt = read_tensorrt(&s.section("tensorrt"), files);
     let onnxruntime = read_onnxruntime(&s.section("onnxruntime"));
     let onnxruntime_library = if s.has("onnxruntime_library") {
@@ -396,6 +456,9 @@ fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
         preprocess: preprocess?,
         threads: threads? as usize,
         frames_in_flight: frames_in_flight? as usize,
+        max_batch: max_batch? as usize,
+        batch_wait: Duration::from_micros(batch_wait_us? as u64),
+        precision: precision?,
         tensorrt: tensorrt?,
         onnxruntime: onnxruntime?,
         onnxruntime_library: match onnxruntime_library {

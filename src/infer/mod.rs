@@ -30,6 +30,7 @@ pub mod device_path;
 // The device path's runner (one stream, tickets, events) shared by the GPU
 // engines; only a `cuda` build has one (the engines' device parts are stubs
 // without it).
+mod batch;
 #[cfg(feature = "cuda")]
 pub mod device_runner;
 pub mod device_stage;
@@ -42,12 +43,13 @@ pub mod onnxruntime;
 mod stage;
 pub mod tract;
 
+pub use batch::{BatchBuffers, infer_batch};
 pub use engine_choice::{BackendSelection, open_backend};
 pub use error::{InferError, ORT_LIBRARY_FIX};
-pub use model_io::{ModelIo, ModelRole, check_classifier_output, models_opened};
+pub use model_io::{BatchDim, ModelIo, ModelRole, check_classifier_output, models_opened};
 pub use model_pair::{HostModel, ModelPair};
 pub use stage::{
-    InferStage, ModelSwap, WarmUpFrame, WarmUpSize, infer_frame, warm_up, warm_up_host,
+    BatchPolicy, InferStage, ModelSwap, WarmUpFrame, WarmUpSize, infer_frame, warm_up, warm_up_host,
 };
 
 use crate::config::Config;
@@ -105,6 +107,52 @@ pub trait InferenceBackend: Send {
     fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError>;
     /// input: 1x4xHxW (RGB normalized + mask); logits_out: 1xC.
     fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError>;
+
+    /// Most frames one `segment_batch`/`classify_batch` call runs at once:
+    /// 1 unless both models have a dynamic batch dimension.
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// `frames` frames' inputs back to back in, their logits back to back
+    /// out. An engine that cannot batch runs them one after another.
+    fn segment_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        one_by_one(frames, input, logits_out, |i, o| self.segment(i, o))
+    }
+
+    /// As `segment_batch`, for the classifier.
+    fn classify_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        one_by_one(frames, input, logits_out, |i, o| self.classify(i, o))
+    }
+}
+
+/// Runs a batch frame by frame: `frames` equal chunks of `input` and of `output`.
+pub(crate) fn one_by_one(
+    frames: usize,
+    input: &[f32],
+    output: &mut [f32],
+    mut run: impl FnMut(&[f32], &mut [f32]) -> Result<(), InferError>,
+) -> Result<(), InferError> {
+    let frames = frames.max(1);
+    let (in_len, out_len) = (input.len() / frames, output.len() / frames);
+    for (i, o) in input
+        .chunks_exact(in_len.max(1))
+        .zip(output.chunks_exact_mut(out_len.max(1)))
+        .take(frames)
+    {
+        run(i, o)?;
+    }
+    Ok(())
 }
 
 /// The class indices the decision reads must exist in the models' logits.

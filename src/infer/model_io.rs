@@ -14,12 +14,35 @@ pub use super::model_role::ModelRole;
 use crate::frame::TensorGeometry;
 
 /// Names and shape of one model's single input and single output, read from the model file.
+/// The shapes are one frame's (leading dimension 1); `batch` says whether
+/// the model takes more frames per run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelIo {
     pub input_name: String,
     pub input_shape: Vec<usize>,
     pub output_name: String,
     pub output_shape: Vec<usize>,
+    pub batch: BatchDim,
+}
+
+/// The leading (batch) dimension of a model's input and output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchDim {
+    /// Declared 1: one frame per run.
+    One,
+    /// Declared symbolic (`batch`, `N`, `-1`) on both input and output: any
+    /// number of frames per run.
+    Dynamic,
+}
+
+impl BatchDim {
+    /// Most frames per run this model takes, at most `wanted`.
+    pub fn frames(self, wanted: usize) -> usize {
+        match self {
+            BatchDim::One => 1,
+            BatchDim::Dynamic => wanted.max(1),
+        }
+    }
 }
 
 impl ModelIo {
@@ -137,13 +160,23 @@ pub fn resolve_model_io(
     let output = single(spec, "output", outputs)?;
     check_name(spec, "input", spec.input, &input.name)?;
     check_name(spec, "output", spec.output, &output.name)?;
-    let input_shape = static_shape(spec, "input", input)?;
-    let output_shape = static_shape(spec, "output", output)?;
+    let (input_shape, input_batch) = static_shape(spec, "input", input)?;
+    let (output_shape, output_batch) = static_shape(spec, "output", output)?;
+    if input_batch != output_batch {
+        return Err(spec.contract_error(format!(
+            "input \"{}\" and output \"{}\" disagree on the batch (first) dimension: [{}] against [{}]; re-export with the same dynamic or fixed batch on both",
+            input.name,
+            output.name,
+            input.dims.as_deref().map(join).unwrap_or_default(),
+            output.dims.as_deref().map(join).unwrap_or_default(),
+        )));
+    }
     let io = ModelIo {
         input_name: input.name.clone(),
         input_shape,
         output_name: output.name.clone(),
         output_shape,
+        batch: input_batch,
     };
     check_contract(spec, &io)?;
     Ok(io)
@@ -185,11 +218,13 @@ fn check_name(
     }
 }
 
+/// One frame's shape (batch dimension 1) and the batch dimension: only the
+/// first dimension may be symbolic.
 fn static_shape(
     spec: &ModelSpec<'_>,
     what: &str,
     tensor: &DeclaredTensor,
-) -> Result<Vec<usize>, InferError> {
+) -> Result<(Vec<usize>, BatchDim), InferError> {
     if !tensor.is_f32 {
         return Err(spec.contract_error(format!(
             "{what} \"{}\" has element type {}, not f32",
@@ -202,19 +237,24 @@ fn static_shape(
         );
     };
     let mut shape = Vec::with_capacity(dims.len());
-    for dim in dims {
+    let mut batch = BatchDim::One;
+    for (index, dim) in dims.iter().enumerate() {
         match dim {
             Dim::Fixed(n) => shape.push(*n),
+            Dim::Symbolic(_) if index == 0 => {
+                batch = BatchDim::Dynamic;
+                shape.push(1);
+            }
             Dim::Symbolic(_) => {
                 return Err(spec.contract_error(format!(
-                    "{what} \"{}\" has dynamic shape [{}]; sealcheck needs static shapes",
+                    "{what} \"{}\" has dynamic shape [{}]; sealcheck needs static shapes but for the batch (first) dimension",
                     tensor.name,
                     join(dims)
                 )));
             }
         }
     }
-    Ok(shape)
+    Ok((shape, batch))
 }
 
 /// Input `[1, channels, H, W]`; output `[1, C, H, W]` (same H, W) for segmentation,
@@ -372,24 +412,40 @@ mod tests {
         );
     }
 
+    fn with_dims(mut tensor: DeclaredTensor, first: Dim, height: Dim) -> DeclaredTensor {
+        let dims = tensor.dims.as_mut().unwrap();
+        dims[0] = first;
+        dims[2] = height;
+        tensor
+    }
+
     #[test]
-    fn dynamic_batch_is_rejected() {
+    fn a_dynamic_batch_is_taken_and_any_other_dynamic_dim_is_rejected() {
         let path = PathBuf::from("seg.onnx");
-        let mut input = f32_tensor("images", &[1, 3, 64, 64]);
-        input.dims = Some(vec![
-            Dim::Symbolic("N".into()),
-            Dim::Fixed(3),
-            Dim::Fixed(64),
-            Dim::Fixed(64),
-        ]);
-        let err = resolve_model_io(
-            &seg_spec(&path),
-            &[input],
-            &[f32_tensor("logits", &[1, 2, 64, 64])],
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("dynamic shape [N, 3, 64, 64]"), "{err}");
+        let n = || Dim::Symbolic("N".into());
+        let input = with_dims(f32_tensor("images", &[1, 3, 64, 64]), n(), Dim::Fixed(64));
+        let output = with_dims(f32_tensor("logits", &[1, 2, 64, 64]), n(), Dim::Fixed(64));
+        let io = resolve_model_io(&seg_spec(&path), &[input.clone()], &[output.clone()]).unwrap();
+        assert_eq!(io.batch, BatchDim::Dynamic);
+        assert_eq!(io.input_shape, vec![1, 3, 64, 64], "one frame's shape");
+        assert_eq!(io.output_shape, vec![1, 2, 64, 64]);
+        assert_eq!(io.batch.frames(4), 4);
+
+        let tall = with_dims(
+            f32_tensor("images", &[1, 3, 64, 64]),
+            n(),
+            Dim::Symbolic("H".into()),
+        );
+        let err = resolve_model_io(&seg_spec(&path), &[tall], &[output])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("dynamic shape [N, 3, H, 64]"), "{err}");
+
+        let fixed_out = f32_tensor("logits", &[1, 2, 64, 64]);
+        let err = resolve_model_io(&seg_spec(&path), &[input], &[fixed_out])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("disagree on the batch"), "{err}");
     }
 
     #[test]
@@ -415,12 +471,14 @@ mod tests {
             input_shape: vec![1, 3, 640, 640],
             output_name: "logits".into(),
             output_shape: vec![1, 2, 640, 640],
+            batch: BatchDim::One,
         };
         let cls = ModelIo {
             input_name: "input".into(),
             input_shape: vec![1, 4, 224, 512],
             output_name: "logits".into(),
             output_shape: vec![1, 2],
+            batch: BatchDim::One,
         };
         let g = geometry(&seg, &cls).unwrap();
         assert_eq!(

@@ -13,6 +13,22 @@ pub trait HostModel: Send {
 
     /// Runs the model on `input` into `output`, both sized as `io` says.
     fn run(&mut self, input: &[f32], output: &mut [f32]) -> Result<(), InferError>;
+
+    /// Runs `frames` frames at once (inputs and outputs back to back); a
+    /// model or engine that cannot runs them one by one.
+    fn run_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        output: &mut [f32],
+    ) -> Result<(), InferError> {
+        super::one_by_one(frames, input, output, |i, o| self.run(i, o))
+    }
+
+    /// Whether `run_batch` runs a batch as one run (else frame by frame).
+    fn batches(&self) -> bool {
+        false
+    }
 }
 
 /// The segmentation and classifier models of one engine.
@@ -51,5 +67,31 @@ impl<M: HostModel> InferenceBackend for ModelPair<M> {
 
     fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
         self.classifier.run(input, logits_out)
+    }
+
+    fn max_batch(&self) -> usize {
+        if self.segmentation.batches() && self.classifier.batches() {
+            crate::config::MAX_BATCH
+        } else {
+            1
+        }
+    }
+
+    fn segment_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.segmentation.run_batch(frames, input, logits_out)
+    }
+
+    fn classify_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.classifier.run_batch(frames, input, logits_out)
     }
 }

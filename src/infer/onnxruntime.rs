@@ -27,13 +27,13 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 
-use super::BackendKind;
 use super::error::InferError;
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
 use super::model_pair::{HostModel, ModelPair};
+use super::{BackendKind, BatchDim};
 use crate::config::{
     ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
 };
@@ -95,6 +95,10 @@ pub struct OrtModel {
     io: ModelIo,
     session: Session,
     run_options: RunOptions<HasSelectedOutputs>,
+    /// Run options with an output preallocated for a batch of `index + 2`
+    /// frames, made at the first batch of that size (a dynamic-batch model).
+    batch_runs: Vec<Option<RunOptions<HasSelectedOutputs>>>,
+    library: PathBuf,
 }
 
 impl OrtModel {
@@ -115,43 +119,35 @@ impl OrtModel {
             action: format!("{action} for {} model {}", spec.role, spec.path.display()),
             message: e.to_string(),
         };
-        // ONNX Runtime writes the output into this tensor on every run instead of allocating one.
-        let output = Tensor::<f32>::new(&Allocator::default(), io.output_shape.clone())
-            .map_err(|e| engine_error("allocate the output tensor", e))?;
-        let run_options = RunOptions::new()
-            .map_err(|e| engine_error("create run options", e))?
-            .with_outputs(
-                OutputSelector::no_default()
-                    .with(io.output_name.clone())
-                    .preallocate(io.output_name.clone(), output),
-            );
+        let run_options =
+            preallocated_run(&io, 1).map_err(|e| engine_error("allocate the output tensor", e))?;
         Ok(OrtModel {
             role: spec.role,
             io,
             session,
             run_options,
+            batch_runs: Vec::new(),
+            library: runtime.library.clone(),
         })
     }
-}
 
-impl HostModel for OrtModel {
-    fn io(&self) -> &ModelIo {
-        &self.io
-    }
-
-    fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        check_buffers(self.role, &self.io, input, logits_out)?;
-        let role = self.role;
+    /// Runs `input` (of `shape`) with `options`, into `logits_out`.
+    fn run_with(
+        session: &mut Session,
+        role: ModelRole,
+        options: &RunOptions<HasSelectedOutputs>,
+        shape: &[usize],
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
         let run_error = |e: ort::Error| InferError::Run {
             role,
             engine: ENGINE,
             message: e.to_string(),
         };
-        let tensor = TensorRef::from_array_view((self.io.input_shape.as_slice(), input))
-            .map_err(run_error)?;
-        let outputs = self
-            .session
-            .run_with_options(ort::inputs![tensor], &self.run_options)
+        let tensor = TensorRef::from_array_view((shape, input)).map_err(run_error)?;
+        let outputs = session
+            .run_with_options(ort::inputs![tensor], options)
             .map_err(run_error)?;
         let (_, logits) = outputs[0].try_extract_tensor::<f32>().map_err(run_error)?;
         if logits.len() != logits_out.len() {
@@ -167,6 +163,91 @@ impl HostModel for OrtModel {
         }
         logits_out.copy_from_slice(logits);
         Ok(())
+    }
+}
+
+/// Run options whose output ONNX Runtime writes into, for `frames` frames:
+/// no output is allocated per run.
+fn preallocated_run(
+    io: &ModelIo,
+    frames: usize,
+) -> Result<RunOptions<HasSelectedOutputs>, ort::Error> {
+    let mut shape = io.output_shape.clone();
+    shape[0] = frames;
+    let output = Tensor::<f32>::new(&Allocator::default(), shape)?;
+    Ok(RunOptions::new()?.with_outputs(
+        OutputSelector::no_default()
+            .with(io.output_name.clone())
+            .preallocate(io.output_name.clone(), output),
+    ))
+}
+
+impl HostModel for OrtModel {
+    fn io(&self) -> &ModelIo {
+        &self.io
+    }
+
+    fn run(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        check_buffers(self.role, &self.io, input, logits_out)?;
+        OrtModel::run_with(
+            &mut self.session,
+            self.role,
+            &self.run_options,
+            &self.io.input_shape,
+            input,
+            logits_out,
+        )
+    }
+
+    fn batches(&self) -> bool {
+        self.io.batch == BatchDim::Dynamic
+    }
+
+    fn run_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        if frames <= 1 || !self.batches() {
+            return super::one_by_one(frames, input, logits_out, |i, o| self.run(i, o));
+        }
+        let (in_len, out_len) = (self.io.input_len(), self.io.output_len());
+        if input.len() != in_len * frames || logits_out.len() != out_len * frames {
+            return Err(InferError::BufferLength {
+                role: self.role,
+                buffer: "batch",
+                expected: in_len * frames,
+                actual: input.len(),
+            });
+        }
+        let slot = frames - 2;
+        if self.batch_runs.len() <= slot {
+            self.batch_runs.resize_with(slot + 1, || None);
+        }
+        if self.batch_runs[slot].is_none() {
+            let options =
+                preallocated_run(&self.io, frames).map_err(|e| InferError::OrtEngine {
+                    library: self.library.clone(),
+                    action: format!(
+                        "allocate the output of a batch of {frames} for the {} model",
+                        self.role
+                    ),
+                    message: e.to_string(),
+                })?;
+            self.batch_runs[slot] = Some(options);
+        }
+        let mut shape = self.io.input_shape.clone();
+        shape[0] = frames;
+        let options = self.batch_runs[slot].as_ref().expect("made above");
+        OrtModel::run_with(
+            &mut self.session,
+            self.role,
+            options,
+            &shape,
+            input,
+            logits_out,
+        )
     }
 }
 

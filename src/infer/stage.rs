@@ -191,6 +191,7 @@ pub struct ModelSwap {
 }
 
 pub struct InferStage {
+    /// Frames in capture order per camera; several cameras' frames interleave.
     pub input: Receiver<StageMessage>,
     pub output: Sender<StageMessage>,
     pub backend: Box<dyn InferenceBackend>,
@@ -202,6 +203,20 @@ pub struct InferStage {
     pub preprocessor: Preprocessor,
     pub mask_class: usize,
     pub liveness: crate::service::Liveness,
+    /// `[inference] max_batch` and `batch_wait_us`: how frames waiting at
+    /// once are gathered (`Batcher`).
+    pub batching: BatchPolicy,
+    /// The batch buffers, already grown by the warm-up's batches.
+    pub batch_buffers: super::batch::BatchBuffers,
+}
+
+/// How the infer thread gathers frames into one engine run.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchPolicy {
+    /// Most frames per run (1: no batching).
+    pub max_batch: usize,
+    /// Longest to wait for more frames once one is taken (zero: never wait).
+    pub wait: std::time::Duration,
 }
 
 impl InferStage {
@@ -210,28 +225,48 @@ impl InferStage {
         let faults = crate::fault::InferFaults::from_env();
         // A handle of our own, so the loop can swap models through `&mut self`.
         let input = self.input.clone();
+        let mut batch: Vec<Box<FrameWork>> = Vec::with_capacity(self.batching.max_batch);
+        let mut buffers = std::mem::take(&mut self.batch_buffers);
         for message in input.iter() {
-            let end = matches!(message, StageMessage::End);
-            let message = match message {
-                StageMessage::Inspect(mut work) => {
-                    faults.hold(work.meta.seq);
-                    self.take_swap(work.meta.seq);
-                    work.models = Some(Arc::clone(&self.models));
-                    if !faults.fail(&mut work) {
-                        infer_frame(
-                            self.backend.as_mut(),
-                            &self.preprocessor,
-                            self.mask_class,
-                            &mut work,
-                        );
-                    }
-                    self.liveness.frame_inferred();
-                    StageMessage::Inspect(work)
+            let StageMessage::Inspect(first) = message else {
+                let end = matches!(message, StageMessage::End);
+                if self.output.send(message).is_err() || end {
+                    return;
                 }
-                other => other,
+                continue;
             };
-            if self.output.send(message).is_err() || end {
-                return;
+            batch.push(first);
+            // What stopped the gathering (a marker or the end) goes out
+            // after the batch, keeping its place behind those frames.
+            let after = super::batch::gather(&input, &mut batch, self.batching);
+            self.take_swap(batch[0].meta.seq);
+            let mut judged = Vec::with_capacity(0);
+            std::mem::swap(&mut judged, &mut batch);
+            for work in &mut judged {
+                faults.hold(work.meta.seq);
+                work.models = Some(Arc::clone(&self.models));
+                // A frame failed here is marked, and the batch skips it.
+                faults.fail(work);
+            }
+            super::batch::infer_batch(
+                self.backend.as_mut(),
+                &self.preprocessor,
+                self.mask_class,
+                &mut judged,
+                &mut buffers,
+            );
+            for work in judged.drain(..) {
+                self.liveness.frame_inferred();
+                if self.output.send(StageMessage::Inspect(work)).is_err() {
+                    return;
+                }
+            }
+            batch = judged;
+            if let Some(message) = after {
+                let end = matches!(message, StageMessage::End);
+                if self.output.send(message).is_err() || end {
+                    return;
+                }
             }
         }
     }
@@ -279,6 +314,7 @@ mod tests {
                 input_shape: input,
                 output_name: "out".into(),
                 output_shape: output,
+                batch: crate::infer::BatchDim::One,
             };
             FixedOutputEngine {
                 seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
@@ -436,6 +472,11 @@ mod tests {
             preprocessor: plain_preprocessor(),
             mask_class: 1,
             liveness: crate::service::Liveness::new(),
+            batching: BatchPolicy {
+                max_batch: 1,
+                wait: std::time::Duration::ZERO,
+            },
+            batch_buffers: Default::default(),
         }
         .run();
         let Ok(StageMessage::Inspect(judged)) = results.try_recv() else {

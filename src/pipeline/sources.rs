@@ -49,18 +49,17 @@ impl StationSources {
             };
             let source = match plan {
                 SourcePlan::Configured => {
-                    match Capture::start(&camera.source, producer, liveness) {
+                    match Capture::start_camera(
+                        camera.name.as_deref(),
+                        &camera.source,
+                        producer,
+                        liveness,
+                    ) {
                         Ok(capture) => FrameSource::Capture(capture),
                         Err(error) => {
                             // Those already running stop before the error is told.
                             StationSources { cameras }.shutdown();
-                            return Err(match &camera.name {
-                                None => PipelineError::Capture(error),
-                                Some(name) => PipelineError::Camera {
-                                    camera: name.clone(),
-                                    error,
-                                },
-                            });
+                            return Err(PipelineError::Capture(error));
                         }
                     }
                 }

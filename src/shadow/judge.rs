@@ -408,6 +408,7 @@ mod tests {
                 input_shape: input,
                 output_name: "out".into(),
                 output_shape: output,
+                batch: crate::infer::BatchDim::One,
             };
             FailingEngine {
                 seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),

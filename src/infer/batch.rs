@@ -1,0 +1,168 @@
+//! Frames judged together: the infer thread gathers the frames that are
+//! ready at the same moment (from any camera) into one engine run of up to
+//! `[inference] max_batch` frames.
+//!
+//! Invariants:
+//! - nothing waits for a camera with no frame: `gather` takes what is
+//!   already queued, and waits at most `batch_wait_us` (default 0) for more;
+//! - a marker or the end stops the gathering and goes out after the batch,
+//!   so every camera's messages keep their order;
+//! - a batch of one runs exactly as before batching (`infer_frame`), and a
+//!   batch of N gives every frame the logits its own run would give (the
+//!   parity tests check it per backend);
+//! - the batch buffers grow to the largest batch once and are reused.
+
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+
+use super::InferenceBackend;
+use super::stage::{BatchPolicy, infer_frame};
+use crate::frame::{FailedStage, FrameWork, StageMessage};
+use crate::preprocess::{Preprocessor, logits_to_mask};
+
+/// Adds to `batch` the frames already waiting on `input`, up to
+/// `policy.max_batch`, waiting at most `policy.wait` for more. Returns the
+/// message that stopped it when it is not a frame (a marker, the end).
+pub fn gather(
+    input: &Receiver<StageMessage>,
+    batch: &mut Vec<Box<FrameWork>>,
+    policy: BatchPolicy,
+) -> Option<StageMessage> {
+    let until = Instant::now() + policy.wait;
+    while batch.len() < policy.max_batch {
+        let next = match input.try_recv() {
+            Ok(message) => message,
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if policy.wait.is_zero() => return None,
+            Err(TryRecvError::Empty) => match input.recv_deadline(until) {
+                Ok(message) => message,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            },
+        };
+        match next {
+            StageMessage::Inspect(work) => batch.push(work),
+            other => return Some(other),
+        }
+    }
+    None
+}
+
+/// Host buffers for a batch's inputs and logits, back to back.
+#[derive(Default)]
+pub struct BatchBuffers {
+    input: Vec<f32>,
+    logits: Vec<f32>,
+}
+
+impl BatchBuffers {
+    /// The buffers sized for `frames` frames of `input_len` in and
+    /// `output_len` out (grown once, never shrunk).
+    fn sized(
+        &mut self,
+        frames: usize,
+        input_len: usize,
+        output_len: usize,
+    ) -> (&mut [f32], &mut [f32]) {
+        let (i, o) = (frames * input_len, frames * output_len);
+        if self.input.len() < i {
+            self.input.resize(i, 0.0);
+        }
+        if self.logits.len() < o {
+            self.logits.resize(o, 0.0);
+        }
+        (&mut self.input[..i], &mut self.logits[..o])
+    }
+}
+
+/// Runs both models on every frame of `works` that has not failed: in one
+/// run per model where the engine batches, else one frame after another.
+/// A failed run marks every frame of it (each then fails with `error`).
+pub fn infer_batch(
+    backend: &mut dyn InferenceBackend,
+    preprocessor: &Preprocessor,
+    mask_class: usize,
+    works: &mut [Box<FrameWork>],
+    buffers: &mut BatchBuffers,
+) {
+    let ready: Vec<usize> = (0..works.len())
+        .filter(|&i| works[i].error.is_none())
+        .collect();
+    if ready.len() <= 1 || backend.max_batch() <= 1 {
+        for work in works.iter_mut() {
+            infer_frame(backend, preprocessor, mask_class, work);
+        }
+        return;
+    }
+    for chunk in ready.chunks(backend.max_batch()) {
+        run_chunk(backend, preprocessor, mask_class, works, chunk, buffers);
+    }
+}
+
+/// One engine run per model for the frames `chunk` (indices into `works`).
+fn run_chunk(
+    backend: &mut dyn InferenceBackend,
+    preprocessor: &Preprocessor,
+    mask_class: usize,
+    works: &mut [Box<FrameWork>],
+    chunk: &[usize],
+    buffers: &mut BatchBuffers,
+) {
+    let frames = chunk.len();
+    let started = Instant::now();
+    let (seg_in, seg_out) = (
+        works[chunk[0]].seg_input.len(),
+        works[chunk[0]].seg_logits.len(),
+    );
+    let (input, logits) = buffers.sized(frames, seg_in, seg_out);
+    for (slot, &i) in input.chunks_exact_mut(seg_in).zip(chunk) {
+        slot.copy_from_slice(&works[i].seg_input);
+    }
+    if let Err(e) = backend.segment_batch(frames, input, logits) {
+        mark(works, chunk, FailedStage::Segment, &e.to_string());
+        return;
+    }
+    for (out, &i) in logits.chunks_exact(seg_out).zip(chunk) {
+        let work = &mut works[i];
+        work.seg_logits.copy_from_slice(out);
+        let classes = work.seg_logits.len() / work.mask.len().max(1);
+        work.mask_pixels = logits_to_mask(&work.seg_logits, classes, mask_class, &mut work.mask);
+        preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+    }
+    let segmented = Instant::now();
+    let (cls_in, cls_out) = (
+        works[chunk[0]].cls_input.len(),
+        works[chunk[0]].cls_logits.len(),
+    );
+    let (input, logits) = buffers.sized(frames, cls_in, cls_out);
+    for (slot, &i) in input.chunks_exact_mut(cls_in).zip(chunk) {
+        slot.copy_from_slice(&works[i].cls_input);
+    }
+    let classified = backend.classify_batch(frames, input, logits);
+    let (segment_ms, classify_ms) = (
+        (segmented - started).as_secs_f64() * 1e3,
+        segmented.elapsed().as_secs_f64() * 1e3,
+    );
+    // Each frame's stage times are its batch's: what the frame waited.
+    for (out, &i) in logits.chunks_exact(cls_out).zip(chunk) {
+        let work = &mut works[i];
+        work.timings.segment_ms = segment_ms;
+        work.timings.classify_ms = classify_ms;
+        let checked = classified
+            .as_ref()
+            .map_err(ToString::to_string)
+            .and_then(|()| {
+                work.cls_logits.copy_from_slice(out);
+                super::check_classifier_output(&work.cls_logits).map_err(|e| e.to_string())
+            });
+        if let Err(message) = checked {
+            work.error = Some((FailedStage::Classify, message));
+        }
+    }
+}
+
+fn mark(works: &mut [Box<FrameWork>], chunk: &[usize], stage: FailedStage, message: &str) {
+    for &i in chunk {
+        works[i].error = Some((stage, message.to_string()));
+    }
+}
