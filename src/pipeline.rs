@@ -116,6 +116,9 @@ pub struct RunSummary {
     pub mqtt: Option<MqttCounts>,
     /// The shadow's agreement with production, when a `[shadow]` ran.
     pub shadow: Option<AgreementSnapshot>,
+    /// With `max_batch` above 1 on the host path: (engine runs, frames in
+    /// them, max_batch).
+    pub batches: Option<(u64, u64, usize)>,
 }
 
 /// Live counters of the line side, for anything that reports during a run
@@ -174,6 +177,12 @@ impl RunSummary {
             ));
         }
         out.push_str(&s.latency_table());
+        if let Some((runs, frames, max_batch)) = self.batches {
+            out.push_str(&format!(
+                "batches: {runs} engine runs for {frames} frames (mean {:.2} frames, max_batch {max_batch})\n",
+                frames as f64 / runs.max(1) as f64
+            ));
+        }
         out.push_str(&self.render_line());
         if let Some(shadow) = &self.shadow {
             out.push_str(&shadow.render());
@@ -249,6 +258,8 @@ struct Stages {
     model_swap: Option<ModelSwapTarget>,
     /// The shadow thread's control: `[shadow]` at start and on reload.
     shadow: ShadowControl,
+    /// How the infer thread batched, and its `max_batch` (host path only).
+    batches: Option<(Arc<infer::BatchCounts>, usize)>,
 }
 
 struct ModelSwapTarget {
@@ -434,6 +445,10 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let source_outages = stages.capture.outages();
     let results_file = stages.results_file.clone();
     let shadow_ran = stages.shadow.started();
+    let batches = stages.batches.as_ref().map(|(counts, max_batch)| {
+        let (runs, frames) = counts.snapshot();
+        (runs, frames, *max_batch)
+    });
     let drained = drain_deadline.is_none()
         || stages.output_done.try_recv().is_ok()
         || stages.output.is_finished();
@@ -491,6 +506,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         source_outages,
         // Final: the output stage waited for the shadow's last verdicts.
         shadow: shadow_ran.then(|| shadow_agreement.snapshot()),
+        batches,
     })
 }
 
@@ -678,6 +694,7 @@ fn start_stages(
         .map(|_| Box::new(FrameWork::new(&geometry)))
         .collect();
     let mut batch_buffers = infer::BatchBuffers::default();
+    let batch_counts = Arc::new(infer::BatchCounts::default());
     // Only its mask-channel resize is used by the infer thread.
     let mask_preprocessor = cpu_preprocessor(config, geometry);
     if let FramePath::Host {
@@ -808,6 +825,7 @@ fn start_stages(
                 liveness: liveness.clone(),
                 batching,
                 batch_buffers,
+                batch_counts: Arc::clone(&batch_counts),
             };
             let infer = spawn("infer", move || infer.run())?;
             let preprocess = PreprocessStage {
@@ -837,6 +855,7 @@ fn start_stages(
             output_done,
             deadlines,
             model_swap,
+            batches: (batching.max_batch > 1).then(|| (batch_counts, batching.max_batch)),
             results_file,
             shadow,
         },

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use sealcheck::config::{self, ConfigError, OverflowPolicy, SourceKind};
 
@@ -348,7 +349,6 @@ fn csi_camera_is_a_live_source_with_a_sensor_mode() {
 
 #[test]
 fn live_source_recovery_keys_have_defaults_and_are_checked() {
-    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let camera = |extra: &str| {
         VALID.replace(
@@ -659,5 +659,111 @@ fn shadow_every_and_files_are_checked() {
             && stderr.contains("`shadow.classifier`")
             && stderr.contains("gone.onnx"),
         "{stderr}"
+    );
+}
+
+/// VALID's models and output with `cameras` instead of its `[source]`.
+fn with_cameras(cameras: &str) -> String {
+    VALID.replace("[source]\nkind = \"test\"\nnum_buffers = 10\n", cameras)
+}
+
+#[test]
+fn cameras_are_named_tables_in_file_order_with_their_own_thresholds() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = with_cameras(
+        "[cameras.top]\nkind = \"test\"\n\
+         [cameras.side-2]\nkind = \"v4l2\"\ndevice = \"/dev/video2\"\n\
+         [cameras.side-2.decision]\ndefect_threshold = 0.8\ndeadline_ms = 40\n\
+         [cameras.a_lane]\nkind = \"test\"\n",
+    ) + "[decision]\ndefect_threshold = 0.6\nmin_seal_area = 0.03\n";
+    let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
+    let names: Vec<_> = cfg.cameras.iter().map(|c| c.name.as_deref()).collect();
+    assert_eq!(names, [Some("top"), Some("side-2"), Some("a_lane")]);
+    assert!(cfg.has_named_cameras());
+    let (top, side) = (&cfg.cameras[0], &cfg.cameras[1]);
+    assert_eq!(top.decision, cfg.decision, "no sub-table: [decision]'s");
+    assert_eq!(side.decision.defect_threshold, 0.8);
+    assert_eq!(side.decision.deadline, Some(Duration::from_millis(40)));
+    assert_eq!(
+        side.decision.min_seal_area, 0.03,
+        "a key left out is [decision]'s"
+    );
+    assert_eq!(side.source.overflow, OverflowPolicy::Drop, "a live camera");
+    assert_eq!(
+        cfg.inference.max_batch, 3,
+        "one frame per camera by default"
+    );
+    // One [source] stays one unnamed camera.
+    let single = config::load(&write_config(dir.path(), VALID)).unwrap();
+    assert_eq!(single.cameras.len(), 1);
+    assert!(single.cameras[0].name.is_none());
+    assert_eq!(single.inference.max_batch, 1);
+}
+
+#[test]
+fn camera_config_errors_exit_78_naming_their_line() {
+    let cases: [(String, &str, usize, &str); 4] = [
+        (
+            format!("{VALID}[cameras.top]\nkind = \"test\"\n"),
+            "source",
+            2,
+            "either [source]",
+        ),
+        (with_cameras("[cameras]\n"), "cameras", 2, "names no camera"),
+        (
+            with_cameras("[cameras.\"top camera\"]\nkind = \"test\"\n"),
+            "cameras.top camera",
+            2,
+            "letters, digits",
+        ),
+        (
+            with_cameras("[cameras.top]\nkind = \"test\"\n[cameras.top.decision]\ncolour = 1\n"),
+            "cameras.top.decision.colour",
+            5,
+            "unknown key",
+        ),
+    ];
+    for (body, key, line, words) in cases {
+        let (code, stderr, path, _dir) = check_config(&body);
+        assert_eq!(code, Some(78), "{body}\n{stderr}");
+        let place = format!("{}:{line}:", path.display());
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(&place) && l.contains(key) && l.contains(words)),
+            "expected `{key}` at {place} saying {words:?}:\n{stderr}"
+        );
+    }
+    let long = "x".repeat(33);
+    let problems = problems_of(&with_cameras(&format!(
+        "[cameras.{long}]\nkind = \"test\"\n"
+    )));
+    assert!(
+        problems.iter().any(|p| p.message.contains("1 to 32")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn fp16_precision_runs_the_fp16_files_and_needs_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = VALID.to_string() + "[inference]\nbackend = \"onnxruntime\"\nprecision = \"fp16\"\n";
+    let problems = problems_of(&body);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.key == "models.segmentation" && p.message.contains("seg_fp16.onnx")),
+        "{problems:#?}"
+    );
+    std::fs::write(dir.path().join("seg_fp16.onnx"), b"placeholder").unwrap();
+    std::fs::write(dir.path().join("cls_fp16.onnx"), b"placeholder").unwrap();
+    let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
+    assert!(cfg.segmentation.path.ends_with("seg_fp16.onnx"));
+    assert!(cfg.classifier.path.ends_with("cls_fp16.onnx"));
+    let tract = VALID.to_string() + "[inference]\nbackend = \"tract\"\nprecision = \"fp16\"\n";
+    assert!(
+        problems_of(&tract)
+            .iter()
+            .any(|p| p.key == "inference.precision" && p.message.contains("tract")),
     );
 }

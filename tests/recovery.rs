@@ -17,11 +17,11 @@
 
 mod common;
 
+use common::rtsp::RtspCamera;
 use common::{FakeSystemd, Sealcheck, free_port, repo};
 use std::fs;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -48,70 +48,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Run plainly, it returns at once.
 #[test]
 fn rtsp_camera_process() {
-    let Ok(port) = std::env::var("SEALCHECK_TEST_RTSP_PORT") else {
-        return;
-    };
-    use gstreamer as gst;
-    use gstreamer_rtsp_server as rtsp;
-    use gstreamer_rtsp_server::prelude::*;
-    gst::init().unwrap();
-    let main_loop = gst::glib::MainLoop::new(None, false);
-    let server = rtsp::RTSPServer::new();
-    server.set_address("127.0.0.1");
-    server.set_service(&port);
-    let factory = rtsp::RTSPMediaFactory::new();
-    // A small live picture as MJPEG over RTP: plugins-good only, quick to decode.
-    factory.set_launch(
-        "( videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,width=64,height=48,framerate=15/1 \
-         ! jpegenc ! rtpjpegpay name=pay0 pt=26 )",
-    );
-    factory.set_shared(true);
-    server
-        .mount_points()
-        .expect("the server has mount points")
-        .add_factory("/line", factory);
-    let _source = server.attach(None).expect("the RTSP server listens");
-    main_loop.run();
-}
-
-/// The RTSP camera as a child process on `port`; killed when dropped.
-struct RtspCamera {
-    child: Child,
-}
-
-impl RtspCamera {
-    fn start(port: u16) -> RtspCamera {
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args(["rtsp_camera_process", "--exact", "--test-threads=1"])
-            .env("SEALCHECK_TEST_RTSP_PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the RTSP camera process");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the RTSP camera did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RtspCamera { child }
-    }
-
-    /// The camera goes away: its process dies and its sockets close.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for RtspCamera {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    common::rtsp::serve_when_asked();
 }
 
 // ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 //!   parity tests check it per backend);
 //! - the batch buffers grow to the largest batch once and are reused.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
@@ -48,6 +49,29 @@ pub fn gather(
     None
 }
 
+/// How the infer thread batched: engine runs and the frames in them
+/// (the run summary and `bench` report the mean batch).
+#[derive(Debug, Default)]
+pub struct BatchCounts {
+    runs: AtomicU64,
+    frames: AtomicU64,
+}
+
+impl BatchCounts {
+    pub fn record(&self, made: BatchRuns) {
+        self.runs.fetch_add(made.runs as u64, Ordering::Relaxed);
+        self.frames.fetch_add(made.frames as u64, Ordering::Relaxed);
+    }
+
+    /// (engine runs, frames judged in them).
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.runs.load(Ordering::Relaxed),
+            self.frames.load(Ordering::Relaxed),
+        )
+    }
+}
+
 /// Host buffers for a batch's inputs and logits, back to back.
 #[derive(Default)]
 pub struct BatchBuffers {
@@ -78,13 +102,14 @@ impl BatchBuffers {
 /// Runs both models on every frame of `works` that has not failed: in one
 /// run per model where the engine batches, else one frame after another.
 /// A failed run marks every frame of it (each then fails with `error`).
+/// Returns the sizes of the engine runs made (one per frame without batching).
 pub fn infer_batch(
     backend: &mut dyn InferenceBackend,
     preprocessor: &Preprocessor,
     mask_class: usize,
     works: &mut [Box<FrameWork>],
     buffers: &mut BatchBuffers,
-) {
+) -> BatchRuns {
     let ready: Vec<usize> = (0..works.len())
         .filter(|&i| works[i].error.is_none())
         .collect();
@@ -92,11 +117,25 @@ pub fn infer_batch(
         for work in works.iter_mut() {
             infer_frame(backend, preprocessor, mask_class, work);
         }
-        return;
+        return BatchRuns {
+            runs: ready.len(),
+            frames: ready.len(),
+        };
     }
+    let mut made = BatchRuns::default();
     for chunk in ready.chunks(backend.max_batch()) {
         run_chunk(backend, preprocessor, mask_class, works, chunk, buffers);
+        made.runs += 1;
+        made.frames += chunk.len();
     }
+    made
+}
+
+/// Engine runs made for a batch, and the frames in them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BatchRuns {
+    pub runs: usize,
+    pub frames: usize,
 }
 
 /// One engine run per model for the frames `chunk` (indices into `works`).

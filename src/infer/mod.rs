@@ -43,7 +43,7 @@ pub mod onnxruntime;
 mod stage;
 pub mod tract;
 
-pub use batch::{BatchBuffers, infer_batch};
+pub use batch::{BatchBuffers, BatchCounts, BatchRuns, infer_batch};
 pub use engine_choice::{BackendSelection, open_backend};
 pub use error::{InferError, ORT_LIBRARY_FIX};
 pub use model_io::{BatchDim, ModelIo, ModelRole, check_classifier_output, models_opened};

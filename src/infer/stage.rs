@@ -208,6 +208,8 @@ pub struct InferStage {
     pub batching: BatchPolicy,
     /// The batch buffers, already grown by the warm-up's batches.
     pub batch_buffers: super::batch::BatchBuffers,
+    /// Engine runs and frames in them, for the summary.
+    pub batch_counts: Arc<super::batch::BatchCounts>,
 }
 
 /// How the infer thread gathers frames into one engine run.
@@ -248,13 +250,14 @@ impl InferStage {
                 // A frame failed here is marked, and the batch skips it.
                 faults.fail(work);
             }
-            super::batch::infer_batch(
+            let made = super::batch::infer_batch(
                 self.backend.as_mut(),
                 &self.preprocessor,
                 self.mask_class,
                 &mut judged,
                 &mut buffers,
             );
+            self.batch_counts.record(made);
             for work in judged.drain(..) {
                 self.liveness.frame_inferred();
                 if self.output.send(StageMessage::Inspect(work)).is_err() {
@@ -477,6 +480,7 @@ mod tests {
                 wait: std::time::Duration::ZERO,
             },
             batch_buffers: Default::default(),
+            batch_counts: Default::default(),
         }
         .run();
         let Ok(StageMessage::Inspect(judged)) = results.try_recv() else {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 mod child;
 pub mod http;
+pub mod rtsp;
 #[allow(unused_imports)] // not every test crate starts sealcheck
 pub use child::{FakeSystemd, Sealcheck};
 
