@@ -1394,3 +1394,73 @@ fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped(
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && text.contains("--rate 0"), "{text}");
 }
+
+#[test]
+fn each_camera_publishes_to_its_own_topic_in_its_own_part_order() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    common::clip_prefix(dir.path(), "clip", 8);
+    let config = write_config(
+        dir.path(),
+        "kind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"\n",
+        0,
+        &format!("url = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1", broker.url()),
+    );
+    // The same clip as two cameras of one station.
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "[source]\n",
+        "[cameras.top]\nkind = \"images\"\nlocation = \"clip/frame_%05d.jpg\"\n[cameras.side]\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let (code, stdout, stderr) = Sealcheck::start(&config, &[]).finish(Duration::from_secs(240));
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        wait_until(Duration::from_secs(5), || subscriber.messages().len() >= 16),
+        "{} messages",
+        subscriber.messages().len()
+    );
+    let messages = subscriber.messages();
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.topic == format!("{TOPIC}/verdict")),
+        "with named cameras no verdict goes to <topic>/verdict"
+    );
+    let results = results(dir.path());
+    for camera in ["top", "side"] {
+        let timed: Vec<(SystemTime, serde_json::Value)> = messages
+            .iter()
+            .filter(|m| m.topic == format!("{TOPIC}/{camera}/verdict"))
+            .map(|m| (m.at, serde_json::from_str(&m.payload).unwrap()))
+            .collect();
+        assert_schema_valid(&timed);
+        let on_topic: Vec<serde_json::Value> = timed.into_iter().map(|(_, v)| v).collect();
+        let seqs: Vec<u64> = on_topic
+            .iter()
+            .map(|v| v["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            seqs,
+            (0..8).collect::<Vec<_>>(),
+            "camera {camera}, in part order"
+        );
+        let lines: Vec<&serde_json::Value> =
+            results.iter().filter(|r| r["camera"] == camera).collect();
+        for (message, line) in on_topic.iter().zip(&lines) {
+            assert_eq!(message["camera"], camera);
+            assert_eq!(
+                (&message["seq"], &message["verdict"], &message["reason"]),
+                (&line["seq"], &line["verdict"], &line["reason"])
+            );
+        }
+    }
+    assert_eq!(
+        subscriber.statuses().first().map(String::as_str),
+        Some("online"),
+        "the status topic is the station's, as before"
+    );
+    let (sent, late, published, dropped) = summary_counts(&stdout);
+    assert_eq!((sent, late, published, dropped), (16, 0, 16, 0), "{stdout}");
+}
