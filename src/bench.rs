@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use crate::capture;
-use crate::config::Config;
+use crate::config::{CameraConfig, Config};
 use crate::decision::Reason;
 use crate::pipeline::{self, PipelineError, RunContext, RunSummary, SourcePlan};
 use crate::service::Notifier;
@@ -22,8 +22,49 @@ use crate::stats::STAGES;
 /// At most this many distinct frames are held in memory and replayed.
 const MAX_DISTINCT_FRAMES: usize = 300;
 
+/// How `bench` lays out the station: cameras replaying the same frames, and
+/// the batch limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Station {
+    /// Cameras replaying the frames (1: the config's own camera).
+    pub cameras: usize,
+    /// `[inference] max_batch` for the run; `None`: the config's, or one
+    /// frame per camera when `cameras` makes the station.
+    pub max_batch: Option<usize>,
+}
+
+impl Default for Station {
+    fn default() -> Self {
+        Station {
+            cameras: 1,
+            max_batch: None,
+        }
+    }
+}
+
+/// GPU memory around the run (`cuMemGetInfo`: the device's memory in use,
+/// every process on it), in bytes.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct GpuMemory {
+    /// In use before the run opened its engines (this process's context made).
+    pub before: u64,
+    /// The most in use while the run ran (sampled every 20 ms).
+    pub peak: u64,
+}
+
+impl GpuMemory {
+    /// What the run's engines, buffers and streams took.
+    pub fn run_bytes(&self) -> u64 {
+        self.peak.saturating_sub(self.before)
+    }
+}
+
 pub struct BenchReport {
     pub summary: RunSummary,
+    /// Cameras the frames were replayed as.
+    pub cameras: usize,
+    /// With a GPU engine or GPU preprocessing: its memory around the run.
+    pub gpu_memory: Option<GpuMemory>,
     pub distinct_frames: usize,
     pub frame_size: (u32, u32),
     pub measured_frames: u64,
@@ -50,13 +91,15 @@ impl BenchReport {
 
     /// Frames per second over the measured frames (warm-up left out). Offered
     /// at a rate: frames judged per second of the camera's time (offered ÷
-    /// rate seconds), so never above the rate. Otherwise results per second
+    /// rate seconds) times the cameras, so never above cameras × rate. Otherwise
+    /// results per second
     /// between the first and the last measured result.
     pub fn fps(&self) -> f64 {
         if let Some(rate) = self.rate
             && self.offered() > 0
         {
-            return self.judged() as f64 * rate / self.offered() as f64;
+            // Every camera offers `rate`: the station's is `cameras` times it.
+            return self.judged() as f64 * rate * self.cameras as f64 / self.offered() as f64;
         }
         self.summary
             .stats
@@ -66,10 +109,15 @@ impl BenchReport {
 
     pub fn render(&self) -> String {
         let mut out = format!(
-            "bench: {} frames of {}x{} replayed from memory ({} distinct) {}, backend {}\nmeasured frames: {} offered, {} judged, {} dropped\nthroughput: {:.2} frames/s\n",
+            "bench: {} frames of {}x{}{} replayed from memory ({} distinct) {}, backend {}\nmeasured frames: {} offered, {} judged, {} dropped\nthroughput: {:.2} frames/s\n",
             self.measured_frames,
             self.frame_size.0,
             self.frame_size.1,
+            if self.cameras > 1 {
+                format!(" per camera, {} cameras,", self.cameras)
+            } else {
+                String::new()
+            },
             self.distinct_frames,
             self.rate.map_or(
                 "as fast as the pipeline takes them".to_string(),
@@ -84,6 +132,21 @@ impl BenchReport {
             self.fps()
         );
         out.push_str(&self.summary.stats.latency_table());
+        out.push_str(&self.summary.stats.camera_table(&self.summary.camera_names));
+        if let Some((runs, frames, max_batch)) = self.summary.batches {
+            out.push_str(&format!(
+                "batches: {runs} engine runs for {frames} frames (mean {:.2} frames, max_batch {max_batch})\n",
+                frames as f64 / runs.max(1) as f64
+            ));
+        }
+        if let Some(memory) = &self.gpu_memory {
+            out.push_str(&format!(
+                "GPU memory: {:.0} MiB for this run's engines and buffers (cuMemGetInfo: {:.0} MiB in use before they opened, {:.0} MiB at the most while running)\n",
+                memory.run_bytes() as f64 / MIB,
+                memory.before as f64 / MIB,
+                memory.peak as f64 / MIB
+            ));
+        }
         out.push_str(&self.summary.render_line());
         if let Some(shadow) = &self.summary.shadow {
             // The shadow also judged warm-up frames: its counts are the run's.
@@ -136,6 +199,12 @@ impl BenchReport {
                 })
             }),
             "shadow": self.summary.shadow,
+            "cameras": self.cameras,
+            "per_camera": self.summary.camera_names.iter().zip(&self.summary.stats.per_camera).map(|(name, h)| {
+                serde_json::json!({"camera": name, "frames": h.count(), "p50": h.quantile(0.5), "p99": h.quantile(0.99)})
+            }).collect::<Vec<_>>(),
+            "batches": self.summary.batches.map(|(runs, frames, max_batch)| serde_json::json!({"runs": runs, "frames": frames, "max_batch": max_batch})),
+            "gpu_memory": self.gpu_memory.map(|m| serde_json::json!({"before_mib": m.before as f64 / MIB, "peak_mib": m.peak as f64 / MIB, "run_mib": m.run_bytes() as f64 / MIB})),
         })
         .to_string()
     }
@@ -160,6 +229,7 @@ pub fn run(
     frames: u64,
     warmup: u64,
     rate: Option<f64>,
+    station: Station,
 ) -> Result<BenchReport, BenchError> {
     if let Some(r) = rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
         return Err(BenchError::Rate(r));
@@ -175,6 +245,25 @@ pub fn run(
     let mut config = config.clone();
     config.output.results = results.clone();
     config.output.log_verdicts = false;
+    if station.cameras > 1 {
+        let first = config.cameras[0].clone();
+        config.cameras = (1..=station.cameras)
+            .map(|i| CameraConfig {
+                name: Some(format!("cam{i}")),
+                ..first.clone()
+            })
+            .collect();
+        config.inference.max_batch = station.cameras.min(crate::config::DEFAULT_BATCH_CAP);
+    }
+    if let Some(max_batch) = station.max_batch {
+        config.inference.max_batch = max_batch.clamp(1, crate::config::MAX_BATCH);
+    }
+    let gpu = uses_gpu(&config)
+        .then(|| crate::gpu::GpuContext::open(config.inference.tensorrt.device).ok())
+        .flatten();
+    let sampler = gpu
+        .as_ref()
+        .and_then(|gpu| MemorySampler::start(std::sync::Arc::clone(gpu)));
     let (_keep_open, signals) = crossbeam_channel::bounded(1);
     let context = RunContext {
         notifier: Notifier::disabled(),
@@ -187,14 +276,71 @@ pub fn run(
         measure_from_seq: warmup,
     };
     let summary = pipeline::run(config, context);
+    let gpu_memory = sampler.map(MemorySampler::finish);
     let _ = std::fs::remove_file(&results);
     Ok(BenchReport {
         summary: summary?,
+        cameras: station.cameras.max(1),
+        gpu_memory,
         distinct_frames,
         frame_size,
         measured_frames: frames,
         rate,
     })
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Whether the run puts anything on a GPU (its engines or preprocessing).
+fn uses_gpu(config: &Config) -> bool {
+    use crate::config::{BackendChoice, ComputeDevice};
+    config.inference.device == ComputeDevice::Cuda
+        || config.inference.preprocess == ComputeDevice::Cuda
+        || config.inference.backend == BackendChoice::TensorRt
+}
+
+/// Samples the GPU's memory in use every 20 ms on its own thread.
+struct MemorySampler {
+    before: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl MemorySampler {
+    fn start(gpu: Arc<crate::gpu::GpuContext>) -> Option<MemorySampler> {
+        let before = gpu.memory_in_use().ok()?;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("gpu-memory".into())
+                .spawn(move || {
+                    let mut peak = before;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Ok(used) = gpu.memory_in_use() {
+                            peak = peak.max(used);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    peak
+                })
+                .ok()?
+        };
+        Some(MemorySampler {
+            before,
+            stop,
+            thread,
+        })
+    }
+
+    fn finish(self) -> GpuMemory {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = self.thread.join().unwrap_or(self.before);
+        GpuMemory {
+            before: self.before,
+            peak,
+        }
+    }
 }
 
 fn tempfile_path() -> std::path::PathBuf {

@@ -90,6 +90,14 @@ enum Command {
         /// The pace starts once the warm-up is done.
         #[arg(long, value_name = "FPS")]
         rate: Option<f64>,
+        /// Replay the frames as this many cameras of one station (`cam1` ...),
+        /// each offered at `--rate` like a camera of its own.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        cameras: usize,
+        /// Most frames per engine run (overrides `[inference] max_batch`;
+        /// default: the config's, or one per camera with `--cameras`).
+        #[arg(long, value_name = "B")]
+        max_batch: Option<usize>,
         /// Print the result as one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -254,10 +262,13 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             frames,
             warmup,
             rate,
+            cameras,
+            max_batch,
             json,
         } => {
             let cfg = load_and_log(&path)?;
-            let report = bench::run(&cfg, frames, warmup, rate)?;
+            let station = bench::Station { cameras, max_batch };
+            let report = bench::run(&cfg, frames, warmup, rate, station)?;
             println!(
                 "{}",
                 if json {

@@ -119,6 +119,8 @@ pub struct RunSummary {
     /// With `max_batch` above 1 on the host path: (engine runs, frames in
     /// them, max_batch).
     pub batches: Option<(u64, u64, usize)>,
+    /// The cameras' names by index (`[cameras.NAME]`); empty with `[source]`.
+    pub camera_names: Vec<String>,
 }
 
 /// Live counters of the line side, for anything that reports during a run
@@ -177,6 +179,7 @@ impl RunSummary {
             ));
         }
         out.push_str(&s.latency_table());
+        out.push_str(&s.camera_table(&self.camera_names));
         if let Some((runs, frames, max_batch)) = self.batches {
             out.push_str(&format!(
                 "batches: {runs} engine runs for {frames} frames (mean {:.2} frames, max_batch {max_batch})\n",
@@ -391,6 +394,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     )
     .map_err(|e| PipelineError::Spawn("watchdog", e))?;
 
+    let camera_names: Vec<String> = config
+        .cameras
+        .iter()
+        .filter_map(|c| c.name.clone())
+        .collect();
     let mut current = config;
     let mut signals = context.signals.clone();
     let mut stopped_by_signal = false;
@@ -507,6 +515,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         // Final: the output stage waited for the shadow's last verdicts.
         shadow: shadow_ran.then(|| shadow_agreement.snapshot()),
         batches,
+        camera_names,
     })
 }
 

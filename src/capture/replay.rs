@@ -126,14 +126,16 @@ struct Feeder {
 }
 
 impl Feeder {
-    fn run(mut self, count: u64, warmup: u64, rate: Option<f64>) {
+    /// `warmup_results`: results written (by every camera replayed) before
+    /// the measured frames start.
+    fn run(mut self, count: u64, warmup: u64, warmup_results: u64, rate: Option<f64>) {
         self.liveness.set_source_streaming(true);
         let mut clock: Option<PacedClock> = None;
         for seq in 0..count {
             if self.stopped() || self.frames.is_empty() {
                 break;
             }
-            if seq == warmup && seq > 0 && !self.wait_for_results(warmup) {
+            if seq == warmup && seq > 0 && !self.wait_for_results(warmup_results) {
                 break;
             }
             match rate {
@@ -230,10 +232,12 @@ impl Feeder {
 }
 
 impl Replay {
+    /// Replays `frames` round-robin, `count` in all, the first `warmup` of
+    /// them as fast as the pipeline takes them; the rest start once
+    /// `warmup` results of each of `cameras` replays are written.
     pub fn start(
         frames: Arc<Vec<FrameSlot>>,
-        count: u64,
-        warmup: u64,
+        (count, warmup, cameras): (u64, u64, u64),
         rate: Option<f64>,
         producer: RingProducer,
         liveness: Liveness,
@@ -250,7 +254,7 @@ impl Replay {
         };
         let thread = std::thread::Builder::new()
             .name("replay".into())
-            .spawn(move || feeder.run(count, warmup, rate))?;
+            .spawn(move || feeder.run(count, warmup, warmup * cameras.max(1), rate))?;
         Ok(Replay {
             thread: Some(thread),
             delivered,

@@ -102,6 +102,16 @@ impl GpuContext {
         self.ordinal
     }
 
+    /// Bytes of the device's memory in use (total less free, every process
+    /// and context on it), as `cuMemGetInfo` reports it.
+    pub fn memory_in_use(&self) -> Result<u64, GpuError> {
+        self.bind()?;
+        // SAFETY: `bind` made this live context current on this thread.
+        let (free, total) =
+            unsafe { driver::mem_get_info() }.map_err(GpuError::driver("cuMemGetInfo"))?;
+        Ok(total.saturating_sub(free) as u64)
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

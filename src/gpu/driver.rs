@@ -97,6 +97,17 @@ pub(crate) unsafe fn primary_context_release(device: Device) -> Result<(), Drive
     unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) }.result()
 }
 
+/// `cuMemGetInfo`: (free, total) bytes of the current context's device.
+///
+/// # Safety
+/// A context must be current on the calling thread.
+pub(crate) unsafe fn mem_get_info() -> Result<(usize, usize), DriverError> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers for the call; a context is current.
+    unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) }.result()?;
+    Ok((free, total))
+}
+
 /// Makes `context` current on the calling thread.
 ///
 /// # Safety

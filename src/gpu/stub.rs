@@ -36,6 +36,10 @@ impl GpuContext {
     pub fn integrated(&self) -> bool {
         match self.never {}
     }
+
+    pub fn memory_in_use(&self) -> Result<u64, GpuError> {
+        match self.never {}
+    }
 }
 
 /// Never made: there is no context to make one in.

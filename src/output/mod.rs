@@ -361,6 +361,11 @@ impl OutputStage {
             && let Ok(mut stats) = self.stats.lock()
         {
             stats.record(latencies.copied());
+            if self.cameras.len() > 1
+                && let Some(l) = latencies
+            {
+                stats.record_camera(usize::from(meta.camera), l[3]);
+            }
         }
         self.counters.record(d.reason);
         self.taps.record(meta, d, latencies, line, work);

@@ -70,8 +70,7 @@ impl StationSources {
                 } => FrameSource::Replay(
                     Replay::start(
                         Arc::clone(frames),
-                        *count,
-                        measure_from_seq,
+                        (*count, measure_from_seq, config.cameras.len() as u64),
                         *rate,
                         producer,
                         liveness,

@@ -78,6 +78,8 @@ pub struct RunStats {
     /// When the first and the latest recorded result were written.
     pub first_at: Option<Instant>,
     pub last_at: Option<Instant>,
+    /// Capture to verdict per camera (`FrameMeta::camera`), with several.
+    pub per_camera: Vec<LatencyHistogram>,
 }
 
 impl RunStats {
@@ -103,6 +105,32 @@ impl RunStats {
                 h.record(ms);
             }
         }
+    }
+
+    /// Camera `camera`'s capture-to-verdict latency of a measured result
+    /// (its histogram made at the camera's first result).
+    pub fn record_camera(&mut self, camera: usize, total_ms: f64) {
+        if self.per_camera.len() <= camera {
+            self.per_camera
+                .resize_with(camera + 1, LatencyHistogram::default);
+        }
+        self.per_camera[camera].record(total_ms);
+    }
+
+    /// One line per camera: its measured frames and p50/p99 capture to
+    /// verdict (`names` by camera index).
+    pub fn camera_table(&self, names: &[String]) -> String {
+        let mut out = String::new();
+        for (name, h) in names.iter().zip(&self.per_camera) {
+            let q = |p| h.quantile(p).map_or("-".to_string(), |v| format!("{v:.2}"));
+            out.push_str(&format!(
+                "camera {name}: {} frames, capture to verdict p50 {} ms, p99 {} ms\n",
+                h.count(),
+                q(0.5),
+                q(0.99)
+            ));
+        }
+        out
     }
 
     /// Results counted since measuring began (none before).
