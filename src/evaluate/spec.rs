@@ -87,9 +87,9 @@ impl FromStr for EngineSpec {
                 (ComputeDevice::Cpu, EnginePrecision::Fp32)
             }
             BackendChoice::OnnxRuntime => {
-                if precision == Some(EnginePrecision::Fp16) {
+                if precision == Some(EnginePrecision::Fp16) && device != Some(ComputeDevice::Cuda) {
                     return Err(fail(
-                        "ONNX Runtime takes the precision of the model file: convert the models to FP16 and name them with seg= and cls=".into(),
+                        "ONNX Runtime runs FP16 models on the GPU: write onnxruntime:cuda:fp16 (the _fp16 files beside the models)".into(),
                     ));
                 }
                 (
@@ -152,15 +152,24 @@ impl EngineSpec {
         if self.backend == BackendChoice::TensorRt {
             config.inference.tensorrt.precision = self.precision;
         }
-        let quantized =
-            self.backend == BackendChoice::OnnxRuntime && self.precision == EnginePrecision::Int8;
+        // ONNX Runtime takes the precision of the model file: INT8 and FP16
+        // run the files beside the models (as [inference] precision does).
+        let sibling = match (self.backend, self.precision) {
+            (BackendChoice::OnnxRuntime, EnginePrecision::Int8) => Some(ModelSibling::Int8),
+            (BackendChoice::OnnxRuntime, EnginePrecision::Fp16) => Some(ModelSibling::Fp16),
+            _ => None,
+        };
+        config.inference.precision = match sibling {
+            Some(ModelSibling::Fp16) => EnginePrecision::Fp16,
+            _ => EnginePrecision::Fp32,
+        };
         config.segmentation.path = self.model_path(
             &base.segmentation.path,
             self.segmentation.as_deref(),
-            quantized,
+            sibling,
         )?;
         config.classifier.path =
-            self.model_path(&base.classifier.path, self.classifier.as_deref(), quantized)?;
+            self.model_path(&base.classifier.path, self.classifier.as_deref(), sibling)?;
         Ok(config)
     }
 
@@ -168,15 +177,19 @@ impl EngineSpec {
         &self,
         configured: &Path,
         named: Option<&Path>,
-        quantized: bool,
+        sibling: Option<ModelSibling>,
     ) -> Result<PathBuf, SpecError> {
-        let (path, made_by) = match named {
-            Some(path) => (path.to_path_buf(), "check the path in the spec"),
-            None if quantized => (
+        let (path, made_by) = match (named, sibling) {
+            (Some(path), _) => (path.to_path_buf(), "check the path in the spec"),
+            (None, Some(ModelSibling::Int8)) => (
                 int8_sibling(configured),
                 "make it with `make demo-assets` or scripts/quantize_int8.py (docs/PERFORMANCE.md), or name it with seg=/cls=",
             ),
-            None => return Ok(configured.to_path_buf()),
+            (None, Some(ModelSibling::Fp16)) => (
+                crate::config::fp16_sibling(configured),
+                "make it with `make demo-assets` or scripts/export_batch_fp16.py, or name it with seg=/cls=",
+            ),
+            (None, None) => return Ok(configured.to_path_buf()),
         };
         if path.is_file() {
             Ok(path)
@@ -187,6 +200,13 @@ impl EngineSpec {
             })
         }
     }
+}
+
+/// Which model files beside the configured ones a candidate runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelSibling {
+    Int8,
+    Fp16,
 }
 
 // Where the INT8 files sit is the config's knowledge (a `[shadow]` runs
@@ -232,7 +252,7 @@ mod tests {
             ("pytorch", "unknown backend"),
             ("tract:int8", "FP32 only"),
             ("tract:cuda", "CPU only"),
-            ("onnxruntime:fp16", "precision of the model file"),
+            ("onnxruntime:fp16", "FP16 models on the GPU"),
             ("tensorrt:cpu", "GPU"),
             ("onnxruntime:cpu:cpu", "given twice"),
             ("onnxruntime,model=x", "seg=PATH"),
@@ -240,6 +260,25 @@ mod tests {
             let e = spec.parse::<EngineSpec>().unwrap_err();
             assert!(e.to_string().contains(says), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn an_fp16_candidate_runs_the_fp16_files_beside_the_models() {
+        let mut base = crate::config::parse(
+            &format!(
+                "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"{m}/seg.onnx\"\n[models.classifier]\npath = \"{m}/cls.onnx\"\n[output]\nresults = \"r.jsonl\"\n",
+                m = concat!(env!("CARGO_MANIFEST_DIR"), "/models")
+            ),
+            Path::new("/tmp/sealcheck.toml"),
+        )
+        .unwrap();
+        base.inference.precision = EnginePrecision::Fp32;
+        let spec: EngineSpec = "onnxruntime:cuda:fp16".parse().unwrap();
+        let config = spec.config(&base).unwrap();
+        assert!(config.segmentation.path.ends_with("models/seg_fp16.onnx"));
+        assert!(config.classifier.path.ends_with("models/cls_fp16.onnx"));
+        assert_eq!(config.inference.precision, EnginePrecision::Fp16);
+        assert_eq!(config.inference.device, ComputeDevice::Cuda);
     }
 
     #[test]
