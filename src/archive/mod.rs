@@ -7,6 +7,11 @@
 //! archive thread: encode (JPEG/PNG) -> ArchiveStore::write (limits, manifest) -> job back to the pool
 //! ```
 //!
+//! With `[cameras.NAME]` a frame goes into its camera's folder
+//! (`dir/<camera>/YYYY-MM-DD/HH/`), the camera its result line names: the
+//! folder and the manifest's `result` can never disagree, and the output
+//! thread hands over nothing more than before.
+//!
 //! Swapping buffers instead of copying keeps the output thread's cost to a
 //! few pointer moves; every buffer is reused, so the steady state allocates
 //! nothing on the frame path.
@@ -21,7 +26,8 @@ pub use encode::{
     tint_mask,
 };
 pub use store::{
-    ArchiveName, ArchiveStore, ArchiveWrite, free_bytes, is_day, is_hour, sha256_hex, tree_size,
+    ArchiveName, ArchiveStore, ArchiveWrite, RESERVED_FOLDERS, free_bytes, is_camera_folder,
+    is_day, is_hour, sha256_hex, tree_size,
 };
 
 use std::sync::Arc;
@@ -223,6 +229,16 @@ impl Drop for ArchiveQueue {
     }
 }
 
+/// The camera a result line names (`"camera"`, present with
+/// `[cameras.NAME]`); `None` for a line without one (`[source]`).
+fn camera_of(line: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        camera: Option<String>,
+    }
+    serde_json::from_str::<Named>(line).ok()?.camera
+}
+
 struct ArchiveWriter {
     store: ArchiveStore,
     jobs: Receiver<Box<ArchiveJob>>,
@@ -279,7 +295,8 @@ impl ArchiveWriter {
         } else {
             None
         };
-        let name = ArchiveName::new(job.meta.captured_at, job.meta.seq, job.reason.as_str());
+        let name = ArchiveName::new(job.meta.captured_at, job.meta.seq, job.reason.as_str())
+            .in_camera(camera_of(&job.line).as_deref());
         self.store
             .write(&ArchiveWrite {
                 name: &name,
@@ -318,5 +335,123 @@ impl ArchiveWriter {
         self.metrics
             .bytes
             .set(i64::try_from(self.store.used_bytes()).unwrap_or(i64::MAX));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ImageFormat;
+    use crate::frame::PixelLayout;
+    use crate::status::metrics::LineMetrics;
+
+    fn decision(reason: Reason) -> Decision {
+        Decision {
+            verdict: reason.verdict(),
+            reason,
+            defect_prob: Some(0.9),
+            seal_area: Some(0.1),
+        }
+    }
+
+    #[test]
+    fn a_result_line_names_its_camera_or_none() {
+        assert_eq!(
+            camera_of(r#"{"camera":"top","seq":3,"verdict":"fail"}"#).as_deref(),
+            Some("top")
+        );
+        assert_eq!(camera_of(r#"{"seq":3,"verdict":"fail"}"#), None);
+        assert_eq!(camera_of("not json"), None);
+    }
+
+    /// Frames of two named cameras and of `[source]` through the queue and
+    /// the archive thread: each lands in its camera's folder (`[source]`'s
+    /// in the archive folder itself) with its own manifest.
+    #[test]
+    fn frames_go_to_their_cameras_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = ArchiveConfig {
+            dir: tmp.path().to_path_buf(),
+            keep: ArchiveKeep::Fail,
+            format: ImageFormat::Png,
+            max_mib: 100,
+            min_free_mib: 0,
+        };
+        let mask_hw = (4, 4);
+        let counters = LineMetrics::new(Duration::from_millis(60)).archive.clone();
+        let mut queue =
+            ArchiveQueue::start(&config, mask_hw, Arc::default(), counters.clone()).unwrap();
+        let mut work = FrameWork::new(&crate::frame::TensorGeometry {
+            seg_hw: mask_hw,
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        });
+        for (camera, seq, name) in [
+            (0u16, 7u64, Some("top")),
+            (1, 7, Some("side")),
+            (0, 8, None),
+        ] {
+            work.reset(FrameMeta {
+                camera,
+                ..FrameMeta::now(seq)
+            });
+            work.pixels = FramePixels {
+                width: 4,
+                height: 4,
+                stride: 12,
+                layout: PixelLayout::Rgb,
+                data: vec![128; 48],
+                valid: true,
+            };
+            let line = match name {
+                Some(n) => {
+                    format!(r#"{{"camera":"{n}","seq":{seq},"verdict":"fail","reason":"defect"}}"#)
+                }
+                None => format!(r#"{{"seq":{seq},"verdict":"fail","reason":"defect"}}"#),
+            };
+            // Whatever the queue's pace, each frame waits for a free job.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !queue.offer(&mut work, &decision(Reason::Defect), &line) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the archive took no frame"
+                );
+                work.pixels.valid = true;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        queue.finish();
+        assert_eq!(counters.files.get(), 3);
+        let day = |root: &std::path::Path| {
+            std::fs::read_dir(root)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| is_day(n))
+                .collect::<Vec<_>>()
+        };
+        for (folder, seq, camera) in [
+            ("top", 7, Some("top")),
+            ("side", 7, Some("side")),
+            ("", 8, None),
+        ] {
+            let root = tmp.path().join(folder);
+            let days = day(&root);
+            assert_eq!(days.len(), 1, "{folder:?}: {days:?}");
+            let manifest =
+                std::fs::read_to_string(root.join(&days[0]).join("manifest.jsonl")).unwrap();
+            let entry: serde_json::Value = serde_json::from_str(manifest.trim()).unwrap();
+            assert_eq!(entry["result"]["seq"], seq, "{folder:?}");
+            assert_eq!(entry["result"]["camera"].as_str(), camera, "{folder:?}");
+            let file = root.join(&days[0]).join(entry["file"].as_str().unwrap());
+            assert!(file.is_file(), "{}", file.display());
+            assert!(
+                file.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with(&format!("_{seq}_defect.png"))
+            );
+        }
     }
 }

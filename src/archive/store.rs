@@ -7,16 +7,24 @@
 //!     07/                       one folder per UTC hour
 //!       20261123T071530.123Z_42_defect.jpg        the frame, untouched
 //!       20261123T071530.123Z_42_defect_mask.png   the seal mask, frame-sized, 255 = seal
+//!   top/                        with [cameras.NAME]: one folder per camera,
+//!     2026-11-23/               holding the same day/hour tree and its own manifest
+//!       manifest.jsonl
+//!       07/...
+//!   shadow/                     the shadow's disagreements (shadow::archive, a store of its own)
 //! ```
 //!
-//! Limits: before a frame is written, the oldest hours (never the hour being
-//! written) are deleted until the folder stays within `max_mib` and the disk
-//! keeps `min_free_mib` free; a day goes (manifest included) with its last
-//! hour. If the frame still does not fit, it is dropped and counted.
+//! Limits: before a frame is written, the oldest hours of every camera
+//! (never an hour being written: the current hour of any camera) are deleted
+//! until the folder stays within `max_mib` and the disk keeps `min_free_mib`
+//! free; a day goes (manifest included) with its last hour. If the frame
+//! still does not fit, it is dropped and counted.
 //!
 //! The manifest is a hash chain: each line carries the SHA-256 of the line
-//! before it, so a line removed or edited later shows.
+//! before it, so a line removed or edited later shows. Each camera's day has
+//! its own chain, so cameras never wait on or interleave into each other's.
 
+use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,9 +37,32 @@ pub use crate::model_id::sha256_hex;
 
 const MANIFEST: &str = "manifest.jsonl";
 
-/// Where one frame goes: `day/hour/stem.ext`.
+/// Folders inside the archive folder that belong to another store: the
+/// shadow's disagreements (`shadow::archive`). Never a camera's, so this
+/// store neither prunes them nor takes them for a camera's tree.
+pub const RESERVED_FOLDERS: [&str; 1] = ["shadow"];
+
+/// Longest camera folder name (`[cameras.NAME]`'s limit).
+const CAMERA_NAME_MAX: usize = 32;
+
+/// Whether `name` can be a camera's folder: `[A-Za-z0-9_-]{1,32}` (what the
+/// config allows for a camera name), not a day and not reserved. Checked
+/// again here because the name becomes a path: nothing else may.
+pub fn is_camera_folder(name: &str) -> bool {
+    (1..=CAMERA_NAME_MAX).contains(&name.len())
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
+        && !is_day(name)
+        && !RESERVED_FOLDERS.contains(&name)
+}
+
+/// Where one frame goes: `[camera/]day/hour/stem.ext`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArchiveName {
+    /// The camera's folder with `[cameras.NAME]`; `None` for `[source]`
+    /// (and the shadow's store), whose days lie in the archive folder itself.
+    pub camera: Option<String>,
     /// `YYYY-MM-DD`
     pub day: String,
     /// `HH`
@@ -45,6 +76,7 @@ impl ArchiveName {
         let t = time::OffsetDateTime::from(captured_at);
         let (y, mo, d) = (t.year(), u8::from(t.month()), t.day());
         ArchiveName {
+            camera: None,
             day: format!("{y:04}-{mo:02}-{d:02}"),
             hour: format!("{:02}", t.hour()),
             stem: format!(
@@ -57,17 +89,38 @@ impl ArchiveName {
         }
     }
 
+    /// The same frame in `camera`'s folder (`None`: the archive folder
+    /// itself, as for `[source]`). The caller checks the name
+    /// (`is_camera_folder`); `ArchiveStore::write` refuses any other.
+    pub fn in_camera(mut self, camera: Option<&str>) -> Self {
+        self.camera = camera.map(str::to_string);
+        self
+    }
+
+    /// The day's folder relative to the archive folder: `[camera/]day`.
+    pub fn day_folder(&self) -> String {
+        match &self.camera {
+            Some(camera) => format!("{camera}/{}", self.day),
+            None => self.day.clone(),
+        }
+    }
+
     /// The frame's path relative to the archive folder (also its URL under `/archive/`).
     pub fn frame(&self, ext: &str) -> String {
-        format!("{}/{}/{}.{ext}", self.day, self.hour, self.stem)
+        format!("{}/{}/{}.{ext}", self.day_folder(), self.hour, self.stem)
     }
 
     pub fn mask(&self) -> String {
-        format!("{}/{}/{}_mask.png", self.day, self.hour, self.stem)
+        format!("{}/{}/{}_mask.png", self.day_folder(), self.hour, self.stem)
     }
 
     pub fn shadow_mask(&self) -> String {
-        format!("{}/{}/{}_shadow_mask.png", self.day, self.hour, self.stem)
+        format!(
+            "{}/{}/{}_shadow_mask.png",
+            self.day_folder(),
+            self.hour,
+            self.stem
+        )
     }
 }
 
@@ -129,8 +182,10 @@ pub struct ArchiveStore {
     config: ArchiveConfig,
     /// Bytes under `config.dir`: scanned at open, then kept up to date.
     used: u64,
-    /// Day of the manifest `prev` belongs to, and the SHA-256 of its last line.
-    chain: Option<(String, String)>,
+    /// Per camera folder ("" for the archive folder itself): the day of the
+    /// manifest `prev` belongs to, and the SHA-256 of its last line. One
+    /// entry per camera, so cameras taking turns never re-read a manifest.
+    chains: HashMap<String, (String, String)>,
 }
 
 /// What one archived frame needs written.
@@ -159,7 +214,7 @@ impl ArchiveStore {
         ArchiveStore {
             config,
             used,
-            chain: None,
+            chains: HashMap::new(),
         }
     }
 
@@ -183,13 +238,23 @@ impl ArchiveStore {
 
     /// Writes one frame (and mask) and its manifest line, making room first.
     pub fn write(&mut self, w: &ArchiveWrite<'_>) -> Result<u64, ArchiveDrop> {
+        if let Some(camera) = w.name.camera.as_deref()
+            && !is_camera_folder(camera)
+        {
+            log::warn!(target: "sealcheck::archive", camera = camera;
+                "cannot archive a frame of a camera whose name is not a folder name ([cameras.NAME] allows A-Z a-z 0-9 _ - only, and not \"shadow\"); it is dropped: rename the camera");
+            return Err(ArchiveDrop::WriteError);
+        }
+        // The chain's key: "" is the archive folder's own (`[source]`).
+        let camera = w.name.camera.as_deref().unwrap_or("");
+        let day_folder = w.name.day_folder();
         let frame_rel = w.name.frame(w.ext);
         let mask_rel = w.name.mask();
         let frame_sha = sha256_hex(w.frame);
         let mask_sha = w.mask.map(sha256_hex);
-        let prev = self.previous_line_hash(&w.name.day);
+        let prev = self.previous_line_hash(camera, &w.name.day);
         let quote = |s: Option<&str>| s.map_or("null".to_string(), |s| format!("\"{s}\""));
-        let in_day = |rel: &str| rel[w.name.day.len() + 1..].to_string();
+        let in_day = |rel: &str| rel[day_folder.len() + 1..].to_string();
         let shadow_rel = w.name.shadow_mask();
         // Only a shadow disagreement has a second mask; other lines keep
         // their fields as they were.
@@ -215,7 +280,7 @@ impl ArchiveStore {
             + 1;
         self.make_room(need, &w.name.day, &w.name.hour)?;
 
-        let day_dir = self.config.dir.join(&w.name.day);
+        let day_dir = self.config.dir.join(&day_folder);
         let written = (|| -> std::io::Result<()> {
             fs::create_dir_all(day_dir.join(&w.name.hour))?;
             fs::write(self.config.dir.join(&frame_rel), w.frame)?;
@@ -234,7 +299,10 @@ impl ArchiveStore {
         match written {
             Ok(()) => {
                 self.used += need;
-                self.chain = Some((w.name.day.clone(), sha256_hex(line.as_bytes())));
+                self.chains.insert(
+                    camera.to_string(),
+                    (w.name.day.clone(), sha256_hex(line.as_bytes())),
+                );
                 Ok(need)
             }
             Err(e) => {
@@ -242,24 +310,28 @@ impl ArchiveStore {
                     "cannot write an archived frame; it is dropped (counted in sealcheck_archive_dropped_total)");
                 // Whatever part made it to disk still counts against the limit.
                 self.used = tree_size(&self.config.dir);
-                self.chain = None;
+                // What reached the manifest is unknown: read it back next time.
+                self.chains.remove(camera);
                 Err(ArchiveDrop::WriteError)
             }
         }
     }
 
-    /// SHA-256 of the last line of `day`'s manifest, from memory or (after a
-    /// start or a write error) from the file.
-    fn previous_line_hash(&mut self, day: &str) -> Option<String> {
-        if let Some((d, hash)) = &self.chain
+    /// SHA-256 of the last line of `camera`'s (`""`: the archive folder's)
+    /// manifest of `day`, from memory or (after a start or a write error)
+    /// from the file.
+    fn previous_line_hash(&mut self, camera: &str, day: &str) -> Option<String> {
+        if let Some((d, hash)) = self.chains.get(camera)
             && d == day
         {
             return Some(hash.clone());
         }
-        let text = fs::read_to_string(self.config.dir.join(day).join(MANIFEST)).ok()?;
+        let text =
+            fs::read_to_string(self.config.dir.join(camera).join(day).join(MANIFEST)).ok()?;
         let last = text.lines().rev().find(|l| !l.is_empty())?;
         let hash = sha256_hex(last.as_bytes());
-        self.chain = Some((day.to_string(), hash.clone()));
+        self.chains
+            .insert(camera.to_string(), (day.to_string(), hash.clone()));
         Some(hash)
     }
 
@@ -284,23 +356,22 @@ impl ArchiveStore {
         }
     }
 
-    /// The oldest hour folder other than `day/hour` (the one being written).
+    /// The oldest hour folder of any camera other than `day/hour` (the hour
+    /// being written, by every camera alike).
     fn oldest_hour(&self, day: &str, hour: &str) -> Option<PathBuf> {
-        let mut days: Vec<String> = list(&self.config.dir, is_day);
-        days.sort();
-        for d in days {
-            let mut hours = list(&self.config.dir.join(&d), is_hour);
-            hours.sort();
-            if let Some(h) = hours.into_iter().find(|h| !(d == day && h == hour)) {
-                return Some(self.config.dir.join(&d).join(h));
-            }
-            // A day left with no hour folder (only its manifest) goes too,
-            // unless it is today's.
-            if d != day {
-                return Some(self.config.dir.join(&d));
-            }
-        }
-        None
+        // The archive folder's own days (`[source]`), then each camera's:
+        // folders of cameras renamed or removed since count against the
+        // limit too, so they are pruned like the others.
+        let mut roots = vec![self.config.dir.clone()];
+        let mut cameras = list(&self.config.dir, is_camera_folder);
+        cameras.sort();
+        roots.extend(cameras.iter().map(|c| self.config.dir.join(c)));
+        roots
+            .iter()
+            .filter_map(|root| oldest_in(root, day, hour))
+            // An emptied day ("" for its hour) before any hour of that day.
+            .min_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
+            .map(|(_, _, path)| path)
     }
 
     fn delete_hour(&mut self, path: &Path, limit: &str) {
@@ -317,13 +388,43 @@ impl ArchiveStore {
             && day != self.config.dir
             && list(day, is_hour).is_empty()
             && day.file_name().and_then(|n| n.to_str()).is_some_and(is_day)
-            && fs::remove_dir_all(day).is_ok()
-            && self.chain.as_ref().is_some_and(|(d, _)| day.ends_with(d))
         {
-            self.chain = None;
+            let _ = fs::remove_dir_all(day);
         }
+        // A chain whose manifest is gone starts again (`prev: null`); one
+        // still there is read back from the file next time.
+        let dir = &self.config.dir;
+        self.chains.retain(|camera, (d, _)| {
+            dir.join(camera.as_str())
+                .join(d.as_str())
+                .join(MANIFEST)
+                .is_file()
+        });
         self.used = tree_size(&self.config.dir);
     }
+}
+
+/// The oldest deletable folder under one root (the archive folder or a
+/// camera's): `(day, hour, path)`, the hour `""` for a day left with only
+/// its manifest. Never `day/hour`, the hour being written.
+fn oldest_in(root: &Path, day: &str, hour: &str) -> Option<(String, String, PathBuf)> {
+    let mut days: Vec<String> = list(root, is_day);
+    days.sort();
+    for d in days {
+        let mut hours = list(&root.join(&d), is_hour);
+        hours.sort();
+        if let Some(h) = hours.into_iter().find(|h| !(d == day && h == hour)) {
+            let path = root.join(&d).join(&h);
+            return Some((d, h, path));
+        }
+        // A day left with no hour folder (only its manifest) goes too,
+        // unless it is today's.
+        if d != day {
+            let path = root.join(&d);
+            return Some((d, String::new(), path));
+        }
+    }
+    None
 }
 
 fn list(dir: &Path, keep: fn(&str) -> bool) -> Vec<String> {
@@ -454,5 +555,105 @@ mod tests {
             assert_eq!(next["prev"], sha256_hex(pair[0].as_bytes()));
         }
         assert_eq!(store.used_bytes(), tree_size(tmp.path()));
+    }
+
+    #[test]
+    fn each_camera_has_its_own_folder_and_chain_and_the_oldest_hour_of_any_camera_goes_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // Left by earlier runs: a `[source]` hour, a camera's old hour, the shadow's.
+        for old in [
+            "2020-01-01/05",
+            "side/2020-01-01/04",
+            "shadow/2020-01-01/03",
+        ] {
+            fs::create_dir_all(dir.join(old)).unwrap();
+            fs::write(dir.join(old).join("x.png"), vec![0u8; 300 << 10]).unwrap();
+        }
+        let mut store = ArchiveStore::open(config(dir, 2));
+        let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200); // 2020-01-02T00:00:00Z
+        for (seq, camera) in [(0, "top"), (0, "side"), (1, "top"), (1, "side")] {
+            let name = ArchiveName::new(t + Duration::from_secs(seq), seq, "defect")
+                .in_camera(Some(camera));
+            let frame = format!("{camera}{seq}").into_bytes();
+            store
+                .write(&ArchiveWrite {
+                    name: &name,
+                    ext: "png",
+                    frame: &frame,
+                    mask: None,
+                    result_line: &format!("{{\"camera\":\"{camera}\",\"seq\":{seq}}}"),
+                    shadow_mask: None,
+                })
+                .unwrap();
+        }
+        assert!(
+            dir.join("top/2020-01-02/00/20200102T000001.000Z_1_defect.png")
+                .is_file()
+        );
+        for camera in ["top", "side"] {
+            let text =
+                fs::read_to_string(dir.join(camera).join("2020-01-02/manifest.jsonl")).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 2, "{camera}: {text}");
+            let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+            assert!(
+                first["prev"].is_null(),
+                "{camera}'s chain starts on its own"
+            );
+            assert_eq!(first["file"], "00/20200102T000000.000Z_0_defect.png");
+            assert_eq!(first["result"]["camera"], camera);
+            let second: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+            assert_eq!(second["prev"], sha256_hex(lines[0].as_bytes()), "{camera}");
+        }
+        assert!(
+            !dir.join("2020-01-02").exists(),
+            "no camera wrote to the archive folder itself"
+        );
+
+        // 3 x 300 KiB planted; 1.6 MiB more needs the two oldest hours gone:
+        // side's 04 (the oldest of all), then the archive folder's 05. The
+        // shadow's folder is its own store's.
+        let name = ArchiveName::new(t + Duration::from_secs(5), 5, "defect").in_camera(Some("top"));
+        let big = vec![1u8; 1600 << 10];
+        store
+            .write(&ArchiveWrite {
+                name: &name,
+                ext: "png",
+                frame: &big,
+                mask: None,
+                result_line: "{}",
+                shadow_mask: None,
+            })
+            .unwrap();
+        assert!(!dir.join("side/2020-01-01").exists());
+        assert!(!dir.join("2020-01-01").exists());
+        assert!(dir.join("shadow/2020-01-01/03/x.png").exists());
+        assert!(
+            dir.join("side/2020-01-02/00").exists(),
+            "the hour being written stays, for every camera"
+        );
+        assert_eq!(store.used_bytes(), tree_size(dir));
+    }
+
+    #[test]
+    fn a_camera_name_that_is_not_a_folder_name_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = ArchiveStore::open(config(tmp.path(), 10));
+        let t = UNIX_EPOCH + Duration::from_secs(1_577_923_200);
+        for bad in ["..", "../x", "a/b", "shadow", "2020-01-02", ""] {
+            let name = ArchiveName::new(t, 1, "defect").in_camera(Some(bad));
+            let w = ArchiveWrite {
+                name: &name,
+                ext: "png",
+                frame: b"f",
+                mask: None,
+                result_line: "{}",
+                shadow_mask: None,
+            };
+            assert_eq!(store.write(&w), Err(ArchiveDrop::WriteError), "{bad:?}");
+        }
+        assert_eq!(tree_size(tmp.path()), 0);
+        assert!(is_camera_folder("lane_2-top") && !is_camera_folder(&"x".repeat(33)));
     }
 }

@@ -1,8 +1,9 @@
 //! The page's numbers: counters for the shift, the last 1000 seals and the
-//! last 50 rejects, kept by the output thread and published as a snapshot.
+//! last 50 rejects, and each camera's tally (`cameras::CameraTally`), kept
+//! by the output thread and published as a snapshot.
 //!
 //! ```text
-//! output thread: StatusBoard::record (arrays, no allocation, no lock)
+//! output thread: StatusBoard::record (arrays, no allocation once every camera was seen, no lock)
 //!     --at most 4 times a second, try_lock (never waits)--> SnapshotSlot
 //! HTTP thread:   SnapshotSlot::read (clone) -> /api/status JSON, the page
 //! ```
@@ -10,8 +11,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::cameras::{CameraTally, MAX_CAMERAS};
 use crate::decision::{Decision, Reason, Verdict};
-use crate::frame::FrameMeta;
+use crate::frame::{CameraIndex, FrameMeta};
 use crate::stats::ResultCounters;
 
 /// Seals in the rolling window (yield, fails per reason, p99).
@@ -26,6 +28,7 @@ const REASONS: usize = Reason::ALL.len();
 /// One reject in the filmstrip.
 #[derive(Debug, Clone, Copy)]
 pub struct Reject {
+    pub camera: CameraIndex,
     pub seq: u64,
     pub captured_at: SystemTime,
     pub reason: Reason,
@@ -64,6 +67,9 @@ pub struct BoardState {
     rejects: [Option<Reject>; FILMSTRIP],
     rejects_next: usize,
     pub last: Option<LastResult>,
+    /// Each camera's tally, by `FrameMeta::camera` (grown when a camera's
+    /// first result comes: once per camera, never per frame).
+    pub cameras: Vec<CameraTally>,
     /// Increases with every publish: a reader sees whether it changed.
     pub version: u64,
 }
@@ -83,6 +89,7 @@ impl BoardState {
             rejects: [None; FILMSTRIP],
             rejects_next: 0,
             last: None,
+            cameras: Vec::new(),
             version: 0,
         }
     }
@@ -144,6 +151,8 @@ impl Clone for BoardState {
         self.rejects = s.rejects;
         self.rejects_next = s.rejects_next;
         self.last = s.last;
+        // Reuses this copy's buffer: it only grows when a camera is added.
+        self.cameras.clone_from(&s.cameras);
         self.version = s.version;
     }
 }
@@ -204,6 +213,7 @@ impl StatusBoard {
         s.window_len = (s.window_len + 1).min(WINDOW);
         if d.verdict == Verdict::Fail {
             s.rejects[s.rejects_next] = Some(Reject {
+                camera: meta.camera,
                 seq: meta.seq,
                 captured_at: meta.captured_at,
                 reason: d.reason,
@@ -219,7 +229,15 @@ impl StatusBoard {
             reason: d.reason,
             latency_ms,
         });
-        if self.last_publish.elapsed() >= PUBLISH_EVERY {
+        let now = Instant::now();
+        let camera = usize::from(meta.camera);
+        if camera < MAX_CAMERAS {
+            if camera >= s.cameras.len() {
+                s.cameras.resize(camera + 1, CameraTally::default());
+            }
+            s.cameras[camera].record(meta, d, reason_index, latency_ms, now);
+        }
+        if now.saturating_duration_since(self.last_publish) >= PUBLISH_EVERY {
             self.publish();
         }
     }
@@ -295,5 +313,40 @@ mod tests {
         assert_eq!(rejects[0], 1497, "newest first");
         assert_eq!(s.window_latency_quantile(1.0), Some(1499.0));
         assert!(s.version > 0);
+    }
+
+    #[test]
+    fn each_camera_is_tallied_apart_and_the_shift_is_their_sum() {
+        let slot = std::sync::Arc::new(SnapshotSlot::default());
+        let results = ResultCounters::default();
+        let mut board = StatusBoard::new(std::sync::Arc::clone(&slot), results.clone());
+        for seq in 0..30u64 {
+            for camera in [0u16, 1] {
+                // Camera 1 fails every other seal, camera 0 every fifth.
+                let reason = if seq % [5, 2][usize::from(camera)] == 0 {
+                    Reason::NoSeal
+                } else {
+                    Reason::Ok
+                };
+                results.record(reason);
+                let meta = FrameMeta {
+                    camera,
+                    ..FrameMeta::now(seq)
+                };
+                board.record(&meta, &decision(reason), None, false);
+            }
+        }
+        board.publish();
+        let s = slot.read();
+        assert_eq!(s.cameras.len(), 2);
+        assert_eq!((s.cameras[0].passed, s.cameras[0].failed), (24, 6));
+        assert_eq!((s.cameras[1].passed, s.cameras[1].failed), (15, 15));
+        assert_eq!(s.cameras[1].last.unwrap().seq, 29);
+        assert_eq!(
+            s.cameras.iter().map(|c| c.passed + c.failed).sum::<u64>(),
+            s.frames
+        );
+        let newest = s.rejects().next().unwrap();
+        assert_eq!((newest.camera, newest.seq), (1, 28));
     }
 }

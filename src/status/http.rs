@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -19,9 +19,10 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use super::board::{BoardState, WINDOW};
-use super::{RunFacts, Telemetry};
-use crate::archive::{ArchiveName, is_day, is_hour};
+use super::{RunFacts, Telemetry, cameras};
+use crate::archive::{ArchiveName, is_camera_folder, is_day, is_hour};
 use crate::decision::Reason;
+use crate::frame::CameraIndex;
 use crate::shadow::ShadowState;
 
 /// The page: one file, no external resources.
@@ -225,9 +226,38 @@ async fn api_status(State(t): State<Arc<Telemetry>>) -> Response {
     }
 }
 
-async fn live_jpeg(State(t): State<Arc<Telemetry>>) -> Response {
+/// `/api/live.jpg`'s query: `camera=NAME` with `[cameras.NAME]` (none: the
+/// first camera, the only one of `[source]`).
+#[derive(serde::Deserialize)]
+struct LiveQuery {
+    camera: Option<String>,
+}
+
+async fn live_jpeg(State(t): State<Arc<Telemetry>>, Query(query): Query<LiveQuery>) -> Response {
+    let index = match &query.camera {
+        None => 0,
+        Some(name) => {
+            let facts = t.facts();
+            match cameras::index_of(&facts, name) {
+                Some(index) => index,
+                None => {
+                    let names = cameras::names_list(&facts);
+                    let text = if names.is_empty() {
+                        format!(
+                            "no camera {name:?}: this run has one unnamed camera ([source]); ask for /api/live.jpg without ?camera=\n"
+                        )
+                    } else {
+                        format!(
+                            "no camera {name:?}: ask for one of {names} (/api/status lists the cameras)\n"
+                        )
+                    };
+                    return (StatusCode::NOT_FOUND, text).into_response();
+                }
+            }
+        }
+    };
     let live = Arc::clone(&t.live);
-    match tokio::task::spawn_blocking(move || live.jpeg()).await {
+    match tokio::task::spawn_blocking(move || live.jpeg(index)).await {
         Ok(Some(frame)) => {
             let mut response = (
                 [(header::CONTENT_TYPE, "image/jpeg")],
@@ -253,17 +283,19 @@ async fn live_jpeg(State(t): State<Arc<Telemetry>>) -> Response {
     }
 }
 
-/// `/archive/YYYY-MM-DD/HH/<name>.(jpg|png)` or `/archive/YYYY-MM-DD/manifest.jsonl`.
-/// Anything else, including every attempt to leave the archive folder
-/// (`..`, absolute paths, encoded characters, links), is 404.
+/// `/archive/[CAMERA/]YYYY-MM-DD/HH/<name>.(jpg|png)` or
+/// `/archive/[CAMERA/]YYYY-MM-DD/manifest.jsonl`, `CAMERA` one of the run's
+/// named cameras. Anything else, including every attempt to leave the
+/// archive folder (`..`, absolute paths, encoded characters, links), is 404.
 async fn archive_file(State(t): State<Arc<Telemetry>>, uri: Uri) -> Response {
     let Some(dir) = t.archive().map(|a| a.dir) else {
         return not_found().await;
     };
+    let facts = t.facts();
     let Some(relative) = uri
         .path()
         .strip_prefix("/archive/")
-        .and_then(safe_archive_path)
+        .and_then(|raw| safe_archive_path(raw, |c| cameras::index_of(&facts, c).is_some()))
     else {
         return not_found().await;
     };
@@ -287,8 +319,22 @@ async fn archive_file(State(t): State<Arc<Telemetry>>, uri: Uri) -> Response {
 }
 
 /// The relative path a raw (still percent-encoded) request path names, if
-/// it has exactly the archive's shape.
-fn safe_archive_path(raw: &str) -> Option<PathBuf> {
+/// it has exactly the archive's shape; a camera's folder only where
+/// `is_camera` says the run has that camera.
+fn safe_archive_path(raw: &str, is_camera: impl Fn(&str) -> bool) -> Option<PathBuf> {
+    if let Some((camera, rest)) = raw.split_once('/')
+        && is_camera_folder(camera)
+    {
+        return is_camera(camera)
+            .then(|| in_day_folder(rest))
+            .flatten()
+            .map(|p| PathBuf::from(camera).join(p));
+    }
+    in_day_folder(raw)
+}
+
+/// `YYYY-MM-DD/HH/<file>.(jpg|png)` or `YYYY-MM-DD/manifest.jsonl`.
+fn in_day_folder(raw: &str) -> Option<PathBuf> {
     let name_ok = |s: &str| {
         !s.is_empty()
             && !s.starts_with('.')
@@ -326,7 +372,7 @@ fn rfc3339(t: SystemTime) -> String {
     s
 }
 
-fn by_reason(counts: &[u64]) -> Value {
+pub(super) fn by_reason(counts: &[u64]) -> Value {
     Reason::ALL
         .iter()
         .zip(counts)
@@ -335,7 +381,7 @@ fn by_reason(counts: &[u64]) -> Value {
         .into()
 }
 
-fn yield_pct(passed: u64, total: u64) -> Value {
+pub(super) fn yield_pct(passed: u64, total: u64) -> Value {
     if total == 0 {
         Value::Null
     } else {
@@ -367,12 +413,17 @@ pub fn status_json(t: &Telemetry) -> Value {
         })
     });
     let ext = archive.as_ref().map(|a| a.format.extension());
+    let views = cameras::cameras(&facts, &board, t.idle_after(), std::time::Instant::now());
+    let camera_name = |index: CameraIndex| views.get(usize::from(index)).and_then(|c| c.name);
     let rejects: Vec<Value> = board
         .rejects()
         .map(|r| {
-            let name = ArchiveName::new(r.captured_at, r.seq, r.reason.as_str());
+            let camera = camera_name(r.camera);
+            let name =
+                ArchiveName::new(r.captured_at, r.seq, r.reason.as_str()).in_camera(camera);
             let link = |p: String| Value::String(format!("/archive/{p}"));
             json!({
+                "camera": camera,
                 "seq": r.seq,
                 "ts": rfc3339(r.captured_at),
                 "reason": r.reason.as_str(),
@@ -415,6 +466,7 @@ pub fn status_json(t: &Telemetry) -> Value {
             "p50": board.window_latency_quantile(0.5),
             "p99": board.window_latency_quantile(0.99),
         },
+        "cameras": cameras::cameras_json(&views, SystemTime::now()),
         "late": external.late(),
         "last": board.last.map(|l| json!({
             "seq": l.seq,
@@ -550,13 +602,218 @@ mod tests {
         }
     }
 
+    /// A running pipeline's facts with `cameras` (name, source status).
+    fn running(
+        report: &RunReport,
+        cameras: &[(Option<&str>, Option<crate::capture::SourceStatus>)],
+    ) {
+        let liveness = crate::service::Liveness::new();
+        liveness.set_source_streaming(true);
+        report.set_liveness(liveness);
+        report.set_info(crate::status::RunInfo {
+            backend: "tract".into(),
+            source: "images".into(),
+            cameras: cameras.iter().map(|(n, _)| n.map(str::to_string)).collect(),
+            models: vec![],
+        });
+        report.set_external(crate::status::ExternalStats {
+            source: cameras[0].1.clone(),
+            cameras: cameras
+                .iter()
+                .map(|(name, status)| crate::status::CameraSource {
+                    name: name.map(str::to_string),
+                    kind: if status.is_some() { "rtsp" } else { "images" },
+                    status: status.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        });
+        report.set_state(crate::status::RunState::Running);
+    }
+
+    /// `camera`'s results: `passes` passes, then `fails` fails (no seal).
+    fn judge(
+        board: &mut crate::status::StatusBoard,
+        t: &Telemetry,
+        camera: u16,
+        passes: u64,
+        fails: u64,
+    ) {
+        for seq in 0..passes + fails {
+            let reason = if seq < passes {
+                Reason::Ok
+            } else {
+                Reason::NoSeal
+            };
+            t.metrics.results.record(reason);
+            let meta = crate::frame::FrameMeta {
+                camera,
+                ..crate::frame::FrameMeta::now(seq)
+            };
+            let d = crate::decision::Decision {
+                verdict: reason.verdict(),
+                reason,
+                defect_prob: None,
+                seal_area: None,
+            };
+            board.record(&meta, &d, Some(5.0), false);
+        }
+        board.publish();
+    }
+
+    #[test]
+    fn two_named_cameras_are_listed_counted_and_a_lost_one_is_named_in_health_and_metrics() {
+        let report = RunReport::new();
+        let t = telemetry(&report);
+        let side = crate::capture::SourceStatus::new();
+        side.lost("rtsp: connection refused", false, false);
+        running(&report, &[(Some("top"), None), (Some("side"), Some(side))]);
+        let mut board =
+            crate::status::StatusBoard::new(Arc::clone(&t.board), t.metrics.results.clone());
+        judge(&mut board, &t, 0, 7, 3);
+        judge(&mut board, &t, 1, 2, 0);
+
+        let status = status_json(&t);
+        let cameras = status["cameras"].as_array().unwrap();
+        assert_eq!(cameras.len(), 2, "{status:#}");
+        let (top, side) = (&cameras[0], &cameras[1]);
+        assert_eq!(
+            (&top["name"], &top["kind"], &top["state"]),
+            (&json!("top"), &json!("images"), &json!("inspecting"))
+        );
+        assert_eq!(
+            (&top["pass"], &top["fail"], &top["yield_pct"]),
+            (&json!(7), &json!(3), &json!(70.0))
+        );
+        assert_eq!(
+            (&top["up"], &top["problem"], &top["outages"]),
+            (&json!(true), &Value::Null, &Value::Null)
+        );
+        assert_eq!(top["by_reason"]["no_seal"], 3);
+        assert_eq!(top["last"]["seq"], 9);
+        assert_eq!(top["last"]["verdict"], "fail");
+        let trend = top["trend"].as_array().unwrap();
+        assert_eq!(trend.len(), crate::status::TREND_MINUTES);
+        assert_eq!(
+            (&trend[59]["pass"], &trend[59]["fail"]),
+            (&json!(7), &json!(3)),
+            "this minute is the last"
+        );
+        assert!(trend[59]["minute"].as_str().unwrap().ends_with(":00.000Z"));
+        assert_eq!(
+            (&side["name"], &side["state"], &side["up"], &side["outages"]),
+            (&json!("side"), &json!("lost"), &json!(false), &json!(1))
+        );
+        assert!(side["lost_since"].is_string());
+        let problem = side["problem"].as_str().unwrap();
+        assert!(problem.starts_with("camera side lost since "), "{problem}");
+        // The station's source is down while one camera is; the process is healthy.
+        assert_eq!(status["source"]["up"], false);
+        assert_eq!(status["health"]["ok"], true);
+        let health = t.health().unwrap();
+        assert!(health.contains("; camera side lost since "), "{health}");
+        let reject = &status["rejects"][0];
+        assert_eq!(
+            (&reject["camera"], &reject["seq"]),
+            (&json!("top"), &json!(9))
+        );
+
+        let metrics = t.metrics.encode_prometheus();
+        for line in [
+            "# TYPE sealcheck_camera_results_total counter",
+            "sealcheck_camera_results_total{camera=\"top\",verdict=\"pass\",reason=\"ok\"} 7",
+            "sealcheck_camera_results_total{camera=\"top\",verdict=\"fail\",reason=\"no_seal\"} 3",
+            "sealcheck_camera_results_total{camera=\"side\",verdict=\"fail\",reason=\"defect\"} 0",
+            "sealcheck_camera_source_up{camera=\"top\"} 1",
+            "sealcheck_camera_source_up{camera=\"side\"} 0",
+            "sealcheck_camera_source_outages_total{camera=\"side\"} 1",
+        ] {
+            assert!(
+                metrics.lines().any(|l| l == line),
+                "no {line:?} in\n{metrics}"
+            );
+        }
+        assert!(
+            !metrics.contains("sealcheck_camera_source_outages_total{camera=\"top\"}"),
+            "a replay has no outages"
+        );
+    }
+
+    #[test]
+    fn one_unnamed_source_is_a_list_of_one_and_metrics_and_health_stay_as_they_were() {
+        let report = RunReport::new();
+        let t = telemetry(&report);
+        running(
+            &report,
+            &[(None, Some(crate::capture::SourceStatus::new()))],
+        );
+        let mut board =
+            crate::status::StatusBoard::new(Arc::clone(&t.board), t.metrics.results.clone());
+        judge(&mut board, &t, 0, 4, 1);
+        let status = status_json(&t);
+        let cameras = status["cameras"].as_array().unwrap();
+        assert_eq!(cameras.len(), 1);
+        assert_eq!(
+            (&cameras[0]["name"], &cameras[0]["kind"]),
+            (&Value::Null, &json!("rtsp"))
+        );
+        assert_eq!(
+            (&cameras[0]["pass"], &cameras[0]["fail"]),
+            (&json!(4), &json!(1))
+        );
+        assert_eq!(cameras[0]["up"], status["source"]["up"]);
+        assert_eq!(status["rejects"][0]["camera"], Value::Null);
+        assert!(!t.metrics.encode_prometheus().contains("sealcheck_camera_"));
+        assert!(!t.health().unwrap().contains(';'));
+    }
+
+    fn no_camera(_: &str) -> bool {
+        false
+    }
+
+    #[test]
+    fn a_cameras_folder_is_served_only_for_a_camera_of_the_run() {
+        let top = |c: &str| c == "top";
+        assert_eq!(
+            safe_archive_path("top/2026-11-23/07/20261123T071530.123Z_42_defect.jpg", top),
+            Some(PathBuf::from(
+                "top/2026-11-23/07/20261123T071530.123Z_42_defect.jpg"
+            ))
+        );
+        assert!(safe_archive_path("top/2026-11-23/manifest.jsonl", top).is_some());
+        // A day path still works (a `[source]` run's files, left in the folder).
+        assert!(safe_archive_path("2026-11-23/manifest.jsonl", top).is_some());
+        for bad in [
+            "side/2026-11-23/manifest.jsonl",
+            "shadow/2026-11-23/07/x.jpg",
+            "top/../2026-11-23/manifest.jsonl",
+            "top/top/2026-11-23/manifest.jsonl",
+            "top/2026-11-23/07/x.txt",
+            "top",
+            "top/",
+            "..%2Ftop/2026-11-23/manifest.jsonl",
+        ] {
+            assert!(safe_archive_path(bad, top).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn only_archive_shaped_paths_pass() {
-        assert!(safe_archive_path("2026-11-23/07/20261123T071530.123Z_42_defect.jpg").is_some());
         assert!(
-            safe_archive_path("2026-11-23/07/20261123T071530.123Z_42_defect_mask.png").is_some()
+            safe_archive_path(
+                "2026-11-23/07/20261123T071530.123Z_42_defect.jpg",
+                no_camera
+            )
+            .is_some()
         );
-        assert!(safe_archive_path("2026-11-23/manifest.jsonl").is_some());
+        assert!(
+            safe_archive_path(
+                "2026-11-23/07/20261123T071530.123Z_42_defect_mask.png",
+                no_camera
+            )
+            .is_some()
+        );
+        assert!(safe_archive_path("2026-11-23/manifest.jsonl", no_camera).is_some());
         for bad in [
             "../etc/passwd",
             "2026-11-23/07/../../../etc/passwd",
@@ -571,7 +828,7 @@ mod tests {
             "..",
             "",
         ] {
-            assert!(safe_archive_path(bad).is_none(), "{bad}");
+            assert!(safe_archive_path(bad, no_camera).is_none(), "{bad}");
         }
     }
 
@@ -587,7 +844,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(archive.join("2026-11-23/07/y.jpg"), b"inside").unwrap();
-        let rel = |p| safe_archive_path(p).unwrap();
+        let rel = |p| safe_archive_path(p, no_camera).unwrap();
         assert_eq!(read_inside(&archive, &rel("2026-11-23/07/x.jpg")), None);
         assert_eq!(
             read_inside(&archive, &rel("2026-11-23/07/y.jpg")),

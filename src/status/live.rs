@@ -1,13 +1,15 @@
-//! The live view: the latest frame with its seal mask, for the page.
+//! The live view: each camera's latest frame with its seal mask, for the page.
 //!
 //! ```text
-//! page polls /api/live.jpg --(frame older than 400 ms)--> PixelDemand::request_live
-//! preprocess copies pixels --> output: LiveView::offer (try_lock; never waits) --> latest raw frame
+//! page polls /api/live.jpg[?camera=NAME] --(that camera's frame older than 500 ms)--> wanted + PixelDemand::request_live
+//! preprocess copies pixels --> output: LiveView::offer (try_lock; never waits) --> the camera's latest raw frame
 //! HTTP: encode once per new frame (mask tinted), cached for every page polling
 //! ```
 //!
-//! Nothing is copied or encoded while no page asks.
+//! Nothing is copied or encoded while no page asks. One latest frame (and
+//! one encoded copy) per camera that a page asked for, whatever the frame rate.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -43,6 +45,16 @@ pub struct LiveJpeg {
 
 pub struct LiveView {
     demand: Arc<PixelDemand>,
+    /// By `FrameMeta::camera`; a camera's entry is made by the first page
+    /// that asks for it (the HTTP side), never by the frame path.
+    cameras: Mutex<Vec<Arc<CameraLive>>>,
+}
+
+/// One camera's live frame.
+#[derive(Default)]
+struct CameraLive {
+    /// A page asked for a newer frame of this camera.
+    wanted: AtomicBool,
     latest: Mutex<Option<LatestFrame>>,
     encoded: Mutex<Option<LiveJpeg>>,
 }
@@ -51,18 +63,26 @@ impl LiveView {
     pub fn new(demand: Arc<PixelDemand>) -> Self {
         LiveView {
             demand,
-            latest: Mutex::new(None),
-            encoded: Mutex::new(None),
+            cameras: Mutex::new(Vec::new()),
         }
     }
 
     /// The output thread offers a judged frame; taken only when a page asked
-    /// and the HTTP side is not reading right now.
+    /// for its camera and the HTTP side is not reading right now.
     pub fn offer(&self, work: &FrameWork, d: &Decision, mask_hw: (usize, usize)) -> bool {
         if !self.demand.live_requested() || !work.pixels.valid {
             return false;
         }
-        let Ok(mut latest) = self.latest.try_lock() else {
+        let Ok(cameras) = self.cameras.try_lock() else {
+            return false;
+        };
+        let Some(camera) = cameras.get(usize::from(work.meta.camera)) else {
+            return false;
+        };
+        if !camera.wanted.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Ok(mut latest) = camera.latest.try_lock() else {
             return false;
         };
         let frame = latest.get_or_insert_with(|| LatestFrame {
@@ -95,23 +115,43 @@ impl LiveView {
         }
         frame.mask_hw = mask_hw;
         frame.taken = Instant::now();
+        camera.wanted.store(false, Ordering::SeqCst);
+        // Pixels are copied for every camera while any page waits: stop
+        // only when no other camera is still waiting (checked after, so a
+        // request made meanwhile turns the copying back on).
         self.demand.live_served();
+        if cameras.iter().any(|c| c.wanted.load(Ordering::SeqCst)) {
+            self.demand.request_live();
+        }
         true
     }
 
-    /// The newest frame as JPEG with the seal tinted; encoded at most once
-    /// per frame whatever the number of pages. Asks for a newer frame when
-    /// this one is older than `MIN_INTERVAL`. Runs on a blocking thread.
-    pub fn jpeg(&self) -> Option<LiveJpeg> {
-        let latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+    /// Camera `index`'s entry, made on first use (the caller checked the
+    /// index against the run's cameras).
+    fn camera(&self, index: usize) -> Arc<CameraLive> {
+        let mut cameras = self.cameras.lock().unwrap_or_else(|p| p.into_inner());
+        while cameras.len() <= index {
+            cameras.push(Arc::default());
+        }
+        Arc::clone(&cameras[index])
+    }
+
+    /// Camera `index`'s newest frame as JPEG with the seal tinted; encoded
+    /// at most once per frame whatever the number of pages. Asks for a
+    /// newer frame when this one is older than `MIN_INTERVAL`. Runs on a
+    /// blocking thread.
+    pub fn jpeg(&self, index: usize) -> Option<LiveJpeg> {
+        let camera = self.camera(index);
+        let latest = camera.latest.lock().unwrap_or_else(|p| p.into_inner());
         let fresh = latest
             .as_ref()
             .is_some_and(|f| f.taken.elapsed() < MIN_INTERVAL);
         if !fresh {
+            camera.wanted.store(true, Ordering::SeqCst);
             self.demand.request_live();
         }
         let frame = latest.as_ref()?;
-        let mut encoded = self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut encoded = camera.encoded.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = encoded.as_ref()
             && e.seq == frame.seq
         {
@@ -137,5 +177,72 @@ impl LiveView {
         };
         *encoded = Some(live.clone());
         Some(live)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{FrameMeta, PixelLayout, TensorGeometry};
+
+    fn work(camera: u16, seq: u64) -> FrameWork {
+        let mut work = FrameWork::new(&TensorGeometry {
+            seg_hw: (2, 2),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        });
+        work.reset(FrameMeta {
+            camera,
+            ..FrameMeta::now(seq)
+        });
+        work.pixels = FramePixels {
+            width: 2,
+            height: 2,
+            stride: 6,
+            layout: PixelLayout::Rgb,
+            data: vec![200; 12],
+            valid: true,
+        };
+        work
+    }
+
+    fn ok() -> Decision {
+        Decision {
+            verdict: Verdict::Pass,
+            reason: Reason::Ok,
+            defect_prob: Some(0.1),
+            seal_area: Some(0.1),
+        }
+    }
+
+    #[test]
+    fn each_camera_gets_its_own_frame_and_copying_stops_once_every_page_is_served() {
+        let demand = Arc::new(PixelDemand::default());
+        let live = LiveView::new(Arc::clone(&demand));
+        assert!(!live.offer(&work(0, 1), &ok(), (2, 2)), "nobody asked");
+        // Pages ask for cameras 1 and 2.
+        assert!(live.jpeg(1).is_none() && live.jpeg(2).is_none());
+        assert!(demand.live_requested());
+        assert!(
+            !live.offer(&work(0, 2), &ok(), (2, 2)),
+            "camera 0 was not asked for"
+        );
+        assert!(live.offer(&work(2, 3), &ok(), (2, 2)));
+        assert!(demand.live_requested(), "camera 1 still waits");
+        assert!(
+            !live.offer(&work(2, 4), &ok(), (2, 2)),
+            "camera 2 was served"
+        );
+        assert!(live.offer(&work(1, 5), &ok(), (2, 2)));
+        assert!(
+            !demand.live_requested(),
+            "every page served: no more copies"
+        );
+        assert_eq!(live.jpeg(1).map(|j| j.seq), Some(5));
+        let two = live.jpeg(2).unwrap();
+        assert_eq!(two.seq, 3);
+        assert!(two.jpeg.starts_with(&[0xFF, 0xD8]));
+        assert!(live.jpeg(0).is_none());
     }
 }

@@ -6,10 +6,16 @@
 //!      └──OperatorTaps: StatusFeed (NoStatus when [status] is off)
 //!      │                 LineMetrics (latency atomics)           ─┤
 //!      │                 StatusBoard ─▶ SnapshotSlot              ─┼─▶ HTTP thread (tokio, axum):
-//!      │                 LiveView (latest frame)                  ─┤     /  /metrics  /healthz
-//!      └──ArchiveQueue──▶ archive thread ──▶ dir/YYYY-MM-DD/HH/    │     /api/status  /api/live.jpg  /archive/…
-//!  pipeline ──RunReport (watch: state, engine, models, counters) ─┘
+//!      │                   (station and per-camera tallies)       ─┤     /  /metrics  /healthz
+//!      │                 LiveView (latest frame per camera)       ─┤     /api/status  /api/live.jpg[?camera=]
+//!      └──ArchiveQueue──▶ archive thread ──▶ dir/[camera/]YYYY-MM-DD/HH/  /archive/…
+//!  pipeline ──RunReport (watch: state, engine, models, cameras, counters) ─┘
 //! ```
+//!
+//! With `[cameras.NAME]` everything above is per camera too (`cameras`): the
+//! page shows a tile per camera, `/api/status` lists them, `/metrics` labels
+//! their series with `camera`. With `[source]` nothing looks or answers
+//! differently from before.
 //!
 //! Nothing here is on the frame path: the output thread touches atomics and,
 //! a few times a second, a `try_lock` that never waits; encoding, JSON and
@@ -17,6 +23,7 @@
 //! service.
 
 mod board;
+mod cameras;
 mod external;
 mod http;
 mod live;
@@ -26,6 +33,7 @@ mod serve;
 mod taps;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
+pub use cameras::{CameraState, CameraTally, MinuteBucket, TREND_MINUTES};
 pub use external::{CameraSource, ExternalStats};
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
@@ -113,15 +121,22 @@ impl Telemetry {
         facts: watch::Receiver<RunFacts>,
     ) -> Arc<Telemetry> {
         let metrics = LineMetrics::new(deadline);
+        let board = Arc::new(SnapshotSlot::default());
         let reported = facts.clone();
         metrics
             .registry()
             .register_collector(Box::new(external::ExternalCollector(Arc::new(move || {
                 reported.borrow().external.clone()
             }))));
+        let (reported, tallies) = (facts.clone(), Arc::clone(&board));
+        metrics
+            .registry()
+            .register_collector(Box::new(cameras::CameraCollector(Arc::new(move || {
+                (reported.borrow().clone(), tallies.read(), stall_timeout)
+            }))));
         Arc::new(Telemetry {
             metrics,
-            board: Arc::new(SnapshotSlot::default()),
+            board,
             live: Arc::new(LiveView::new(Arc::clone(&demand))),
             demand,
             facts: Mutex::new(FactsReader {
@@ -170,7 +185,23 @@ impl Telemetry {
     }
 
     /// As `health`, from facts already read (one snapshot per request).
+    /// With named cameras, each lost one is named after the verdict ("ok:
+    /// results moving, ...; camera side lost since ..."): the process is
+    /// healthy while another camera inspects, as with one lost `[source]`.
     pub fn health_of(&self, facts: &RunFacts) -> Result<String, String> {
+        let lost = cameras::lost_cameras_note(facts);
+        match self.run_health(facts) {
+            Ok(text) => Ok(text + &lost),
+            Err(reason) => Err(reason + &lost),
+        }
+    }
+
+    /// How long a camera may send no result before it counts as idle.
+    pub fn idle_after(&self) -> Duration {
+        self.stall_timeout
+    }
+
+    fn run_health(&self, facts: &RunFacts) -> Result<String, String> {
         match facts.state {
             RunState::Starting => {
                 return Err("starting: loading models and opening the source".into());

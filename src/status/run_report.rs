@@ -34,19 +34,34 @@ pub struct RunFacts {
 }
 
 impl RunFacts {
-    /// Whether frames are coming from the source (as the watchdog last saw it).
+    /// Whether frames are coming from the source (as the watchdog last saw
+    /// it). With several cameras, only while every camera's are: one lost
+    /// camera is parts without verdicts, and the alert on
+    /// `sealcheck_source_up` must fire for it.
     pub fn source_up(&self) -> bool {
+        (0..self.external.cameras.len().max(1)).all(|i| self.camera_up(i))
+    }
+
+    /// Whether camera `index`'s source is up: the first camera as
+    /// `source_up` judged it before there were several (the watchdog's
+    /// view), each other one by its own source's state (a replay: while
+    /// the run runs).
+    pub fn camera_up(&self, index: usize) -> bool {
         if self.state != RunState::Running {
             return false;
         }
-        let streaming = self
-            .liveness
-            .as_ref()
-            .is_some_and(Liveness::source_streaming);
-        match &self.external.source {
-            Some(source) => source.is_up() && streaming,
-            None => streaming,
+        if index == 0 {
+            let streaming = self
+                .liveness
+                .as_ref()
+                .is_some_and(Liveness::source_streaming);
+            return streaming && self.external.source.as_ref().is_none_or(|s| s.is_up());
         }
+        self.external
+            .cameras
+            .get(index)
+            .and_then(|c| c.status.as_ref())
+            .is_none_or(crate::capture::SourceStatus::is_up)
     }
 }
 
