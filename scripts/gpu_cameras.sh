@@ -1,0 +1,122 @@
+#!/bin/sh
+# On a lent GPU, after `scripts/gpu_carry_ort.sh receive` (binary sealcheck, built with
+# `--features cuda`): several cameras in one process, batches and FP16 (issue 21).
+# Writes $OUT (default ./gpu-out) and prints a summary per step.
+#
+#   a  the full GPU path (ONNX Runtime CUDA, preprocess = "cuda", one stream) with 1, 2,
+#      4, 8 cameras at $RATE frames/s each: per-camera capture-to-verdict p50/p99
+#   b  total frames/s as fast as the pipeline takes them, 8 cameras, with max_batch 1, 2,
+#      4, 8 on ONNX Runtime CUDA with host tensors (the dynamic-batch models; the path
+#      that batches), and the full GPU path (batch 1) beside them
+#   c  4 cameras in one process against 4 processes of one camera (full GPU path, the same
+#      frames, as fast as they go): total frames/s and GPU memory (each bench's
+#      cuMemGetInfo figure, and the device's memory.used from nvidia-smi, less idle)
+#   d  FP16 against FP32 on the full GPU path: frames/s in turn ($ROUNDS rounds), and
+#      `sealcheck evaluate --candidate onnxruntime:cuda:fp16 --gate` on the labelled clip
+#
+#   scripts/gpu_cameras.sh [a] [b] [c] [d]      (default: all)
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+BIN=${BIN:-/tmp/sealcheck-carry/bin/sealcheck}
+RATE=${RATE:-30}
+FRAMES=${FRAMES:-1000}
+ROUNDS=${ROUNDS:-3}
+mkdir -p "$OUT" results
+eval "$(scripts/gpu_carry_ort.sh env)"
+steps=${*:-a b c d}
+
+config() { # name device preprocess seg cls [precision] -> config/gpu_<name>.toml
+    sed -e "s|^backend = .*|backend = \"onnxruntime\"\ndevice = \"$2\"\npreprocess = \"$3\"${6:+\nprecision = \"$6\"}|" \
+        -e "s|seg.onnx|$4|" -e "s|cls.onnx|$5|" \
+        -e "s|^results = .*|results = \"../results/gpu_$1.jsonl\"|" config/demo.toml >"config/gpu_$1.toml"
+}
+config device cuda cuda seg.onnx cls.onnx
+config host_batch cuda cpu seg_batch.onnx cls_batch.onnx
+config device_fp16 cuda cuda seg.onnx cls.onnx fp16
+
+summary() { # bench JSON lines on stdin -> one line each, labelled $1
+    python3 scripts/bench_line.py "$1"
+}
+
+smi_start() { # samples the device's memory.used (MiB) every 100 ms into $1
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null &
+    SMI=$!
+}
+smi_stop() { # stops the sampler; prints the peak of $1 less $2 (idle MiB)
+    kill "$SMI" 2>/dev/null; wait "$SMI" 2>/dev/null
+    sort -n "$1" | tail -1 | awk -v idle="$2" '{print $1 - idle}'
+}
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    nproc
+} >"$OUT/machine_cameras.txt" 2>&1
+cat "$OUT/machine_cameras.txt"
+
+for step in $steps; do
+    case $step in
+    a)
+        for n in 1 2 4 8; do
+            "$BIN" bench --config config/gpu_device.toml --cameras "$n" --rate "$RATE" \
+                --frames "$((RATE * 30))" --json 2>"$OUT/a_$n.log" | tee "$OUT/a_$n.json" | summary "a $n cameras at $RATE fps"
+        done
+        ;;
+    b)
+        for b in 1 2 4 8; do
+            "$BIN" bench --config config/gpu_host_batch.toml --cameras 8 --max-batch "$b" \
+                --frames "$((FRAMES / 2))" --json 2>"$OUT/b_$b.log" | tee "$OUT/b_$b.json" | summary "b host tensors, max_batch $b"
+        done
+        "$BIN" bench --config config/gpu_device.toml --cameras 8 --frames "$((FRAMES / 2))" --json \
+            2>"$OUT/b_device.log" | tee "$OUT/b_device.json" | summary "b full GPU path (batch 1)"
+        ;;
+    c)
+        sleep 2
+        idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+        echo "c: idle device memory.used $idle MiB"
+        smi_start "$OUT/c_one.smi"
+        start=$(date +%s.%N)
+        "$BIN" bench --config config/gpu_device.toml --cameras 4 --frames "$FRAMES" --json \
+            2>"$OUT/c_one.log" | tee "$OUT/c_one.json" | summary "c one process, 4 cameras"
+        end=$(date +%s.%N)
+        echo "c one process: $((4 * FRAMES)) frames in $(python3 -c "print(round($end - $start, 2))") s wall (load included); device memory.used peak +$(smi_stop "$OUT/c_one.smi" "$idle") MiB"
+        sleep 2
+        smi_start "$OUT/c_four.smi"
+        pids=""
+        for i in 1 2 3 4; do
+            "$BIN" bench --config config/gpu_device.toml --frames "$FRAMES" --json \
+                >"$OUT/c_four_$i.json" 2>"$OUT/c_four_$i.log" &
+            pids="$pids $!"
+        done
+        # Only the benches: a bare `wait` would wait for the memory sampler too.
+        for pid in $pids; do wait "$pid"; done
+        echo "c four processes: device memory.used peak +$(smi_stop "$OUT/c_four.smi" "$idle") MiB"
+        for i in 1 2 3 4; do summary "c process $i of 4" <"$OUT/c_four_$i.json"; done
+        python3 -c '
+import json, sys
+out = sys.argv[1]
+rs = [json.load(open(out + "/c_four_%d.json" % i)) for i in (1, 2, 3, 4)]
+one = json.load(open(out + "/c_one.json"))
+one_fps, four = one["fps"], sum(r["fps"] for r in rs)
+print("c total frames/s: one process of 4 cameras %.1f, four processes %.1f (sum of each, while all ran) -> %.2fx" % (one_fps, four, one_fps / four))
+mem = [r["gpu_memory"]["run_mib"] for r in rs if r.get("gpu_memory")]
+if mem and one.get("gpu_memory"):
+    print("c cuMemGetInfo run memory: one process %.0f MiB; four processes %s MiB (device-wide, so overlapping runs count each other)" % (one["gpu_memory"]["run_mib"], [round(m) for m in mem]))
+' "$OUT"
+        ;;
+    d)
+        for r in $(seq 1 "$ROUNDS"); do
+            for v in device device_fp16; do
+                "$BIN" bench --config "config/gpu_$v.toml" --frames "$FRAMES" --json 2>"$OUT/d_${v}_$r.log" \
+                    | tee "$OUT/d_${v}_$r.json" | summary "d round $r $v"
+            done
+        done
+        timeout 500 "$BIN" evaluate --config config/gpu_device.toml --images samples/demo_clip \
+            --candidate onnxruntime:cuda --candidate onnxruntime:cuda:fp16 \
+            --report "$OUT/d_evaluation" --gate >"$OUT/d_evaluate.txt" 2>"$OUT/d_evaluate.log"
+        echo "d evaluate exit $?"
+        cat "$OUT/d_evaluate.txt"
+        ;;
+    esac
+done
+rm -f config/gpu_device.toml config/gpu_host_batch.toml config/gpu_device_fp16.toml
