@@ -18,7 +18,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # see Cargo.toml. The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci
 
-.PHONY: all build demo test test-tensorrt deps python onnxruntime install uninstall demo-assets clean
+.PHONY: all build demo demo-cameras test test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
 all: build
 
@@ -56,6 +56,11 @@ demo: build onnxruntime
 	@mkdir -p results && rm -f results/demo.jsonl
 	$(BINARY) run --config config/demo.toml
 	$(PY) scripts/score.py --results results/demo.jsonl --labels samples/demo_clip/labels.jsonl
+
+# The sample clip as four cameras of one station, judged by one process in batches.
+demo-cameras: build onnxruntime
+	@mkdir -p results && rm -f results/demo-cameras.jsonl
+	$(BINARY) run --config config/demo-cameras.toml
 
 test: deps python onnxruntime
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --profile $(TEST_PROFILE) --locked --no-fail-fast --features fault-injection

@@ -734,6 +734,17 @@ fn camera_config_errors_exit_78_naming_their_line() {
             "expected `{key}` at {place} saying {words:?}:\n{stderr}"
         );
     }
+    for reserved in ["shadow", "2026-11-23"] {
+        let problems = problems_of(&with_cameras(&format!(
+            "[cameras.\"{reserved}\"]\nkind = \"test\"\n"
+        )));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.message.contains("keeps for itself")),
+            "{reserved}: {problems:#?}"
+        );
+    }
     let long = "x".repeat(33);
     let problems = problems_of(&with_cameras(&format!(
         "[cameras.{long}]\nkind = \"test\"\n"

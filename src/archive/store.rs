@@ -40,21 +40,13 @@ const MANIFEST: &str = "manifest.jsonl";
 /// Folders inside the archive folder that belong to another store: the
 /// shadow's disagreements (`shadow::archive`). Never a camera's, so this
 /// store neither prunes them nor takes them for a camera's tree.
-pub const RESERVED_FOLDERS: [&str; 1] = ["shadow"];
+pub const RESERVED_FOLDERS: [&str; 1] = crate::config::RESERVED_CAMERA_NAMES;
 
-/// Longest camera folder name (`[cameras.NAME]`'s limit).
-const CAMERA_NAME_MAX: usize = 32;
-
-/// Whether `name` can be a camera's folder: `[A-Za-z0-9_-]{1,32}` (what the
-/// config allows for a camera name), not a day and not reserved. Checked
-/// again here because the name becomes a path: nothing else may.
+/// Whether `name` can be a camera's folder: what the config allows for a
+/// camera name (`config::camera_name_problem`: not a day, not reserved).
+/// Checked again here because the name becomes a path: nothing else may.
 pub fn is_camera_folder(name: &str) -> bool {
-    (1..=CAMERA_NAME_MAX).contains(&name.len())
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
-        && !is_day(name)
-        && !RESERVED_FOLDERS.contains(&name)
+    crate::config::camera_name_problem(name).is_none()
 }
 
 /// Where one frame goes: `[camera/]day/hour/stem.ext`.
@@ -127,12 +119,7 @@ impl ArchiveName {
 /// Is `name` a `YYYY-MM-DD` day folder? (Pruning and the status server's
 /// `/archive/` route both go by it.)
 pub fn is_day(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            _ => c.is_ascii_digit(),
-        })
+    crate::config::looks_like_a_day(name)
 }
 
 /// Is `name` an `HH` hour folder?

@@ -214,16 +214,10 @@ fn read_cameras(
     }
     let mut cameras = Some(Vec::with_capacity(names.len()));
     for name in names {
-        let valid = !name.is_empty()
-            && name.len() <= CAMERA_NAME_MAX
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
-            tables.problem(
-                &name,
-                format!("camera name \"{name}\" must be 1 to {CAMERA_NAME_MAX} letters, digits, `_` or `-`: it names the camera in MQTT topics, archive folders and metrics"),
-            );
+        let problem = camera_name_problem(&name);
+        let valid = problem.is_none();
+        if let Some(problem) = problem {
+            tables.problem(&name, format!("camera name \"{name}\" {problem}"));
         }
         let table = tables.section(&name);
         let own_decision = read_decision(&table.section("decision"), decision);

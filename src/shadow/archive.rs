@@ -104,12 +104,22 @@ impl DisagreementArchive {
         let name = ArchiveName::new(
             d.meta.captured_at,
             d.meta.seq,
-            // e.g. `..._42_ok_vs_defect`: production's reason, then the shadow's.
-            &format!(
-                "{}_vs_{}",
-                d.production.reason.as_str(),
-                d.shadow.reason.as_str()
-            ),
+            // e.g. `..._42_ok_vs_defect`: production's reason, then the
+            // shadow's; with several cameras `..._42_c1_ok_vs_defect` for the
+            // second one, so two cameras' frames of one seq and millisecond
+            // keep apart (the manifest's line names the camera).
+            &match d.meta.camera {
+                0 => format!(
+                    "{}_vs_{}",
+                    d.production.reason.as_str(),
+                    d.shadow.reason.as_str()
+                ),
+                camera => format!(
+                    "c{camera}_{}_vs_{}",
+                    d.production.reason.as_str(),
+                    d.shadow.reason.as_str()
+                ),
+            },
         );
         self.store
             .write(&ArchiveWrite {
