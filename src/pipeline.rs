@@ -864,7 +864,7 @@ fn start_stages(
             output_done,
             deadlines,
             model_swap,
-            batches: (batching.max_batch > 1).then(|| (batch_counts, batching.max_batch)),
+            batches: (batching.max_batch > 1).then_some((batch_counts, batching.max_batch)),
             results_file,
             shadow,
         },

@@ -175,6 +175,17 @@ fn park_timeout(limit: Duration) {
     thread::park_timeout(limit);
 }
 
+/// How long a wait until `deadline` may still park (an hour at a time when
+/// there is none); `None` once it has passed.
+fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        Some(deadline) => deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero()),
+        None => Some(Duration::from_secs(3600)),
+    }
+}
+
 /// Registers the calling thread as the one to wake, on first use. Returns how
 /// long this thread may park at most: unbounded (`None`) when it is the
 /// registered thread, a short slice otherwise.
@@ -546,16 +557,7 @@ impl<End> RingConsumer<End> {
             if !self.full.write_is_held() {
                 return None;
             }
-            let wait = match deadline {
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return None;
-                    }
-                    deadline - now
-                }
-                None => Duration::from_secs(3600),
-            };
+            let wait = time_left(deadline)?;
             park_timeout(park_limit.map_or(wait, |limit| limit.min(wait)));
         }
     }

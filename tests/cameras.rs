@@ -11,13 +11,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::rtsp::RtspCamera;
-use common::{Sealcheck, free_port, repo};
+use common::{Sealcheck, by_camera, free_port, repo, result_lines as lines_of};
 use sealcheck::config::{self, BackendChoice};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameMeta, FrameSlot, FrameWork};
@@ -92,36 +91,12 @@ log_verdicts = false
     path
 }
 
-fn lines_of(path: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect()
-}
-
 /// Runs `config` to its end; its result lines.
 fn run(config: &Path) -> (Vec<serde_json::Value>, String) {
     let (code, stdout, stderr) = Sealcheck::start(config, &[]).finish(Duration::from_secs(300));
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let results = config.with_extension("jsonl");
     (lines_of(&results), stdout)
-}
-
-/// The lines of each camera, in file order.
-fn by_camera(lines: &[serde_json::Value]) -> BTreeMap<String, Vec<serde_json::Value>> {
-    let mut cameras: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
-    for line in lines {
-        let camera = line["camera"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a line without its camera: {line}"));
-        cameras
-            .entry(camera.to_string())
-            .or_default()
-            .push(line.clone());
-    }
-    cameras
 }
 
 fn assert_contiguous(camera: &str, lines: &[serde_json::Value], count: usize) {

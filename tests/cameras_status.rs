@@ -12,15 +12,20 @@
 mod common;
 
 use common::http::get;
-use common::{Sealcheck, repo};
-
+use common::repo;
+use common::status_page::{
+    browse, chromium, element, looping_demo_clip, sample, start, status_json, wait_until,
+};
 #[cfg(feature = "fault-injection")]
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use common::{by_camera, result_lines};
+
 use std::path::{Path, PathBuf};
+#[cfg(feature = "fault-injection")]
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(feature = "fault-injection")]
+use std::time::Instant;
 
 #[cfg(feature = "fault-injection")]
 use sealcheck::archive::sha256_hex;
@@ -70,65 +75,6 @@ stall_timeout_s = {stall_timeout_s}
     let path = dir.join("sealcheck.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// `sealcheck run` with info logs (the status server's address is read from them).
-fn start(config: &Path, env: &[(&str, &str)]) -> Sealcheck {
-    let mut cmd = Sealcheck::command(config);
-    cmd.env("RUST_LOG", "info").envs(env.iter().copied());
-    Sealcheck::spawn(cmd)
-}
-
-fn status_json(addr: SocketAddr) -> serde_json::Value {
-    let reply = get(addr, "/api/status");
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    serde_json::from_slice(&reply.body).unwrap()
-}
-
-/// The complete lines of the results file.
-#[cfg(feature = "fault-injection")]
-fn results(dir: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// The results file's lines of each camera.
-#[cfg(feature = "fault-injection")]
-fn by_camera(lines: &[serde_json::Value]) -> BTreeMap<String, Vec<serde_json::Value>> {
-    let mut cameras: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
-    for line in lines {
-        let camera = line["camera"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a line without its camera: {line}"));
-        cameras
-            .entry(camera.to_string())
-            .or_default()
-            .push(line.clone());
-    }
-    cameras
-}
-
-fn wait_until(timeout: Duration, what: &str, service: &Sealcheck, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}:\n{}",
-            service.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The value of a sample line `name{labels} value` in Prometheus text.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// `/api/status`'s camera called `name`.
@@ -230,14 +176,14 @@ fn two_cameras_are_counted_apart_in_api_status_and_metrics_and_archived_in_their
         "both cameras' results, then the stall",
         &service,
         || {
-            let lines = results(dir);
+            let lines = result_lines(&dir.join("results.jsonl"));
             if lines.len() != last.0 {
                 last = (lines.len(), Instant::now());
             }
             by_camera(&lines).len() == 2 && last.1.elapsed() > Duration::from_secs(2)
         },
     );
-    let lines = results(dir);
+    let lines = result_lines(&dir.join("results.jsonl"));
     let cameras = by_camera(&lines);
     assert_eq!(
         cameras.keys().collect::<Vec<_>>(),
@@ -468,71 +414,6 @@ fn promtool_accepts(text: &str) {
     }
 }
 
-/// Debian's Chromium, or `None` (said where `cargo test` shows it) where it
-/// is missing and the run does not require every tool.
-fn chromium() -> Option<&'static Path> {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "chromium missing (make deps installs it)"
-        );
-        common::skipped(format_args!("no /usr/bin/chromium"));
-        return None;
-    }
-    Some(chromium)
-}
-
-/// Headless Chromium on `url` with `extra` flags (bounded in time, virtual
-/// time so the page's timers run at once); its stdout.
-fn browse(chromium: &Path, url: &str, extra: &[&str]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--virtual-time-budget=4000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .args(extra)
-    .arg(url)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
-    let child = cmd.spawn().expect("start chromium");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(90)) {
-        Ok(out) => String::from_utf8_lossy(&out.unwrap().stdout).into_owned(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("chromium did not finish within 90 s");
-        }
-    }
-}
-
-/// The opening tag and the text of the element with `id` in a dumped DOM.
-fn element(dom: &str, id: &str) -> (String, String) {
-    let at = dom
-        .find(&format!("id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
-    let tag_start = dom[..at].rfind('<').unwrap();
-    let from = at + dom[at..].find('>').unwrap() + 1;
-    (
-        dom[tag_start..from].to_string(),
-        dom[from..from + dom[from..].find('<').unwrap()].to_string(),
-    )
-}
-
 /// The inner markup of the element with `id` up to its closing `</tag>`
 /// (for an element without the same tag nested inside).
 fn inner(dom: &str, id: &str, tag: &str) -> String {
@@ -542,16 +423,6 @@ fn inner(dom: &str, id: &str, tag: &str) -> String {
     let from = at + dom[at..].find('>').unwrap() + 1;
     let to = from + dom[from..].find(&format!("</{tag}>")).unwrap();
     dom[from..to].to_string()
-}
-
-/// The demo clip's 60 frames over and over, paced at 5 frames/s like a
-/// camera: a live source with seals, good and defective, that never ends.
-fn looping_demo_clip() -> String {
-    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
-    format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
-        clip.display()
-    )
 }
 
 /// A live camera that never delivers: its pipeline reads files that are not

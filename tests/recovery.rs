@@ -18,7 +18,7 @@
 mod common;
 
 use common::rtsp::RtspCamera;
-use common::{FakeSystemd, Sealcheck, free_port, repo};
+use common::{FakeSystemd, Sealcheck, free_port, repo, result_lines as lines_of};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -112,16 +112,6 @@ fn rtsp_source(port: u16) -> String {
         "kind = \"rtsp\"\nurl = \"rtsp://127.0.0.1:{port}/line\"\nlatency_ms = 0\n\
          retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n"
     )
-}
-
-/// The complete lines of a results file (a line still being written is left out).
-fn lines_of(path: &Path) -> Vec<serde_json::Value> {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
-    complete
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
-        .collect()
 }
 
 /// Waits until `done` holds for the results file's lines.

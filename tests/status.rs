@@ -13,13 +13,18 @@ mod common;
 use common::http::get;
 #[cfg(feature = "fault-injection")]
 use common::http::request;
-use common::{Sealcheck, repo};
+use common::repo;
+use common::status_page::{
+    browse, chromium, element, looping_demo_clip, sample, start, status_json, wait_until,
+};
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+#[cfg(feature = "fault-injection")]
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,37 +79,12 @@ stall_timeout_s = {stall_timeout_s}
     path
 }
 
-/// `sealcheck run` with info logs (the status server's address is read from them).
-fn start(config: &Path, env: &[(&str, &str)]) -> Sealcheck {
-    let mut cmd = Sealcheck::command(config);
-    cmd.env("RUST_LOG", "info").envs(env.iter().copied());
-    Sealcheck::spawn(cmd)
-}
-
-fn status_json(addr: SocketAddr) -> serde_json::Value {
-    let reply = get(addr, "/api/status");
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    serde_json::from_slice(&reply.body).unwrap()
-}
-
 fn results(dir: &Path) -> Vec<(String, serde_json::Value)> {
     std::fs::read_to_string(dir.join("results.jsonl"))
         .unwrap_or_default()
         .lines()
         .map(|l| (l.to_string(), serde_json::from_str(l).unwrap()))
         .collect()
-}
-
-fn wait_until(timeout: Duration, what: &str, service: &Sealcheck, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}:\n{}",
-            service.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Every file under `dir`, relative, with its size.
@@ -130,13 +110,6 @@ fn files_under(dir: &Path) -> BTreeMap<String, u64> {
         }
     }
     out
-}
-
-/// The value of a sample line `name{labels} value` in Prometheus text.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[cfg(not(feature = "fault-injection"))]
@@ -471,19 +444,6 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
     );
 }
 
-/// The opening tag and the text of the element with `id` in a dumped DOM.
-fn element(dom: &str, id: &str) -> (String, String) {
-    let at = dom
-        .find(&format!("id=\"{id}\""))
-        .unwrap_or_else(|| panic!("no #{id} in:\n{dom}"));
-    let tag_start = dom[..at].rfind('<').unwrap();
-    let from = at + dom[at..].find('>').unwrap() + 1;
-    (
-        dom[tag_start..from].to_string(),
-        dom[from..from + dom[from..].find('<').unwrap()].to_string(),
-    )
-}
-
 /// On a touch screen nobody hovers: with every frame failing, the page writes
 /// out over the frame what /healthz says.
 #[cfg(feature = "fault-injection")]
@@ -506,7 +466,7 @@ fn status_page_writes_out_why_the_line_is_not_ok() {
             reply.status == 503 && reply.text().contains("every frame has failed")
         },
     );
-    let dom = browse(chromium, addr, &["--dump-dom"]);
+    let dom = browse(chromium, &format!("http://{addr}/"), &["--dump-dom"]);
     let (tag, text) = element(&dom, "alarm");
     assert!(!tag.contains("hidden"), "{tag}");
     assert!(text.contains("every frame has failed in segment"), "{text}");
@@ -521,68 +481,6 @@ fn status_page_writes_out_why_the_line_is_not_ok() {
     common::skipped(format_args!(
         "needs `cargo test --features fault-injection` (the engine failure hook is compiled out)"
     ));
-}
-
-/// Debian's Chromium, or `None` (said where `cargo test` shows it) where it
-/// is missing and the run does not require every tool.
-fn chromium() -> Option<&'static Path> {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-            "chromium missing (make deps installs it)"
-        );
-        common::skipped(format_args!("no /usr/bin/chromium"));
-        return None;
-    }
-    Some(chromium)
-}
-
-/// Headless Chromium on the status page at `addr` with `extra` flags (bounded
-/// in time, virtual time so the page's timers run at once); its stdout.
-fn browse(chromium: &Path, addr: SocketAddr, extra: &[&str]) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(chromium);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--virtual-time-budget=4000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .args(extra)
-    .arg(format!("http://{addr}/"))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
-    let child = cmd.spawn().expect("start chromium");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(90)) {
-        Ok(out) => String::from_utf8_lossy(&out.unwrap().stdout).into_owned(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("chromium did not finish within 90 s");
-        }
-    }
-}
-
-/// The demo clip's 60 frames over and over, paced at 5 frames/s like a
-/// camera: a live source with seals, good and defective, that never ends.
-fn looping_demo_clip() -> String {
-    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
-    format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
-        clip.display()
-    )
 }
 
 /// A looping clip paced at 5 frames/s, the page open in headless Chromium:
@@ -638,7 +536,7 @@ fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
             }
         })
     };
-    let browse = |extra: &[&str]| browse(chromium, addr, extra);
+    let browse = |extra: &[&str]| browse(chromium, &format!("http://{addr}/"), extra);
     let dom = browse(&["--dump-dom"]);
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
     let _ = std::fs::remove_file(&screenshot);
@@ -912,12 +810,12 @@ fn status_page_shows_the_shadow_panel_with_the_flips_of_api_status() {
             }
         })
     };
-    let dom = browse(chromium, addr, &["--dump-dom"]);
+    let dom = browse(chromium, &format!("http://{addr}/"), &["--dump-dom"]);
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-shadow.png");
     let _ = std::fs::remove_file(&screenshot);
     browse(
         chromium,
-        addr,
+        &format!("http://{addr}/"),
         &[
             &format!("--screenshot={}", screenshot.display()),
             "--window-size=1280,800",

@@ -25,6 +25,9 @@ use crate::preprocess::{Preprocessor, logits_to_mask};
 /// Adds to `batch` the frames already waiting on `input`, up to
 /// `policy.max_batch`, waiting at most `policy.wait` for more. Returns the
 /// message that stopped it when it is not a frame (a marker, the end).
+// The work records travel boxed through the stage channels; the batch
+// holds those boxes, it does not move the records out of them.
+#[allow(clippy::vec_box)]
 pub fn gather(
     input: &Receiver<StageMessage>,
     batch: &mut Vec<Box<FrameWork>>,

@@ -425,7 +425,12 @@ mod tests {
         let n = || Dim::Symbolic("N".into());
         let input = with_dims(f32_tensor("images", &[1, 3, 64, 64]), n(), Dim::Fixed(64));
         let output = with_dims(f32_tensor("logits", &[1, 2, 64, 64]), n(), Dim::Fixed(64));
-        let io = resolve_model_io(&seg_spec(&path), &[input.clone()], &[output.clone()]).unwrap();
+        let io = resolve_model_io(
+            &seg_spec(&path),
+            std::slice::from_ref(&input),
+            std::slice::from_ref(&output),
+        )
+        .unwrap();
         assert_eq!(io.batch, BatchDim::Dynamic);
         assert_eq!(io.input_shape, vec![1, 3, 64, 64], "one frame's shape");
         assert_eq!(io.output_shape, vec![1, 2, 64, 64]);

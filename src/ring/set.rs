@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{RingConsumer, RingEvent, StreamEnd};
+use super::{RingConsumer, RingEvent, StreamEnd, time_left};
 use crate::frame::{CameraIndex, FrameSlot};
 
 /// The reading end of every camera's ring.
@@ -71,16 +71,7 @@ impl<End: StreamEnd> RingSet<End> {
             if all_ended || self.ends.iter().all(Option::is_some) {
                 return self.take_end().map(RingEvent::End);
             }
-            let wait = match deadline {
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return None;
-                    }
-                    deadline - now
-                }
-                None => Duration::from_secs(3600),
-            };
+            let wait = time_left(deadline)?;
             super::park_timeout(park.min(wait));
         }
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 mod child;
 pub mod http;
 pub mod rtsp;
+pub mod status_page;
 #[allow(unused_imports)] // not every test crate starts sealcheck
 pub use child::{FakeSystemd, Sealcheck};
 
@@ -133,4 +134,33 @@ pub fn swap_classes(out: &Path) -> PathBuf {
         String::from_utf8_lossy(&python.stderr)
     );
     out.to_path_buf()
+}
+
+/// The complete lines of a results file, parsed (a line still being
+/// written is left out).
+pub fn result_lines(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = text.rfind('\n').map_or("", |end| &text[..=end]);
+    complete
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
+        .collect()
+}
+
+/// Result lines by their `"camera"`, each camera's in file order.
+pub fn by_camera(
+    lines: &[serde_json::Value],
+) -> std::collections::BTreeMap<String, Vec<serde_json::Value>> {
+    let mut cameras: std::collections::BTreeMap<String, Vec<serde_json::Value>> =
+        Default::default();
+    for line in lines {
+        let camera = line["camera"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a line without its camera: {line}"));
+        cameras
+            .entry(camera.to_string())
+            .or_default()
+            .push(line.clone());
+    }
+    cameras
 }

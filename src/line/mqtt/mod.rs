@@ -288,6 +288,8 @@ fn thread_cpu_ns() -> u64 {
 
 /// What went to the broker and is not acknowledged yet.
 #[derive(Debug, Clone)]
+// A verdict waits in the queue by value: boxing it would allocate per part.
+#[allow(clippy::large_enum_variant)]
 enum Sent {
     Verdict(LineVerdict),
     /// A retained status message (`online` / `offline`).
