@@ -27,12 +27,13 @@ from onnx import helper, TensorProto, numpy_helper as nh
 
 kind, out, in_name, out_name, c, h, w = sys.argv[1:8]
 c, h, w = int(c), int(h), int(w)
-dynamic = len(sys.argv) > 8 and sys.argv[8] == "dynamic"
+mode = sys.argv[8] if len(sys.argv) > 8 else ""
 rng = np.random.default_rng(7 if kind == "seg" else 11)
 def init(name, shape, scale):
     return nh.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
-batch = "N" if dynamic else 1
-x = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, [batch, c, h, w])
+batch = "N" if mode in ("dynamic", "dynamic_h") else 1
+hh = "H" if mode == "dynamic_h" else h
+x = helper.make_tensor_value_info(in_name, TensorProto.FLOAT, [batch, c, hh, w])
 if kind == "seg":
     inits = [init("w1", [8, c, 3, 3], 0.3), init("b1", [8], 0.1), init("w2", [2, 8, 3, 3], 0.3), init("b2", [2], 0.1),
              nh.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
@@ -43,7 +44,7 @@ if kind == "seg":
         helper.make_node("Resize", ["c2", "", "scales"], [out_name], mode="linear",
                          coordinate_transformation_mode="half_pixel"),
     ]
-    y = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, [batch, 2, h, w])
+    y = helper.make_tensor_value_info(out_name, TensorProto.FLOAT, [batch, 2, hh, w])
 else:
     inits = [init("w1", [8, c, 3, 3], 0.3), init("b1", [8], 0.1), init("wg", [2, 8], 0.5), init("bg", [2], 0.1)]
     nodes = [
@@ -64,7 +65,8 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
 }
 
-/// Writes one generated model; `extra` may be "dynamic" (batch dimension named N).
+/// Writes one generated model; `extra` may be "dynamic" (batch dimension
+/// named N) or "dynamic_h" (the height named H too).
 fn gen_model(
     dir: &Path,
     file: &str,
@@ -483,34 +485,51 @@ fn wrong_input_channels_is_a_shape_error() {
 }
 
 #[test]
-fn dynamic_batch_is_a_shape_error_on_both_engines() {
+fn a_dynamic_batch_opens_on_both_engines_and_a_dynamic_height_is_a_shape_error() {
     let dir = tempfile::tempdir().unwrap();
-    let seg = gen_model(
-        dir.path(),
+    let model = |file: &str, kind: &str, names, chw, mode: &str| {
+        gen_model(dir.path(), file, kind, names, chw, mode)
+    };
+    let seg = model(
         "seg.onnx",
         "seg",
         ("images", "logits"),
         [3, 64, 96],
         "dynamic",
     );
-    let cls = gen_model(
-        dir.path(),
+    let cls = model(
         "cls.onnx",
         "cls",
         ("input", "logits"),
         [4, 32, 64],
-        "",
+        "dynamic",
     );
-    let mut backends = vec!["backend = \"tract\""];
+    let tall = model(
+        "tall.onnx",
+        "seg",
+        ("images", "logits"),
+        [3, 64, 96],
+        "dynamic_h",
+    );
+    let mut backends = vec![("backend = \"tract\"", 1)];
     if ort_available() {
-        backends.push("backend = \"onnxruntime\"");
+        // ONNX Runtime runs a dynamic batch as one run; tract one frame at a time.
+        backends.push(("backend = \"onnxruntime\"", sealcheck::config::MAX_BATCH));
     }
-    for backend in backends {
-        let err = open_err(&config_for(dir.path(), &seg, &cls, backend)).to_string();
-        println!("{backend}: {err}");
+    for (backend, max_batch) in backends {
+        let cfg = config_for(dir.path(), &seg, &cls, backend);
+        let engine = infer::open_backend(&cfg).unwrap().backend;
+        assert_eq!(
+            engine.segmentation_io().input_shape,
+            vec![1, 3, 64, 96],
+            "{backend}"
+        );
+        assert_eq!(engine.segmentation_io().batch, infer::BatchDim::Dynamic);
+        assert_eq!(engine.max_batch(), max_batch, "{backend}");
+        let err = open_err(&config_for(dir.path(), &tall, &cls, backend)).to_string();
         assert!(
-            err.contains("dynamic shape") && err.contains("seg.onnx"),
-            "{err}"
+            err.contains("dynamic shape") && err.contains("tall.onnx"),
+            "{backend}: {err}"
         );
     }
 }
