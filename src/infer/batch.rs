@@ -18,9 +18,47 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
 
 use super::InferenceBackend;
-use super::stage::{BatchPolicy, infer_frame};
 use crate::frame::{FailedStage, FrameWork, StageMessage};
 use crate::preprocess::{Preprocessor, logits_to_mask};
+
+/// How the infer thread gathers frames into one engine run.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchPolicy {
+    /// Most frames per run (1: no batching).
+    pub max_batch: usize,
+    /// Longest to wait for more frames once one is taken (zero: never wait).
+    pub wait: std::time::Duration,
+}
+
+/// Runs both models on a preprocessed frame. Skips frames that already failed;
+/// a failure here marks the frame so it fails with reason `error`.
+pub fn infer_frame(
+    backend: &mut dyn InferenceBackend,
+    preprocessor: &Preprocessor,
+    mask_class: usize,
+    work: &mut FrameWork,
+) {
+    if work.error.is_some() {
+        return;
+    }
+    let started = Instant::now();
+    if let Err(e) = backend.segment(&work.seg_input, &mut work.seg_logits) {
+        work.error = Some((FailedStage::Segment, e.to_string()));
+        return;
+    }
+    let classes = work.seg_logits.len() / work.mask.len().max(1);
+    work.mask_pixels = logits_to_mask(&work.seg_logits, classes, mask_class, &mut work.mask);
+    preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+    let segmented = Instant::now();
+    work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
+    if let Err(e) = backend
+        .classify(&work.cls_input, &mut work.cls_logits)
+        .and_then(|()| super::check_classifier_output(&work.cls_logits))
+    {
+        work.error = Some((FailedStage::Classify, e.to_string()));
+    }
+    work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
+}
 
 /// Adds to `batch` the frames already waiting on `input`, up to
 /// `policy.max_batch`, waiting at most `policy.wait` for more. Returns the

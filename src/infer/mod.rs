@@ -43,14 +43,12 @@ pub mod onnxruntime;
 mod stage;
 pub mod tract;
 
-pub use batch::{BatchBuffers, BatchCounts, BatchRuns, infer_batch};
+pub use batch::{BatchBuffers, BatchCounts, BatchPolicy, BatchRuns, infer_batch, infer_frame};
 pub use engine_choice::{BackendSelection, open_backend};
 pub use error::{InferError, ORT_LIBRARY_FIX};
 pub use model_io::{BatchDim, ModelIo, ModelRole, check_classifier_output, models_opened};
 pub use model_pair::{HostModel, ModelPair};
-pub use stage::{
-    BatchPolicy, InferStage, ModelSwap, WarmUpFrame, WarmUpSize, infer_frame, warm_up, warm_up_host,
-};
+pub use stage::{InferStage, ModelSwap, WarmUpFrame, WarmUpSize, warm_up, warm_up_host};
 
 use crate::config::Config;
 use crate::frame::TensorGeometry;

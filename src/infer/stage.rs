@@ -10,45 +10,15 @@
 //! output stage.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::batch::{BatchPolicy, infer_frame};
 use super::{InferError, InferenceBackend};
 use crate::config::SourceKind;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelLayout, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
-use crate::preprocess::{FramePreprocessor, Preprocessor, logits_to_mask};
-
-/// Runs both models on a preprocessed frame. Skips frames that already failed;
-/// a failure here marks the frame so it fails with reason `error`.
-pub fn infer_frame(
-    backend: &mut dyn InferenceBackend,
-    preprocessor: &Preprocessor,
-    mask_class: usize,
-    work: &mut FrameWork,
-) {
-    if work.error.is_some() {
-        return;
-    }
-    let started = Instant::now();
-    if let Err(e) = backend.segment(&work.seg_input, &mut work.seg_logits) {
-        work.error = Some((FailedStage::Segment, e.to_string()));
-        return;
-    }
-    let classes = work.seg_logits.len() / work.mask.len().max(1);
-    work.mask_pixels = logits_to_mask(&work.seg_logits, classes, mask_class, &mut work.mask);
-    preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
-    let segmented = Instant::now();
-    work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
-    if let Err(e) = backend
-        .classify(&work.cls_input, &mut work.cls_logits)
-        .and_then(|()| super::check_classifier_output(&work.cls_logits))
-    {
-        work.error = Some((FailedStage::Classify, e.to_string()));
-    }
-    work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
-}
+use crate::preprocess::{FramePreprocessor, Preprocessor};
 
 /// Runs both models once on zeros: the first run of an engine allocates and
 /// tunes, and a model swap does that before the new models judge a frame.
@@ -210,15 +180,6 @@ pub struct InferStage {
     pub batch_buffers: super::batch::BatchBuffers,
     /// Engine runs and frames in them, for the summary.
     pub batch_counts: Arc<super::batch::BatchCounts>,
-}
-
-/// How the infer thread gathers frames into one engine run.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchPolicy {
-    /// Most frames per run (1: no batching).
-    pub max_batch: usize,
-    /// Longest to wait for more frames once one is taken (zero: never wait).
-    pub wait: std::time::Duration,
 }
 
 impl InferStage {

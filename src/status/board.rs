@@ -1,5 +1,5 @@
 //! The page's numbers: counters for the shift, the last 1000 seals and the
-//! last 50 rejects, and each camera's tally (`cameras::CameraTally`), kept
+//! last 50 rejects, and each camera's tally (`camera_tally::CameraTally`), kept
 //! by the output thread and published as a snapshot.
 //!
 //! ```text
@@ -11,7 +11,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::cameras::{CameraTally, MAX_CAMERAS};
+pub use super::camera_tally::LastResult;
+use super::camera_tally::{CameraTally, MAX_CAMERAS};
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{CameraIndex, FrameMeta};
 use crate::stats::ResultCounters;
@@ -35,16 +36,6 @@ pub struct Reject {
     pub defect_prob: Option<f64>,
     /// Queued for the archive (its file may still be dropped: see metrics).
     pub archived: bool,
-}
-
-/// The latest result.
-#[derive(Debug, Clone, Copy)]
-pub struct LastResult {
-    pub seq: u64,
-    pub captured_at: SystemTime,
-    pub verdict: Verdict,
-    pub reason: Reason,
-    pub latency_ms: Option<f64>,
 }
 
 /// Everything the page shows, in fixed-size arrays (`clone_from` allocates

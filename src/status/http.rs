@@ -19,9 +19,9 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use super::board::{BoardState, WINDOW};
+use super::figures::{by_reason, yield_pct};
 use super::{RunFacts, Telemetry, cameras};
 use crate::archive::{ArchiveName, is_camera_folder, is_day, is_hour};
-use crate::decision::Reason;
 use crate::frame::CameraIndex;
 use crate::shadow::ShadowState;
 
@@ -372,23 +372,6 @@ fn rfc3339(t: SystemTime) -> String {
     s
 }
 
-pub(super) fn by_reason(counts: &[u64]) -> Value {
-    Reason::ALL
-        .iter()
-        .zip(counts)
-        .map(|(r, n)| (r.as_str().to_string(), json!(n)))
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
-pub(super) fn yield_pct(passed: u64, total: u64) -> Value {
-    if total == 0 {
-        Value::Null
-    } else {
-        json!((passed as f64 * 1000.0 / total as f64).round() / 10.0)
-    }
-}
-
 /// The page's data.
 pub fn status_json(t: &Telemetry) -> Value {
     let board: BoardState = t.board.read();
@@ -507,6 +490,7 @@ fn free_mib(dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Reason;
     use crate::shadow::{ShadowAgreement, ShadowCounters};
     use crate::status::RunReport;
 

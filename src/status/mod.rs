@@ -23,8 +23,10 @@
 //! service.
 
 mod board;
+mod camera_tally;
 mod cameras;
 mod external;
+mod figures;
 mod http;
 mod live;
 pub mod metrics;
@@ -33,7 +35,8 @@ mod serve;
 mod taps;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
-pub use cameras::{CameraState, CameraTally, MinuteBucket, TREND_MINUTES};
+pub use camera_tally::{CameraTally, MinuteBucket, TREND_MINUTES};
+pub use cameras::CameraState;
 pub use external::{CameraSource, ExternalStats};
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
