@@ -370,18 +370,23 @@ impl OutputStage {
         self.counters.record(d.reason);
         self.taps.record(meta, d, latencies, line, work);
         if self.settings.output.log_verdicts {
-            log::info!(
-                target: "sealcheck::verdict",
-                camera = name.unwrap_or_default(),
-                seq = meta.seq,
-                verdict = d.verdict.as_str(),
-                reason = d.reason.as_str(),
-                defect_prob = d.defect_prob.unwrap_or(f64::NAN),
-                seal_area = d.seal_area.unwrap_or(f64::NAN),
-                latency_ms = latencies.map_or(f64::NAN, |l| l[3]),
-                late = late;
-                "verdict"
+            let (defect_prob, seal_area) = (
+                d.defect_prob.unwrap_or(f64::NAN),
+                d.seal_area.unwrap_or(f64::NAN),
             );
+            let latency_ms = latencies.map_or(f64::NAN, |l| l[3]);
+            // `camera=` only with named cameras: a single `[source]`'s
+            // journal lines stay as they were.
+            match name {
+                Some(camera) => log::info!(target: "sealcheck::verdict", camera = camera,
+                    seq = meta.seq, verdict = d.verdict.as_str(), reason = d.reason.as_str(),
+                    defect_prob = defect_prob, seal_area = seal_area, latency_ms = latency_ms,
+                    late = late; "verdict"),
+                None => log::info!(target: "sealcheck::verdict",
+                    seq = meta.seq, verdict = d.verdict.as_str(), reason = d.reason.as_str(),
+                    defect_prob = defect_prob, seal_area = seal_area, latency_ms = latency_ms,
+                    late = late; "verdict"),
+            }
         }
         if late && !self.settings.output.log_verdicts {
             log::debug!(target: "sealcheck::verdict", camera = name.unwrap_or_default(), seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
