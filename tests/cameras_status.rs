@@ -12,9 +12,9 @@
 mod common;
 
 use common::http::get;
-use common::repo;
 use common::status_page::{
-    browse, chromium, element, looping_demo_clip, sample, start, status_json, wait_until,
+    browse, chromium, element, looping_demo_clip, sample, start, status_config as write_config,
+    status_json, wait_until,
 };
 #[cfg(feature = "fault-injection")]
 use common::{by_camera, result_lines};
@@ -35,46 +35,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A config in `dir` with `cameras` (`[cameras.*]` tables) and `sections`.
-fn write_config(dir: &Path, cameras: &str, sections: &str, stall_timeout_s: f64) -> PathBuf {
-    let text = format!(
-        r#"{cameras}
-
-[inference]
-backend = "{backend}"
-
-[models.segmentation]
-path = "{models}/seg.onnx"
-
-[models.classifier]
-path = "{models}/cls.onnx"
-
-[decision]
-no_seal_below = 0.005
-min_seal_area = 0.02
-max_seal_area = 0.25
-
-[output]
-results = "results.jsonl"
-flush_each_line = true
-log_verdicts = false
-
-[status]
-listen = "127.0.0.1:0"
-
-{sections}
-
-[service]
-stall_timeout_s = {stall_timeout_s}
-"#,
-        backend = common::backend(),
-        models = repo().join("models").display(),
-    );
-    let path = dir.join("sealcheck.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `/api/status`'s camera called `name`.

@@ -15,7 +15,8 @@ use common::http::get;
 use common::http::request;
 use common::repo;
 use common::status_page::{
-    browse, chromium, element, looping_demo_clip, sample, start, status_json, wait_until,
+    browse, chromium, element, looping_demo_clip, sample, start, status_config, status_json,
+    wait_until,
 };
 
 use std::collections::BTreeMap;
@@ -38,45 +39,14 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `sections`: more of the config (`[archive]`, `[shadow]`), as TOML text.
+/// A config in `dir` with `source` (the `[source]` body) and `sections`.
 fn write_config(dir: &Path, source: &str, sections: &str, stall_timeout_s: f64) -> PathBuf {
-    let text = format!(
-        r#"[source]
-{source}
-
-[inference]
-backend = "{backend}"
-
-[models.segmentation]
-path = "{models}/seg.onnx"
-
-[models.classifier]
-path = "{models}/cls.onnx"
-
-[decision]
-no_seal_below = 0.005
-min_seal_area = 0.02
-max_seal_area = 0.25
-
-[output]
-results = "results.jsonl"
-flush_each_line = true
-log_verdicts = false
-
-[status]
-listen = "127.0.0.1:0"
-
-{sections}
-
-[service]
-stall_timeout_s = {stall_timeout_s}
-"#,
-        backend = common::backend(),
-        models = repo().join("models").display(),
-    );
-    let path = dir.join("sealcheck.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    status_config(
+        dir,
+        &format!("[source]\n{source}"),
+        sections,
+        stall_timeout_s,
+    )
 }
 
 fn results(dir: &Path) -> Vec<(String, serde_json::Value)> {

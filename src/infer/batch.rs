@@ -118,6 +118,8 @@ impl BatchCounts {
 pub struct BatchBuffers {
     input: Vec<f32>,
     logits: Vec<f32>,
+    /// Indices of a batch's frames that have not failed.
+    ready: Vec<usize>,
 }
 
 impl BatchBuffers {
@@ -151,24 +153,27 @@ pub fn infer_batch(
     works: &mut [Box<FrameWork>],
     buffers: &mut BatchBuffers,
 ) -> BatchRuns {
-    let ready: Vec<usize> = (0..works.len())
-        .filter(|&i| works[i].error.is_none())
-        .collect();
+    // The index list is the buffers' own: no allocation per frame.
+    let mut ready = std::mem::take(&mut buffers.ready);
+    ready.clear();
+    ready.extend((0..works.len()).filter(|&i| works[i].error.is_none()));
+    let mut made = BatchRuns::default();
     if ready.len() <= 1 || backend.max_batch() <= 1 {
         for work in works.iter_mut() {
             infer_frame(backend, preprocessor, mask_class, work);
         }
-        return BatchRuns {
+        made = BatchRuns {
             runs: ready.len(),
             frames: ready.len(),
         };
+    } else {
+        for chunk in ready.chunks(backend.max_batch()) {
+            run_chunk(backend, preprocessor, mask_class, works, chunk, buffers);
+            made.runs += 1;
+            made.frames += chunk.len();
+        }
     }
-    let mut made = BatchRuns::default();
-    for chunk in ready.chunks(backend.max_batch()) {
-        run_chunk(backend, preprocessor, mask_class, works, chunk, buffers);
-        made.runs += 1;
-        made.frames += chunk.len();
-    }
+    buffers.ready = ready;
     made
 }
 

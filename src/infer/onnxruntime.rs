@@ -96,8 +96,9 @@ pub struct OrtModel {
     session: Session,
     run_options: RunOptions<HasSelectedOutputs>,
     /// Run options with an output preallocated for a batch of `index + 2`
-    /// frames, made at the first batch of that size (a dynamic-batch model).
-    batch_runs: Vec<Option<RunOptions<HasSelectedOutputs>>>,
+    /// frames, and that batch's input shape, made at the first batch of that
+    /// size (a dynamic-batch model): a batch run allocates nothing.
+    batch_runs: Vec<Option<(RunOptions<HasSelectedOutputs>, Vec<usize>)>>,
     library: PathBuf,
 }
 
@@ -235,16 +236,16 @@ impl HostModel for OrtModel {
                     ),
                     message: e.to_string(),
                 })?;
-            self.batch_runs[slot] = Some(options);
+            let mut shape = self.io.input_shape.clone();
+            shape[0] = frames;
+            self.batch_runs[slot] = Some((options, shape));
         }
-        let mut shape = self.io.input_shape.clone();
-        shape[0] = frames;
-        let options = self.batch_runs[slot].as_ref().expect("made above");
+        let (options, shape) = self.batch_runs[slot].as_ref().expect("made above");
         OrtModel::run_with(
             &mut self.session,
             self.role,
             options,
-            &shape,
+            shape,
             input,
             logits_out,
         )

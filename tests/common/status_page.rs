@@ -2,7 +2,7 @@
 //! server, its JSON and metrics, and the page in headless Chromium.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -119,4 +119,45 @@ pub fn looping_demo_clip() -> String {
         "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
         clip.display()
     )
+}
+
+/// A config in `dir` with the status server on a free port: `cameras`
+/// (a `[source]` or `[cameras.*]` tables), `sections` and the stall timeout.
+pub fn status_config(dir: &Path, cameras: &str, sections: &str, stall_timeout_s: f64) -> PathBuf {
+    let text = format!(
+        r#"{cameras}
+
+[inference]
+backend = "{backend}"
+
+[models.segmentation]
+path = "{models}/seg.onnx"
+
+[models.classifier]
+path = "{models}/cls.onnx"
+
+[decision]
+no_seal_below = 0.005
+min_seal_area = 0.02
+max_seal_area = 0.25
+
+[output]
+results = "results.jsonl"
+flush_each_line = true
+log_verdicts = false
+
+[status]
+listen = "127.0.0.1:0"
+
+{sections}
+
+[service]
+stall_timeout_s = {stall_timeout_s}
+"#,
+        backend = super::backend(),
+        models = repo().join("models").display(),
+    );
+    let path = dir.join("sealcheck.toml");
+    std::fs::write(&path, text).unwrap();
+    path
 }
