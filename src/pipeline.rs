@@ -572,6 +572,8 @@ enum FramePath {
             Sender<DeviceSwap>,
             Arc<dyn DeviceModelsOpener>,
         )>,
+        /// Most frames the device thread judges in one batch.
+        max_batch: usize,
     },
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
@@ -665,12 +667,13 @@ fn start_stages(
     // Host or device mode is decided from the config before any engine is
     // opened; whichever runs opens each model once and tells the geometry.
     // The device path is warmed up on its own thread before this returns.
+    let batch_counts = Arc::new(infer::BatchCounts::default());
     let (mut frame_path, geometry, engine) = open_frame_path(
         config,
         consumer,
         free_rx,
         to_output.clone(),
-        (liveness, models, &pixel_demand),
+        (liveness, models, &pixel_demand, &batch_counts),
         warm_up,
     )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
@@ -694,16 +697,15 @@ fn start_stages(
                 wait: config.inference.batch_wait,
             }
         }
-        FramePath::Device { .. } => infer::BatchPolicy {
-            max_batch: 1,
-            wait: Duration::ZERO,
+        FramePath::Device { max_batch, .. } => infer::BatchPolicy {
+            max_batch: *max_batch,
+            wait: config.inference.batch_wait,
         },
     };
     let mut records: Vec<Box<FrameWork>> = (0..work_records(batching.max_batch))
         .map(|_| Box::new(FrameWork::new(&geometry)))
         .collect();
     let mut batch_buffers = infer::BatchBuffers::default();
-    let batch_counts = Arc::new(infer::BatchCounts::default());
     // Only its mask-channel resize is used by the infer thread.
     let mask_preprocessor = cpu_preprocessor(config, geometry);
     if let FramePath::Host {
@@ -800,7 +802,7 @@ fn start_stages(
     })?;
     let model_swap;
     let (ring_reader, infer) = match frame_path {
-        FramePath::Device { thread, swap } => {
+        FramePath::Device { thread, swap, .. } => {
             model_swap = swap.map(|(running, swaps, opener)| ModelSwapTarget {
                 sink: SwapSink::Device { swaps, opener },
                 running,
@@ -881,7 +883,12 @@ fn open_frame_path(
     consumer: CameraRings,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
-    (liveness, models, pixel_demand): (&Liveness, &Arc<ModelIds>, &Arc<crate::frame::PixelDemand>),
+    (liveness, models, pixel_demand, batch_counts): (
+        &Liveness,
+        &Arc<ModelIds>,
+        &Arc<crate::frame::PixelDemand>,
+        &Arc<infer::BatchCounts>,
+    ),
     warm_up: infer::WarmUpSize,
 ) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
     let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
@@ -896,6 +903,7 @@ fn open_frame_path(
                 models: Arc::clone(models),
                 swaps: swap_rx,
                 pixel_demand: Arc::clone(pixel_demand),
+                batch_counts: Arc::clone(batch_counts),
             };
             match stage.spawn(config, plan, warm_up) {
                 Ok((thread, started)) => {
@@ -908,7 +916,11 @@ fn open_frame_path(
                         geometry: started.geometry,
                     };
                     let swap = started.swap_opener.map(|opener| (running, swaps, opener));
-                    let path = FramePath::Device { thread, swap };
+                    let path = FramePath::Device {
+                        thread,
+                        swap,
+                        max_batch: started.max_batch,
+                    };
                     return Ok((path, started.geometry, engine));
                 }
                 Err(DeviceStartFailed {

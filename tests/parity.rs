@@ -10,6 +10,11 @@
 //! | onnxruntime-cuda (device) | the device runner: kernels + sessions on one stream | 1e-3 |
 //! | tensorrt (host) | CPU preprocessing, `infer_frame` on fp16 engines | 2e-2 (fp16) |
 //! | tensorrt (device) | the device runner: kernels + engines on one stream | 2e-2 (fp16) |
+//! | onnxruntime-cuda (device, batches of 4) | the runner judging 4 frames per batch (`models/*_batch.onnx`) | 1e-3 |
+//! | tensorrt (device, batches of 4) | the same on TensorRT, a profile up to 4 | 2e-2 (fp16) |
+//!
+//! The batch cases hold each frame of a batch against the same reference
+//! as one frame alone: a batch of N gives every frame its batch-1 verdict.
 //!
 //! Every path must give the reference's verdict and reason on every frame
 //! checked, and a mask within 1e-3 of the mask's pixels.
@@ -37,6 +42,20 @@ const MASK_TOLERANCE: f64 = 1e-3;
 /// One frame through one path, filling `mask_pixels` and `cls_logits`.
 trait FramePath {
     fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String>;
+
+    /// Several frames, each with its own result; one after another unless
+    /// the path judges them as one batch.
+    fn run_batch(
+        &mut self,
+        frames: &[ImageView<'_>],
+        works: &mut [FrameWork],
+    ) -> Vec<Result<(), String>> {
+        frames
+            .iter()
+            .zip(works)
+            .map(|(frame, work)| self.run(*frame, work))
+            .collect()
+    }
 }
 
 /// A host-mode engine: the CPU preprocessing, then the pipeline's `infer_frame`.
@@ -76,6 +95,39 @@ impl FramePath for Device {
     }
 }
 
+/// The device path judging the frames it is given as one batch.
+struct DeviceBatch(Box<dyn DeviceFramePath>);
+
+impl FramePath for DeviceBatch {
+    fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String> {
+        self.run_batch(&[frame], std::slice::from_mut(work))
+            .remove(0)
+    }
+
+    fn run_batch(
+        &mut self,
+        frames: &[ImageView<'_>],
+        works: &mut [FrameWork],
+    ) -> Vec<Result<(), String>> {
+        let path = self.0.as_mut();
+        let staged: Vec<Result<(), String>> = frames
+            .iter()
+            .map(|frame| path.stage(*frame, true).map_err(|e| e.to_string()))
+            .collect();
+        if let Err(e) = path.launch() {
+            return vec![Err(e.to_string()); frames.len()];
+        }
+        staged
+            .into_iter()
+            .zip(works)
+            .map(|(staged, work)| {
+                staged?;
+                path.complete(work).map(drop).map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+}
+
 /// A path to check, or why it cannot run here (`Err(Skip)`), or a failure
 /// to open it where it should have opened.
 enum Opened {
@@ -88,33 +140,55 @@ struct Case {
     name: &'static str,
     tolerance: f64,
     open: fn(&Config, TensorGeometry) -> Opened,
+    /// Frames handed to the path at once.
+    batch: usize,
 }
 
-const CASES: [Case; 5] = [
+/// Frames per batch in the batch cases.
+const BATCH: usize = 4;
+
+const CASES: [Case; 7] = [
     Case {
         name: "onnxruntime-cpu",
         tolerance: 1e-3,
         open: |cfg, geometry| host_ort(cfg, geometry, ComputeDevice::Cpu),
+        batch: 1,
     },
     Case {
         name: "onnxruntime-cuda (host)",
         tolerance: 1e-3,
         open: |cfg, geometry| host_ort(cfg, geometry, ComputeDevice::Cuda),
+        batch: 1,
     },
     Case {
         name: "onnxruntime-cuda (device)",
         tolerance: 1e-3,
         open: |cfg, _| device(cfg, DevicePlan::OnnxRuntimeCuda),
+        batch: 1,
     },
     Case {
         name: "tensorrt (host)",
         tolerance: 2e-2,
         open: host_tensorrt,
+        batch: 1,
     },
     Case {
         name: "tensorrt (device)",
         tolerance: 2e-2,
         open: |cfg, _| device(cfg, DevicePlan::TensorRt),
+        batch: 1,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, batches of 4)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_batches(cfg, DevicePlan::OnnxRuntimeCuda),
+        batch: BATCH,
+    },
+    Case {
+        name: "tensorrt (device, batches of 4)",
+        tolerance: 2e-2,
+        open: |cfg, _| device_batches(cfg, DevicePlan::TensorRt),
+        batch: BATCH,
     },
 ];
 
@@ -159,6 +233,30 @@ fn host(cfg: &Config, geometry: TensorGeometry, backend: Box<dyn InferenceBacken
 fn device(cfg: &Config, plan: DevicePlan) -> Opened {
     match open_path(cfg, plan) {
         Ok(opened) => Opened::Ready(Box::new(Device(opened.path))),
+        Err(e) if e.is_engine_unavailable() => Opened::Skip(e.to_string()),
+        Err(e) => Opened::Fail(e.to_string()),
+    }
+}
+
+/// The device path on the demo models exported with a dynamic batch,
+/// sized for batches of `BATCH`; it must really batch.
+fn device_batches(cfg: &Config, plan: DevicePlan) -> Opened {
+    let mut cfg = cfg.clone();
+    for (path, batched) in [
+        (&mut cfg.segmentation.path, "seg_batch.onnx"),
+        (&mut cfg.classifier.path, "cls_batch.onnx"),
+    ] {
+        *path = path.with_file_name(batched);
+    }
+    cfg.inference.max_batch = BATCH;
+    match open_path(&cfg, plan) {
+        Ok(opened) if opened.path.max_batch() == BATCH => {
+            Opened::Ready(Box::new(DeviceBatch(opened.path)))
+        }
+        Ok(opened) => Opened::Fail(format!(
+            "the path judges at most {} frame(s) at once with dynamic-batch models and max_batch = {BATCH}",
+            opened.path.max_batch()
+        )),
         Err(e) if e.is_engine_unavailable() => Opened::Skip(e.to_string()),
         Err(e) => Opened::Fail(e.to_string()),
     }
@@ -256,60 +354,68 @@ fn main() -> ExitCode {
                 continue;
             }
         };
-        let mut work = FrameWork::new(&geometry);
+        let mut works: Vec<FrameWork> =
+            (0..case.batch).map(|_| FrameWork::new(&geometry)).collect();
         let (mut mismatches, mut worst, mut worst_mask) = (0usize, 0.0f64, 0.0f64);
-        for reference in &references {
-            work.reset(reference.work.meta);
-            work.cls_logits.fill(f32::NAN);
-            work.mask.fill(f32::NAN);
-            work.mask_pixels = u64::MAX;
-            if let Err(e) = path.run(reference.slot.image(), &mut work) {
-                println!("FAIL {} {}: {e}", case.name, name(&reference.frame));
-                mismatches += 1;
-                continue;
+        for chunk in references.chunks(case.batch) {
+            let works = &mut works[..chunk.len()];
+            for (work, reference) in works.iter_mut().zip(chunk) {
+                work.reset(reference.work.meta);
+                work.cls_logits.fill(f32::NAN);
+                work.mask.fill(f32::NAN);
+                work.mask_pixels = u64::MAX;
             }
-            let want = &reference.work;
-            let error = relative_error(&work.cls_logits, &want.cls_logits);
-            // The mask itself (every path brings it to the host here; the
-            // device path only when asked, as the archive asks): pixels
-            // that differ from the reference's, and its count against the
-            // count the path reported.
-            let differing = work
-                .mask
-                .iter()
-                .zip(&want.mask)
-                .filter(|(a, b)| a != b)
-                .count();
-            let counted = work.mask.iter().filter(|v| **v == 1.0).count() as u64;
-            let mask = ((work.mask_pixels as f64 - want.mask_pixels as f64).abs()
-                / geometry.mask_len() as f64)
-                .max(differing as f64 / geometry.mask_len() as f64);
-            worst = worst.max(error);
-            worst_mask = worst_mask.max(mask);
-            let decided = decide(&work, config.classifier.defect_class, &config.decision);
-            let expected = decide(want, config.classifier.defect_class, &config.decision);
-            // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
-            #[allow(clippy::neg_cmp_op_on_partial_ord)]
-            if decided.verdict != expected.verdict
-                || decided.reason != expected.reason
-                || !(error <= case.tolerance)
-                || !(mask <= MASK_TOLERANCE)
-                || counted != work.mask_pixels
-            {
-                mismatches += 1;
-                println!(
-                    "FAIL {} {}: verdict {}/{} reason {}/{} logits {:?} vs {:?} (rel {error:.2e}) mask {} vs {} ({differing} pixels differ; {counted} set in the host mask)",
-                    case.name,
-                    name(&reference.frame),
-                    decided.verdict.as_str(),
-                    expected.verdict.as_str(),
-                    decided.reason.as_str(),
-                    expected.reason.as_str(),
-                    work.cls_logits,
-                    want.cls_logits,
-                    work.mask_pixels,
-                    want.mask_pixels
-                );
+            let frames: Vec<ImageView<'_>> = chunk.iter().map(|r| r.slot.image()).collect();
+            let ran = path.run_batch(&frames, works);
+            for ((reference, work), ran) in chunk.iter().zip(works.iter()).zip(ran) {
+                if let Err(e) = ran {
+                    println!("FAIL {} {}: {e}", case.name, name(&reference.frame));
+                    mismatches += 1;
+                    continue;
+                }
+                let want = &reference.work;
+                let error = relative_error(&work.cls_logits, &want.cls_logits);
+                // The mask itself (every path brings it to the host here; the
+                // device path only when asked, as the archive asks): pixels
+                // that differ from the reference's, and its count against the
+                // count the path reported.
+                let differing = work
+                    .mask
+                    .iter()
+                    .zip(&want.mask)
+                    .filter(|(a, b)| a != b)
+                    .count();
+                let counted = work.mask.iter().filter(|v| **v == 1.0).count() as u64;
+                let mask = ((work.mask_pixels as f64 - want.mask_pixels as f64).abs()
+                    / geometry.mask_len() as f64)
+                    .max(differing as f64 / geometry.mask_len() as f64);
+                worst = worst.max(error);
+                worst_mask = worst_mask.max(mask);
+                let decided = decide(&work, config.classifier.defect_class, &config.decision);
+                let expected = decide(want, config.classifier.defect_class, &config.decision);
+                // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
+                #[allow(clippy::neg_cmp_op_on_partial_ord)]
+                if decided.verdict != expected.verdict
+                    || decided.reason != expected.reason
+                    || !(error <= case.tolerance)
+                    || !(mask <= MASK_TOLERANCE)
+                    || counted != work.mask_pixels
+                {
+                    mismatches += 1;
+                    println!(
+                        "FAIL {} {}: verdict {}/{} reason {}/{} logits {:?} vs {:?} (rel {error:.2e}) mask {} vs {} ({differing} pixels differ; {counted} set in the host mask)",
+                        case.name,
+                        name(&reference.frame),
+                        decided.verdict.as_str(),
+                        expected.verdict.as_str(),
+                        decided.reason.as_str(),
+                        expected.reason.as_str(),
+                        work.cls_logits,
+                        want.cls_logits,
+                        work.mask_pixels,
+                        want.mask_pixels
+                    );
+                }
             }
         }
         let verdict = if mismatches == 0 { "ok" } else { "FAILED" };

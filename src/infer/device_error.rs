@@ -50,6 +50,9 @@ pub enum DeviceFrameError {
     Unsupported(&'static str),
     #[error("cannot start the device thread: {0}")]
     Spawn(std::io::Error),
+    /// A batch's one wait failed: every frame of the batch fails with it.
+    #[error("GPU device path: this frame's batch failed: {0}")]
+    BatchFailed(String),
     /// A model swap the device path could not take.
     #[error("GPU device path: cannot swap models: {0}")]
     Swap(String),

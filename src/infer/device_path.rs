@@ -72,20 +72,40 @@ pub trait DeviceFramePath {
     /// The models' tensor shapes the path was sized for.
     fn geometry(&self) -> TensorGeometry;
 
-    /// Copies `frame` into pinned staging and queues all of its GPU work.
-    /// `frame` may be reused as soon as this returns. At most
-    /// `max_in_flight` frames may be submitted and not yet completed; a
-    /// failed submit leaves nothing to complete. `host_mask`: also bring the
-    /// seal mask back to the host (for the archive and the live view).
-    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
+    /// Most frames one batch may hold (1: one frame at a time). May change
+    /// at a model swap (new models with a batch of one).
+    fn max_batch(&self) -> usize {
+        1
+    }
 
-    /// Waits (once) for the oldest frame submitted and not yet completed,
-    /// fills `work.mask_pixels` and `work.cls_logits` (and `work.mask` when
-    /// it was submitted with `host_mask`), and returns the GPU time of each
-    /// part.
+    /// Copies `frame` into pinned staging and queues its upload and
+    /// preprocessing as the next frame of the batch being built (at most
+    /// `max_batch`). `frame` may be reused as soon as this returns. A failed
+    /// stage leaves the frame out of the batch. `host_mask`: also bring the
+    /// seal mask back to the host (for the archive and the live view).
+    fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
+
+    /// Queues both models and the copies back for the frames staged since
+    /// the last launch, as one batch, and returns at once (nothing staged:
+    /// nothing to do). At most `max_in_flight` batches may be launched and
+    /// not yet completed. A failed launch leaves none of the batch's frames
+    /// to complete.
+    fn launch(&mut self) -> Result<(), DeviceFrameError>;
+
+    /// One frame as a batch of its own: `stage` then `launch`.
+    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
+        self.stage(frame, host_mask)?;
+        self.launch()
+    }
+
+    /// Completes the oldest frame launched and not yet completed (the first
+    /// of a batch waits, once, for the whole batch): fills
+    /// `work.mask_pixels` and `work.cls_logits` (and `work.mask` when it
+    /// was staged with `host_mask`), and returns the GPU time of each part
+    /// of its batch.
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
 
-    /// How many frames may be on the GPU at once (each with its own result
+    /// How many batches may be on the GPU at once (each with its own result
     /// buffers and events).
     fn max_in_flight(&self) -> usize {
         1
@@ -125,9 +145,19 @@ pub trait DeviceFramePath {
 pub trait DeviceEngine: Send {
     fn kind(&self) -> BackendKind;
 
-    /// Queues `role`'s model on `stream`, reading and writing the tensors it
-    /// was bound to. Returns once queued.
-    fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError>;
+    /// Most frames one `enqueue` may judge: 1 for models whose batch is
+    /// fixed at one, else the bound tensors' `frames`.
+    fn max_batch(&self) -> usize;
+
+    /// Queues `role`'s model on `stream` for the first `frames` frames
+    /// (1..=`max_batch`) of the tensors it was bound to, reading and writing
+    /// them. Returns once queued.
+    fn enqueue(
+        &mut self,
+        role: ModelRole,
+        stream: &Stream,
+        frames: usize,
+    ) -> Result<(), DeviceFrameError>;
 
     /// Opens new models of this engine for the runner `site` describes.
     fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
@@ -162,13 +192,17 @@ pub trait DeviceCandidate: Send {
     ) -> Result<Box<dyn DeviceEngine>, DeviceFrameError>;
 }
 
-/// The device tensors an engine is bound to, all owned by the runner.
+/// The device tensors an engine is bound to, all owned by the runner. Each
+/// holds `frames` frames back to back (frame `k` of a batch at `k` times
+/// one frame's length), so a batch of up to `frames` is judged in place.
 #[derive(Debug, Clone, Copy)]
 pub struct BoundTensors {
     pub seg_input: DeviceTensor,
     pub seg_logits: DeviceTensor,
     pub cls_input: DeviceTensor,
     pub cls_logits: DeviceTensor,
+    /// Frames each tensor holds: the runner's largest batch.
+    pub frames: usize,
 }
 
 /// What opening new models for a running device runner needs to know.
@@ -180,6 +214,9 @@ pub struct SwapSite {
     /// logits), which new models must match.
     pub geometry: TensorGeometry,
     pub elements: (TensorElement, TensorElement),
+    /// Frames the runner's tensors hold (its largest batch); new models
+    /// with a batch of one still fit, judged one frame a batch.
+    pub frames: usize,
 }
 
 /// The runner's stream for another thread: valid only while the runner

@@ -7,17 +7,23 @@
 //! `engine_choice`).
 //!
 //! ```text
-//! submit:  [begin] H2D + frame kernel [preprocessed] -> engine: segmentation
-//!          (-> logits D2H, when the host wants the mask)
-//!          -> mask kernel + count D2H [masked] -> engine: classifier
-//!          -> logits D2H [done]                        (returns at once)
-//! complete: wait on the oldest ticket's [done] -> mask count, logits, GPU ms
+//! stage (each frame of a batch, k = 0, 1, ..):
+//!          [begin, first frame] H2D + frame kernel into frame k's tensors
+//! launch:  [preprocessed] -> engine: segmentation of frames 0..n
+//!          -> a mask kernel per frame + counts D2H [masked]
+//!          -> engine: classifier of frames 0..n
+//!          -> logits D2H (+ masks D2H, for frames the host wants) [done]
+//!                                                      (returns at once)
+//! complete: at a batch's first frame, wait on its ticket's [done]; then
+//!           each frame in turn -> mask count, logits, the batch's GPU ms
 //! ```
 //!
-//! Up to `IN_FLIGHT` frames may be on the stream: each has its own ticket
-//! (pinned results and events). The device tensors are shared: on one
-//! stream, frame N+1's kernels start only after frame N's last copy out of
-//! them.
+//! A batch is the frames staged between two launches, up to `max_batch`
+//! (the tensors' capacity, or 1 where the engine's models have a batch of
+//! one). Up to `IN_FLIGHT` batches may be on the stream: each has its own
+//! ticket (pinned results and events), so the host stages batch N+1 while
+//! the GPU runs batch N. The device tensors are shared: on one stream,
+//! batch N+1's kernels start only after batch N's last copy out of them.
 //!
 //! A model swap on reload changes only the engine: the stream, tensors,
 //! tickets, events and GPU preprocessor stay. The new engine is opened and
@@ -47,20 +53,25 @@ use crate::gpu::{
 };
 use crate::preprocess::gpu::{GpuPreprocessor, widen_mask};
 
-/// Frames on the stream at once: the host stages one while the GPU runs the other.
+/// Batches on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
 
-/// What one frame on the stream owns: where its results land and its events.
+/// What one batch on the stream owns: where its frames' results land and
+/// its events. Sized for the runner's largest batch at open; nothing is
+/// allocated per frame (a frame's pinned mask only at its slot's first use).
 struct Ticket {
+    /// Frames staged into this batch.
+    frames: usize,
+    /// Frame k's classifier logits at `k * classes`.
     cls_logits: PinnedBuffer<f32>,
+    /// Frame k's mask pixel count at `k`.
     mask_pixels: PinnedBuffer<u64>,
-    /// The segmentation logits, copied back for frames whose mask the host
-    /// wants (archive, live view); allocated at the first such frame.
-    /// The seal mask's bytes, allocated on the first frame that wants them.
-    mask_bytes: Option<PinnedBuffer<u8>>,
-    /// Whether this ticket's frame copies its logits back.
-    host_mask: bool,
-    /// Before the frame, after preprocessing, after the mask, at the end.
+    /// Frame k's seal mask bytes, for frames whose mask the host wants
+    /// (archive, live view, shadow); allocated on the first such frame.
+    mask_bytes: Vec<Option<PinnedBuffer<u8>>>,
+    /// Whether frame k copies its mask back.
+    host_mask: Vec<bool>,
+    /// Before the first frame, after preprocessing, after the masks, at the end.
     events: [Event; 4],
 }
 
@@ -72,9 +83,15 @@ pub struct DeviceRunner {
     engine: Box<dyn DeviceEngine>,
     cls_logits_device: DeviceBuffer<f32>,
     tickets: [Ticket; IN_FLIGHT],
-    /// Tickets of the frames submitted and not yet completed, oldest first;
+    /// Tickets of the batches launched and not yet completed, oldest first;
     /// tickets are taken in turn, so the next one follows the newest.
     in_flight: VecDeque<usize>,
+    /// Frames of the oldest launched batch already completed.
+    completed: usize,
+    /// Why the oldest batch's wait failed (its later frames fail with it).
+    batch_failure: Option<String>,
+    /// Frames the tensors hold: the largest batch the runner was sized for.
+    capacity: usize,
     /// The tensors the engine is bound to (a swapped-in engine too).
     tensors: BoundTensors,
     /// The engine's input and segmentation-logits element types.
@@ -94,7 +111,8 @@ impl DeviceRunner {
     /// config, `GpuPreprocessor::from_config`), the classifier logits
     /// buffer and the tickets, then has `bind` make the engine over those
     /// tensors. `elements`: the engine's input and segmentation-logits
-    /// element types.
+    /// element types. `frames`: the largest batch (the tensors hold that
+    /// many frames; 1 for models with a batch of one).
     ///
     /// The tensors handed to `bind` are owned by the returned runner and
     /// freed only after the engine is dropped and the stream synchronized,
@@ -104,22 +122,26 @@ impl DeviceRunner {
         stream: Stream,
         geometry: TensorGeometry,
         elements: (TensorElement, TensorElement),
+        frames: usize,
         bind: impl FnOnce(BoundTensors) -> Result<Box<dyn DeviceEngine>, DeviceFrameError>,
     ) -> Result<Self, DeviceFrameError> {
+        let capacity = frames.max(1);
         let gpu = Arc::clone(stream.gpu());
-        let preprocessor = GpuPreprocessor::from_config(config, stream, geometry, elements)
-            .map_err(gpu_error("set up GPU preprocessing"))?;
-        let cls_logits_device = DeviceBuffer::<f32>::new(&gpu, geometry.cls_classes)
+        let preprocessor =
+            GpuPreprocessor::from_config(config, stream, geometry, elements, capacity)
+                .map_err(gpu_error("set up GPU preprocessing"))?;
+        let cls_logits_device = DeviceBuffer::<f32>::new(&gpu, capacity * geometry.cls_classes)
             .map_err(gpu_error("allocate the classifier logits"))?;
         let ticket = || -> Result<Ticket, DeviceFrameError> {
             let event = || Event::new(&gpu, true).map_err(gpu_error("create a timing event"));
             Ok(Ticket {
-                cls_logits: PinnedBuffer::new(&gpu, geometry.cls_classes, false)
+                frames: 0,
+                cls_logits: PinnedBuffer::new(&gpu, capacity * geometry.cls_classes, false)
                     .map_err(gpu_error("allocate the pinned classifier logits"))?,
-                mask_pixels: PinnedBuffer::new(&gpu, 1, false)
-                    .map_err(gpu_error("allocate the pinned mask count"))?,
-                mask_bytes: None,
-                host_mask: false,
+                mask_pixels: PinnedBuffer::new(&gpu, capacity, false)
+                    .map_err(gpu_error("allocate the pinned mask counts"))?,
+                mask_bytes: (0..capacity).map(|_| None).collect(),
+                host_mask: vec![false; capacity],
                 events: [event()?, event()?, event()?, event()?],
             })
         };
@@ -133,6 +155,7 @@ impl DeviceRunner {
                 len: cls_logits_device.len(),
                 element: TensorElement::F32,
             },
+            frames: capacity,
         };
         let engine = bind(tensors)?;
         let lease = StreamLease::new(preprocessor.stream().raw() as usize);
@@ -141,6 +164,9 @@ impl DeviceRunner {
             cls_logits_device,
             tickets,
             in_flight: VecDeque::with_capacity(IN_FLIGHT),
+            completed: 0,
+            batch_failure: None,
+            capacity,
             tensors,
             elements,
             lease,
@@ -155,7 +181,77 @@ impl DeviceRunner {
             stream: self.lease.clone(),
             geometry: self.geometry(),
             elements: self.elements,
+            frames: self.capacity,
         }
+    }
+
+    /// The ticket of the batch being staged (the one after the newest
+    /// launched), or why none is free.
+    fn staging_ticket(&self) -> Result<usize, DeviceFrameError> {
+        if self.in_flight.len() >= IN_FLIGHT {
+            return Err(DeviceFrameError::Unsupported(
+                "a third batch staged while two are on the stream (complete one first)",
+            ));
+        }
+        Ok(self
+            .in_flight
+            .back()
+            .map_or(0, |newest| (newest + 1) % IN_FLIGHT))
+    }
+
+    /// Queues the models, masks and copies back of the `frames` frames
+    /// staged on ticket `index`, ending with its `done` event.
+    fn queue_batch(&mut self, index: usize, frames: usize) -> Result<(), DeviceFrameError> {
+        let stream = self.preprocessor.stream();
+        let ticket = &mut self.tickets[index];
+        let [_, preprocessed, masked, done] = &mut ticket.events;
+        preprocessed
+            .record(stream)
+            .map_err(gpu_error("record an event"))?;
+        self.engine
+            .enqueue(ModelRole::Segmentation, stream, frames)?;
+        // SAFETY: the ticket's buffers are read only after its `done` event
+        // (recorded below, after this copy) completes, and not written by the
+        // host; a ticket is reused only after `complete` waited for it. All
+        // buffers are owned by `self`, whose Drop syncs the stream.
+        unsafe {
+            self.preprocessor
+                .enqueue_masks_to(frames, &mut ticket.mask_pixels)
+        }
+        .map_err(gpu_error("queue the mask kernels"))?;
+        let stream = self.preprocessor.stream();
+        masked
+            .record(stream)
+            .map_err(gpu_error("record an event"))?;
+        self.engine.enqueue(ModelRole::Classifier, stream, frames)?;
+        for k in (0..frames).filter(|&k| ticket.host_mask[k]) {
+            if ticket.mask_bytes[k].is_none() {
+                ticket.mask_bytes[k] = Some(
+                    self.preprocessor
+                        .host_mask_bytes()
+                        .map_err(gpu_error("allocate the pinned mask"))?,
+                );
+            }
+            if let Some(bytes) = &mut ticket.mask_bytes[k] {
+                // SAFETY: as for the mask counts above. Queued after the
+                // classifier, which then need not wait for it; the next
+                // batch's mask kernels come after it on the stream.
+                unsafe { self.preprocessor.enqueue_frame_mask_bytes_to(k, bytes) }
+                    .map_err(gpu_error("queue the mask copy"))?;
+            }
+        }
+        let classes = self.cls_logits_device.len() / self.capacity;
+        // SAFETY: as above.
+        unsafe {
+            stream.download(
+                &self.cls_logits_device,
+                0,
+                frames * classes,
+                &mut ticket.cls_logits,
+            )
+        }
+        .map_err(gpu_error("queue the logits copy"))?;
+        done.record(stream).map_err(gpu_error("record an event"))
     }
 }
 
@@ -168,91 +264,85 @@ impl DeviceFramePath for DeviceRunner {
         *self.preprocessor.geometry()
     }
 
-    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
-        if self.in_flight.len() >= IN_FLIGHT {
+    fn max_batch(&self) -> usize {
+        self.capacity.min(self.engine.max_batch()).max(1)
+    }
+
+    fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
+        let index = self.staging_ticket()?;
+        let max_batch = self.max_batch();
+        let ticket = &mut self.tickets[index];
+        let k = ticket.frames;
+        if k >= max_batch {
             return Err(DeviceFrameError::Unsupported(
-                "a third frame submitted while two are on the stream (complete one first)",
+                "more frames staged than a batch holds (launch the batch first)",
             ));
         }
-        let index = self
-            .in_flight
-            .back()
-            .map_or(0, |newest| (newest + 1) % IN_FLIGHT);
-        let ticket = &mut self.tickets[index];
-        let [begin, preprocessed, masked, done] = &mut ticket.events;
-        begin
-            .record(self.preprocessor.stream())
-            .map_err(gpu_error("record an event"))?;
+        if k == 0 {
+            ticket.events[0]
+                .record(self.preprocessor.stream())
+                .map_err(gpu_error("record an event"))?;
+        }
         self.preprocessor
-            .enqueue_frame(frame)
+            .enqueue_frame_at(frame, k)
             .map_err(|source| DeviceFrameError::Preprocess {
                 action: "queue the frame kernel",
                 source,
             })?;
-        preprocessed
-            .record(self.preprocessor.stream())
-            .map_err(gpu_error("record an event"))?;
-        self.engine
-            .enqueue(ModelRole::Segmentation, self.preprocessor.stream())?;
-        ticket.host_mask = host_mask;
-        // SAFETY: the ticket's buffers are read only after its `done` event
-        // (recorded below, after this copy) completes, and not written by the
-        // host; a ticket is reused only after `complete` waited for it. All
-        // buffers are owned by `self`, whose Drop syncs the stream.
-        unsafe { self.preprocessor.enqueue_mask_to(&mut ticket.mask_pixels) }
-            .map_err(gpu_error("queue the mask kernel"))?;
-        masked
-            .record(self.preprocessor.stream())
-            .map_err(gpu_error("record an event"))?;
-        self.engine
-            .enqueue(ModelRole::Classifier, self.preprocessor.stream())?;
-        if host_mask {
-            if ticket.mask_bytes.is_none() {
-                ticket.mask_bytes = Some(
-                    self.preprocessor
-                        .host_mask_bytes()
-                        .map_err(gpu_error("allocate the pinned mask"))?,
-                );
-            }
-            if let Some(bytes) = &mut ticket.mask_bytes {
-                // SAFETY: as for the mask count above. Queued after the
-                // classifier, which then need not wait for it; the next
-                // frame's mask kernel comes after it on the stream.
-                unsafe { self.preprocessor.enqueue_mask_bytes_to(bytes) }
-                    .map_err(gpu_error("queue the mask copy"))?;
-            }
-        }
-        // SAFETY: as above.
-        unsafe {
-            self.preprocessor.stream().download(
-                &self.cls_logits_device,
-                0,
-                self.cls_logits_device.len(),
-                &mut ticket.cls_logits,
-            )
-        }
-        .map_err(gpu_error("queue the logits copy"))?;
-        done.record(self.preprocessor.stream())
-            .map_err(gpu_error("record an event"))?;
-        self.in_flight.push_back(index);
+        ticket.host_mask[k] = host_mask;
+        ticket.frames = k + 1;
         Ok(())
     }
 
+    fn launch(&mut self) -> Result<(), DeviceFrameError> {
+        let index = self.staging_ticket()?;
+        let frames = self.tickets[index].frames;
+        if frames == 0 {
+            return Ok(());
+        }
+        // Whatever happens below, the staged frames leave the ticket: on an
+        // error the batch is not launched and nothing of it is completed.
+        self.tickets[index].frames = 0;
+        let queued = self.queue_batch(index, frames);
+        if queued.is_ok() {
+            self.tickets[index].frames = frames;
+            self.in_flight.push_back(index);
+        }
+        queued
+    }
+
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-        let index = self
-            .in_flight
-            .pop_front()
-            .ok_or(DeviceFrameError::Unsupported(
-                "complete called with no frame on the stream",
-            ))?;
+        let index = *self.in_flight.front().ok_or(DeviceFrameError::Unsupported(
+            "complete called with no batch on the stream",
+        ))?;
+        let k = self.completed;
         let ticket = &self.tickets[index];
         let [begin, preprocessed, masked, done] = &ticket.events;
-        done.synchronize()
-            .map_err(gpu_error("wait for the classifier"))?;
-        work.mask_pixels = ticket.mask_pixels.as_slice()[0];
+        let finished = if k == 0 {
+            let waited = done
+                .synchronize()
+                .map_err(gpu_error("wait for the classifier"));
+            self.batch_failure = waited.as_ref().err().map(ToString::to_string);
+            waited
+        } else {
+            match &self.batch_failure {
+                Some(failure) => Err(DeviceFrameError::BatchFailed(failure.clone())),
+                None => Ok(()),
+            }
+        };
+        // The frame counts as completed even when the wait failed: its
+        // batch's other frames still come out, one result each.
+        self.completed += 1;
+        if self.completed >= ticket.frames {
+            self.completed = 0;
+            self.in_flight.pop_front();
+        }
+        finished?;
+        let classes = work.cls_logits.len();
+        work.mask_pixels = ticket.mask_pixels.as_slice()[k];
         work.cls_logits
-            .copy_from_slice(ticket.cls_logits.as_slice());
-        if let (true, Some(bytes)) = (ticket.host_mask, &ticket.mask_bytes) {
+            .copy_from_slice(&ticket.cls_logits.as_slice()[k * classes..(k + 1) * classes]);
+        if let (true, Some(bytes)) = (ticket.host_mask[k], &ticket.mask_bytes[k]) {
             widen_mask(bytes.as_slice(), &mut work.mask);
         }
         let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
@@ -262,6 +352,7 @@ impl DeviceFramePath for DeviceRunner {
                     .map_err(gpu_error("read a timing event"))?,
             ))
         };
+        // A frame's GPU times are its batch's: what the frame waited for.
         Ok(GpuTimings {
             preprocess_ms: ms(preprocessed, begin)?,
             segment_ms: ms(masked, preprocessed)?,
@@ -286,9 +377,10 @@ impl DeviceFramePath for DeviceRunner {
     }
 
     fn swap_engine(&mut self, candidate: Box<dyn DeviceCandidate>) -> Result<(), DeviceFrameError> {
-        if !self.in_flight.is_empty() {
+        let staged: usize = self.tickets.iter().map(|t| t.frames).sum();
+        if !self.in_flight.is_empty() || staged > 0 {
             return Err(DeviceFrameError::Swap(format!(
-                "{} frame(s) still on the stream",
+                "{} batch(es) still on the stream, {staged} frame(s) staged",
                 self.in_flight.len()
             )));
         }

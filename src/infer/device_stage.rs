@@ -15,9 +15,15 @@
 //! engine once (`open_path`) and reports the models' geometry back on its
 //! start channel, which sizes the pipeline's work records.
 //!
-//! A path may keep more than one frame on the stream (`max_in_flight`): when
+//! Frames already waiting in the rings (from any camera) are judged as one
+//! batch, up to the path's `max_batch` (models with a dynamic batch) and
+//! `[inference] max_batch`, waiting at most `batch_wait_us` for more; the
+//! same rules as the host path's `infer::batch`: nothing waits for a camera
+//! with no frame, and a marker or the end goes out after the batch.
+//!
+//! A path may keep more than one batch on the stream (`max_in_flight`): when
 //! the next frame is already waiting in the ring, the host stages it while the
-//! GPU still works on the one before. When none is waiting, the frame on the
+//! GPU still works on the batch before. When none is waiting, the batch on the
 //! GPU is finished at once, so a camera's frame never waits for the next one.
 //!
 //! The host mask, tensors and segmentation logits of `FrameWork` are not
@@ -41,12 +47,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::BackendKind;
+use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use super::stage::{WarmUpFrame, WarmUpSize};
 use crate::capture::{CameraRings, EndOfStream};
 use crate::config::Config;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
 use crate::model_id::ModelIds;
-use crate::ring::Popped;
+use crate::ring::{Popped, RingEvent};
 
 // The device path's vocabulary and its opening, for the pipeline and the
 // model swap, which see the device path only through this stage.
@@ -81,11 +88,13 @@ pub const WARM_UP_ROUNDS: usize = 3;
 /// the real buffers is safe (a model swap warms up on buffers of its own,
 /// `DeviceCandidate::warm_up`, because frames are in flight then).
 /// `host_mask`: also bring the mask back, as the first frames will when
-/// the archive or the live view wants them. Returns the frames run.
+/// the archive or the live view wants them. Each batch size up to
+/// `max_batch` is run (an engine sets up each input shape, and ONNX Runtime
+/// records a CUDA graph per size, at its first runs). Returns the frames run.
 pub fn warm_up_path(
     path: &mut dyn DeviceFramePath,
     frame: ImageView<'_>,
-    depth: usize,
+    (depth, max_batch): (usize, usize),
     host_mask: bool,
     work: &mut FrameWork,
 ) -> Result<usize, DeviceFrameError> {
@@ -97,22 +106,32 @@ pub fn warm_up_path(
             source: Box::new(e),
         }
     };
-    for _ in 0..WARM_UP_ROUNDS {
-        for _ in 0..depth {
-            path.submit(frame, host_mask)
-                .map_err(failed("queue a frame"))?;
-        }
-        for _ in 0..depth {
-            path.complete(work).map_err(failed("complete a frame"))?;
+    let mut frames = 0;
+    for batch in 1..=max_batch.clamp(1, path.max_batch()) {
+        for _ in 0..WARM_UP_ROUNDS {
+            for _ in 0..depth {
+                for _ in 0..batch {
+                    path.stage(frame, host_mask)
+                        .map_err(failed("queue a frame"))?;
+                }
+                path.launch().map_err(failed("queue a batch"))?;
+            }
+            for _ in 0..depth * batch {
+                path.complete(work).map_err(failed("complete a frame"))?;
+            }
+            frames += depth * batch;
         }
     }
-    Ok(WARM_UP_ROUNDS * depth)
+    Ok(frames)
 }
 
 /// What the device thread reports once its engines are open.
 pub struct DeviceStarted {
     pub kind: BackendKind,
     pub geometry: TensorGeometry,
+    /// Most frames judged in one batch (1: the models' batch is fixed at one,
+    /// or `[inference] max_batch` is 1).
+    pub max_batch: usize,
     pub reason: String,
     /// Where new models are opened on reload; `None`: the path cannot swap.
     pub swap_opener: Option<Arc<dyn DeviceModelsOpener>>,
@@ -140,6 +159,8 @@ pub struct DeviceStage {
     /// Whether the archive or the live view wants frames' pixels and masks
     /// on the host, read once per frame.
     pub pixel_demand: Arc<PixelDemand>,
+    /// Batches made and the frames in them, for the run summary and `bench`.
+    pub batch_counts: Arc<BatchCounts>,
 }
 
 impl DeviceStage {
@@ -166,12 +187,21 @@ impl DeviceStage {
                     let frame = WarmUpFrame::new(warm_up, &opened.geometry);
                     let frame = frame.view();
                     let depth = opened.path.max_in_flight().min(frames_in_flight).max(1);
+                    let batching = BatchPolicy {
+                        max_batch: opened.path.max_batch().min(config.inference.max_batch).max(1),
+                        wait: config.inference.batch_wait,
+                    };
+                    if config.inference.max_batch > 1 && batching.max_batch == 1 {
+                        log::info!(target: "sealcheck::pipeline", max_batch = config.inference.max_batch;
+                            "the models have a batch dimension of 1: frames are judged one after another (export them with a dynamic batch to judge frames ready at once in one run)");
+                    }
                     let mut work = FrameWork::new(&opened.geometry);
                     let host_mask = self.pixel_demand.wanted();
-                    match warm_up_path(opened.path.as_mut(), frame, depth, host_mask, &mut work) {
+                    let sizes = (depth, batching.max_batch);
+                    match warm_up_path(opened.path.as_mut(), frame, sizes, host_mask, &mut work) {
                         Ok(frames) => {
                             log::info!(target: "sealcheck::pipeline", engine = kind.as_str(), path = "device",
-                                frames = frames, width = frame.width, height = frame.height, size_from = warm_up.origin(),
+                                frames = frames, max_batch = batching.max_batch, width = frame.width, height = frame.height, size_from = warm_up.origin(),
                                 ms = started.elapsed().as_secs_f64() * 1e3;
                                 "engines warmed up before the start");
                         }
@@ -183,12 +213,13 @@ impl DeviceStage {
                     let _ = started_tx.send(Ok(DeviceStarted {
                         kind,
                         geometry: opened.geometry,
+                        max_batch: batching.max_batch,
                         reason: opened.reason,
                         swap_opener: opened.path.swap_opener(),
                     }));
                     log::info!(target: "sealcheck::pipeline", backend = kind.as_str();
                         "device stage: preprocessing, both models and the mask on one CUDA stream");
-                    self.run(opened.path.as_mut(), frames_in_flight)
+                    self.run(opened.path.as_mut(), frames_in_flight, batching)
                 }
                 Err(e) => {
                     // `auto` may go on in host mode: hand the channels back.
@@ -215,10 +246,16 @@ impl DeviceStage {
         }
     }
 
-    /// Runs until capture ends, with up to `frames_in_flight` frames on the
-    /// GPU (as far as the path allows); returns how it ended.
-    pub fn run(mut self, path: &mut dyn DeviceFramePath, frames_in_flight: usize) -> EndOfStream {
-        let end = self.run_frames(path, frames_in_flight);
+    /// Runs until capture ends, with up to `frames_in_flight` batches on the
+    /// GPU (as far as the path allows), each of up to `batching.max_batch`
+    /// frames (as far as the path allows); returns how it ended.
+    pub fn run(
+        mut self,
+        path: &mut dyn DeviceFramePath,
+        frames_in_flight: usize,
+        batching: BatchPolicy,
+    ) -> EndOfStream {
+        let end = self.run_frames(path, frames_in_flight, batching);
         // A swap prepared too late is dropped here, while the path (whose
         // stream a prepared engine may name) still exists.
         for late in self.swaps.try_iter() {
@@ -231,13 +268,13 @@ impl DeviceStage {
         &mut self,
         path: &mut dyn DeviceFramePath,
         frames_in_flight: usize,
+        batching: BatchPolicy,
     ) -> EndOfStream {
         let depth = path.max_in_flight().min(frames_in_flight).max(1);
-        // Frames handed to the path, oldest first.
-        let mut on_gpu: VecDeque<Box<FrameWork>> = VecDeque::with_capacity(depth);
+        let mut on_gpu = OnGpu::with_capacity(depth, batching.max_batch);
         let mut traffic_logged = false;
         loop {
-            // With a frame on the GPU, take only a frame that is already
+            // With a batch on the GPU, take only a frame that is already
             // waiting: a result must not wait for a slow camera's next frame.
             let wait = if on_gpu.is_empty() {
                 Duration::from_millis(200)
@@ -250,70 +287,131 @@ impl DeviceStage {
                 }
                 continue;
             };
-            let popped = event.popped();
-            // Markers keep their place behind the frames before them.
-            if !matches!(popped, Popped::Frame(_)) && !self.finish_all(path, &mut on_gpu) {
-                return EndOfStream::Stopped;
-            }
-            let slot = match popped {
+            let slot = match event.popped() {
                 Popped::Frame(slot) => slot,
-                Popped::Marker(message) => {
-                    if self.output.send(message).is_err() {
-                        return EndOfStream::Stopped;
-                    }
-                    continue;
-                }
-                Popped::End(end) => {
-                    let _ = self.output.send(StageMessage::End);
-                    return end;
-                }
+                other => match self.pass_on(path, &mut on_gpu, other) {
+                    Ok(()) => continue,
+                    Err(end) => return end,
+                },
             };
             if !self.take_swap(path, &mut on_gpu, slot.meta.seq) {
                 return EndOfStream::Stopped;
             }
-            if on_gpu.len() >= depth && !self.finish_oldest(path, &mut on_gpu) {
+            if on_gpu.batches() >= depth && !self.finish_oldest(path, &mut on_gpu) {
                 return EndOfStream::Stopped;
             }
-            let mut work = match self.free_work.try_recv() {
-                Ok(work) => work,
-                Err(_) => {
-                    // Every work record is out: finishing a frame on the GPU
-                    // may be what gives one back.
-                    if !self.finish_oldest(path, &mut on_gpu) {
-                        return EndOfStream::Stopped;
-                    }
-                    let Ok(work) = self.free_work.recv() else {
-                        return EndOfStream::Stopped;
-                    };
-                    work
-                }
-            };
-            work.reset(slot.meta);
-            work.models = Some(Arc::clone(&self.models));
             if !traffic_logged {
                 traffic_logged = true;
                 let t = path.traffic(&slot.image());
                 log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
                     device_to_host = t.device_to_host, host_mask_extra = t.host_mask,
-                    width = slot.width, height = slot.height, frames_in_flight = depth;
+                    width = slot.width, height = slot.height, frames_in_flight = depth,
+                    max_batch = batching.max_batch;
                     "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
             }
-            // The pinned copy is the only host pass over the frame (a
-            // second only while the archive or the live view wants it, or
-            // for a frame due to the shadow); the slot goes back to capture
-            // as soon as they are made.
-            let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
-            let submitted = path.submit(slot.image(), host_copy);
-            // After the submit: the GPU works on the frame while it is copied.
-            if host_copy {
-                work.pixels.copy_from(&slot);
+            // The batch: this frame and those already waiting (from any
+            // camera), up to the path's largest batch.
+            let max_batch = path.max_batch().min(batching.max_batch).max(1);
+            let until = Instant::now() + batching.wait;
+            let mut next = Some(slot);
+            let mut after = None;
+            while let Some(slot) = next.take() {
+                if !self.stage_frame(path, &mut on_gpu, slot) {
+                    return EndOfStream::Stopped;
+                }
+                if on_gpu.staged() >= max_batch {
+                    break;
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                match self.input.pop(left).map(RingEvent::popped) {
+                    Some(Popped::Frame(slot)) => next = Some(slot),
+                    Some(other) => after = Some(other),
+                    None => {}
+                }
             }
-            self.input.recycle(slot);
-            // A failed submit leaves nothing on the GPU: its error marks it.
-            if let Err(e) = submitted {
-                work.error = Some((e.failed_stage(), e.to_string()));
+            let launched = path.launch();
+            let made = on_gpu.launched(launched.err().as_ref());
+            self.batch_counts.record(made);
+            // A marker or the end that stopped the gathering goes out after
+            // the batch, keeping its place behind those frames.
+            if let Some(other) = after
+                && let Err(end) = self.pass_on(path, &mut on_gpu, other)
+            {
+                return end;
             }
-            on_gpu.push_back(work);
+        }
+    }
+
+    /// Stages `slot`'s frame as the next of the batch being built (its work
+    /// record joins `on_gpu`) and gives the slot back to capture; `false`
+    /// when the output stage is gone.
+    fn stage_frame(
+        &mut self,
+        path: &mut dyn DeviceFramePath,
+        on_gpu: &mut OnGpu,
+        slot: Box<crate::frame::FrameSlot>,
+    ) -> bool {
+        let mut work = match self.free_work.try_recv() {
+            Ok(work) => work,
+            Err(_) => {
+                // Every work record is out: finishing a batch on the GPU
+                // may be what gives one back.
+                if !self.finish_oldest(path, on_gpu) {
+                    return false;
+                }
+                let Ok(work) = self.free_work.recv() else {
+                    return false;
+                };
+                work
+            }
+        };
+        work.reset(slot.meta);
+        work.models = Some(Arc::clone(&self.models));
+        // The pinned copy is the only host pass over the frame (a
+        // second only while the archive or the live view wants it, or
+        // for a frame due to the shadow); the slot goes back to capture
+        // as soon as they are made.
+        let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
+        let staged = path.stage(slot.image(), host_copy);
+        // After the stage: the GPU works on the frame while it is copied.
+        if host_copy {
+            work.pixels.copy_from(&slot);
+        }
+        self.input.recycle(slot);
+        // A failed stage leaves the frame out of the batch: its error marks it.
+        if let Err(e) = staged {
+            work.error = Some((e.failed_stage(), e.to_string()));
+        }
+        on_gpu.stage(work);
+        true
+    }
+
+    /// Sends on a marker, or the end, once every frame before it is
+    /// judged. `Err` with how the run ends: at the end, or when the output
+    /// stage is gone.
+    fn pass_on(
+        &mut self,
+        path: &mut dyn DeviceFramePath,
+        on_gpu: &mut OnGpu,
+        popped: Popped<EndOfStream>,
+    ) -> Result<(), EndOfStream> {
+        if !self.finish_all(path, on_gpu) {
+            return Err(EndOfStream::Stopped);
+        }
+        match popped {
+            Popped::Marker(message) => match self.output.send(message) {
+                Ok(()) => Ok(()),
+                Err(_) => Err(EndOfStream::Stopped),
+            },
+            Popped::End(end) => {
+                let _ = self.output.send(StageMessage::End);
+                Err(end)
+            }
+            // Frames are staged by the caller, never passed on here.
+            Popped::Frame(slot) => {
+                self.input.recycle(slot);
+                Ok(())
+            }
         }
     }
 
@@ -321,12 +419,7 @@ impl DeviceStage {
     /// frames on the GPU are completed by the old engine first, so none is
     /// lost or judged twice; frames from `seq` on carry the new ids. `false`
     /// when the output stage is gone.
-    fn take_swap(
-        &mut self,
-        path: &mut dyn DeviceFramePath,
-        on_gpu: &mut VecDeque<Box<FrameWork>>,
-        seq: u64,
-    ) -> bool {
+    fn take_swap(&mut self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu, seq: u64) -> bool {
         let Some(swap) = self.swaps.try_iter().last() else {
             return true;
         };
@@ -355,14 +448,10 @@ impl DeviceStage {
         true
     }
 
-    /// Completes every frame on the GPU, oldest first; `false` when the
+    /// Completes every batch on the GPU, oldest first; `false` when the
     /// output stage is gone.
-    fn finish_all(
-        &self,
-        path: &mut dyn DeviceFramePath,
-        on_gpu: &mut VecDeque<Box<FrameWork>>,
-    ) -> bool {
-        while !on_gpu.is_empty() {
+    fn finish_all(&self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu) -> bool {
+        while on_gpu.batches() > 0 {
             if !self.finish_oldest(path, on_gpu) {
                 return false;
             }
@@ -370,33 +459,114 @@ impl DeviceStage {
         true
     }
 
-    /// Completes the oldest frame on the GPU (if any) and sends its result
-    /// on; `false` when the output stage is gone.
-    fn finish_oldest(
-        &self,
-        path: &mut dyn DeviceFramePath,
-        on_gpu: &mut VecDeque<Box<FrameWork>>,
-    ) -> bool {
-        let Some(mut work) = on_gpu.pop_front() else {
-            return true;
-        };
-        // An error here can only be the submit's: that frame never reached the GPU.
-        if work.error.is_none() {
-            match path.complete(&mut work) {
-                Ok(t) => {
-                    work.timings.preprocess_ms = t.preprocess_ms;
-                    work.timings.segment_ms = t.segment_ms;
-                    work.timings.classify_ms = t.classify_ms;
-                    if let Err(e) = super::check_classifier_output(&work.cls_logits) {
-                        work.error = Some((FailedStage::Classify, e.to_string()));
+    /// Completes the oldest batch on the GPU (if any) and sends its frames'
+    /// results on, in the order they were staged; `false` when the output
+    /// stage is gone.
+    fn finish_oldest(&self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu) -> bool {
+        for _ in 0..on_gpu.oldest_batch() {
+            let Some(mut work) = on_gpu.works.pop_front() else {
+                break;
+            };
+            // An error here is the stage's or the launch's: that frame never
+            // reached the GPU's models.
+            if work.error.is_none() {
+                match path.complete(&mut work) {
+                    Ok(t) => {
+                        work.timings.preprocess_ms = t.preprocess_ms;
+                        work.timings.segment_ms = t.segment_ms;
+                        work.timings.classify_ms = t.classify_ms;
+                        if let Err(e) = super::check_classifier_output(&work.cls_logits) {
+                            work.error = Some((FailedStage::Classify, e.to_string()));
+                        }
                     }
+                    Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
                 }
-                Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
+            }
+            self.liveness.frame_preprocessed();
+            self.liveness.frame_inferred();
+            if self.output.send(StageMessage::Inspect(work)).is_err() {
+                return false;
             }
         }
-        self.liveness.frame_preprocessed();
-        self.liveness.frame_inferred();
-        self.output.send(StageMessage::Inspect(work)).is_ok()
+        true
+    }
+}
+
+/// The frames handed to the path, in the order they were staged: the
+/// batches launched (oldest first), then the batch being staged.
+///
+/// Invariant: `works` holds exactly `sum(launched) + staging` records, and
+/// the frames of launched batches without an error are exactly those the
+/// path has to complete, in the same order.
+struct OnGpu {
+    // The work records travel boxed through the stage channels.
+    #[allow(clippy::vec_box)]
+    works: VecDeque<Box<FrameWork>>,
+    /// Work records of each launched batch (failed frames included).
+    launched: VecDeque<usize>,
+    /// Work records of the batch being staged.
+    staging: usize,
+}
+
+impl OnGpu {
+    fn with_capacity(depth: usize, max_batch: usize) -> Self {
+        OnGpu {
+            works: VecDeque::with_capacity((depth + 1) * max_batch.max(1)),
+            launched: VecDeque::with_capacity(depth + 1),
+            staging: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.works.is_empty()
+    }
+
+    /// Batches launched and not yet finished.
+    fn batches(&self) -> usize {
+        self.launched.len()
+    }
+
+    /// Frames in the batch being staged.
+    fn staged(&self) -> usize {
+        self.staging
+    }
+
+    fn stage(&mut self, work: Box<FrameWork>) {
+        self.works.push_back(work);
+        self.staging += 1;
+    }
+
+    /// The batch being staged was launched, or its launch failed with
+    /// `failed` (its frames are marked with it: none reaches the GPU's
+    /// models). Returns the engine runs made.
+    fn launched(&mut self, failed: Option<&DeviceFrameError>) -> BatchRuns {
+        let frames = std::mem::take(&mut self.staging);
+        let batch = self.works.len() - frames..self.works.len();
+        let judged = self
+            .works
+            .range(batch.clone())
+            .filter(|w| w.error.is_none())
+            .count();
+        if let Some(e) = failed {
+            for work in self.works.range_mut(batch).filter(|w| w.error.is_none()) {
+                work.error = Some((e.failed_stage(), e.to_string()));
+            }
+        }
+        if frames > 0 {
+            self.launched.push_back(frames);
+        }
+        match (failed, judged) {
+            (None, judged) if judged > 0 => BatchRuns {
+                runs: 1,
+                frames: judged,
+            },
+            _ => BatchRuns::default(),
+        }
+    }
+
+    /// Takes the oldest launched batch: how many work records it has.
+    fn oldest_batch(&mut self) -> usize {
+        self.launched.pop_front().unwrap_or(0)
     }
 }
 
@@ -413,6 +583,11 @@ mod tests {
     use crate::infer::device_path::{BoundTensors, DeviceEngine, SwapSite};
     use crate::infer::model_role::ModelRole;
     use crate::ring::frame_ring;
+
+    const ONE_AT_A_TIME: BatchPolicy = BatchPolicy {
+        max_batch: 1,
+        wait: Duration::ZERO,
+    };
 
     const TINY: TensorGeometry = TensorGeometry {
         seg_hw: (4, 4),
@@ -452,7 +627,15 @@ mod tests {
         fn kind(&self) -> BackendKind {
             BackendKind::OnnxRuntimeCuda
         }
-        fn enqueue(&mut self, _role: ModelRole, _stream: &Stream) -> Result<(), DeviceFrameError> {
+        fn max_batch(&self) -> usize {
+            1
+        }
+        fn enqueue(
+            &mut self,
+            _role: ModelRole,
+            _stream: &Stream,
+            _frames: usize,
+        ) -> Result<(), DeviceFrameError> {
             Err(DeviceFrameError::Unsupported("a test double's engine"))
         }
         fn swap_opener(&self, _site: SwapSite) -> Arc<dyn DeviceModelsOpener> {
@@ -461,15 +644,21 @@ mod tests {
     }
 
     /// Test double: a "GPU" that answers from the frame's first byte plus
-    /// 1000 times its engine's generation (as at submit), so the test sees
+    /// 1000 times its engine's generation (as at stage), so the test sees
     /// which frame each result came from and which engine judged it, and
-    /// holds up to `depth` frames like a stream would. Like the device
-    /// runner, it refuses a swap with frames in flight.
+    /// holds up to `depth` batches of up to `max_batch` frames like a stream
+    /// would. Like the device runner, it refuses a swap with frames in flight.
     struct FakeDevicePath {
-        /// First byte, engine generation, whether the mask was asked for.
-        queued: VecDeque<(u8, u64, bool)>,
+        /// Launched batches, oldest first: per frame its first byte, engine
+        /// generation, and whether the mask was asked for.
+        queued: VecDeque<Vec<(u8, u64, bool)>>,
+        /// The batch being staged.
+        staging: Vec<(u8, u64, bool)>,
         depth: usize,
+        max_batch: usize,
         most_in_flight: usize,
+        /// The size of every batch launched.
+        batch_sizes: Vec<usize>,
         /// The generation of the engine bound last (`FakeCandidate::bind`).
         generation: Arc<AtomicU64>,
         /// When the frame with this first byte is submitted, this swap is
@@ -479,10 +668,17 @@ mod tests {
 
     impl FakeDevicePath {
         fn new(depth: usize) -> Self {
+            Self::batching(depth, 1)
+        }
+
+        fn batching(depth: usize, max_batch: usize) -> Self {
             FakeDevicePath {
                 queued: VecDeque::new(),
+                staging: Vec::new(),
                 depth,
+                max_batch,
                 most_in_flight: 0,
+                batch_sizes: Vec::new(),
                 generation: Arc::default(),
                 swap_on: None,
             }
@@ -496,19 +692,24 @@ mod tests {
         fn geometry(&self) -> TensorGeometry {
             TINY
         }
-        fn submit(
-            &mut self,
-            frame: ImageView<'_>,
-            host_mask: bool,
-        ) -> Result<(), DeviceFrameError> {
+        fn max_batch(&self) -> usize {
+            self.max_batch
+        }
+        fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
             assert!(
                 self.queued.len() < self.depth,
-                "more frames submitted than in flight"
+                "a batch staged while the most batches are in flight"
+            );
+            assert!(
+                self.staging.len() < self.max_batch,
+                "more frames staged than a batch holds"
             );
             let first = frame.data.first().copied().unwrap_or_default();
+            if first == 0xDD {
+                return Err(DeviceFrameError::Unsupported("a frame refused at staging"));
+            }
             let generation = self.generation.load(Ordering::SeqCst);
-            self.queued.push_back((first, generation, host_mask));
-            self.most_in_flight = self.most_in_flight.max(self.queued.len());
+            self.staging.push((first, generation, host_mask));
             if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
                 && let Some((_, to_stage, swap)) = self.swap_on.take()
             {
@@ -516,10 +717,24 @@ mod tests {
             }
             Ok(())
         }
+        fn launch(&mut self) -> Result<(), DeviceFrameError> {
+            if self.staging.is_empty() {
+                return Ok(());
+            }
+            let batch = std::mem::take(&mut self.staging);
+            self.batch_sizes.push(batch.len());
+            self.queued.push_back(batch);
+            self.most_in_flight = self.most_in_flight.max(self.queued.len());
+            Ok(())
+        }
         fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-            let Some((first, generation, host_mask)) = self.queued.pop_front() else {
-                return Err(DeviceFrameError::Unsupported("nothing submitted"));
+            let Some(batch) = self.queued.front_mut() else {
+                return Err(DeviceFrameError::Unsupported("nothing launched"));
             };
+            let (first, generation, host_mask) = batch.remove(0);
+            if batch.is_empty() {
+                self.queued.pop_front();
+            }
             if first == 0xEE {
                 return Err(DeviceFrameError::Unsupported("a failing frame"));
             }
@@ -548,9 +763,9 @@ mod tests {
             &mut self,
             candidate: Box<dyn DeviceCandidate>,
         ) -> Result<(), DeviceFrameError> {
-            if !self.queued.is_empty() {
+            if !self.queued.is_empty() || !self.staging.is_empty() {
                 return Err(DeviceFrameError::Swap(format!(
-                    "{} frame(s) still on the stream",
+                    "{} batch(es) still on the stream",
                     self.queued.len()
                 )));
             }
@@ -564,6 +779,7 @@ mod tests {
                 seg_logits: tensor,
                 cls_input: tensor,
                 cls_logits: tensor,
+                frames: 1,
             };
             // SAFETY: a test double's candidate never touches the tensors.
             unsafe { candidate.bind(tensors) }.map(drop)
@@ -606,6 +822,7 @@ mod tests {
             models: ids("old-seg", "old-cls"),
             swaps: swap_rx,
             pixel_demand: Arc::default(),
+            batch_counts: Arc::default(),
         };
         (producer, stage, free_tx, out_rx, swap_tx)
     }
@@ -641,7 +858,7 @@ mod tests {
         producer.push(CaptureEvent::End(EndOfStream::Finished));
         let handle = std::thread::spawn(move || {
             let mut path = FakeDevicePath::new(2);
-            let end = stage.run(&mut path, frames_in_flight);
+            let end = stage.run(&mut path, frames_in_flight, ONE_AT_A_TIME);
             (end, path.most_in_flight)
         });
         let mut seen = Vec::new();
@@ -685,11 +902,73 @@ mod tests {
     }
 
     #[test]
+    fn frames_waiting_together_are_judged_in_batches_with_markers_after_their_batch() {
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(16, 10);
+        let counts = Arc::clone(&stage.batch_counts);
+        // All queued before the stage starts: 0..=4 fill a batch of 3 and
+        // start the next; a drop marker stops that one at two frames (one of
+        // them refused at staging); then 7 and 8 come together, then the end.
+        for (seq, first) in [(0u64, 10u8), (1, 11), (2, 12), (3, 13), (4, 0xDD)] {
+            tiny_frame(&mut producer, seq, first);
+        }
+        let meta = crate::frame::FrameMeta::now(5);
+        producer.push(CaptureEvent::Dropped { meta, count: 2 });
+        for (seq, first) in [(7u64, 17u8), (8, 18)] {
+            tiny_frame(&mut producer, seq, first);
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let handle = std::thread::spawn(move || {
+            let mut path = FakeDevicePath::batching(2, 3);
+            let policy = BatchPolicy {
+                max_batch: 8,
+                wait: Duration::ZERO,
+            };
+            let end = stage.run(&mut path, 2, policy);
+            (end, path.batch_sizes)
+        });
+        let mut seen = Vec::new();
+        loop {
+            match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+                StageMessage::Inspect(work) => {
+                    seen.push((work.meta.seq, work.mask_pixels, work.error.is_some()));
+                    let _ = free_tx.send(work);
+                }
+                StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
+                StageMessage::End => break,
+                StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
+            }
+        }
+        let (end, batch_sizes) = handle.join().unwrap();
+        assert_eq!(end, EndOfStream::Finished);
+        assert_eq!(
+            batch_sizes,
+            vec![3, 1, 2],
+            "the path's max_batch (3) bounds a batch; a marker ends one; a refused frame is left out"
+        );
+        assert_eq!(
+            seen,
+            vec![
+                (0, 10, false),
+                (1, 11, false),
+                (2, 12, false),
+                (3, 13, false),
+                (4, 0, true),
+                (5, 2, true),
+                (7, 17, false),
+                (8, 18, false),
+            ],
+            "one result per frame in capture order, the marker behind the frames before it"
+        );
+        assert_eq!(counts.snapshot(), (3, 6), "3 engine runs judged 6 frames");
+    }
+
+    #[test]
     fn frames_go_through_in_order_with_gpu_timings_and_errors_marked() {
         let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
         // Two may be in flight, but each frame comes alone: its result must
         // not wait for the next frame.
-        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));
+        let handle =
+            std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2, ONE_AT_A_TIME));
         let mut results = Vec::new();
         for (seq, first) in [(0u64, 7u8), (1, 0xEE), (2, 9)] {
             tiny_frame(&mut producer, seq, first);
@@ -719,7 +998,8 @@ mod tests {
     fn pixels_and_the_mask_come_back_only_while_someone_wants_them() {
         let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
         let demand = Arc::clone(&stage.pixel_demand);
-        let handle = std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2));
+        let handle =
+            std::thread::spawn(move || stage.run(&mut FakeDevicePath::new(2), 2, ONE_AT_A_TIME));
         let mut seen = Vec::new();
         for (seq, first, wanted) in [(0u64, 7u8, false), (1, 8, true), (2, 9, false)] {
             demand.set_archive(wanted);
@@ -782,7 +1062,7 @@ mod tests {
         };
         let handle = std::thread::spawn(move || {
             path.swap_on = Some((13, swap_tx, swap));
-            let end = stage.run(&mut path, 2);
+            let end = stage.run(&mut path, 2, ONE_AT_A_TIME);
             (end, path.most_in_flight)
         });
         let mut seen = Vec::new();
@@ -836,7 +1116,7 @@ mod tests {
             },
             &geometry,
         );
-        let frames = warm_up_path(&mut path, frame.view(), 2, false, &mut work).unwrap();
+        let frames = warm_up_path(&mut path, frame.view(), (2, 1), false, &mut work).unwrap();
         assert_eq!(frames, WARM_UP_ROUNDS * 2);
         assert_eq!(path.most_in_flight, 2, "both tickets were used");
         assert!(path.queued.is_empty(), "a camera frame finds the GPU idle");
@@ -844,7 +1124,7 @@ mod tests {
 
         // The same path then judges camera frames as before.
         let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 2);
-        let handle = std::thread::spawn(move || stage.run(&mut path, 2));
+        let handle = std::thread::spawn(move || stage.run(&mut path, 2, ONE_AT_A_TIME));
         tiny_frame(&mut producer, 0, 7);
         let Ok(StageMessage::Inspect(first)) = out_rx.recv_timeout(Duration::from_secs(10)) else {
             panic!("the first camera frame was not judged");
@@ -873,7 +1153,7 @@ mod tests {
             data: &failing,
         };
         let error =
-            warm_up_path(&mut FakeDevicePath::new(2), frame, 2, false, &mut work).unwrap_err();
+            warm_up_path(&mut FakeDevicePath::new(2), frame, (2, 1), false, &mut work).unwrap_err();
         let message = error.to_string();
         assert!(
             matches!(

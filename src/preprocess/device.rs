@@ -36,7 +36,9 @@ impl FramePreprocessor {
             ComputeDevice::Cuda => {
                 let gpu = GpuContext::open(0)?;
                 let f32s = (TensorElement::F32, TensorElement::F32);
-                let pre = GpuPreprocessor::from_config(config, Stream::new(&gpu)?, geometry, f32s)?;
+                // Host mode judges one frame at a time: tensors of one frame.
+                let pre =
+                    GpuPreprocessor::from_config(config, Stream::new(&gpu)?, geometry, f32s, 1)?;
                 log::info!(target: "sealcheck::preprocess", gpu = gpu.name(), mapped = gpu.integrated(); "preprocessing on CUDA");
                 Ok(FramePreprocessor::Cuda(Box::new(pre)))
             }

@@ -19,6 +19,7 @@ impl GpuPreprocessor {
         stream: Stream,
         _geometry: TensorGeometry,
         _elements: (TensorElement, TensorElement),
+        _batch_frames: usize,
     ) -> Result<Self, GpuError> {
         // Unreachable in practice: no `Stream` can be made in this build.
         let _ = stream;

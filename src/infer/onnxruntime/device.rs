@@ -41,31 +41,44 @@ use crate::infer::device_path::{
     BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
 };
 use crate::infer::device_runner::DeviceRunner;
-use crate::infer::model_io::{ModelIo, ModelRole, ModelSpec};
+use crate::infer::model_io::{BatchDim, ModelIo, ModelRole, ModelSpec};
 
-/// One session with its binding to device buffers.
-struct BoundSession {
-    role: ModelRole,
-    // Drop order: binding before the values it names, values before the
-    // session; all before the buffers they point at (owned by the device runner).
+/// One batch size's binding: the tensors' first `frames` frames.
+struct BatchBinding {
+    // Drop order: the binding before the values it names.
     binding: IoBinding,
     _input: TensorRefMut<'static, f32>,
     _output: TensorRefMut<'static, f32>,
-    session: Session,
     run_options: RunOptions<NoSelectedOutputs>,
 }
 
+/// One session with a binding to the device buffers per batch size.
+struct BoundSession {
+    role: ModelRole,
+    // Drop order: the bindings (and the values they name) before the
+    // session; all before the buffers they point at (owned by the device runner).
+    /// Index `b - 1`: the binding for a batch of `b` frames. One entry for a
+    /// model whose batch is fixed at one.
+    batches: Vec<BatchBinding>,
+    session: Session,
+}
+
 impl BoundSession {
+    /// Binds the session to `input` and `output`, which hold `frames` frames
+    /// back to back: one binding per batch size 1..=`frames` for a model with
+    /// a dynamic batch, else one for a single frame.
+    ///
     /// # Safety
     /// `input` and `output` must stay allocated for as long as the returned
-    /// value exists, and be at least as large as the model's IO.
+    /// value exists, and be at least as large as `frames` frames of the
+    /// model's IO.
     unsafe fn bind(
         session: Session,
         io: &ModelIo,
         role: ModelRole,
         gpu: &GpuContext,
-        input: DeviceTensor,
-        output: DeviceTensor,
+        (input, output): (DeviceTensor, DeviceTensor),
+        frames: usize,
     ) -> Result<Self, DeviceFrameError> {
         let fail = |action: &'static str, message: String| DeviceFrameError::Ort {
             role,
@@ -74,15 +87,20 @@ impl BoundSession {
         };
         let input_len: usize = io.input_shape.iter().product();
         let output_len: usize = io.output_shape.iter().product();
-        if input.len != input_len
-            || output.len != output_len
+        let batches = match io.batch {
+            BatchDim::Dynamic => frames.max(1),
+            BatchDim::One => 1,
+        };
+        if input.len < batches * input_len
+            || output.len < batches * output_len
             || input.element != TensorElement::F32
             || output.element != TensorElement::F32
         {
             return Err(fail(
                 "bind device buffers",
                 format!(
-                    "model IO is {input_len} -> {output_len} f32, buffers are {} {:?} -> {} {:?}",
+                    "model IO is {input_len} -> {output_len} f32 a frame for {batches} frame(s), \
+                     buffers are {} {:?} -> {} {:?}",
                     input.len, input.element, output.len, output.element
                 ),
             ));
@@ -97,83 +115,131 @@ impl BoundSession {
             )
             .map_err(|e| fail("describe CUDA memory", e.to_string()))
         };
-        let shape = |dims: &[usize]| Shape::new(dims.iter().map(|&d| d as i64));
-        // SAFETY: the caller keeps both buffers alive and large enough (checked
-        // above against the model's shapes); they are CUDA device memory of
-        // device `device_id`, as the memory info says.
-        let input_value = unsafe {
-            TensorRefMut::<f32>::from_raw(memory()?, input.ptr as *mut _, shape(&io.input_shape))
-        }
-        .map_err(|e| fail("wrap the input buffer", e.to_string()))?;
-        // SAFETY: as above.
-        let output_value = unsafe {
-            TensorRefMut::<f32>::from_raw(memory()?, output.ptr as *mut _, shape(&io.output_shape))
-        }
-        .map_err(|e| fail("wrap the output buffer", e.to_string()))?;
-        let mut binding = session
-            .create_binding()
-            .map_err(|e| fail("create the IO binding", e.to_string()))?;
-        // SAFETY: both values are stored next to the binding and dropped
-        // after it (`BoundSession` field order); the buffers they wrap are
-        // the caller's, kept alive as this function requires.
-        unsafe {
-            bind_in_place(&mut binding, BindSide::Input, &io.input_name, &input_value)
-                .map_err(|m| fail("bind the input", m))?;
-            bind_in_place(
-                &mut binding,
-                BindSide::Output,
-                &io.output_name,
-                &output_value,
+        let shape = |frames: usize, dims: &[usize]| {
+            Shape::new(
+                dims.iter()
+                    .enumerate()
+                    .map(|(i, &d)| if i == 0 { frames as i64 } else { d as i64 }),
             )
-            .map_err(|m| fail("bind the output", m))?;
+        };
+        let mut bound = Vec::with_capacity(batches);
+        for frames in 1..=batches {
+            // SAFETY: the caller keeps both buffers alive and large enough
+            // for `batches` frames (checked above against the model's
+            // shapes); they are CUDA device memory of device `device_id`, as
+            // the memory info says.
+            let input_value = unsafe {
+                TensorRefMut::<f32>::from_raw(
+                    memory()?,
+                    input.ptr as *mut _,
+                    shape(frames, &io.input_shape),
+                )
+            }
+            .map_err(|e| fail("wrap the input buffer", e.to_string()))?;
+            // SAFETY: as above.
+            let output_value = unsafe {
+                TensorRefMut::<f32>::from_raw(
+                    memory()?,
+                    output.ptr as *mut _,
+                    shape(frames, &io.output_shape),
+                )
+            }
+            .map_err(|e| fail("wrap the output buffer", e.to_string()))?;
+            let mut binding = session
+                .create_binding()
+                .map_err(|e| fail("create the IO binding", e.to_string()))?;
+            // SAFETY: both values are stored next to the binding and dropped
+            // after it (`BatchBinding` field order); the buffers they wrap
+            // are the caller's, kept alive as this function requires.
+            unsafe {
+                bind_in_place(&mut binding, BindSide::Input, &io.input_name, &input_value)
+                    .map_err(|m| fail("bind the input", m))?;
+                bind_in_place(
+                    &mut binding,
+                    BindSide::Output,
+                    &io.output_name,
+                    &output_value,
+                )
+                .map_err(|m| fail("bind the output", m))?;
+            }
+            let mut run_options =
+                RunOptions::new().map_err(|e| fail("create run options", e.to_string()))?;
+            run_options
+                .disable_device_sync()
+                .map_err(|e| fail("turn off the end-of-run stream sync", e.to_string()))?;
+            if io.batch == BatchDim::Dynamic {
+                // A CUDA graph is captured for fixed shapes: each batch size
+                // gets its own (ONNX Runtime keeps one per annotation id; 0 is
+                // its own default, so ids start at 1).
+                run_options
+                    .set(CUDA_GRAPH_ID, frames.to_string())
+                    .map_err(|e| fail("name the batch size's CUDA graph", e.to_string()))?;
+            }
+            bound.push(BatchBinding {
+                binding,
+                _input: input_value,
+                _output: output_value,
+                run_options,
+            });
         }
-        let mut run_options =
-            RunOptions::new().map_err(|e| fail("create run options", e.to_string()))?;
-        run_options
-            .disable_device_sync()
-            .map_err(|e| fail("turn off the end-of-run stream sync", e.to_string()))?;
         Ok(BoundSession {
             role,
-            binding,
-            _input: input_value,
-            _output: output_value,
+            batches: bound,
             session,
-            run_options,
         })
     }
 
-    /// Runs once and waits for the session's stream (a warm-up).
-    fn run_and_wait(&mut self) -> Result<(), DeviceFrameError> {
-        let role = self.role;
-        self.session
-            .run_binding(&self.binding)
-            .map(drop)
-            .map_err(|e| DeviceFrameError::Ort {
-                role,
-                action: "warm up",
-                message: e.to_string(),
-            })
+    /// Most frames one run may judge.
+    fn max_batch(&self) -> usize {
+        self.batches.len()
     }
 
-    /// The session, its binding dropped (binding before the values it names).
+    /// Runs each batch size once and waits for the session's stream (a
+    /// warm-up on scratch buffers). No CUDA graph is recorded here: a graph
+    /// would keep the scratch buffers' addresses.
+    fn run_each_batch_and_wait(&mut self) -> Result<(), DeviceFrameError> {
+        let role = self.role;
+        let fail = |e: ort::Error| DeviceFrameError::Ort {
+            role,
+            action: "warm up",
+            message: e.to_string(),
+        };
+        let mut options = RunOptions::new().map_err(fail)?;
+        options.set(CUDA_GRAPH_ID, "-1").map_err(fail)?;
+        for batch in &self.batches {
+            self.session
+                .run_binding_with_options(&batch.binding, &options)
+                .map(drop)
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// The session, its bindings dropped (each before the values it names).
     fn into_session(self) -> Session {
         let BoundSession {
-            binding,
-            _input,
-            _output,
-            session,
-            ..
+            batches, session, ..
         } = self;
-        drop(binding);
-        drop((_input, _output));
+        drop(batches);
         session
     }
 
-    /// Queues one run on the session's compute stream.
-    fn enqueue(&mut self) -> Result<(), DeviceFrameError> {
+    /// Queues one run for the first `frames` frames on the session's
+    /// compute stream.
+    fn enqueue(&mut self, frames: usize) -> Result<(), DeviceFrameError> {
         let role = self.role;
+        let Some(batch) = frames.checked_sub(1).and_then(|i| self.batches.get(i)) else {
+            return Err(DeviceFrameError::Ort {
+                role,
+                action: "run",
+                message: format!(
+                    "a batch of {frames} frame(s), but this model judges 1 to {} at once",
+                    self.batches.len()
+                ),
+            });
+        };
         self.session
-            .run_binding_with_options(&self.binding, &self.run_options)
+            .run_binding_with_options(&batch.binding, &batch.run_options)
             .map(drop)
             .map_err(|e| DeviceFrameError::Ort {
                 role,
@@ -182,6 +248,10 @@ impl BoundSession {
             })
     }
 }
+
+/// ONNX Runtime's run option naming the CUDA graph a run records or replays
+/// (`kOrtRunOptionsConfigCudaGraphAnnotation`; -1: no graph).
+const CUDA_GRAPH_ID: &str = "gpu_graph_id";
 
 /// Both sessions, bound to the device runner's tensors.
 pub struct OrtDeviceEngine {
@@ -203,12 +273,23 @@ impl DeviceEngine for OrtDeviceEngine {
         Arc::new(OrtOpener { site })
     }
 
+    fn max_batch(&self) -> usize {
+        self.segmentation
+            .max_batch()
+            .min(self.classifier.max_batch())
+    }
+
     /// The sessions compute on the stream they were created with (the
     /// runner's), so `stream` is not needed here.
-    fn enqueue(&mut self, role: ModelRole, _stream: &Stream) -> Result<(), DeviceFrameError> {
+    fn enqueue(
+        &mut self,
+        role: ModelRole,
+        _stream: &Stream,
+        frames: usize,
+    ) -> Result<(), DeviceFrameError> {
         match role {
-            ModelRole::Segmentation => self.segmentation.enqueue(),
-            ModelRole::Classifier => self.classifier.enqueue(),
+            ModelRole::Segmentation => self.segmentation.enqueue(frames),
+            ModelRole::Classifier => self.classifier.enqueue(frames),
         }
     }
 }
@@ -239,8 +320,8 @@ unsafe fn bind_engine(
             &seg_io,
             ModelRole::Segmentation,
             gpu,
-            tensors.seg_input,
-            tensors.seg_logits,
+            (tensors.seg_input, tensors.seg_logits),
+            tensors.frames,
         )?
     };
     // SAFETY: as above.
@@ -250,8 +331,8 @@ unsafe fn bind_engine(
             &cls_io,
             ModelRole::Classifier,
             gpu,
-            tensors.cls_input,
-            tensors.cls_logits,
+            (tensors.cls_input, tensors.cls_logits),
+            tensors.frames,
         )?
     };
     Ok(OrtDeviceEngine {
@@ -311,7 +392,7 @@ impl DeviceCandidate for OrtCandidate {
             } = sessions
                 .take()
                 .ok_or_else(|| DeviceFrameError::Swap("the new sessions were lost".to_string()))?;
-            let g = self.geometry;
+            let (g, frames) = (self.geometry, site.frames.max(1));
             let scratch = |len: usize| -> Result<DeviceBuffer<f32>, DeviceFrameError> {
                 DeviceBuffer::<f32>::new(&site.gpu, len).map_err(|source| DeviceFrameError::Gpu {
                     action: "allocate warm-up buffers",
@@ -324,10 +405,10 @@ impl DeviceCandidate for OrtCandidate {
                 element: TensorElement::F32,
             };
             let buffers = [
-                scratch(g.seg_input_len())?,
-                scratch(g.seg_logits_len())?,
-                scratch(g.cls_input_len())?,
-                scratch(g.cls_classes)?,
+                scratch(frames * g.seg_input_len())?,
+                scratch(frames * g.seg_logits_len())?,
+                scratch(frames * g.cls_input_len())?,
+                scratch(frames * g.cls_classes)?,
             ];
             let mut warmed = Vec::with_capacity(2);
             for ((session, io), role, (input, output)) in [
@@ -351,11 +432,11 @@ impl DeviceCandidate for OrtCandidate {
                         &io,
                         role,
                         &site.gpu,
-                        tensor(input),
-                        tensor(output),
+                        (tensor(input), tensor(output)),
+                        frames,
                     )?
                 };
-                bound.run_and_wait()?;
+                bound.run_each_batch_and_wait()?;
                 warmed.push((bound.into_session(), io));
             }
             let classifier = warmed.pop();
@@ -405,7 +486,9 @@ impl Drop for OrtCandidate {
 }
 
 /// Opens both models once, as CUDA sessions on a new stream of GPU 0, reads
-/// their geometry, and binds them to a device runner's tensors on that stream.
+/// their geometry, and binds them to a device runner's tensors on that
+/// stream, sized for `[inference] max_batch` frames when both models have a
+/// dynamic batch (else one).
 pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
     let gpu = GpuContext::open(0).map_err(|source| DeviceFrameError::Gpu {
         action: "open GPU 0",
@@ -422,11 +505,15 @@ pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> 
     let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
     let geometry = crate::infer::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
     let f32s = (TensorElement::F32, TensorElement::F32);
+    let frames = match (segmentation.1.batch, classifier.1.batch) {
+        (BatchDim::Dynamic, BatchDim::Dynamic) => cfg.inference.max_batch.max(1),
+        _ => 1,
+    };
     let sessions = OrtSessions {
         segmentation,
         classifier,
     };
-    let runner = DeviceRunner::open(cfg, stream, geometry, f32s, |tensors| {
+    let runner = DeviceRunner::open(cfg, stream, geometry, f32s, frames, |tensors| {
         // SAFETY: the runner owns the bound tensors and frees them only after
         // dropping this engine, with its stream synchronized first
         // (`DeviceRunner::open`).

@@ -78,6 +78,9 @@ pub struct GpuOptions {
     /// Bytes reserved per frame slot at start (stride x height); a larger
     /// frame (a caps change) grows the slots once.
     pub max_frame_bytes: usize,
+    /// Frames the device tensors hold back to back (the largest batch an
+    /// engine judges at once); 1 without batching.
+    pub batch_frames: usize,
 }
 
 impl Default for GpuOptions {
@@ -89,6 +92,7 @@ impl Default for GpuOptions {
             frame_transfer: FrameTransfer::Copy,
             frame_slots: 2,
             max_frame_bytes: 1920 * 1080 * 4,
+            batch_frames: 1,
         }
     }
 }
@@ -224,7 +228,11 @@ struct HostStaging {
 }
 
 /// Turns frames into model inputs on the GPU. One per pipeline.
-#[derive(Debug)]
+///
+/// With `batch_frames` B above 1 every device tensor (inputs, logits, mask,
+/// mask counts) holds B frames back to back: `enqueue_frame_at(frame, k)`
+/// writes frame k's inputs, the engine judges frames 0..n in one run, and
+/// `enqueue_masks_to(n, ..)` makes their masks. Host mode uses frame 0.
 pub struct GpuPreprocessor {
     gpu: Arc<GpuContext>,
     kernels: KernelSet,
@@ -320,6 +328,7 @@ impl GpuPreprocessor {
         }
         let mapped = options.frame_transfer == FrameTransfer::Mapped;
         let frame_bytes = options.max_frame_bytes.max(1);
+        let batch = options.batch_frames.max(1);
         let slots = (0..options.frame_slots.max(1))
             .map(|_| {
                 Ok(FrameSlot {
@@ -341,11 +350,23 @@ impl GpuPreprocessor {
             slots,
             next_slot: 0,
             frame: DeviceBuffer::new(gpu, if mapped { 1 } else { frame_bytes })?,
-            seg_input: TensorBuffer::new(gpu, options.input_element, geometry.seg_input_len())?,
-            cls_input: TensorBuffer::new(gpu, options.input_element, geometry.cls_input_len())?,
-            seg_logits: TensorBuffer::new(gpu, options.logits_element, geometry.seg_logits_len())?,
-            mask: DeviceBuffer::new(gpu, geometry.mask_len())?,
-            mask_count: DeviceBuffer::new(gpu, 1)?,
+            seg_input: TensorBuffer::new(
+                gpu,
+                options.input_element,
+                batch * geometry.seg_input_len(),
+            )?,
+            cls_input: TensorBuffer::new(
+                gpu,
+                options.input_element,
+                batch * geometry.cls_input_len(),
+            )?,
+            seg_logits: TensorBuffer::new(
+                gpu,
+                options.logits_element,
+                batch * geometry.seg_logits_len(),
+            )?,
+            mask: DeviceBuffer::new(gpu, batch * geometry.mask_len())?,
+            mask_count: DeviceBuffer::new(gpu, batch)?,
             host_count: PinnedBuffer::new(gpu, 1, false)?,
             frame_done: Event::new(gpu, false)?,
             host: None,
@@ -363,17 +384,24 @@ impl GpuPreprocessor {
     /// mode in `FramePreprocessor::open`, and the device path's runner).
     /// `elements`: the engine's input and segmentation-logits element types.
     /// Frames are mapped on a GPU that shares host memory, copied otherwise.
+    /// `batch_frames`: the largest batch (1 in host mode); the frame slots
+    /// are two batches' worth, so staging a batch never waits for the GPU
+    /// to finish reading the one before.
     pub fn from_config(
         config: &Config,
         stream: Stream,
         geometry: TensorGeometry,
         (input_element, logits_element): (TensorElement, TensorElement),
+        batch_frames: usize,
     ) -> Result<Self, GpuError> {
+        let batch_frames = batch_frames.max(1);
         let options = GpuOptions {
             input_element,
             logits_element,
             mask_class: config.segmentation.mask_class,
             frame_transfer: FrameTransfer::for_gpu(stream.gpu()),
+            frame_slots: 2 * batch_frames,
+            batch_frames,
             ..GpuOptions::default()
         };
         Self::on_stream(
@@ -405,18 +433,20 @@ impl GpuPreprocessor {
         &self.stream
     }
 
-    /// The 1x3xHsxWs segmentation input (written by `enqueue_frame`).
+    /// The Bx3xHsxWs segmentation input (written by `enqueue_frame_at`),
+    /// B = `batch_frames`.
     pub fn seg_input(&self) -> DeviceTensor {
         self.seg_input.tensor()
     }
 
-    /// The 1x4xHcxWc classifier input (RGB by `enqueue_frame`, mask channel by `enqueue_mask`).
+    /// The Bx4xHcxWc classifier input (RGB by `enqueue_frame_at`, mask
+    /// channel by `enqueue_masks_to`).
     pub fn cls_input(&self) -> DeviceTensor {
         self.cls_input.tensor()
     }
 
-    /// The 1xCxHsxWs segmentation logits, which the segmentation engine
-    /// writes and `enqueue_mask` reads.
+    /// The BxCxHsxWs segmentation logits, which the segmentation engine
+    /// writes and `enqueue_masks_to` reads.
     pub fn seg_logits(&self) -> DeviceTensor {
         self.seg_logits.tensor()
     }
@@ -426,7 +456,26 @@ impl GpuPreprocessor {
     /// Returns once the frame is staged; waits only if the staging slot is
     /// still in use by the GPU (more frames queued than slots).
     pub fn enqueue_frame(&mut self, frame: ImageView<'_>) -> Result<(), FramePreprocessError> {
+        self.enqueue_frame_at(frame, 0)
+    }
+
+    /// As `enqueue_frame`, writing frame `k` of the batch (`k` below
+    /// `batch_frames`).
+    pub fn enqueue_frame_at(
+        &mut self,
+        frame: ImageView<'_>,
+        k: usize,
+    ) -> Result<(), FramePreprocessError> {
         self.gpu.bind()?;
+        let batch = self.options.batch_frames.max(1);
+        if k >= batch {
+            return Err(GpuError::BufferLength {
+                buffer: "batch frame index",
+                len: k,
+                expected: batch,
+            }
+            .into());
+        }
         let bytes = checked_frame_bytes(&frame)?;
         let slot_index = self.next_slot;
         self.next_slot = (self.next_slot + 1) % self.slots.len();
@@ -455,15 +504,26 @@ impl GpuPreprocessor {
             // Both sides are below MAX_FRAME_SIDE = 2^24 (checked).
             in_w: frame.width as u32,
             in_h: frame.height as u32,
-            seg: resize_target(&self.seg_input, self.geometry.seg_hw, &self.seg_affine),
-            cls: resize_target(&self.cls_input, self.geometry.cls_hw, &self.cls_affine),
+            seg: resize_target(
+                &self.seg_input,
+                k * self.geometry.seg_input_len(),
+                self.geometry.seg_hw,
+                &self.seg_affine,
+            ),
+            cls: resize_target(
+                &self.cls_input,
+                k * self.geometry.cls_input_len(),
+                self.geometry.cls_hw,
+                &self.cls_affine,
+            ),
             aligned4: u32::from(frame_ptr.is_multiple_of(4) && frame.stride.is_multiple_of(4)),
             reserved: 0,
         };
         let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);
         let grid = kernels::frame_grid(self.geometry.seg_hw, self.geometry.cls_hw);
         // SAFETY: the frame holds `bytes` = stride*(h-1) + row bytes, all the
-        // kernel reads for a frame of in_w x in_h; the outputs are sized from
+        // kernel reads for a frame of in_w x in_h; the outputs start at frame
+        // k < batch_frames (checked) of tensors holding batch_frames frames of
         // the geometry the grid is made of; all are owned by `self`, whose
         // Drop synchronizes the stream, and the slot is released only after
         // this launch.
@@ -479,7 +539,7 @@ impl GpuPreprocessor {
     /// count to the host, then marks the end of the frame.
     pub fn enqueue_mask(&mut self) -> Result<(), GpuError> {
         self.gpu.bind()?;
-        self.queue_mask_kernels()?;
+        self.queue_mask_kernels(1)?;
         // SAFETY: `host_count` is read only after `frame_done` (recorded just
         // below) completes; both buffers live as long as `self`.
         unsafe {
@@ -500,11 +560,27 @@ impl GpuPreprocessor {
         &mut self,
         count: &mut PinnedBuffer<u64>,
     ) -> Result<(), GpuError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.enqueue_masks_to(1, count) }
+    }
+
+    /// Device mode, a batch: as `enqueue_mask_to` for frames 0..`frames` of
+    /// the segmentation logits (one mask kernel each), their pixel counts
+    /// copied into `counts[0..frames]`.
+    ///
+    /// # Safety
+    /// As `enqueue_mask_to`, for `counts`.
+    pub unsafe fn enqueue_masks_to(
+        &mut self,
+        frames: usize,
+        counts: &mut PinnedBuffer<u64>,
+    ) -> Result<(), GpuError> {
         self.gpu.bind()?;
-        self.queue_mask_kernels()?;
-        // SAFETY: the caller keeps `count` alive and untouched until the
-        // stream passes the copy; `mask_count` lives as long as `self`.
-        unsafe { self.stream.download(&self.mask_count, 0, 1, count) }
+        self.queue_mask_kernels(frames)?;
+        // SAFETY: the caller keeps `counts` alive and untouched until the
+        // stream passes the copy (its length is checked by `download`);
+        // `mask_count` lives as long as `self`.
+        unsafe { self.stream.download(&self.mask_count, 0, frames, counts) }
     }
 
     /// Device mode: queues a copy of the 0/1 byte mask the mask kernel
@@ -517,16 +593,30 @@ impl GpuPreprocessor {
     /// `dst` must not be read or written by the host, and must stay alive,
     /// until the stream has passed this copy.
     pub unsafe fn enqueue_mask_bytes_to(&self, dst: &mut PinnedBuffer<u8>) -> Result<(), GpuError> {
-        self.gpu.bind()?;
-        check_len("host mask", dst.len(), self.mask.len())?;
-        // SAFETY: forwarded from this function's contract; `mask` lives as
-        // long as `self`.
-        unsafe { self.stream.download(&self.mask, 0, self.mask.len(), dst) }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.enqueue_frame_mask_bytes_to(0, dst) }
     }
 
-    /// A host buffer for `enqueue_mask_bytes_to`.
+    /// As `enqueue_mask_bytes_to`, for frame `k` of the batch.
+    ///
+    /// # Safety
+    /// As `enqueue_mask_bytes_to`.
+    pub unsafe fn enqueue_frame_mask_bytes_to(
+        &self,
+        k: usize,
+        dst: &mut PinnedBuffer<u8>,
+    ) -> Result<(), GpuError> {
+        self.gpu.bind()?;
+        let pixels = self.geometry.mask_len();
+        check_len("host mask", dst.len(), pixels)?;
+        // SAFETY: forwarded from this function's contract; `mask` lives as
+        // long as `self`; `download` checks frame k's range lies inside it.
+        unsafe { self.stream.download(&self.mask, k * pixels, pixels, dst) }
+    }
+
+    /// A host buffer for one frame's `enqueue_mask_bytes_to`.
     pub fn host_mask_bytes(&self) -> Result<PinnedBuffer<u8>, GpuError> {
-        PinnedBuffer::new(&self.gpu, self.mask.len(), false)
+        PinnedBuffer::new(&self.gpu, self.geometry.mask_len(), false)
     }
 
     /// Device mode: waits for the frame queued last and returns its mask's
@@ -565,7 +655,8 @@ impl GpuPreprocessor {
         // SAFETY: the staging buffers are read only after `frame_done`
         // (recorded below) completes, which `synchronize` waits for.
         unsafe {
-            self.stream.download(seg, 0, seg.len(), &mut host.seg)?;
+            let seg_len = self.geometry.seg_input_len();
+            self.stream.download(seg, 0, seg_len, &mut host.seg)?;
             self.stream.download(cls, 0, rgb, &mut host.cls)?;
         }
         self.frame_done.record(&self.stream)?;
@@ -613,7 +704,7 @@ impl GpuPreprocessor {
                     .upload(&host.logits.as_slice()[..logits.len()], device_logits, 0)?
             };
         }
-        self.queue_mask_kernels()?;
+        self.queue_mask_kernels(1)?;
         let host = host_staging(&mut self.host, &self.gpu, &self.geometry)?;
         let cls = f32_tensor(&self.cls_input, WHAT)?;
         // SAFETY: the staging buffers are read only after the synchronize below.
@@ -689,17 +780,39 @@ impl GpuPreprocessor {
         self.stream.synchronize()
     }
 
-    /// Queues the count reset and the mask kernel (mask, count and the
-    /// classifier's channel 3 in one launch).
-    fn queue_mask_kernels(&self) -> Result<(), GpuError> {
+    /// Queues the count reset and, for each of the first `frames` frames,
+    /// the mask kernel (mask, count and the classifier's channel 3 in one
+    /// launch).
+    fn queue_mask_kernels(&self, frames: usize) -> Result<(), GpuError> {
+        let batch = self.options.batch_frames.max(1);
+        if frames == 0 || frames > batch {
+            return Err(GpuError::BufferLength {
+                buffer: "frames in the batch",
+                len: frames,
+                expected: batch,
+            });
+        }
+        // SAFETY: the count buffer lives as long as `self`, whose Drop
+        // synchronizes the stream.
+        unsafe { self.stream.fill_bytes(&self.mask_count, 0)? };
+        for k in 0..frames {
+            self.queue_mask_kernel(k)?;
+        }
+        Ok(())
+    }
+
+    /// The mask kernel of frame `k` (below `batch_frames`, checked by the caller).
+    fn queue_mask_kernel(&self, k: usize) -> Result<(), GpuError> {
         let (cls_h, cls_w) = self.geometry.cls_hw;
         let pixels = self.geometry.mask_len();
         let (grid, mask_blocks) = kernels::mask_grid(pixels, Some((cls_h, cls_w)));
         let params = MaskParams {
-            logits: self.seg_logits.ptr_at(0),
-            mask: self.mask.device_ptr(),
-            count: self.mask_count.device_ptr(),
-            channel: self.cls_input.ptr_at(3 * cls_h * cls_w),
+            logits: self.seg_logits.ptr_at(k * self.geometry.seg_logits_len()),
+            mask: self.mask.device_ptr_at(k * pixels),
+            count: self.mask_count.device_ptr_at(k),
+            channel: self
+                .cls_input
+                .ptr_at(k * self.geometry.cls_input_len() + 3 * cls_h * cls_w),
             rows: self.mask_tables.rows.device_ptr(),
             cols: self.mask_tables.cols.device_ptr(),
             pixels: pixels as u64,
@@ -717,14 +830,14 @@ impl GpuPreprocessor {
             logits: self.options.logits_element,
             channel: self.options.input_element,
         };
-        // SAFETY: the logits buffer holds classes x pixels values of the
-        // kernel's logits element type, the mask `pixels` bytes, the count
-        // one u64 (zeroed first, in stream order); the mask tables map the
-        // mask's size to the classifier's, whose channel 3 plane (of the
-        // channel element type) the channel blocks write. All are owned by
-        // `self`, whose Drop synchronizes the stream.
+        // SAFETY: from frame k (< batch_frames) on, the logits buffer holds
+        // classes x pixels values of the kernel's logits element type, the
+        // mask `pixels` bytes, the count one u64 (zeroed first, in stream
+        // order); the mask tables map the mask's size to the classifier's,
+        // whose channel 3 plane of frame k (of the channel element type) the
+        // channel blocks write. All are owned by `self`, whose Drop
+        // synchronizes the stream.
         unsafe {
-            self.stream.fill_bytes(&self.mask_count, 0)?;
             self.kernels
                 .launch(kernel, grid, kernels::MASK_BLOCK, &self.stream, &params)
         }
@@ -777,13 +890,15 @@ impl Drop for GpuPreprocessor {
     }
 }
 
+/// The kernel's target: `out` from element `at` (a frame of a batch).
 fn resize_target(
     out: &TensorBuffer,
+    at: usize,
     (out_h, out_w): (usize, usize),
     affine: &ChannelAffine,
 ) -> ResizeTarget {
     ResizeTarget {
-        out: out.ptr_at(0),
+        out: out.ptr_at(at),
         // Both at most MAX_TENSOR_SIDE (checked in `new`).
         out_h: out_h as u32,
         out_w: out_w as u32,
