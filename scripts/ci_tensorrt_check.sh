@@ -6,8 +6,10 @@
 #   2. cargo check --features tensorrt --all-targets: build.rs compiles
 #      trt_bridge/ (C++17) and the cxx bridge against those headers
 #   3. the unit tests of src/infer/tensorrt/ (engine cache, settings, build
-#      progress, calibration file handling: none needs TensorRT)
+#      progress, calibration file handling, the dynamic-batch profile and its
+#      cache key: none needs TensorRT)
 #   4. tests/tensorrt.rs: prints "SKIPPED: <reason>" here, runs on a Jetson
+#      (with the batch test on models/seg_batch.onnx and cls_batch.onnx)
 #   5. the built code must not depend on libnvinfer (it is dlopen'ed at run time)
 #
 # The `tensorrt` feature implies `cuda`, whose kernels need nvcc: set NVCC or

@@ -4,17 +4,22 @@
 # Writes $OUT (default ./gpu-out) and prints a summary per step.
 #
 #   a  the full GPU path (ONNX Runtime CUDA, preprocess = "cuda", one stream) with 1, 2,
-#      4, 8 cameras at $RATE frames/s each: per-camera capture-to-verdict p50/p99
-#   b  total frames/s as fast as the pipeline takes them, 8 cameras, with max_batch 1, 2,
-#      4, 8 on ONNX Runtime CUDA with host tensors (the dynamic-batch models; the path
-#      that batches), and the full GPU path (batch 1) beside them
+#      4, 8 cameras at $RATE frames/s each: per-camera capture-to-verdict p50/p99, with
+#      the batch-1 models and with the dynamic-batch models (max_batch: one per camera)
+#   b  total frames/s as fast as the pipeline takes them, 8 cameras, on the full GPU path
+#      with the dynamic-batch models at max_batch 1, 2, 4, 8, and the batch-1 models
+#      beside them
 #   c  4 cameras in one process against 4 processes of one camera (full GPU path, the same
 #      frames, as fast as they go): total frames/s and GPU memory (each bench's
 #      cuMemGetInfo figure, and the device's memory.used from nvidia-smi, less idle)
 #   d  FP16 against FP32 on the full GPU path: frames/s in turn ($ROUNDS rounds), and
 #      `sealcheck evaluate --candidate onnxruntime:cuda:fp16 --gate` on the labelled clip
 #
-#   scripts/gpu_cameras.sh [a] [b] [c] [d]      (default: all)
+#   e  `sealcheck run` of config/demo-cameras.toml (4 cameras, dynamic-batch models) on the
+#      full GPU path with max_batch 4 against max_batch 1: the same verdict and reason for
+#      every (camera, seq), one result per frame, and the batches the run made
+#
+#   scripts/gpu_cameras.sh [a] [b] [c] [d] [e]      (default: all)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -24,7 +29,7 @@ FRAMES=${FRAMES:-1000}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT" results
 eval "$(scripts/gpu_carry_ort.sh env)"
-steps=${*:-a b c d}
+steps=${*:-a b c d e}
 
 config() { # name device preprocess seg cls [precision] -> config/gpu_<name>.toml
     sed -e "s|^backend = .*|backend = \"onnxruntime\"\ndevice = \"$2\"\npreprocess = \"$3\"${6:+\nprecision = \"$6\"}|" \
@@ -32,7 +37,7 @@ config() { # name device preprocess seg cls [precision] -> config/gpu_<name>.tom
         -e "s|^results = .*|results = \"../results/gpu_$1.jsonl\"|" config/demo.toml >"config/gpu_$1.toml"
 }
 config device cuda cuda seg.onnx cls.onnx
-config host_batch cuda cpu seg_batch.onnx cls_batch.onnx
+config device_batch cuda cuda seg_batch.onnx cls_batch.onnx
 config device_fp16 cuda cuda seg.onnx cls.onnx fp16
 
 summary() { # bench JSON lines on stdin -> one line each, labelled $1
@@ -58,17 +63,20 @@ for step in $steps; do
     case $step in
     a)
         for n in 1 2 4 8; do
-            "$BIN" bench --config config/gpu_device.toml --cameras "$n" --rate "$RATE" \
-                --frames "$((RATE * 30))" --json 2>"$OUT/a_$n.log" | tee "$OUT/a_$n.json" | summary "a $n cameras at $RATE fps"
+            for v in device device_batch; do
+                "$BIN" bench --config "config/gpu_$v.toml" --cameras "$n" --rate "$RATE" \
+                    --frames "$((RATE * 30))" --json 2>"$OUT/a_${v}_$n.log" | tee "$OUT/a_${v}_$n.json" \
+                    | summary "a $v $n cameras at $RATE fps"
+            done
         done
         ;;
     b)
         for b in 1 2 4 8; do
-            "$BIN" bench --config config/gpu_host_batch.toml --cameras 8 --max-batch "$b" \
-                --frames "$((FRAMES / 2))" --json 2>"$OUT/b_$b.log" | tee "$OUT/b_$b.json" | summary "b host tensors, max_batch $b"
+            "$BIN" bench --config config/gpu_device_batch.toml --cameras 8 --max-batch "$b" \
+                --frames "$((FRAMES / 2))" --json 2>"$OUT/b_$b.log" | tee "$OUT/b_$b.json" | summary "b full GPU path, max_batch $b"
         done
         "$BIN" bench --config config/gpu_device.toml --cameras 8 --frames "$((FRAMES / 2))" --json \
-            2>"$OUT/b_device.log" | tee "$OUT/b_device.json" | summary "b full GPU path (batch 1)"
+            2>"$OUT/b_device.log" | tee "$OUT/b_device.json" | summary "b full GPU path, batch-1 models"
         ;;
     c)
         sleep 2
@@ -117,6 +125,32 @@ if mem and one.get("gpu_memory"):
         echo "d evaluate exit $?"
         cat "$OUT/d_evaluate.txt"
         ;;
+    e)
+        for b in 1 4; do
+            sed -e "s|^backend = .*|backend = \"onnxruntime\"\ndevice = \"cuda\"\npreprocess = \"cuda\"\nmax_batch = $b|" \
+                -e "s|^results = .*|results = \"../results/gpu_cams_$b.jsonl\"|" config/demo-cameras.toml >"config/gpu_cams_$b.toml"
+            rm -f "results/gpu_cams_$b.jsonl"
+            timeout 300 "$BIN" run --config "config/gpu_cams_$b.toml" >"$OUT/e_run_$b.log" 2>&1
+            echo "e max_batch $b: exit $?; $(grep -h 'batches' "$OUT/e_run_$b.log" | tail -1)"
+        done
+        python3 -c '
+import json, sys
+def load(path):
+    rows = {}
+    for line in open(path):
+        r = json.loads(line)
+        key = (r["camera"], r["seq"])
+        assert key not in rows, "two results for %s" % (key,)
+        rows[key] = (r["verdict"], r["reason"])
+    return rows
+one, four = load("results/gpu_cams_1.jsonl"), load("results/gpu_cams_4.jsonl")
+differ = [k for k in one if one[k] != four.get(k)]
+print("e results: max_batch 1 %d, max_batch 4 %d, keys equal %s, verdicts differing %d" % (len(one), len(four), set(one) == set(four), len(differ)))
+sys.exit(0 if set(one) == set(four) and not differ and one else 1)
+'
+        echo "e parity exit $?"
+        rm -f config/gpu_cams_1.toml config/gpu_cams_4.toml
+        ;;
     esac
 done
-rm -f config/gpu_device.toml config/gpu_host_batch.toml config/gpu_device_fp16.toml
+rm -f config/gpu_device.toml config/gpu_device_batch.toml config/gpu_device_fp16.toml

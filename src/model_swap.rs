@@ -66,8 +66,9 @@ pub fn paths_changed(old: &Config, new: &Config) -> bool {
 pub trait Swappable {
     /// The models' tensor shapes (a model that has none breaks the contract).
     fn geometry(&self) -> Result<TensorGeometry, String>;
-    /// Runs both models once, off the frame path.
-    fn warm_up(&mut self, geometry: TensorGeometry) -> Result<(), String>;
+    /// Runs both models once (and each batch size up to `max_batch`), off
+    /// the frame path.
+    fn warm_up(&mut self, geometry: TensorGeometry, max_batch: usize) -> Result<(), String>;
 }
 
 /// Host path: a whole engine for the infer thread.
@@ -76,8 +77,8 @@ impl Swappable for Box<dyn InferenceBackend> {
         infer::geometry(self.segmentation_io(), self.classifier_io()).map_err(|e| e.to_string())
     }
 
-    fn warm_up(&mut self, geometry: TensorGeometry) -> Result<(), String> {
-        infer::warm_up(self.as_mut(), geometry).map_err(|e| e.to_string())
+    fn warm_up(&mut self, geometry: TensorGeometry, max_batch: usize) -> Result<(), String> {
+        infer::warm_up(self.as_mut(), geometry, max_batch).map_err(|e| e.to_string())
     }
 }
 
@@ -87,7 +88,8 @@ impl Swappable for Box<dyn DeviceCandidate> {
         Ok(self.as_ref().geometry())
     }
 
-    fn warm_up(&mut self, _geometry: TensorGeometry) -> Result<(), String> {
+    /// The candidate warms every batch size its runner takes itself.
+    fn warm_up(&mut self, _geometry: TensorGeometry, _max_batch: usize) -> Result<(), String> {
         self.as_mut().warm_up().map_err(|e| e.to_string())
     }
 }
@@ -155,7 +157,9 @@ pub fn prepare_with<M: Swappable>(
     if let Some(images) = &new.acceptance_images {
         acceptance_gate(running_config, &config, images.clone(), running.kind)?;
     }
-    models.warm_up(geometry).map_err(|e| refuse("warm-up", e))?;
+    models
+        .warm_up(geometry, running_config.inference.max_batch)
+        .map_err(|e| refuse("warm-up", e))?;
     Ok((models, Arc::new(ModelIds::of(&config))))
 }
 

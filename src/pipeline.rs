@@ -261,7 +261,7 @@ struct Stages {
     model_swap: Option<ModelSwapTarget>,
     /// The shadow thread's control: `[shadow]` at start and on reload.
     shadow: ShadowControl,
-    /// How the infer thread batched, and its `max_batch` (host path only).
+    /// How the infer (or device) thread batched, and its `max_batch`.
     batches: Option<(Arc<infer::BatchCounts>, usize)>,
 }
 
@@ -654,7 +654,12 @@ fn start_stages(
     // The warm-up's frames are of the size the source will deliver, where
     // the config or the replay says it.
     let warm_up = match &context.source {
-        SourcePlan::Configured => infer::WarmUpSize::of_source(&config.first_source().kind),
+        SourcePlan::Configured => infer::WarmUpSize::largest(
+            config
+                .cameras
+                .iter()
+                .map(|camera| infer::WarmUpSize::of_source(&camera.source.kind)),
+        ),
         SourcePlan::Replay { frames, .. } => {
             frames.first().map_or(infer::WarmUpSize::ModelInput, |f| {
                 infer::WarmUpSize::Source {

@@ -3,7 +3,16 @@
 //! - the bridge's run-time loading (against stand-in libraries, anywhere),
 //! - an explicit `backend = "tensorrt"` without TensorRT stops with a clear message,
 //! - a second open loads both engines from the cache,
-//! - a corrupted engine file and a changed ONNX file are rebuilt, not fatal.
+//! - a corrupted engine file and a changed ONNX file are rebuilt, not fatal,
+//! - the dynamic-batch demo models (`models/seg_batch.onnx`,
+//!   `models/cls_batch.onnx`) built for `max_batch = 4` run batches of 1 to 4
+//!   that give every frame the logits its own run gives (the fp16 tolerance
+//!   of `tests/parity.rs`'s TensorRT rows), and a batch past the profile is
+//!   refused.
+//!
+//! The engine cache key of a dynamic model against `max_batch` and the
+//! profile strings are unit tests (`src/infer/tensorrt/profile.rs`), which
+//! run anywhere.
 //!
 //! Parity with the CPU reference (tract), host and device mode, is
 //! `tests/parity.rs`'s TensorRT rows, not repeated here.
@@ -35,6 +44,7 @@ mod with_tensorrt {
         BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend, TensorRtSettings,
         compiled_against, load_library, version_string,
     };
+    use sealcheck::infer::{BatchDim, InferError, InferenceBackend, ModelRole};
 
     fn repo() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -332,5 +342,149 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             other => panic!("expected a rebuild for the changed ONNX, got {other:?}"),
         }
         assert_eq!(*cls, CacheOutcome::Hit);
+    }
+
+    /// Why the dynamic-batch test cannot run here, if it cannot.
+    fn batch_skip_reason() -> Option<String> {
+        skip_reason().or_else(|| {
+            ["models/seg_batch.onnx", "models/cls_batch.onnx"]
+                .into_iter()
+                .find(|model| !repo().join(model).is_file())
+                .map(|model| format!("{model} missing (make demo-assets makes it)"))
+        })
+    }
+
+    /// The classifier-logits tolerance of `tests/parity.rs`'s TensorRT rows
+    /// (fp16 engines), held here for every logit of both models.
+    const BATCH_TOLERANCE: f64 = 2e-2;
+
+    /// As `tests/parity.rs` measures it: the largest absolute difference over
+    /// the reference's largest magnitude.
+    fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
+        let scale = reference
+            .iter()
+            .map(|v| f64::from(v.abs()))
+            .fold(0.0, f64::max)
+            .max(1e-6);
+        a.iter()
+            .zip(reference)
+            .map(|(x, y)| f64::from((x - y).abs()))
+            .fold(0.0, f64::max)
+            / scale
+    }
+
+    /// `frames` frames of `len` values in [-2, 2), the same for a seed.
+    fn inputs(frames: usize, len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (0..frames * len)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    fn run_batch(
+        backend: &mut TensorRtBackend,
+        role: ModelRole,
+        frames: usize,
+        input: &[f32],
+        logits: &mut [f32],
+    ) -> Result<(), InferError> {
+        match role {
+            ModelRole::Segmentation => backend.segment_batch(frames, input, logits),
+            ModelRole::Classifier => backend.classify_batch(frames, input, logits),
+        }
+    }
+
+    /// The demo models with a dynamic batch, built for `max_batch = 4`:
+    /// batches of 1, 2, 3 and 4 (and back down, so the input shape changes
+    /// both ways) give every frame the logits of its own batch-of-one run.
+    #[test]
+    fn batches_of_one_to_four_give_each_frame_the_logits_of_its_own_run() {
+        if let Some(reason) = batch_skip_reason() {
+            crate::common::skipped(format_args!("{reason}"));
+            return;
+        }
+        let _gpu = gpu_lock();
+        let mut cfg = demo_config();
+        cfg.segmentation.path = repo().join("models/seg_batch.onnx");
+        cfg.classifier.path = repo().join("models/cls_batch.onnx");
+        cfg.inference.max_batch = 4;
+        let mut backend =
+            TensorRtBackend::open_with(&cfg, &settings(shared_engine_dir()), None).unwrap();
+        assert!(backend.batches());
+        assert_eq!(InferenceBackend::max_batch(&backend), 4);
+        for io in [backend.segmentation_io(), backend.classifier_io()] {
+            assert_eq!(io.batch, BatchDim::Dynamic, "{io:?}");
+            assert_eq!(io.input_shape[0], 1, "one frame's shape: {io:?}");
+        }
+        // The profile is in the engine's key (its sidecar): another max_batch
+        // is another engine.
+        for (role, path, _) in backend.engines() {
+            let sidecar: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(path.with_extension("json")).unwrap())
+                    .unwrap();
+            let profile = sidecar["fields"]["profile"].to_string();
+            assert!(profile.contains("/4x"), "{role}: {profile}");
+        }
+
+        for (role, seed) in [(ModelRole::Segmentation, 21), (ModelRole::Classifier, 22)] {
+            let io = match role {
+                ModelRole::Segmentation => backend.segmentation_io(),
+                ModelRole::Classifier => backend.classifier_io(),
+            };
+            let (in_len, out_len) = (io.input_len(), io.output_len());
+            let input = inputs(4, in_len, seed);
+            let mut alone = vec![f32::NAN; 4 * out_len];
+            for (frame, logits) in input
+                .chunks_exact(in_len)
+                .zip(alone.chunks_exact_mut(out_len))
+            {
+                run_batch(&mut backend, role, 1, frame, logits).unwrap();
+            }
+            assert!(alone.iter().all(|v| v.is_finite()), "{role}: batch of one");
+            for frames in [1, 2, 3, 4, 3, 2, 1, 4] {
+                let mut logits = vec![f32::NAN; frames * out_len];
+                run_batch(
+                    &mut backend,
+                    role,
+                    frames,
+                    &input[..frames * in_len],
+                    &mut logits,
+                )
+                .unwrap_or_else(|e| panic!("{role}, a batch of {frames}: {e}"));
+                for (k, (got, want)) in logits
+                    .chunks_exact(out_len)
+                    .zip(alone.chunks_exact(out_len))
+                    .enumerate()
+                {
+                    let error = relative_error(got, want);
+                    println!("{role}: batch of {frames}, frame {k}: relative error {error:.2e}");
+                    // `!(x <= limit)` on purpose: a NaN difference fails.
+                    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+                    let off = !(error <= BATCH_TOLERANCE);
+                    assert!(
+                        !off,
+                        "{role}: frame {k} of a batch of {frames} differs from its own run by {error:.2e} (limit {BATCH_TOLERANCE:.0e})"
+                    );
+                }
+            }
+            // Past the profile: a clear error, never a run on too small buffers.
+            let mut logits = vec![0.0; 5 * out_len];
+            let input = inputs(5, in_len, seed);
+            let err = run_batch(&mut backend, role, 5, &input, &mut logits)
+                .unwrap_err()
+                .to_string();
+            println!("{role}, a batch of 5 on an engine built for 4: {err}");
+            assert!(
+                err.contains("5 frame(s)") && err.contains("4 frame(s)"),
+                "{err}"
+            );
+        }
     }
 }

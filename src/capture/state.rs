@@ -270,6 +270,13 @@ impl CaptureShared {
         };
         self.streaming.store(false, Ordering::Release);
         self.liveness.set_source_streaming(false);
+        // A capture ended on purpose (stopped, or the stream's own end) has
+        // nothing left to rebuild: its silent thread is no stuck camera. One
+        // that failed stays managed, so a camera left without a capture is
+        // reported (`Health::SourceStuck`).
+        if !matches!(end, EndOfStream::Error(_)) {
+            self.liveness.set_source_managed(false);
+        }
         match &end {
             EndOfStream::Error(e) => {
                 self.failed.store(true, Ordering::Release);

@@ -50,6 +50,9 @@ pub enum DeviceFrameError {
     Unsupported(&'static str),
     #[error("cannot start the device thread: {0}")]
     Spawn(std::io::Error),
+    /// The device path was driven out of order (a bug in its caller).
+    #[error("GPU device path: {0} (a sealcheck bug: please report it with the log)")]
+    Sequence(&'static str),
     /// A batch's one wait failed: every frame of the batch fails with it.
     #[error("GPU device path: this frame's batch failed: {0}")]
     BatchFailed(String),

@@ -189,7 +189,7 @@ impl DeviceRunner {
     /// launched), or why none is free.
     fn staging_ticket(&self) -> Result<usize, DeviceFrameError> {
         if self.in_flight.len() >= IN_FLIGHT {
-            return Err(DeviceFrameError::Unsupported(
+            return Err(DeviceFrameError::Sequence(
                 "a third batch staged while two are on the stream (complete one first)",
             ));
         }
@@ -274,7 +274,7 @@ impl DeviceFramePath for DeviceRunner {
         let ticket = &mut self.tickets[index];
         let k = ticket.frames;
         if k >= max_batch {
-            return Err(DeviceFrameError::Unsupported(
+            return Err(DeviceFrameError::Sequence(
                 "more frames staged than a batch holds (launch the batch first)",
             ));
         }
@@ -312,52 +312,30 @@ impl DeviceFramePath for DeviceRunner {
     }
 
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-        let index = *self.in_flight.front().ok_or(DeviceFrameError::Unsupported(
+        let index = *self.in_flight.front().ok_or(DeviceFrameError::Sequence(
             "complete called with no batch on the stream",
         ))?;
         let k = self.completed;
-        let ticket = &self.tickets[index];
-        let [begin, preprocessed, masked, done] = &ticket.events;
-        let finished = if k == 0 {
-            let waited = done
+        if k == 0 {
+            let waited = self.tickets[index].events[3]
                 .synchronize()
                 .map_err(gpu_error("wait for the classifier"));
-            self.batch_failure = waited.as_ref().err().map(ToString::to_string);
-            waited
-        } else {
-            match &self.batch_failure {
-                Some(failure) => Err(DeviceFrameError::BatchFailed(failure.clone())),
-                None => Ok(()),
-            }
+            self.batch_failure = waited.err().map(|e| e.to_string());
+        }
+        let result = match &self.batch_failure {
+            // Every frame of a batch whose wait failed fails with it, one
+            // result each.
+            Some(failure) => Err(DeviceFrameError::BatchFailed(failure.clone())),
+            None => read_frame(&self.tickets[index], k, work),
         };
-        // The frame counts as completed even when the wait failed: its
-        // batch's other frames still come out, one result each.
         self.completed += 1;
-        if self.completed >= ticket.frames {
+        if self.completed >= self.tickets[index].frames {
+            // The ticket is free for the next batch staged.
+            self.tickets[index].frames = 0;
             self.completed = 0;
             self.in_flight.pop_front();
         }
-        finished?;
-        let classes = work.cls_logits.len();
-        work.mask_pixels = ticket.mask_pixels.as_slice()[k];
-        work.cls_logits
-            .copy_from_slice(&ticket.cls_logits.as_slice()[k * classes..(k + 1) * classes]);
-        if let (true, Some(bytes)) = (ticket.host_mask[k], &ticket.mask_bytes[k]) {
-            widen_mask(bytes.as_slice(), &mut work.mask);
-        }
-        let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
-            Ok(f64::from(
-                later
-                    .elapsed_ms_since(earlier)
-                    .map_err(gpu_error("read a timing event"))?,
-            ))
-        };
-        // A frame's GPU times are its batch's: what the frame waited for.
-        Ok(GpuTimings {
-            preprocess_ms: ms(preprocessed, begin)?,
-            segment_ms: ms(masked, preprocessed)?,
-            classify_ms: ms(done, masked)?,
-        })
+        result
     }
 
     fn max_in_flight(&self) -> usize {
@@ -397,6 +375,35 @@ impl DeviceFramePath for DeviceRunner {
         drop(std::mem::replace(&mut self.engine, engine));
         Ok(())
     }
+}
+
+/// Frame `k`'s results from its batch's ticket (whose `done` event has
+/// completed) into `work`, and the batch's GPU times: what the frame waited for.
+fn read_frame(
+    ticket: &Ticket,
+    k: usize,
+    work: &mut FrameWork,
+) -> Result<GpuTimings, DeviceFrameError> {
+    let classes = work.cls_logits.len();
+    work.mask_pixels = ticket.mask_pixels.as_slice()[k];
+    work.cls_logits
+        .copy_from_slice(&ticket.cls_logits.as_slice()[k * classes..(k + 1) * classes]);
+    if let (true, Some(bytes)) = (ticket.host_mask[k], &ticket.mask_bytes[k]) {
+        widen_mask(bytes.as_slice(), &mut work.mask);
+    }
+    let [begin, preprocessed, masked, done] = &ticket.events;
+    let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
+        Ok(f64::from(
+            later
+                .elapsed_ms_since(earlier)
+                .map_err(gpu_error("read a timing event"))?,
+        ))
+    };
+    Ok(GpuTimings {
+        preprocess_ms: ms(preprocessed, begin)?,
+        segment_ms: ms(masked, preprocessed)?,
+        classify_ms: ms(done, masked)?,
+    })
 }
 
 impl Drop for DeviceRunner {

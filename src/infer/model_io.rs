@@ -219,8 +219,9 @@ fn check_name(
 }
 
 /// One frame's shape (batch dimension 1) and the batch dimension: only the
-/// first dimension may be symbolic.
-fn static_shape(
+/// first dimension may be symbolic. (Also read by TensorRT before a build,
+/// to choose the optimization profile.)
+pub(crate) fn static_shape(
     spec: &ModelSpec<'_>,
     what: &str,
     tensor: &DeclaredTensor,

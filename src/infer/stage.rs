@@ -20,16 +20,39 @@ use crate::frame::{FailedStage, FrameWork, ImageView, PixelLayout, StageMessage,
 use crate::model_id::ModelIds;
 use crate::preprocess::{FramePreprocessor, Preprocessor};
 
-/// Runs both models once on zeros: the first run of an engine allocates and
-/// tunes, and a model swap does that before the new models judge a frame.
+/// Runs both models once on zeros, then each batch size 2..=`max_batch`
+/// the engine takes: the first run of an engine (and of each input shape)
+/// allocates and tunes, and a model swap does that before the new models
+/// judge a frame.
 pub fn warm_up(
     backend: &mut dyn InferenceBackend,
     geometry: crate::frame::TensorGeometry,
+    max_batch: usize,
 ) -> Result<(), super::InferError> {
     let mut seg_logits = vec![0.0; geometry.seg_logits_len()];
     let mut cls_logits = vec![0.0; geometry.cls_classes];
     backend.segment(&vec![0.0; geometry.seg_input_len()], &mut seg_logits)?;
-    backend.classify(&vec![0.0; geometry.cls_input_len()], &mut cls_logits)
+    backend.classify(&vec![0.0; geometry.cls_input_len()], &mut cls_logits)?;
+    let most = max_batch.min(backend.max_batch());
+    if most > 1 {
+        let mut seg_logits = vec![0.0; most * geometry.seg_logits_len()];
+        let mut cls_logits = vec![0.0; most * geometry.cls_classes];
+        let seg_input = vec![0.0; most * geometry.seg_input_len()];
+        let cls_input = vec![0.0; most * geometry.cls_input_len()];
+        for frames in 2..=most {
+            backend.segment_batch(
+                frames,
+                &seg_input[..frames * geometry.seg_input_len()],
+                &mut seg_logits[..frames * geometry.seg_logits_len()],
+            )?;
+            backend.classify_batch(
+                frames,
+                &cls_input[..frames * geometry.cls_input_len()],
+                &mut cls_logits[..frames * geometry.cls_classes],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The frame size the start-up warm-up uses.
@@ -64,6 +87,20 @@ impl WarmUpSize {
             },
             _ => WarmUpSize::ModelInput,
         }
+    }
+
+    /// The largest of several cameras' sizes (by pixels): the warm-up then
+    /// grows the device path's frame buffers once, before the start, for
+    /// the largest camera; `ModelInput` when no camera says its size.
+    pub fn largest(sizes: impl IntoIterator<Item = WarmUpSize>) -> Self {
+        sizes
+            .into_iter()
+            .filter(|size| matches!(size, WarmUpSize::Source { .. }))
+            .max_by_key(|size| match size {
+                WarmUpSize::Source { width, height } => width * height,
+                WarmUpSize::ModelInput => 0,
+            })
+            .unwrap_or(WarmUpSize::ModelInput)
     }
 
     /// Where the size came from, for the log line.
@@ -529,6 +566,25 @@ mod tests {
             }),
             WarmUpSize::ModelInput
         );
+    }
+
+    #[test]
+    fn several_cameras_warm_up_on_the_largest_size_any_of_them_states() {
+        let sized = |width, height| WarmUpSize::Source { width, height };
+        assert_eq!(
+            WarmUpSize::largest([
+                sized(640, 480),
+                WarmUpSize::ModelInput,
+                sized(1920, 1080),
+                sized(1280, 720),
+            ]),
+            sized(1920, 1080)
+        );
+        assert_eq!(
+            WarmUpSize::largest([WarmUpSize::ModelInput, WarmUpSize::ModelInput]),
+            WarmUpSize::ModelInput
+        );
+        assert_eq!(WarmUpSize::largest([sized(320, 240)]), sized(320, 240));
     }
 
     #[test]

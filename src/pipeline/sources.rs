@@ -31,8 +31,9 @@ pub(super) struct StationSources {
 
 impl StationSources {
     /// Starts camera `i`'s source on `producers[i]`. The first camera's
-    /// capture reports its source to `liveness` (the watchdog's view); the
-    /// others report to a record of their own (`Liveness::for_another_camera`).
+    /// capture reports its source to `liveness`; the others report to a
+    /// record of their own (`Liveness::for_another_camera`). The watchdog
+    /// judges every camera's record for a source stuck beyond rebuilding.
     pub(super) fn start(
         config: &Config,
         plan: &SourcePlan,

@@ -13,9 +13,15 @@
 //! that fails every frame for a stall timeout: results still move, but each is an
 //! `error` (a CUDA context after a sticky error, such as an illegal address, fails
 //! every call at once until the process ends).
+//!
+//! With several cameras (`Liveness::for_another_camera`) frames count together,
+//! and each camera's source has a record of its own. A camera that is lost and
+//! being rebuilt is capture's business, whichever it is; a camera whose source
+//! capture can no longer bring back (`Health::SourceStuck`, named) stops the
+//! pings, whichever it is.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -61,7 +67,7 @@ impl Stage {
 }
 
 /// The verdict on the pipeline at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
     /// Inspected results moved within the stall timeout (or frames entered the pipeline
     /// less than a stall timeout ago).
@@ -89,16 +95,24 @@ pub enum Health {
     /// model, for `for_` (at least the stall timeout, from the first failure to the
     /// latest): the engine is broken, and a restart is the remedy worth trying.
     Failing { stage: FailedStage, for_: Duration },
-    /// The live source's pipelines do not stop when it is lost: capture
-    /// abandoned `in_a_row` of them in a row (at least `MAX_ABANDONED_IN_A_ROW`),
-    /// or one it abandoned still blocks (`still_stuck`) and no new pipeline has
-    /// started for `for_` (a stall timeout or more: the device stays busy,
-    /// held by the pipeline left behind). Rebuilding inside the process cannot
-    /// help; a restart can.
+    /// A camera's live source that capture cannot bring back inside the
+    /// process; a restart can. Its pipelines do not stop when it is lost:
+    /// capture abandoned `in_a_row` of them in a row (at least
+    /// `MAX_ABANDONED_IN_A_ROW`), or one it abandoned still blocks
+    /// (`still_stuck`) and no new pipeline has started for `for_` (a stall
+    /// timeout or more: the device stays busy, held by the pipeline left
+    /// behind). Or (`capture_silent`, a camera after the first) its capture
+    /// thread has not beaten for `for_` while the source is down: blocked in
+    /// a driver call or ended, nothing rebuilds the source.
     SourceStuck {
         in_a_row: u64,
         still_stuck: u64,
         for_: Duration,
+        capture_silent: bool,
+        /// Whose source: `None` for the first camera's (the only one with
+        /// `[source]`; `Liveness::source_name` names it), else the name
+        /// capture gave another camera's (`camera side: RTSP camera ...`).
+        camera: Option<Arc<str>>,
     },
 }
 
@@ -112,28 +126,12 @@ impl Health {
     }
 }
 
-/// Marks the stages set; cheap to clone (one `Arc`) and share with every stage thread.
+/// Marks the stages set; cheap to clone (two `Arc`s) and share with every stage thread.
 #[derive(Debug, Clone)]
 pub struct Liveness {
     shared: Arc<Shared>,
+    /// This handle's camera's source (the first camera's: `Shared::first_source`).
     source: Arc<SourceRecord>,
-}
-
-impl SourceRecord {
-    fn new() -> Self {
-        SourceRecord {
-            source_streaming: AtomicBool::new(false),
-            source_since: AtomicU64::new(1),
-            source_lost: AtomicBool::new(false),
-            source_managed: AtomicBool::new(false),
-            capture_beat: AtomicU64::new(0),
-            abandoned_in_a_row: AtomicU64::new(0),
-            abandoned_stuck: AtomicU64::new(0),
-            last_abandoned: AtomicU64::new(0),
-            refused_while_abandoned_since: AtomicU64::new(0),
-            source_name: OnceLock::new(),
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -154,14 +152,22 @@ struct Shared {
     failing_since: AtomicU64,
     last_failure: AtomicU64,
     failed_stage: AtomicU8,
+    /// The first camera's source: the station's, for the verdicts on an empty
+    /// pipeline (idle, waiting, lost), as the watchdog's probe records it.
+    first_source: Arc<SourceRecord>,
+    /// Every further camera's source (`Liveness::for_another_camera`), in
+    /// the order they were set up. Locked when a camera is set up and when
+    /// health is judged, never on the frame path.
+    other_sources: Mutex<Vec<Arc<SourceRecord>>>,
 }
 
 /// One camera's source, as capture reports it (`Liveness::for_another_camera`
-/// gives each further camera its own; health reads the first camera's).
+/// gives each further camera its own). Health judges every camera's for a
+/// source stuck; the station's verdicts read the first camera's.
 #[derive(Debug)]
 struct SourceRecord {
     source_streaming: AtomicBool,
-    /// When `source_streaming` last changed (or the Liveness was made).
+    /// When `source_streaming` last changed (or the record was made).
     source_since: AtomicU64,
     /// Capture lost a live source and is rebuilding it.
     source_lost: AtomicBool,
@@ -180,7 +186,89 @@ struct SourceRecord {
     /// blocks (0: they do not): the device is held by the pipeline left behind.
     refused_while_abandoned_since: AtomicU64,
     /// The source as capture names it, for the watchdog's and /healthz's words.
-    source_name: OnceLock<String>,
+    source_name: OnceLock<Arc<str>>,
+}
+
+impl SourceRecord {
+    /// A source not streaming since `since` (a stamp).
+    fn new(since: u64) -> Self {
+        SourceRecord {
+            source_streaming: AtomicBool::new(false),
+            source_since: AtomicU64::new(since),
+            source_lost: AtomicBool::new(false),
+            source_managed: AtomicBool::new(false),
+            capture_beat: AtomicU64::new(0),
+            abandoned_in_a_row: AtomicU64::new(0),
+            abandoned_stuck: AtomicU64::new(0),
+            last_abandoned: AtomicU64::new(0),
+            refused_while_abandoned_since: AtomicU64::new(0),
+            source_name: OnceLock::new(),
+        }
+    }
+
+    /// `Health::SourceStuck` (of no camera named) when abandoned pipelines
+    /// piled up, or when rebuilds have failed to start for a stall timeout
+    /// while one still blocks.
+    fn stuck(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
+        let in_a_row = self.abandoned_in_a_row.load(Ordering::Relaxed);
+        let still_stuck = self.abandoned_stuck.load(Ordering::Relaxed);
+        let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
+        if in_a_row >= MAX_ABANDONED_IN_A_ROW {
+            return Some(Health::SourceStuck {
+                in_a_row,
+                still_stuck,
+                for_: ago(self.last_abandoned.load(Ordering::Relaxed)),
+                capture_silent: false,
+                camera: None,
+            });
+        }
+        let refused_since = self.refused_while_abandoned_since.load(Ordering::Relaxed);
+        (still_stuck > 0 && refused_since != 0 && ago(refused_since) >= stall_timeout).then(|| {
+            Health::SourceStuck {
+                in_a_row,
+                still_stuck,
+                for_: ago(refused_since),
+                capture_silent: false,
+                camera: None,
+            }
+        })
+    }
+
+    /// `Health::SourceStuck` (of no camera named) when capture manages this
+    /// source, the source has been down for longer than the stall timeout,
+    /// and the capture thread has not beaten for as long as it may (blocked
+    /// in a driver call, or ended): nothing will rebuild the source. A source
+    /// down while its thread beats is being rebuilt: capture's business. A
+    /// source capture does not manage (a file, a replay) ends for good at its
+    /// end of stream while the others go on, and has no thread to judge.
+    fn capture_silent(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
+        if !self.source_managed.load(Ordering::Relaxed)
+            || self.source_streaming.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
+        let down_for = ago(self.source_since.load(Ordering::Relaxed));
+        let silent_for = ago(self.capture_beat.load(Ordering::Relaxed));
+        (down_for > stall_timeout && silent_for > stall_timeout.max(CAPTURE_BEAT_LIMIT)).then(
+            || Health::SourceStuck {
+                in_a_row: self.abandoned_in_a_row.load(Ordering::Relaxed),
+                still_stuck: self.abandoned_stuck.load(Ordering::Relaxed),
+                for_: silent_for,
+                capture_silent: true,
+                camera: None,
+            },
+        )
+    }
+
+    /// The source's name, for naming it in a verdict ("another camera" if
+    /// capture never named it).
+    fn name(&self) -> Arc<str> {
+        self.source_name
+            .get()
+            .cloned()
+            .unwrap_or_else(|| Arc::from("another camera"))
+    }
 }
 
 impl Default for Liveness {
@@ -193,6 +281,7 @@ impl Liveness {
     /// A fresh record; the source counts as not streaming until told otherwise, and gets
     /// one stall timeout from now to start.
     pub fn new() -> Liveness {
+        let source = Arc::new(SourceRecord::new(1));
         let shared = Shared {
             origin: Instant::now(),
             captured: AtomicU64::new(0),
@@ -203,22 +292,34 @@ impl Liveness {
             failing_since: AtomicU64::new(0),
             last_failure: AtomicU64::new(0),
             failed_stage: AtomicU8::new(FailedStage::Segment as u8),
+            first_source: Arc::clone(&source),
+            other_sources: Mutex::new(Vec::new()),
         };
         Liveness {
             shared: Arc::new(shared),
-            source: Arc::new(SourceRecord::new()),
+            source,
         }
     }
 
     /// A handle for a further camera's capture: frames count with this
     /// one's (in flight, progress, stalls), but its source's state (lost,
     /// streaming, abandoned pipelines) is its own, so one lost camera does
-    /// not read as the station's source being lost. The watchdog judges the
-    /// source of the first camera; the others are shown per camera.
+    /// not read as the station's source being lost: while capture rebuilds
+    /// it, the watchdog keeps pinging and /healthz names it as lost. A
+    /// source stuck beyond rebuilding counts as for the first camera
+    /// (`Health::SourceStuck`, naming it), and so does a source that is down
+    /// while its capture thread no longer beats. Call it when setting the
+    /// camera up (it takes a lock), not per frame.
     pub fn for_another_camera(&self) -> Liveness {
+        let source = Arc::new(SourceRecord::new(self.stamp(Instant::now())));
+        self.shared
+            .other_sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&source));
         Liveness {
             shared: Arc::clone(&self.shared),
-            source: Arc::new(SourceRecord::new()),
+            source,
         }
     }
 
@@ -321,15 +422,12 @@ impl Liveness {
 
     /// Names the source in the watchdog's and /healthz's words (set once, by capture).
     pub fn set_source_name(&self, name: &str) {
-        let _ = self.source.source_name.set(name.to_string());
+        let _ = self.source.source_name.set(Arc::from(name));
     }
 
     /// The source as capture named it ("the source" before it did).
     pub fn source_name(&self) -> &str {
-        self.source
-            .source_name
-            .get()
-            .map_or("the source", String::as_str)
+        self.source.source_name.get().map_or("the source", |s| s)
     }
 
     /// Capture abandoned a pipeline that did not stop in time (its thread
@@ -419,15 +517,17 @@ impl Liveness {
         self.health(now, stall_timeout)
     }
 
-    /// Health at `now` with the source state last recorded.
+    /// Health at `now` with the source state last recorded: the station's,
+    /// whichever camera's handle asks.
     pub fn health(&self, now: Instant, stall_timeout: Duration) -> Health {
         let s = &self.shared;
         let in_flight = self.in_flight();
         let last_inspected = s.last_inspected.load(Ordering::Relaxed);
         let now_stamp = self.stamp(now);
         let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
+        let first = &s.first_source;
 
-        if let Some(stuck) = self.stuck_source(now_stamp, stall_timeout) {
+        if let Some(stuck) = self.stuck_camera(now_stamp, stall_timeout) {
             return stuck;
         }
         // Measured between failures, not up to now: a short run of failures
@@ -460,14 +560,14 @@ impl Liveness {
         if last_inspected != 0 && ago(last_inspected) <= stall_timeout {
             return Health::Alive { in_flight: 0 };
         }
-        if self.source.source_streaming.load(Ordering::Relaxed) {
+        if first.source_streaming.load(Ordering::Relaxed) {
             return Health::Idle;
         }
-        let down_for = ago(self.source.source_since.load(Ordering::Relaxed));
-        let managed = self.source.source_managed.load(Ordering::Relaxed)
-            && ago(self.source.capture_beat.load(Ordering::Relaxed))
+        let down_for = ago(first.source_since.load(Ordering::Relaxed));
+        let managed = first.source_managed.load(Ordering::Relaxed)
+            && ago(first.capture_beat.load(Ordering::Relaxed))
                 <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
-        if managed && self.source.source_lost.load(Ordering::Relaxed) {
+        if managed && first.source_lost.load(Ordering::Relaxed) {
             return Health::SourceLost { for_: down_for };
         }
         if down_for <= stall_timeout || managed {
@@ -481,29 +581,32 @@ impl Liveness {
         }
     }
 
-    /// `Health::SourceStuck` when abandoned pipelines piled up, or when
-    /// rebuilds have failed to start for a stall timeout while one still blocks.
-    fn stuck_source(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
-        let in_a_row = self.source.abandoned_in_a_row.load(Ordering::Relaxed);
-        let still_stuck = self.source.abandoned_stuck.load(Ordering::Relaxed);
-        let ago = |t: u64| Duration::from_nanos(now_stamp.saturating_sub(t));
-        if in_a_row >= MAX_ABANDONED_IN_A_ROW {
-            return Some(Health::SourceStuck {
-                in_a_row,
-                still_stuck,
-                for_: ago(self.source.last_abandoned.load(Ordering::Relaxed)),
-            });
+    /// The first camera, in set-up order, whose source capture cannot bring
+    /// back inside the process: `Health::SourceStuck`, naming it unless it
+    /// is the first camera. Every camera's source is judged alike for
+    /// abandoned pipelines. A further camera's also when it is down and its
+    /// capture thread went silent: for the first camera that is
+    /// `Health::Stalled` at capture once the pipeline is empty, but a further
+    /// camera's would never show while the others inspect. (Not so for the
+    /// first camera of several: the watchdog's probe records "any camera
+    /// streaming" on its record, so its own outage does not show there.)
+    fn stuck_camera(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
+        if let Some(stuck) = self.shared.first_source.stuck(now_stamp, stall_timeout) {
+            return Some(stuck);
         }
-        let refused_since = self
-            .source
-            .refused_while_abandoned_since
-            .load(Ordering::Relaxed);
-        (still_stuck > 0 && refused_since != 0 && ago(refused_since) >= stall_timeout).then(|| {
-            Health::SourceStuck {
-                in_a_row,
-                still_stuck,
-                for_: ago(refused_since),
+        let others = self
+            .shared
+            .other_sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        others.iter().find_map(|source| {
+            let mut stuck = source
+                .stuck(now_stamp, stall_timeout)
+                .or_else(|| source.capture_silent(now_stamp, stall_timeout))?;
+            if let Health::SourceStuck { camera, .. } = &mut stuck {
+                *camera = Some(source.name());
             }
+            Some(stuck)
         })
     }
 
@@ -591,20 +694,32 @@ pub fn status_line(health: &Health, status_text: &str) -> String {
     }
 }
 
-/// Why a stuck source is stuck, naming it when `source` is given; `None` for
-/// any other health.
+/// Why a stuck source is stuck; `None` for any other health. It names the
+/// camera the verdict names (one after the first), else `source` when given
+/// (the first camera's: `Liveness::source_name`).
 pub fn stuck_source_reason(health: &Health, source: Option<&str>) -> Option<String> {
     let Health::SourceStuck {
         in_a_row,
         still_stuck,
         for_,
+        capture_silent,
+        camera,
     } = health
     else {
         return None;
     };
-    let source = source.map_or_else(|| "the source".to_string(), |s| format!("the source ({s})"));
+    let source = camera
+        .as_deref()
+        .or(source)
+        .map_or_else(|| "the source".to_string(), |s| format!("the source ({s})"));
     let plural = |n: u64| if n == 1 { "" } else { "s" };
-    Some(if *in_a_row >= MAX_ABANDONED_IN_A_ROW {
+    Some(if *capture_silent {
+        format!(
+            "{source} is stuck: it is down and its capture thread has not looked after it for {:.0} s \
+             (blocked in a driver call, or ended), so nothing rebuilds it",
+            for_.as_secs_f64()
+        )
+    } else if *in_a_row >= MAX_ABANDONED_IN_A_ROW {
         format!(
             "{source} is stuck: {in_a_row} of its pipelines in a row did not stop when it was lost \
              (an element blocked in a read or a driver call; {still_stuck} still blocked)"
@@ -657,9 +772,10 @@ pub fn run_watchdog(
                 Health::SourceStuck {
                     in_a_row,
                     still_stuck,
+                    ref camera,
                     ..
                 } => log::error!(target: "sealcheck::service",
-                    source = liveness.source_name(), abandoned_in_a_row = in_a_row, still_stuck = still_stuck, repeated = repeated;
+                    source = camera.as_deref().unwrap_or(liveness.source_name()), abandoned_in_a_row = in_a_row, still_stuck = still_stuck, repeated = repeated;
                     "{}; {remedy}", stuck_source_reason(&health, Some(liveness.source_name())).unwrap_or_default()),
                 Health::Failing { stage, for_ } => log::error!(target: "sealcheck::service",
                     stage = stage.as_str(), failing_s = for_.as_secs_f64(), repeated = repeated;
@@ -1082,6 +1198,258 @@ mod tests {
         assert_eq!(
             status_line(&Health::Alive { in_flight: 2 }, "29.8 fps"),
             "29.8 fps"
+        );
+    }
+
+    /// One camera (a single `[source]`): a stuck source reads word for word as
+    /// it did before cameras could be several.
+    #[test]
+    fn one_cameras_stuck_source_reads_as_before_several_cameras() {
+        let l = streaming();
+        l.set_source_name("[source] pipeline filesrc");
+        full_frame(&l);
+        for _ in 0..3 {
+            l.pipeline_abandoned();
+        }
+        let health = l.health(Instant::now(), STALL);
+        assert!(
+            matches!(
+                health,
+                Health::SourceStuck {
+                    in_a_row: 3,
+                    still_stuck: 3,
+                    capture_silent: false,
+                    camera: None,
+                    ..
+                }
+            ),
+            "{health:?}"
+        );
+        assert!(!health.is_alive());
+        assert_eq!(
+            status_line(&health, "29.8 fps"),
+            "SOURCE STUCK: the source is stuck: 3 of its pipelines in a row did not stop when it was lost \
+             (an element blocked in a read or a driver call; 3 still blocked), watchdog pings stopped; 29.8 fps"
+        );
+        assert_eq!(
+            stuck_source_reason(&health, Some(l.source_name())).unwrap(),
+            "the source ([source] pipeline filesrc) is stuck: 3 of its pipelines in a row did not stop \
+             when it was lost (an element blocked in a read or a driver call; 3 still blocked)"
+        );
+    }
+
+    const FRONT: &str = "camera front: RTSP camera rtsp://front";
+    const SIDE: &str = "camera side: RTSP camera rtsp://side";
+
+    /// A further camera with a live source, as capture sets it up: named,
+    /// managed (its thread beats now), not streaming yet.
+    fn live_camera(station: &Liveness, name: &str) -> Liveness {
+        let camera = station.for_another_camera();
+        camera.set_source_name(name);
+        camera.set_source_managed(true);
+        camera
+    }
+
+    /// A camera's source lost, and `n` rebuilt pipelines in a row that did
+    /// not stop in time.
+    fn lost_with_pipelines_abandoned(camera: &Liveness, n: u64) {
+        camera.set_source_streaming(true);
+        camera.set_source_streaming(false);
+        camera.set_source_lost(true);
+        for _ in 0..n {
+            camera.pipeline_abandoned();
+            camera.capture_heartbeat();
+        }
+    }
+
+    #[test]
+    fn another_cameras_abandoned_pipelines_make_its_source_stuck_naming_it() {
+        let front = streaming();
+        front.set_source_name(FRONT);
+        let side = live_camera(&front, SIDE);
+        full_frame(&front);
+        lost_with_pipelines_abandoned(&side, MAX_ABANDONED_IN_A_ROW);
+        // The first camera inspects normally meanwhile.
+        full_frame(&front);
+        front.capture_heartbeat();
+        let now = Instant::now();
+        let health = front.health(now, STALL);
+        let Health::SourceStuck {
+            in_a_row: 3,
+            still_stuck: 3,
+            capture_silent: false,
+            camera: Some(camera),
+            ..
+        } = &health
+        else {
+            panic!("{health:?}");
+        };
+        assert_eq!(&**camera, SIDE);
+        assert!(!health.is_alive());
+        // The station's verdict, whichever camera's handle asks.
+        assert_eq!(side.health(now, STALL), health);
+        // The words name the side camera, not the first one the caller gives.
+        assert_eq!(
+            stuck_source_reason(&health, Some(front.source_name())).unwrap(),
+            "the source (camera side: RTSP camera rtsp://side) is stuck: 3 of its pipelines in a row \
+             did not stop when it was lost (an element blocked in a read or a driver call; 3 still blocked)"
+        );
+        assert!(
+            status_line(&health, "29.8 fps").starts_with(
+                "SOURCE STUCK: the source (camera side: RTSP camera rtsp://side) is stuck: 3 of its"
+            ),
+            "{}",
+            status_line(&health, "29.8 fps")
+        );
+    }
+
+    #[test]
+    fn another_cameras_device_held_by_an_abandoned_pipeline_makes_its_source_stuck() {
+        let front = streaming();
+        let side = live_camera(&front, SIDE);
+        full_frame(&front);
+        lost_with_pipelines_abandoned(&side, 1);
+        side.rebuild_started(false);
+        assert_eq!(
+            front.health(after(2), STALL),
+            Health::Alive { in_flight: 0 }
+        );
+        let health = front.health(after(6), STALL);
+        assert!(
+            matches!(
+                &health,
+                Health::SourceStuck { in_a_row: 1, still_stuck: 1, capture_silent: false, camera: Some(c), for_ }
+                    if &**c == SIDE && *for_ >= STALL
+            ),
+            "{health:?}"
+        );
+    }
+
+    #[test]
+    fn the_first_camera_in_set_up_order_whose_source_is_stuck_is_named() {
+        let front = streaming();
+        front.set_source_name(FRONT);
+        let side = live_camera(&front, SIDE);
+        let top = live_camera(&front, "camera top: RTSP camera rtsp://top");
+        lost_with_pipelines_abandoned(&top, 3);
+        lost_with_pipelines_abandoned(&side, 4);
+        let health = front.health(Instant::now(), STALL);
+        assert!(
+            matches!(&health, Health::SourceStuck { in_a_row: 4, camera: Some(c), .. } if &**c == SIDE),
+            "{health:?}"
+        );
+        // The first camera's comes first, named by the caller as before.
+        lost_with_pipelines_abandoned(&front, 3);
+        let health = front.health(Instant::now(), STALL);
+        assert!(
+            matches!(
+                health,
+                Health::SourceStuck {
+                    in_a_row: 3,
+                    camera: None,
+                    ..
+                }
+            ),
+            "{health:?}"
+        );
+        assert!(
+            stuck_source_reason(&health, Some(front.source_name()))
+                .unwrap()
+                .starts_with("the source (camera front: RTSP camera rtsp://front) is stuck")
+        );
+    }
+
+    #[test]
+    fn another_camera_lost_and_being_rebuilt_keeps_the_station_alive() {
+        let stall = Duration::from_millis(20);
+        let front = streaming();
+        let side = live_camera(&front, SIDE);
+        full_frame(&front);
+        // Lost, two rebuilt pipelines abandoned (below the limit) whose
+        // teardowns then ended; capture keeps rebuilding, its thread beating.
+        lost_with_pipelines_abandoned(&side, MAX_ABANDONED_IN_A_ROW - 1);
+        side.abandoned_teardown_ended();
+        side.abandoned_teardown_ended();
+        side.rebuild_started(false);
+        assert_eq!(
+            front.health(after(2), STALL),
+            Health::Alive { in_flight: 0 }
+        );
+        // Down for longer than the stall timeout, thread still beating.
+        std::thread::sleep(stall + Duration::from_millis(10));
+        side.capture_heartbeat();
+        assert!(side.source_lost());
+        assert_eq!(front.health(Instant::now(), stall), Health::Idle);
+    }
+
+    #[test]
+    fn another_cameras_capture_thread_gone_silent_while_its_source_is_down_is_stuck() {
+        let front = streaming();
+        let side = live_camera(&front, SIDE);
+        full_frame(&front);
+        // Down, thread beating a moment ago: capture's business.
+        assert_eq!(
+            front.health(after(2), STALL),
+            Health::Alive { in_flight: 0 }
+        );
+        // No beat for 10 s (the limit: the 5 s stall timeout), down as long.
+        let health = front.health(after(10), STALL);
+        assert!(
+            matches!(
+                &health,
+                Health::SourceStuck { capture_silent: true, camera: Some(c), for_, .. }
+                    if &**c == SIDE && *for_ >= Duration::from_secs(10)
+            ),
+            "{health:?}"
+        );
+        assert!(!health.is_alive());
+        assert_eq!(
+            stuck_source_reason(&health, Some(front.source_name())).unwrap(),
+            "the source (camera side: RTSP camera rtsp://side) is stuck: it is down and its capture \
+             thread has not looked after it for 10 s (blocked in a driver call, or ended), so nothing \
+             rebuilds it"
+        );
+        // Streaming, its thread silent between beats: frames move.
+        side.set_source_streaming(true);
+        assert_eq!(front.health(after(60), STALL), Health::Idle);
+        // A source capture does not manage (a file at its end) is not judged.
+        let file = front.for_another_camera();
+        file.set_source_name("camera top: file top.mp4");
+        assert_eq!(front.health(after(60), STALL), Health::Idle);
+    }
+
+    #[test]
+    fn watchdog_names_another_camera_whose_source_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify.sock");
+        let systemd = ListenerForTest::bind(&path);
+        let notifier = Notifier::connect(NotifyAddress::Path(path), None).unwrap();
+        let front = streaming();
+        front.set_source_name(FRONT);
+        let side = live_camera(&front, SIDE);
+        lost_with_pipelines_abandoned(&side, MAX_ABANDONED_IN_A_ROW);
+        let watchdog = WatchdogThread::spawn_with_interval(
+            notifier,
+            front.clone(),
+            Duration::from_millis(20),
+            Duration::from_millis(150),
+            || true,
+            || "30.0 fps".to_string(),
+        )
+        .unwrap();
+        // The first camera inspects all along.
+        for _ in 0..10 {
+            full_frame(&front);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        watchdog.stop();
+        let sent = systemd.take();
+        assert!(!sent.iter().any(|m| m == "WATCHDOG=1"), "{sent:?}");
+        assert!(
+            sent.iter().any(|m| m.starts_with(
+                "STATUS=SOURCE STUCK: the source (camera side: RTSP camera rtsp://side) is stuck: 3 of its"
+            )),
+            "{sent:?}"
         );
     }
 

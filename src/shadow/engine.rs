@@ -166,7 +166,8 @@ pub fn open(
             ),
         });
     }
-    infer::warm_up(selection.backend.as_mut(), geometry)
+    // The shadow judges one frame at a time.
+    infer::warm_up(selection.backend.as_mut(), geometry, 1)
         .map_err(|e| refuse("warm-up", e.to_string()))?;
     Ok(OpenedShadow {
         backend: selection.backend,

@@ -7,7 +7,12 @@
 //   new_builder() -> Builder      build_serialized_network(onnx bytes, options) -> plan bytes
 //   new_runtime() -> Runtime      deserialize(plan bytes) -> Engine
 //   Engine                        io_tensors(), device_memory_size(), create_context()
-//   Context                       set_tensor_address(), enqueue(stream)
+//   Context                       set_tensor_address(), set_input_shape(), enqueue(stream)
+//
+// A model whose input has a dynamic first (batch) dimension is built with one
+// optimization profile (BuildOptions::profile: 1 frame .. max_batch frames);
+// its context takes the batch of each run through set_input_shape before
+// enqueue. Static models are built without a profile, as before.
 //
 // libnvinfer is loaded at run time (dlopen), never linked: the TensorRT C++
 // API is inline methods over virtual calls, so only the few extern "C" entry
@@ -60,8 +65,10 @@ public:
     Builder& operator=(const Builder&) = delete;
 
     // Parses `onnx`, applies `options` (precision, workspace, one optimization
-    // profile per listed input) and builds a serialized engine ("plan").
-    // Progress goes to `progress`; with INT8, batches come from `calibration`.
+    // profile with an entry per listed input) and builds a serialized engine
+    // ("plan"). Progress goes to `progress`; with INT8, batches come from
+    // `calibration` (one frame each: with a profile, the calibration profile
+    // is every input's `min` shape).
     rust::Vec<uint8_t> build_serialized_network(rust::Slice<const uint8_t> onnx,
                                                 const BuildOptions& options,
                                                 BuildProgress& progress,
@@ -102,9 +109,13 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
+    // Shapes as the engine was built: -1 for a dimension set per run (the
+    // batch of a model with a dynamic batch).
     rust::Vec<TensorInfo> io_tensors() const;
     // Device memory an execution context needs beyond the weights, in bytes.
     int64_t device_memory_size() const;
+    // A context on optimization profile 0 (TensorRT 10 gives every new
+    // context profile 0; throws if this one was given another).
     std::unique_ptr<Context> create_context() const;
 
 private:
@@ -121,6 +132,10 @@ public:
     Context& operator=(const Context&) = delete;
 
     void set_tensor_address(rust::Str name, std::size_t device_address);
+    // setInputShape: the shape of input `name` for the next enqueues (a
+    // dynamic batch: frames x C x H x W). Throws when TensorRT refuses it (a
+    // shape outside the engine's optimization profile, an unknown input).
+    void set_input_shape(rust::Str name, rust::Slice<const int64_t> dims);
     // enqueueV3 on `stream` (a cudaStream_t, 0 = the legacy default stream).
     void enqueue(std::size_t stream);
 

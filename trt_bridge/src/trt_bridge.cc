@@ -3,6 +3,12 @@
 // Written against the TensorRT 10.3 API (JetPack 6). Anything newer is behind
 // an NV_TENSORRT_MAJOR/MINOR check, and so is implicit-quantization INT8
 // calibration, which TensorRT 10 deprecates and later versions remove.
+//
+// Dynamic batch: the builder adds the one optimization profile Rust asks for
+// (and, for INT8, a calibration profile of one frame); a context stays on
+// profile 0, the default for every new context in TensorRT 10, so
+// setOptimizationProfileAsync is never called; set_input_shape gives each
+// run its batch.
 
 #include "sealcheck/trt_bridge/include/trt_bridge.h"
 #include "sealcheck/src/infer/tensorrt/bridge.rs.h"
@@ -162,17 +168,41 @@ struct TrtDelete {
 template <typename T>
 using TrtPtr = std::unique_ptr<T, TrtDelete<T>>;
 
-nvinfer1::Dims to_dims(const rust::Vec<int64_t>& values, const std::string& what) {
+nvinfer1::Dims to_dims(const int64_t* values, std::size_t size, const std::string& what) {
     nvinfer1::Dims dims{};
-    if (values.size() > static_cast<std::size_t>(nvinfer1::Dims::MAX_DIMS)) {
-        throw std::runtime_error(what + " has " + std::to_string(values.size()) + " dimensions, TensorRT allows " +
+    if (size > static_cast<std::size_t>(nvinfer1::Dims::MAX_DIMS)) {
+        throw std::runtime_error(what + " has " + std::to_string(size) + " dimensions, TensorRT allows " +
                                  std::to_string(nvinfer1::Dims::MAX_DIMS));
     }
-    dims.nbDims = static_cast<int32_t>(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
+    dims.nbDims = static_cast<int32_t>(size);
+    for (std::size_t i = 0; i < size; ++i) {
         dims.d[i] = values[i];
     }
     return dims;
+}
+
+nvinfer1::Dims to_dims(const rust::Vec<int64_t>& values, const std::string& what) {
+    return to_dims(values.data(), values.size(), what);
+}
+
+// "4x3x640x640", for messages.
+std::string dims_string(const nvinfer1::Dims& dims) {
+    std::string text;
+    for (int32_t i = 0; i < dims.nbDims; ++i) {
+        text += (i == 0 ? "" : "x") + std::to_string(dims.d[i]);
+    }
+    return text;
+}
+
+// Sets min, opt and max of `name` in `profile`; throws naming the input.
+void set_profile_dims(nvinfer1::IOptimizationProfile& profile, const std::string& name, const nvinfer1::Dims& min,
+                      const nvinfer1::Dims& opt, const nvinfer1::Dims& max, const std::string& what) {
+    if (!profile.setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kMIN, min) ||
+        !profile.setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kOPT, opt) ||
+        !profile.setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kMAX, max)) {
+        throw std::runtime_error(failure("setting the " + what + " (" + dims_string(min) + " / " + dims_string(opt) +
+                                         " / " + dims_string(max) + ")"));
+    }
 }
 
 DataType from_trt(nvinfer1::DataType type) {
@@ -435,6 +465,8 @@ rust::Vec<uint8_t> Builder::build_serialized_network(rust::Slice<const uint8_t> 
             throw std::runtime_error("unknown precision");
     }
 
+    // Models with a dynamic batch: one profile (profile 0), 1 .. max_batch
+    // frames. The profiles are owned by the builder, not by us.
     if (!options.profile.empty()) {
         nvinfer1::IOptimizationProfile* profile = builder.createOptimizationProfile();
         if (profile == nullptr) {
@@ -442,16 +474,36 @@ rust::Vec<uint8_t> Builder::build_serialized_network(rust::Slice<const uint8_t> 
         }
         for (const ProfileShape& shape : options.profile) {
             std::string name(shape.input.data(), shape.input.size());
-            const std::string what = "profile for input \"" + name + "\"";
-            if (!profile->setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kMIN, to_dims(shape.min, what)) ||
-                !profile->setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kOPT, to_dims(shape.opt, what)) ||
-                !profile->setDimensions(name.c_str(), nvinfer1::OptProfileSelector::kMAX, to_dims(shape.max, what))) {
-                throw std::runtime_error(failure("setting the " + what));
-            }
+            const std::string what = "optimization profile for input \"" + name + "\"";
+            set_profile_dims(*profile, name, to_dims(shape.min, what), to_dims(shape.opt, what),
+                             to_dims(shape.max, what), what);
         }
         if (config->addOptimizationProfile(profile) < 0) {
             throw std::runtime_error(failure("addOptimizationProfile"));
         }
+#if SEALCHECK_TRT_HAS_IMPLICIT_INT8
+        if (options.precision == Precision::Int8) {
+            // A network with runtime dimensions needs a calibration profile;
+            // the calibrator feeds one frame per batch (CalibrationFeed), so
+            // it is every input's `min` shape (one frame).
+            nvinfer1::IOptimizationProfile* calibration_profile = builder.createOptimizationProfile();
+            if (calibration_profile == nullptr) {
+                throw std::runtime_error(failure("createOptimizationProfile (INT8 calibration)"));
+            }
+            for (const ProfileShape& shape : options.profile) {
+                std::string name(shape.input.data(), shape.input.size());
+                const std::string what = "INT8 calibration profile for input \"" + name + "\"";
+                const nvinfer1::Dims one_frame = to_dims(shape.min, what);
+                set_profile_dims(*calibration_profile, name, one_frame, one_frame, one_frame, what);
+            }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+            if (!config->setCalibrationProfile(calibration_profile)) {
+                throw std::runtime_error(failure("setCalibrationProfile"));
+            }
+#pragma GCC diagnostic pop
+        }
+#endif
     }
 
     TrtPtr<nvinfer1::IHostMemory> plan(builder.buildSerializedNetwork(*network, *config));
@@ -556,6 +608,20 @@ std::unique_ptr<Context> Engine::create_context() const {
     if (!impl->context) {
         throw std::runtime_error(failure("createExecutionContext (out of GPU memory?)"));
     }
+    // An engine with a profile (a dynamic batch) runs on profile 0. TensorRT
+    // 10 assigns it to every new context ("-1 until selected" was deprecated
+    // in 8.6), so no setOptimizationProfileAsync, which would need a stream
+    // and a wait on it. Anything else is refused here rather than failing
+    // every enqueue later.
+    if (impl_->engine->getNbOptimizationProfiles() > 0) {
+        const int32_t selected = impl->context->getOptimizationProfile();
+        if (selected != 0) {
+            throw std::runtime_error("the new execution context is on optimization profile " +
+                                     std::to_string(selected) +
+                                     ", not 0 (the engine's only profile); this TensorRT does not select profile 0 "
+                                     "for new contexts as TensorRT 10 documents");
+        }
+    }
     return std::make_unique<Context>(std::move(impl));
 }
 
@@ -567,6 +633,16 @@ void Context::set_tensor_address(rust::Str name, std::size_t device_address) {
     std::string tensor(name.data(), name.size());
     if (!impl_->context->setTensorAddress(tensor.c_str(), reinterpret_cast<void*>(device_address))) {
         throw std::runtime_error(failure("setTensorAddress(\"" + tensor + "\")"));
+    }
+}
+
+void Context::set_input_shape(rust::Str name, rust::Slice<const int64_t> dims) {
+    clear_last_error();
+    std::string tensor(name.data(), name.size());
+    const nvinfer1::Dims shape = to_dims(dims.data(), dims.size(), "the shape of input \"" + tensor + "\"");
+    if (!impl_->context->setInputShape(tensor.c_str(), shape)) {
+        throw std::runtime_error(failure("setInputShape(\"" + tensor + "\", " + dims_string(shape) +
+                                         ") (outside the engine's optimization profile?)"));
     }
 }
 

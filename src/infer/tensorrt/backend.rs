@@ -1,8 +1,18 @@
 //! The TensorRT backend: both engines (from the cache, or built), their
-//! device buffers, and host mode (`InferenceBackend::segment` / `classify`:
-//! host input -> pinned -> device -> engine -> device -> pinned -> host
-//! output). Device mode binds the same engines to the device runner's
-//! tensors (`device.rs`).
+//! device buffers, and host mode (`InferenceBackend::segment` / `classify`
+//! and their `_batch` forms: host input -> pinned -> device -> engine ->
+//! device -> pinned -> host output). Device mode binds the same engines to
+//! the device runner's tensors (`device.rs`).
+//!
+//! Batches: a model whose ONNX input has a symbolic first dimension is built
+//! with one optimization profile, 1 .. `[inference] max_batch` frames
+//! (`profile.rs`; the profile is part of the engine's cache key). Its engine
+//! reports -1 for the batch, so `model_io` gives it `BatchDim::Dynamic` and
+//! one frame's shapes. Its own buffers hold `max_batch` frames, and a run
+//! sets the input shape (`setInputShape`) only when its batch differs from
+//! the last run's (`ModelEngine::set_frames`, the one place every enqueue
+//! passes). A model with a batch of one runs as before: no profile, the same
+//! cache key, one frame a run.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,15 +23,16 @@ use super::calibration::{CalibrationPlan, ModelCalibration};
 use super::engine::{Builder, LoadedEngine, Runtime, load_library, version_string};
 use super::engine_cache::{CacheOutcome, EngineCache, EngineSpec};
 use super::error::TrtError;
+use super::profile::{batch_profile, dynamic_batch_input, profile_key, profile_max_batch};
 use super::progress::BuildProgress;
 use super::settings::{TensorRtSettings, precision_name};
 use crate::config::Config;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, PinnedBuffer, Stream, TensorElement};
 use crate::infer::model_io::{
-    DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
+    BatchDim, DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use crate::infer::{BackendKind, InferError, InferenceBackend};
+use crate::infer::{BackendKind, InferError, InferenceBackend, one_by_one};
 
 const ENGINE: &str = "TensorRT";
 
@@ -45,7 +56,8 @@ impl TensorRtBackend {
     }
 
     /// As `open`; `cancel` stops an engine build at its next step (a
-    /// shutdown request during a minutes-long first build).
+    /// shutdown request during a minutes-long first build). Models with a
+    /// dynamic batch are built for up to `cfg.inference.max_batch` frames.
     pub fn open_with(
         cfg: &Config,
         settings: &TensorRtSettings,
@@ -74,6 +86,7 @@ impl TensorRtBackend {
             builder,
             settings,
             cancel,
+            max_batch: cfg.inference.max_batch,
         };
         let segmentation = session.open_model(
             &seg_spec,
@@ -126,6 +139,11 @@ impl TensorRtBackend {
         ]
     }
 
+    /// The engine file of `role`'s model, for messages.
+    pub fn engine_path(&self, role: ModelRole) -> &Path {
+        &self.model(role).engine_path
+    }
+
     /// Element type each engine wants at its input and output, for sizing
     /// the GPU preprocessor's tensors (f32 for engines built from f32 ONNX).
     pub fn io_elements(&self, role: ModelRole) -> (TensorElement, TensorElement) {
@@ -133,8 +151,19 @@ impl TensorRtBackend {
         (model.input_element, model.output_element)
     }
 
+    /// Whether both engines take several frames a run (both models have a
+    /// dynamic batch): then a device runner sizes its tensors for
+    /// `max_batch` frames.
+    pub fn batches(&self) -> bool {
+        self.segmentation.io.batch == BatchDim::Dynamic
+            && self.classifier.io.batch == BatchDim::Dynamic
+    }
+
     /// Device mode: points `role`'s engine at tensors another owner (the GPU
-    /// preprocessor) holds, instead of this backend's own buffers.
+    /// preprocessor) holds, instead of this backend's own buffers. Each
+    /// tensor holds `frames` frames back to back: an engine with a dynamic
+    /// batch then runs up to that many (at most its profile's), one with a
+    /// batch of one uses the first frame only.
     ///
     /// # Safety
     /// Both tensors must stay allocated until `bind_own_buffers`, a later
@@ -145,31 +174,69 @@ impl TensorRtBackend {
         role: ModelRole,
         input: DeviceTensor,
         output: DeviceTensor,
+        frames: usize,
     ) -> Result<(), TrtError> {
         let model = self.model_mut(role);
-        model.check_device_tensor("input", &input, model.input_element, model.io.input_len())?;
-        model.check_device_tensor(
-            "output",
-            &output,
-            model.output_element,
-            model.io.output_len(),
-        )?;
-        // SAFETY: lengths and element types match the engine's IO (checked);
-        // the caller keeps the memory alive as this function requires.
-        unsafe { model.bind(input.ptr, output.ptr) }
+        let frames = frames.max(1);
+        let (input_len, output_len) = (model.io.input_len(), model.io.output_len());
+        model.check_device_tensor("input", &input, model.input_element, input_len, frames)?;
+        model.check_device_tensor("output", &output, model.output_element, output_len, frames)?;
+        let capacity = match model.io.batch {
+            BatchDim::Dynamic => frames.min(model.max_frames),
+            BatchDim::One => 1,
+        };
+        // SAFETY: lengths and element types match `capacity` frames of the
+        // engine's IO (checked); the caller keeps the memory alive as this
+        // function requires.
+        unsafe { model.bind(input.ptr, output.ptr, capacity) }
     }
 
     /// Device mode: queues `role`'s engine on `stream` (a raw `CUstream` /
-    /// `cudaStream_t`, e.g. `GpuPreprocessor::stream().raw() as usize`).
-    /// Returns at once; the caller waits on the stream (an event) later.
+    /// `cudaStream_t`, e.g. `GpuPreprocessor::stream().raw() as usize`) for
+    /// the first `frames` frames of the bound tensors; an error when they
+    /// hold fewer or the engine takes fewer (1 for a batch of one). Returns
+    /// at once; the caller waits on the stream (an event) later.
     ///
     /// # Safety
     /// `stream` must be a live stream of this backend's device, and the bound
     /// tensors must stay valid until the stream has run this work.
-    pub unsafe fn enqueue(&mut self, role: ModelRole, stream: usize) -> Result<(), TrtError> {
+    pub unsafe fn enqueue(
+        &mut self,
+        role: ModelRole,
+        stream: usize,
+        frames: usize,
+    ) -> Result<(), TrtError> {
         let model = self.model_mut(role);
         // SAFETY: forwarded from this function's contract.
-        unsafe { model.loaded.enqueue(stream) }
+        unsafe { model.enqueue(stream, frames) }
+    }
+
+    /// Runs each batch size 1..=`max_batch` of both engines once on this
+    /// backend's own buffers, so that no batch of a new size pays its shape
+    /// setup (and lazily loaded kernels) on the line; nothing for engines
+    /// with a batch of one. Leaves both engines bound to the own buffers:
+    /// call it before `bind_device`, never on an engine a runner holds.
+    pub fn warm_up_batches(&mut self) -> Result<(), TrtError> {
+        if !self.batches() {
+            return Ok(());
+        }
+        let stream = &self.stream;
+        for model in [&mut self.segmentation, &mut self.classifier] {
+            model.bind_own()?;
+            // SAFETY: our own buffers, alive as long as `self`; the stream is
+            // synchronized below before anything else touches them.
+            unsafe {
+                stream
+                    .fill_bytes(&model.input, 0)
+                    .map_err(TrtError::gpu("clear the warm-up input"))?;
+                for frames in 1..=model.max_frames {
+                    model.enqueue(stream.raw() as usize, frames)?;
+                }
+            }
+        }
+        stream
+            .synchronize()
+            .map_err(TrtError::gpu("wait for the warm-up batches"))
     }
 
     /// Points both engines back at this backend's own buffers (host mode).
@@ -192,9 +259,11 @@ impl TensorRtBackend {
         }
     }
 
+    /// Host mode: `frames` frames (1 ..= the engine's batch) in one run.
     fn run_host(
         &mut self,
         role: ModelRole,
+        frames: usize,
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
@@ -203,14 +272,36 @@ impl TensorRtBackend {
             ModelRole::Segmentation => &mut self.segmentation,
             ModelRole::Classifier => &mut self.classifier,
         };
-        check_buffers(role, &model.io, input, logits_out)?;
+        if frames == 1 {
+            check_buffers(role, &model.io, input, logits_out)?;
+        } else {
+            check_batch_buffers(role, &model.io, frames, input, logits_out)?;
+        }
         model
-            .run_host(stream, input, logits_out)
+            .run_host(stream, frames, input, logits_out)
             .map_err(|e| InferError::Run {
                 role,
                 engine: ENGINE,
                 message: e.to_string(),
             })
+    }
+
+    /// Host mode, a batch: one run where the model has a dynamic batch,
+    /// else one run a frame.
+    fn run_batch(
+        &mut self,
+        role: ModelRole,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        if frames > 1 && self.model(role).io.batch == BatchDim::Dynamic {
+            self.run_host(role, frames, input, logits_out)
+        } else {
+            one_by_one(frames, input, logits_out, |i, o| {
+                self.run_host(role, 1, i, o)
+            })
+        }
     }
 }
 
@@ -241,12 +332,64 @@ impl InferenceBackend for TensorRtBackend {
     }
 
     fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run_host(ModelRole::Segmentation, input, logits_out)
+        self.run_host(ModelRole::Segmentation, 1, input, logits_out)
     }
 
     fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run_host(ModelRole::Classifier, input, logits_out)
+        self.run_host(ModelRole::Classifier, 1, input, logits_out)
     }
+
+    /// The engines' profile maximum (`[inference] max_batch` when they were
+    /// opened) when both models have a dynamic batch, else 1.
+    fn max_batch(&self) -> usize {
+        if self.batches() {
+            self.segmentation.max_frames.min(self.classifier.max_frames)
+        } else {
+            1
+        }
+    }
+
+    fn segment_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.run_batch(ModelRole::Segmentation, frames, input, logits_out)
+    }
+
+    fn classify_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.run_batch(ModelRole::Classifier, frames, input, logits_out)
+    }
+}
+
+/// The buffers of a host-mode batch: `frames` frames of the model's IO.
+fn check_batch_buffers(
+    role: ModelRole,
+    io: &ModelIo,
+    frames: usize,
+    input: &[f32],
+    logits_out: &[f32],
+) -> Result<(), InferError> {
+    for (buffer, expected, actual) in [
+        ("input", frames * io.input_len(), input.len()),
+        ("logits", frames * io.output_len(), logits_out.len()),
+    ] {
+        if expected != actual {
+            return Err(InferError::BufferLength {
+                role,
+                buffer,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One model's engine, context and buffers.
@@ -258,7 +401,17 @@ struct ModelEngine {
     input_element: TensorElement,
     output_element: TensorElement,
     loaded: LoadedEngine,
-    /// This backend's own device tensors (host mode), f32.
+    /// Most frames one run takes: the profile's maximum for a dynamic
+    /// batch, else 1. The own buffers hold that many frames.
+    max_frames: usize,
+    /// Frames the tensors the context points at hold (at most `max_frames`).
+    capacity: usize,
+    /// The input shape handed to `setInputShape`, its batch the frames of
+    /// the last run (dynamic batch only; reused, so a change allocates nothing).
+    batch_shape: Vec<i64>,
+    /// Frames the context's input shape was last set to (0: not set yet).
+    shape_frames: usize,
+    /// This backend's own device tensors (host mode), f32, `max_frames` frames.
     input: DeviceBuffer<f32>,
     output: DeviceBuffer<f32>,
     /// Page-locked staging, so copies are asynchronous and need no allocation.
@@ -270,76 +423,150 @@ struct ModelEngine {
 
 impl ModelEngine {
     /// # Safety
-    /// `input` and `output` must hold the engine's input and output tensors
-    /// and stay valid while work that uses them is queued.
-    unsafe fn bind(&mut self, input: u64, output: u64) -> Result<(), TrtError> {
+    /// `input` and `output` must hold `capacity` frames of the engine's input
+    /// and output tensors and stay valid while work that uses them is queued.
+    unsafe fn bind(&mut self, input: u64, output: u64, capacity: usize) -> Result<(), TrtError> {
+        // Until both addresses are set, no run may count on any capacity.
+        self.capacity = 0;
+        self.bound_to_own = false;
         // SAFETY: forwarded from this function's contract.
         unsafe {
             self.loaded.set_tensor_address(&self.io.input_name, input)?;
             self.loaded
                 .set_tensor_address(&self.io.output_name, output)?;
         }
-        self.bound_to_own = false;
+        self.capacity = capacity;
         Ok(())
     }
 
     fn bind_own(&mut self) -> Result<(), TrtError> {
         if !self.bound_to_own {
             let (input, output) = (self.input.device_ptr(), self.output.device_ptr());
-            // SAFETY: our own buffers, sized for the engine's IO at open, live
-            // as long as the context (same owner; the backend's Drop waits for
-            // the stream first).
-            unsafe { self.bind(input, output)? };
+            // SAFETY: our own buffers, sized for `max_frames` frames of the
+            // engine's IO at open, live as long as the context (same owner;
+            // the backend's Drop waits for the stream first).
+            unsafe { self.bind(input, output, self.max_frames)? };
             self.bound_to_own = true;
         }
         Ok(())
     }
 
+    /// A device tensor for `frames` frames: exactly that many for a dynamic
+    /// batch, at least one frame for a batch of one (it uses the first).
     fn check_device_tensor(
         &self,
         which: &str,
         tensor: &DeviceTensor,
         element: TensorElement,
-        len: usize,
+        frame_len: usize,
+        frames: usize,
     ) -> Result<(), TrtError> {
-        if tensor.element != element || tensor.len != len {
-            return Err(TrtError::EngineIo {
-                role: self.role,
-                engine: self.engine_path.clone(),
-                problem: format!(
-                    "the engine's {which} is {len} {element:?} values, the device tensor offered is {} {:?}",
-                    tensor.len, tensor.element
-                ),
-            });
+        let (fits, wanted) = match self.io.batch {
+            BatchDim::Dynamic => (
+                tensor.len == frames * frame_len,
+                format!("{frames} frame(s) of {frame_len}"),
+            ),
+            BatchDim::One => (
+                tensor.len >= frame_len,
+                format!("at least one frame of {frame_len}"),
+            ),
+        };
+        if tensor.element != element || !fits {
+            return Err(self.io_error(format!(
+                "the engine's {which} wants {wanted} {element:?} values, the device tensor offered is {} {:?}",
+                tensor.len, tensor.element
+            )));
         }
         Ok(())
     }
 
-    /// Host mode: one synchronous run. No allocation: all buffers exist.
+    fn io_error(&self, problem: String) -> TrtError {
+        TrtError::EngineIo {
+            role: self.role,
+            engine: self.engine_path.clone(),
+            problem,
+        }
+    }
+
+    /// Makes the next enqueue run `frames` frames: checked against what the
+    /// bound tensors hold, and for a dynamic batch the input shape set when
+    /// it differs from the last run's (a per-frame path that keeps its
+    /// batch size makes no TensorRT call here).
+    fn set_frames(&mut self, frames: usize) -> Result<(), TrtError> {
+        if frames == 0 || frames > self.capacity {
+            return Err(self.io_error(format!(
+                "a run of {frames} frame(s) was asked for; the engine takes 1 to {} on the tensors it is bound to{}",
+                self.capacity,
+                match self.io.batch {
+                    BatchDim::One => " (its model's batch is fixed at one)",
+                    BatchDim::Dynamic => "",
+                }
+            )));
+        }
+        if self.io.batch == BatchDim::Dynamic && frames != self.shape_frames {
+            // Unknown until TensorRT took the new shape.
+            self.shape_frames = 0;
+            self.batch_shape[0] = i64::try_from(frames).unwrap_or(i64::MAX);
+            self.loaded
+                .set_input_shape(&self.io.input_name, &self.batch_shape)?;
+            self.shape_frames = frames;
+        }
+        Ok(())
+    }
+
+    /// Queues the engine for the first `frames` frames of the bound tensors.
+    ///
+    /// # Safety
+    /// As `LoadedEngine::enqueue`: a live stream, and bound tensors valid
+    /// until the stream has run this work (their size is checked here).
+    unsafe fn enqueue(&mut self, stream: usize, frames: usize) -> Result<(), TrtError> {
+        self.set_frames(frames)?;
+        // SAFETY: the bound tensors hold `frames` frames (set_frames checked
+        // it against their capacity); the rest is the caller's contract.
+        unsafe { self.loaded.enqueue(stream) }
+    }
+
+    /// Host mode: one synchronous run of `frames` frames (inputs and
+    /// outputs back to back; lengths checked by the caller). No allocation:
+    /// all buffers exist.
     fn run_host(
         &mut self,
         stream: &Stream,
+        frames: usize,
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), TrtError> {
         self.bind_own()?;
-        self.host_input.as_mut_slice().copy_from_slice(input);
+        let (in_len, out_len) = (input.len(), logits_out.len());
+        if frames == 0
+            || frames > self.max_frames
+            || in_len > self.host_input.len()
+            || out_len > self.host_output.len()
+        {
+            return Err(self.io_error(format!(
+                "a host run of {frames} frame(s) ({in_len} -> {out_len} values) does not fit the engine's \
+                 buffers of {} frame(s)",
+                self.max_frames
+            )));
+        }
+        self.host_input.as_mut_slice()[..in_len].copy_from_slice(input);
         // SAFETY: the pinned and device buffers are owned by `self` and not
         // touched by the host until `synchronize` below returns; the context
-        // is bound to `input`/`output` (bind_own), sized for the engine.
+        // is bound to `input`/`output` (bind_own), sized for `max_frames`
+        // frames, of which `frames` are used (checked above and in enqueue).
         unsafe {
             stream
-                .upload(self.host_input.as_slice(), &self.input, 0)
+                .upload(&self.host_input.as_slice()[..in_len], &self.input, 0)
                 .map_err(TrtError::gpu("copy the input to the GPU"))?;
-            self.loaded.enqueue(stream.raw() as usize)?;
+            self.enqueue(stream.raw() as usize, frames)?;
             stream
-                .download(&self.output, 0, self.output.len(), &mut self.host_output)
+                .download(&self.output, 0, out_len, &mut self.host_output)
                 .map_err(TrtError::gpu("copy the output from the GPU"))?;
         }
         stream
             .synchronize()
             .map_err(TrtError::gpu("wait for the engine"))?;
-        logits_out.copy_from_slice(self.host_output.as_slice());
+        logits_out.copy_from_slice(&self.host_output.as_slice()[..out_len]);
         Ok(())
     }
 }
@@ -369,6 +596,8 @@ struct OpenSession<'a> {
     builder: LazyBuilder<'a>,
     settings: &'a TensorRtSettings,
     cancel: Option<Arc<AtomicBool>>,
+    /// `[inference] max_batch`: the profile's maximum for a dynamic batch.
+    max_batch: usize,
 }
 
 impl OpenSession<'_> {
@@ -378,21 +607,25 @@ impl OpenSession<'_> {
         mut calibration: ModelCalibration,
     ) -> Result<ModelEngine, TrtError> {
         let cache = EngineCache::new(&self.settings.engine_dir);
+        // A dynamic batch: one profile, 1 .. max_batch frames, in the key
+        // too (a changed max_batch builds a new engine). A static model:
+        // none, and the key it always had.
+        let batch_input = dynamic_batch_input(spec)?;
+        let profile = batch_profile(batch_input.as_ref(), self.max_batch);
         let engine_spec = EngineSpec {
             tensorrt_version: version_string(self.library.library_version),
             gpu_name: self.gpu.name().to_string(),
             compute_capability: self.gpu.compute_capability(),
             precision: precision_name(self.settings.precision).to_string(),
-            // The pipeline's models have static shapes (model_io checks it),
-            // so no optimization profile is needed.
-            profile: Vec::new(),
+            profile: profile_key(&profile),
             workspace_mib: self.settings.workspace_mib,
             calibration: calibration.digest.clone(),
         };
+        let max_frames = profile_max_batch(&profile);
         let options = BuildOptions {
             precision: self.settings.precision,
             workspace_mib: self.settings.workspace_mib,
-            profile: Vec::new(),
+            profile,
         };
         let role = spec.role;
         let model_path = spec.path.to_path_buf();
@@ -419,11 +652,15 @@ impl OpenSession<'_> {
         let io_tensors = cached.engine.io_tensors()?;
         let (inputs, outputs) = declared_tensors(&io_tensors);
         let io = resolve_model_io(spec, &inputs, &outputs)?;
+        let max_frames = match io.batch {
+            BatchDim::Dynamic => max_frames,
+            BatchDim::One => 1,
+        };
         record_opened(spec, ENGINE);
         let memory = cached.engine.device_memory_size()?;
         log::info!(target: "sealcheck::tensorrt", model = role.as_str(), engine:% = cached.path.display(),
-            activations_mib = memory / (1 << 20), input:? = io.input_shape, output:? = io.output_shape;
-            "TensorRT engine ready");
+            activations_mib = memory / (1 << 20), input:? = io.input_shape, output:? = io.output_shape,
+            max_batch = max_frames; "TensorRT engine ready");
         let loaded = LoadedEngine::new(cached.engine)?;
         let gpu = self.gpu;
         let alloc = |what: &'static str, len: usize| {
@@ -440,10 +677,18 @@ impl OpenSession<'_> {
             input_element: TensorElement::F32,
             output_element: TensorElement::F32,
             loaded,
-            input: alloc("allocate the engine input", io.input_len())?,
-            output: alloc("allocate the engine output", io.output_len())?,
-            host_input: pinned("allocate the pinned input", io.input_len())?,
-            host_output: pinned("allocate the pinned output", io.output_len())?,
+            max_frames,
+            capacity: 0,
+            batch_shape: io
+                .input_shape
+                .iter()
+                .map(|&d| i64::try_from(d).unwrap_or(i64::MAX))
+                .collect(),
+            shape_frames: 0,
+            input: alloc("allocate the engine input", max_frames * io.input_len())?,
+            output: alloc("allocate the engine output", max_frames * io.output_len())?,
+            host_input: pinned("allocate the pinned input", max_frames * io.input_len())?,
+            host_output: pinned("allocate the pinned output", max_frames * io.output_len())?,
             bound_to_own: false,
             io,
         };

@@ -33,7 +33,8 @@ mod ffi {
         Int8,
     }
 
-    /// One optimization profile entry: the shapes an input may take.
+    /// One optimization profile entry: the shapes an input may take (a
+    /// dynamic batch: 1 frame, max_batch frames, max_batch frames).
     #[derive(Debug, Clone, PartialEq, Eq)]
     struct ProfileShape {
         input: String,
@@ -47,7 +48,8 @@ mod ffi {
         precision: Precision,
         /// Builder workspace memory pool limit.
         workspace_mib: u64,
-        /// One profile with one entry per input (empty for static shapes).
+        /// One profile with one entry per input (empty for static shapes;
+        /// `profile::batch_profile` makes it for a dynamic batch).
         profile: Vec<ProfileShape>,
     }
 
@@ -78,7 +80,7 @@ mod ffi {
         name: String,
         mode: TensorMode,
         dtype: DataType,
-        /// -1 for a dimension fixed only at run time.
+        /// -1 for a dimension fixed only at run time (a dynamic batch).
         shape: Vec<i64>,
     }
 
@@ -157,6 +159,11 @@ mod ffi {
             name: &str,
             device_address: usize,
         ) -> Result<()>;
+        /// `setInputShape`: the shape of input `name` for the enqueues that
+        /// follow (an engine with a dynamic batch needs it before its first
+        /// enqueue, and again when the batch changes). Only host state: work
+        /// already queued keeps the shape it was queued with.
+        fn set_input_shape(self: Pin<&mut Context>, name: &str, dims: &[i64]) -> Result<()>;
         /// # Safety
         /// `stream` must be a live `cudaStream_t` of the current device (or 0),
         /// and every tensor address set on this context must stay valid until

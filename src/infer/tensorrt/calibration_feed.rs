@@ -15,9 +15,10 @@ use crate::gpu::{DeviceBuffer, GpuContext, Stream};
 pub type SampleMaker = Box<dyn FnMut(&Path, &mut [f32]) -> Result<(), String>>;
 
 /// What TensorRT's calibrator asks for, answered from Rust. One image per
-/// calibration batch: the networks have an explicit, static batch dimension
-/// of 1 (model_io checks it), so TensorRT wants batch size 1 and reads one
-/// input tensor of the model's shape per `getBatch`.
+/// calibration batch: the networks have an explicit batch dimension, static
+/// 1 or, for a dynamic batch, 1 in the calibration profile (trt_bridge sets
+/// it to one frame), so TensorRT reads one frame's input tensor per
+/// `getBatch`.
 pub struct CalibrationFeed {
     /// f32 values of one sample (the model input's length).
     sample_len: usize,

@@ -1,18 +1,29 @@
 //! Device mode: both engines queued on the device runner's stream
 //! (`infer::device_runner`), reading and writing its tensors. The runner
-//! does the rest of a frame (preprocessing, mask, copies, events, tickets),
+//! does the rest of a batch (preprocessing, masks, copies, events, tickets),
 //! as for ONNX Runtime CUDA.
 //!
 //! ```text
-//! stream: [frame upload + frame kernel] -> segmentation engine -> [mask kernel + count copy]
-//!         -> classifier engine -> logits copy -> event     (host waits here, once)
+//! stream: [frame uploads + frame kernels, frames 0..n] -> segmentation engine (n frames)
+//!         -> [mask kernels + count copies] -> classifier engine (n frames)
+//!         -> logits copy -> event                       (host waits here, once)
 //! ```
+//!
+//! Batches: when both models have a dynamic batch, the runner's tensors hold
+//! `max_batch` frames (`[inference] max_batch`, the engines' profile
+//! maximum) and `enqueue` runs the first `frames` of them, setting the
+//! engines' input shape only when the batch size changed since the last
+//! run (`TensorRtBackend::enqueue`). Engines with a batch of one make a
+//! runner of one frame, as before. Before binding, each batch size runs
+//! once on the backend's own buffers (`warm_up_batches`), so no first batch
+//! of a size pays TensorRT's shape setup on the line.
 //!
 //! Model swap (`TrtOpener`, on the reload thread): the new backend is opened
 //! as in host mode (its own stream and buffers: an execution context takes
-//! the stream at each enqueue, not at creation), warmed up there, and bound
-//! to the runner's tensors on the device thread at the swap
-//! (`setTensorAddress`, which queues nothing).
+//! the stream at each enqueue, not at creation), warmed up there (every
+//! batch size), and bound to the runner's tensors on the device thread at
+//! the swap (`setTensorAddress`, which queues nothing). A candidate with a
+//! batch of one fits a batching runner: it runs one frame a batch.
 
 use std::sync::Arc;
 
@@ -32,6 +43,9 @@ use crate::infer::device_runner::DeviceRunner;
 /// The TensorRT backend with both engines bound to a runner's tensors.
 pub struct TrtDeviceEngine {
     backend: TensorRtBackend,
+    /// Most frames one `enqueue` runs: the bound tensors' frames, at most
+    /// the engines' profile maximum; 1 unless both models batch.
+    max_batch: usize,
 }
 
 impl TrtDeviceEngine {
@@ -49,12 +63,36 @@ impl DeviceEngine for TrtDeviceEngine {
         Arc::new(TrtOpener { site })
     }
 
-    fn enqueue(&mut self, role: ModelRole, stream: &Stream) -> Result<(), DeviceFrameError> {
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// A batch of 2 or more on engines with a batch of one is an error
+    /// (`max_batch` is 1 there); the backend checks `frames` again against
+    /// what the bound tensors hold before TensorRT sees it.
+    fn enqueue(
+        &mut self,
+        role: ModelRole,
+        stream: &Stream,
+        frames: usize,
+    ) -> Result<(), DeviceFrameError> {
+        if frames == 0 || frames > self.max_batch {
+            return Err(TrtError::EngineIo {
+                role,
+                engine: self.backend.engine_path(role).to_path_buf(),
+                problem: format!(
+                    "a batch of {frames} frame(s) was queued; this device engine runs 1 to {} \
+                     (batches need a dynamic batch in both models)",
+                    self.max_batch
+                ),
+            }
+            .into());
+        }
         // SAFETY: `stream` is the runner's live stream on this backend's GPU
         // (made in `open` from `backend.gpu()`); the engines are bound to the
         // runner's tensors, which it frees only after dropping this engine
         // with the stream synchronized.
-        Ok(unsafe { self.backend.enqueue(role, stream.raw() as usize) }?)
+        Ok(unsafe { self.backend.enqueue(role, stream.raw() as usize, frames) }?)
     }
 }
 
@@ -64,10 +102,11 @@ pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> 
     Ok(Box::new(device_runner(cfg, TensorRtBackend::open(cfg)?)?))
 }
 
-/// A device runner over `backend`, which was opened with `cfg`'s models.
+/// A device runner over `backend`, which was opened with `cfg`'s models:
+/// tensors of `max_batch` frames when both engines batch, else of one.
 pub fn device_runner(
     cfg: &Config,
-    backend: TensorRtBackend,
+    mut backend: TensorRtBackend,
 ) -> Result<DeviceRunner, DeviceFrameError> {
     let geometry =
         crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
@@ -83,19 +122,31 @@ pub fn device_runner(
         }
         .into());
     }
+    // Both models with a dynamic batch: the engines' profile maximum, which
+    // is `cfg.inference.max_batch` for engines opened with `cfg`; else 1.
+    let frames = InferenceBackend::max_batch(&backend);
+    backend.warm_up_batches()?;
     let stream = Stream::new(backend.gpu())
         .map_err(TrtError::gpu("create the device path's CUDA stream"))?;
-    DeviceRunner::open(cfg, stream, geometry, (seg_in, seg_out), |tensors| {
-        // SAFETY: the runner owns the bound tensors and frees them only after
-        // dropping this engine, with its stream synchronized first
-        // (`DeviceRunner::open`).
-        let engine = unsafe { bind(backend, tensors) }?;
-        Ok(Box::new(engine) as Box<dyn DeviceEngine>)
-    })
+    DeviceRunner::open(
+        cfg,
+        stream,
+        geometry,
+        (seg_in, seg_out),
+        frames,
+        |tensors| {
+            // SAFETY: the runner owns the bound tensors and frees them only after
+            // dropping this engine, with its stream synchronized first
+            // (`DeviceRunner::open`).
+            let engine = unsafe { bind(backend, tensors) }?;
+            Ok(Box::new(engine) as Box<dyn DeviceEngine>)
+        },
+    )
 }
 
-/// Points both engines at the runner's tensors; `bind_device` checks
-/// lengths and element types against the engines' IO.
+/// Points both engines at the runner's tensors, which hold
+/// `tensors.frames` frames; `bind_device` checks lengths and element types
+/// against the engines' IO.
 ///
 /// # Safety
 /// The tensors must stay allocated for as long as the returned engine
@@ -104,16 +155,28 @@ unsafe fn bind(
     mut backend: TensorRtBackend,
     tensors: BoundTensors,
 ) -> Result<TrtDeviceEngine, DeviceFrameError> {
+    let frames = tensors.frames.max(1);
     // SAFETY: forwarded from this function's contract.
     unsafe {
         backend.bind_device(
             ModelRole::Segmentation,
             tensors.seg_input,
             tensors.seg_logits,
+            frames,
         )?;
-        backend.bind_device(ModelRole::Classifier, tensors.cls_input, tensors.cls_logits)?;
+        backend.bind_device(
+            ModelRole::Classifier,
+            tensors.cls_input,
+            tensors.cls_logits,
+            frames,
+        )?;
     }
-    Ok(TrtDeviceEngine { backend })
+    let max_batch = if backend.batches() {
+        frames.min(InferenceBackend::max_batch(&backend))
+    } else {
+        1
+    };
+    Ok(TrtDeviceEngine { backend, max_batch })
 }
 
 /// Opens new engines (from the cache, or built) for a running device runner.
@@ -156,8 +219,11 @@ impl DeviceCandidate for TrtCandidate {
         self.geometry
     }
 
+    /// One frame through both models, then each batch size once (engines
+    /// with a dynamic batch), all on the candidate's own buffers.
     fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
-        Ok(crate::infer::warm_up(&mut self.backend, self.geometry)?)
+        crate::infer::warm_up(&mut self.backend, self.geometry, 1)?;
+        Ok(self.backend.warm_up_batches()?)
     }
 
     unsafe fn bind(

@@ -5,6 +5,10 @@
 //!
 //! None of these is `Clone`: each owns one TensorRT object and destroys it on
 //! drop. All are `Send` (moved to the inference thread), none is `Sync`.
+//!
+//! A context of an engine with a dynamic batch is on its one optimization
+//! profile (0) from creation; `LoadedEngine::set_input_shape` gives it the
+//! batch before an enqueue (the backend calls it only when the batch changes).
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -202,13 +206,28 @@ impl LoadedEngine {
         unsafe { set_tensor_address(pinned(&mut self.context)?, name, device_address) }
     }
 
+    /// Sets input `name`'s shape for the enqueues that follow (`dims`: the
+    /// whole shape, the batch first). Safe: it queues nothing and touches no
+    /// device memory; the tensors bound must then hold that many frames,
+    /// which `enqueue`'s contract already asks.
+    pub fn set_input_shape(&mut self, name: &str, dims: &[i64]) -> Result<(), TrtError> {
+        // The message is made only on failure: this runs on the frame path.
+        pinned(&mut self.context)?
+            .set_input_shape(name, dims)
+            .map_err(|e| TrtError::TensorRt {
+                action: format!("set the shape of input \"{name}\" to {dims:?}"),
+                message: e.what().to_string(),
+            })
+    }
+
     /// Queues the engine on `stream` (a `cudaStream_t`; the driver's `CUstream`
     /// is the same handle). Returns before the GPU runs it.
     ///
     /// # Safety
     /// `stream` must be a live stream of the current device, and every tensor
     /// address set on this context must stay valid until the stream has run
-    /// this work.
+    /// this work and hold the tensor at the input shape last set (a dynamic
+    /// batch: that many frames).
     pub unsafe fn enqueue(&mut self, stream: usize) -> Result<(), TrtError> {
         // SAFETY: forwarded from this function's contract.
         unsafe { enqueue(pinned(&mut self.context)?, stream) }

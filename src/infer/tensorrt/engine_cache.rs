@@ -49,7 +49,8 @@ pub struct KeyFields {
     pub compute_capability: String,
     /// "fp32", "fp16" or "int8".
     pub precision: String,
-    /// One "name:min/opt/max" entry per input, e.g. "images:1x3x640x640/1x3x640x640/1x3x640x640".
+    /// One "name:min/opt/max" entry per input, e.g. "images:1x3x640x640/1x3x640x640/1x3x640x640";
+    /// empty for a static model, 1 .. `max_batch` frames for a dynamic batch (`profile.rs`).
     pub profile: Vec<String>,
     pub workspace_mib: u64,
     /// INT8 only: SHA-256 over the calibration images' names and contents.

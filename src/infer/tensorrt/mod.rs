@@ -2,23 +2,30 @@
 //! TensorRT engines, built from the ONNX files on first start and cached.
 //!
 //! ```text
-//! open: load libnvinfer (dlopen) -> open GPU -> per model: engine cache
+//! open: load libnvinfer (dlopen) -> open GPU -> per model: ONNX input read
+//!       (a dynamic batch: one profile, 1 .. max_batch frames) -> engine cache
 //!       (load, or build with progress + INT8 calibration, save atomically)
 //!       -> check the engine's IO against the config -> device buffers
 //!
-//! per frame, device mode (infer::device_runner: GPU preprocessing, one stream,
-//! up to two frames in flight, no host sync between):
-//!   frame kernel -> enqueue(Segmentation) -> mask kernel -> enqueue(Classifier)
+//! per batch, device mode (infer::device_runner: GPU preprocessing, one stream,
+//! up to two batches in flight, no host sync between):
+//!   frame kernels -> enqueue(Segmentation, n) -> mask kernels -> enqueue(Classifier, n)
 //!   -> logits copy -> one wait at the end
-//! per frame, host mode (InferenceBackend::segment / classify, CPU mask):
+//! per frame or batch, host mode (InferenceBackend::segment / classify and
+//! their _batch forms, CPU mask):
 //!   host input -> pinned -> device -> engine -> device -> pinned -> host output
 //! ```
+//!
+//! A batch of n on an engine with a dynamic batch sets its input shape to n
+//! frames first, only when n changed; models with a batch of one take one
+//! frame a run, exactly as before batches.
 //!
 //! This file is the face; the parts, bottom up:
 //! - `bridge`: the `#[cxx::bridge]` over `trt_bridge/` (the only FFI);
 //! - `engine`: safe owners `Builder`, `Runtime`, `Engine`, `LoadedEngine`;
 //! - `progress`: TensorRT's logger and build progress;
 //! - `engine_cache`: engines cached by model, GPU, version and settings;
+//! - `profile`: the optimization profile of a model with a dynamic batch;
 //! - `settings`: `[inference.tensorrt]` resolved (`TensorRtSettings`);
 //! - `calibration`: INT8 calibration images, feed and plan;
 //! - `backend`: `TensorRtBackend`, both engines, host mode (`InferenceBackend`);
@@ -35,6 +42,7 @@ mod device;
 mod engine;
 pub mod engine_cache;
 mod error;
+mod profile;
 mod progress;
 mod settings;
 
