@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`sealcheck bench --json` reports on stdin, one line each on stdout: frames/s, the
-capture-to-verdict p50/p99, per camera with several, the mean batch and the GPU memory the
-run took, prefixed with LABEL. Used by scripts/gpu_cameras.sh:
+capture-to-verdict p50/p99, per camera with several, the mean batch, how late the replay
+offered paced frames (its own wake-up, inside the latency) and the GPU memory the run took,
+prefixed with LABEL. Used by scripts/gpu_cameras.sh:
 
   sealcheck bench ... --json | python3 scripts/bench_line.py LABEL
 """
@@ -27,6 +28,9 @@ for line in sys.stdin:
     if batches:
         parts.append(f"batches mean {batches['frames'] / max(batches['runs'], 1):.2f} "
                      f"of max {batches['max_batch']}")
+    late = r.get("replay_offer_late_ms")
+    if late:
+        parts.append(f"replay offered late p99/max {late['p99']:.2f}/{late['max']:.2f} ms")
     memory = r.get("gpu_memory")
     if memory:
         parts.append(f"GPU memory run {memory['run_mib']:.0f} MiB")

@@ -238,6 +238,10 @@ pub enum SourcePlan {
         frames: Arc<Vec<FrameSlot>>,
         count: u64,
         rate: Option<f64>,
+        /// How late (ms) each paced frame was offered after its due time,
+        /// every camera's together: the replay thread's own wake-up, which
+        /// counts in the frames' latency and which a camera does not have.
+        offer_lateness: Arc<std::sync::Mutex<crate::stats::LatencyHistogram>>,
     },
 }
 

@@ -7,8 +7,8 @@
 //! (backpressure, never drops) or paced like a camera (stamped at their due
 //! time, dropped when no slot is free then).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,6 +18,11 @@ use crate::config::{OverflowPolicy, SourceConfig};
 use crate::frame::{FrameMeta, FrameSlot};
 use crate::ring;
 use crate::service::Liveness;
+use crate::stats::LatencyHistogram;
+
+/// A paced replay's rate (frames per second) and where the lateness of its
+/// offers goes (shared by every camera's replay).
+pub type Pacing = (f64, Arc<Mutex<LatencyHistogram>>);
 
 /// Decodes up to `max` frames of `source` into memory.
 pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, CaptureError> {
@@ -76,7 +81,9 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
 /// latency); when no slot is free at its due time it is dropped, exactly as
 /// capture's `overflow = "drop"` drops (a `Dropped` event in the ring, a
 /// `not_inspected` result), so the pipeline can never take frames faster than
-/// they are offered.
+/// they are offered. How late the replay thread itself offers each paced
+/// frame after its due time (its sleep's wake-up) is recorded apart, so a
+/// report can tell that share of the latency from the pipeline's.
 pub struct Replay {
     thread: Option<JoinHandle<()>>,
     delivered: Arc<AtomicU64>,
@@ -128,7 +135,7 @@ struct Feeder {
 impl Feeder {
     /// `warmup_results`: results written (by every camera replayed) before
     /// the measured frames start.
-    fn run(mut self, count: u64, warmup: u64, warmup_results: u64, rate: Option<f64>) {
+    fn run(mut self, count: u64, warmup: u64, warmup_results: u64, pacing: Option<Pacing>) {
         self.liveness.set_source_streaming(true);
         let mut clock: Option<PacedClock> = None;
         for seq in 0..count {
@@ -138,14 +145,19 @@ impl Feeder {
             if seq == warmup && seq > 0 && !self.wait_for_results(warmup_results) {
                 break;
             }
-            match rate {
-                Some(rate) if seq >= warmup => {
+            match &pacing {
+                Some((rate, lateness)) if seq >= warmup => {
                     let meta = clock
-                        .get_or_insert_with(|| PacedClock::start(rate))
+                        .get_or_insert_with(|| PacedClock::start(*rate))
                         .due(seq, seq - warmup);
                     if !self.sleep_until(meta.captured_instant) {
                         break;
                     }
+                    let late = meta.captured_instant.elapsed().as_secs_f64() * 1e3;
+                    lateness
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .record(late);
                     self.offer_or_drop(meta);
                 }
                 _ => {
@@ -238,7 +250,7 @@ impl Replay {
     pub fn start(
         frames: Arc<Vec<FrameSlot>>,
         (count, warmup, cameras): (u64, u64, u64),
-        rate: Option<f64>,
+        pacing: Option<Pacing>,
         producer: RingProducer,
         liveness: Liveness,
     ) -> std::io::Result<Replay> {
@@ -254,7 +266,7 @@ impl Replay {
         };
         let thread = std::thread::Builder::new()
             .name("replay".into())
-            .spawn(move || feeder.run(count, warmup, warmup * cameras.max(1), rate))?;
+            .spawn(move || feeder.run(count, warmup, warmup * cameras.max(1), pacing))?;
         Ok(Replay {
             thread: Some(thread),
             delivered,

@@ -68,11 +68,12 @@ impl StationSources {
                     frames,
                     count,
                     rate,
+                    offer_lateness,
                 } => FrameSource::Replay(
                     Replay::start(
                         Arc::clone(frames),
                         (*count, measure_from_seq, config.cameras.len() as u64),
-                        *rate,
+                        rate.map(|rate| (rate, Arc::clone(offer_lateness))),
                         producer,
                         liveness,
                     )

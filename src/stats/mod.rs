@@ -44,6 +44,11 @@ impl LatencyHistogram {
         self.total
     }
 
+    /// The largest sample (0 with none).
+    pub fn max_ms(&self) -> f64 {
+        self.max_ms
+    }
+
     /// The latency under which `q` (0..=1) of the samples fall, to 0.05 ms.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         if self.total == 0 {
