@@ -19,7 +19,12 @@
 #      full GPU path with max_batch 4 against max_batch 1: the same verdict and reason for
 #      every (camera, seq), one result per frame, and the batches the run made
 #
-#   scripts/gpu_cameras.sh [a] [b] [c] [d] [e]      (default: all)
+#   f  the line's figure: `sealcheck run` with eight GStreamer cameras (eight [cameras.*]
+#      image sequences of the clip at 30 frames/s each, full GPU path), with the batch-1
+#      models and with the dynamic-batch models (max_batch 8): p50/p99/max capture-to-verdict
+#      from each camera's first frame, per camera p99, and the batches made
+#
+#   scripts/gpu_cameras.sh [a] [b] [c] [d] [e] [f]      (default: all)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -29,7 +34,7 @@ FRAMES=${FRAMES:-1000}
 ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT" results
 eval "$(scripts/gpu_carry_ort.sh env)"
-steps=${*:-a b c d e}
+steps=${*:-a b c d e f}
 
 config() { # name device preprocess seg cls [precision] -> config/gpu_<name>.toml
     sed -e "s|^backend = .*|backend = \"onnxruntime\"\ndevice = \"$2\"\npreprocess = \"$3\"${6:+\nprecision = \"$6\"}|" \
@@ -150,6 +155,43 @@ sys.exit(0 if set(one) == set(four) and not differ and one else 1)
 '
         echo "e parity exit $?"
         rm -f config/gpu_cams_1.toml config/gpu_cams_4.toml
+        ;;
+    f)
+        for models in one batch; do
+            python3 - "$models" <<'PY'
+import re, sys
+models = sys.argv[1]
+src = open("config/demo-cameras.toml").read()
+cams = "".join('[cameras.cam%d]\nkind = "images"\nlocation = "../samples/demo_clip/frame_%%05d.jpg"\nframerate = 30\n' % i
+               for i in range(1, 9))
+body = src[src.index("[inference]"):]
+body = body.replace('backend = "auto"', 'backend = "onnxruntime"\ndevice = "cuda"\npreprocess = "cuda"\nmax_batch = 8')
+if models == "one":
+    body = body.replace("seg_batch.onnx", "seg.onnx").replace("cls_batch.onnx", "cls.onnx")
+body = re.sub(r"^results = .*$", 'results = "../results/gpu_line8_%s.jsonl"' % models, body, flags=re.M)
+open("config/gpu_line8_%s.toml" % models, "w").write(cams + body)
+PY
+            rm -f "results/gpu_line8_$models.jsonl"
+            timeout 120 "$BIN" run --config "config/gpu_line8_$models.toml" >"$OUT/f_$models.log" 2>&1
+            echo "f $models models: exit $?; $(grep -h 'batches' "$OUT/f_$models.log" | tail -1)"
+            python3 - "$models" <<'PY'
+import json, sys
+models = sys.argv[1]
+rows = [json.loads(line) for line in open("results/gpu_line8_%s.jsonl" % models)]
+by = {}
+for r in rows:
+    if r.get("latency_ms"):
+        by.setdefault(r["camera"], []).append(r["latency_ms"]["total"])
+def q(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(p * len(v)))]
+every = [x for v in by.values() for x in v]
+print("f %s models: %d results, p50/p99/max %.2f/%.2f/%.2f ms; per camera p99 %s" % (
+    models, len(rows), q(every, .5), q(every, .99), max(every),
+    " ".join("%s:%.2f" % (k, q(v, .99)) for k, v in sorted(by.items()))))
+PY
+            rm -f "config/gpu_line8_$models.toml"
+        done
         ;;
     esac
 done

@@ -158,7 +158,13 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
     let swapped = dir.path().join("cls_swapped.onnx");
     common::swap_classes(&swapped);
     let good = (models.join("seg_int8.onnx"), models.join("cls_int8.onnx"));
-    swap_during_a_live_run(dir.path(), HOST, Some(&swapped), (&good.0, &good.1));
+    swap_during_a_live_run(
+        dir.path(),
+        HOST,
+        Some(&swapped),
+        ("seg.onnx", "cls.onnx"),
+        (&good.0, &good.1),
+    );
 }
 
 /// The same on the GPU device path. The new models are the demo models with
@@ -186,7 +192,44 @@ fn device_path_refuses_bad_models_and_swaps_good_ones_between_two_frames() {
     }
     let seg = same_model_other_id(&models.join("seg.onnx"), &dir.path().join("seg_v2.onnx"));
     let cls = same_model_other_id(&models.join("cls.onnx"), &dir.path().join("cls_v2.onnx"));
-    swap_during_a_live_run(dir.path(), DEVICE, gate_breaker, (&seg, &cls));
+    swap_during_a_live_run(
+        dir.path(),
+        DEVICE,
+        gate_breaker,
+        ("seg.onnx", "cls.onnx"),
+        (&seg, &cls),
+    );
+}
+
+/// The same on a device path that judges batches: the dynamic-batch models,
+/// bound per batch size (each with its CUDA graph), swapped for the same
+/// models under other ids; the new sessions warm every batch size on
+/// buffers of their own and are bound to the running tensors between two
+/// batches.
+#[test]
+fn a_batching_device_path_swaps_dynamic_batch_models_between_two_batches() {
+    if let Err(reason) = device_path_usable() {
+        common::skipped(format_args!("{reason}"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    let seg = same_model_other_id(
+        &models.join("seg_batch.onnx"),
+        &dir.path().join("seg_batch_v2.onnx"),
+    );
+    let cls = same_model_other_id(
+        &models.join("cls_batch.onnx"),
+        &dir.path().join("cls_batch_v2.onnx"),
+    );
+    let batching = format!("{DEVICE}\nmax_batch = 4");
+    swap_during_a_live_run(
+        dir.path(),
+        &batching,
+        None,
+        ("seg_batch.onnx", "cls_batch.onnx"),
+        (&seg, &cls),
+    );
 }
 
 /// Why the device path cannot run here, if it cannot: no `cuda` feature, no
@@ -223,17 +266,19 @@ fn device_path_usable() -> Result<(), String> {
     }
 }
 
-/// Starts a live run with the demo models on `inference`, refuses a corrupt
-/// classifier, a contract breaker and (when given) `gate_breaker`, then swaps
-/// in `good` and checks the results file and `/metrics`.
+/// Starts a live run with the demo models `start` (file names under
+/// `models/`) on `inference`, refuses a corrupt classifier, a contract
+/// breaker and (when given) `gate_breaker`, then swaps in `good` and checks
+/// the results file and `/metrics`.
 fn swap_during_a_live_run(
     dir: &Path,
     inference: &str,
     gate_breaker: Option<&Path>,
+    start: (&str, &str),
     good: (&Path, &Path),
 ) {
     let models = repo().join("models");
-    let (seg, cls) = (models.join("seg.onnx"), models.join("cls.onnx"));
+    let (seg, cls) = (models.join(start.0), models.join(start.1));
     let acceptance = labelled_clip_prefix(dir, "acceptance", 8);
     let corrupt = dir.join("corrupt_cls.onnx");
     let bytes = std::fs::read(&cls).unwrap();
@@ -257,7 +302,7 @@ fn swap_during_a_live_run(
     // Each bad candidate: refused at its step, naming it; the running models stay.
     let bad = [
         Some((corrupt.as_path(), "open", "corrupt_cls.onnx")),
-        Some((seg.as_path(), "open", "seg.onnx")),
+        Some((seg.as_path(), "open", start.0)),
         gate_breaker.map(|p| (p, "acceptance", "recall_not_below_reference")),
     ];
     for (candidate_cls, step, says) in bad.into_iter().flatten() {
