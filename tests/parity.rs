@@ -37,6 +37,9 @@ use sealcheck::infer::onnxruntime::OrtBackend;
 use sealcheck::infer::{InferenceBackend, geometry, infer_frame, tract::TractBackend};
 use sealcheck::preprocess::{Preprocessor, cpu_preprocessor};
 
+mod common;
+use common::relative_error;
+
 const MASK_TOLERANCE: f64 = 1e-3;
 
 /// One frame through one path, filling `mask_pixels` and `cls_logits`.
@@ -279,19 +282,6 @@ fn clip_frames() -> Vec<PathBuf> {
         .collect();
     frames.sort();
     frames
-}
-
-fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
-    let scale = reference
-        .iter()
-        .map(|v| f64::from(v.abs()))
-        .fold(0.0, f64::max)
-        .max(1e-6);
-    a.iter()
-        .zip(reference)
-        .map(|(x, y)| f64::from((x - y).abs()))
-        .fold(0.0, f64::max)
-        / scale
 }
 
 fn name(p: &Path) -> String {

@@ -37,6 +37,7 @@ mod with_tensorrt {
     use std::path::{Path, PathBuf};
     use std::sync::{Mutex, MutexGuard, OnceLock};
 
+    use crate::common::relative_error;
     use sealcheck::config::{self, Config};
     use sealcheck::gpu::GpuContext;
     use sealcheck::infer;
@@ -357,21 +358,6 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
     /// The classifier-logits tolerance of `tests/parity.rs`'s TensorRT rows
     /// (fp16 engines), held here for every logit of both models.
     const BATCH_TOLERANCE: f64 = 2e-2;
-
-    /// As `tests/parity.rs` measures it: the largest absolute difference over
-    /// the reference's largest magnitude.
-    fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
-        let scale = reference
-            .iter()
-            .map(|v| f64::from(v.abs()))
-            .fold(0.0, f64::max)
-            .max(1e-6);
-        a.iter()
-            .zip(reference)
-            .map(|(x, y)| f64::from((x - y).abs()))
-            .fold(0.0, f64::max)
-            / scale
-    }
 
     /// `frames` frames of `len` values in [-2, 2), the same for a seed.
     fn inputs(frames: usize, len: usize, seed: u64) -> Vec<f32> {

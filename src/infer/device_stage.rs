@@ -839,6 +839,28 @@ mod tests {
         producer.push(CaptureEvent::Frame(slot));
     }
 
+    /// The stage's output until its end: per frame (seq, mask pixels,
+    /// failed), per drop marker (first seq, count, true); work records go
+    /// back as they come.
+    fn results_until_the_end(
+        out_rx: &Receiver<StageMessage>,
+        free_tx: &Sender<Box<FrameWork>>,
+    ) -> Vec<(u64, u64, bool)> {
+        let mut seen = Vec::new();
+        loop {
+            match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+                StageMessage::Inspect(work) => {
+                    seen.push((work.meta.seq, work.mask_pixels, work.error.is_some()));
+                    // The stage may already have ended after the last frame.
+                    let _ = free_tx.send(work);
+                }
+                StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
+                StageMessage::End => return seen,
+                StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
+            }
+        }
+    }
+
     /// Runs a stream queued up in full (three frames, a run of two drops,
     /// three frames, one failing) through a path that can hold two frames,
     /// allowed `frames_in_flight`; returns what came out and the most frames
@@ -861,19 +883,7 @@ mod tests {
             let end = stage.run(&mut path, frames_in_flight, ONE_AT_A_TIME);
             (end, path.most_in_flight)
         });
-        let mut seen = Vec::new();
-        loop {
-            match out_rx.recv().unwrap() {
-                StageMessage::Inspect(work) => {
-                    seen.push((work.meta.seq, work.mask_pixels, work.error.is_some()));
-                    // The stage may already have ended after the last frame.
-                    let _ = free_tx.send(work);
-                }
-                StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
-                StageMessage::End => break,
-                StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
-            }
-        }
+        let seen = results_until_the_end(&out_rx, &free_tx);
         let (end, most_in_flight) = handle.join().unwrap();
         assert_eq!(end, EndOfStream::Finished);
         (seen, most_in_flight)
@@ -926,18 +936,7 @@ mod tests {
             let end = stage.run(&mut path, 2, policy);
             (end, path.batch_sizes)
         });
-        let mut seen = Vec::new();
-        loop {
-            match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
-                StageMessage::Inspect(work) => {
-                    seen.push((work.meta.seq, work.mask_pixels, work.error.is_some()));
-                    let _ = free_tx.send(work);
-                }
-                StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
-                StageMessage::End => break,
-                StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
-            }
-        }
+        let seen = results_until_the_end(&out_rx, &free_tx);
         let (end, batch_sizes) = handle.join().unwrap();
         assert_eq!(end, EndOfStream::Finished);
         assert_eq!(

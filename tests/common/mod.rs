@@ -164,3 +164,18 @@ pub fn by_camera(
     }
     cameras
 }
+
+/// How far `a` is from `reference`, as the parity tests measure logits: the
+/// largest absolute difference over the reference's largest magnitude.
+pub fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
+    let scale = reference
+        .iter()
+        .map(|v| f64::from(v.abs()))
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    a.iter()
+        .zip(reference)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(0.0, f64::max)
+        / scale
+}
