@@ -303,8 +303,9 @@ pub struct InferenceConfig {
     pub preprocess: ComputeDevice,
     /// Intra-op threads for the inference engine (0 = engine default).
     pub threads: usize,
-    /// Frames a GPU device path may keep on its stream at once (1 or 2):
-    /// 2 stages the next frame while the GPU works when frames queue up.
+    /// Batches a GPU device path may keep on its stream at once (1 or 2; a
+    /// batch is one frame without batching): 2 stages the next batch while
+    /// the GPU works when frames queue up.
     pub frames_in_flight: usize,
     /// Most frames judged in one engine run (`max_batch`; default: one per
     /// camera, up to `DEFAULT_BATCH_CAP`). Used only with models whose batch
