@@ -152,8 +152,10 @@ struct Shared {
     failing_since: AtomicU64,
     last_failure: AtomicU64,
     failed_stage: AtomicU8,
-    /// The first camera's source: the station's, for the verdicts on an empty
-    /// pipeline (idle, waiting, lost), as the watchdog's probe records it.
+    /// The first camera's source. Alone, it is the station's, for the
+    /// verdicts on an empty pipeline (idle, waiting, lost), as the watchdog's
+    /// probe records it; with several cameras the station streams while any
+    /// camera's record does (`station_source`) and the probe writes nothing.
     first_source: Arc<SourceRecord>,
     /// Every further camera's source (`Liveness::for_another_camera`), in
     /// the order they were set up. Locked when a camera is set up and when
@@ -507,14 +509,39 @@ impl Liveness {
     /// Health at `now`, after recording `source_streaming` (see `set_source_streaming`):
     /// alive while inspected results moved within `stall_timeout`, or while nothing is
     /// in flight and the source is streaming.
+    /// With several cameras the probe's answer (any camera streaming) is
+    /// not recorded: each camera's capture keeps its own record, the first
+    /// camera's included, and the station's state is read from all of them.
     pub fn is_alive(
         &self,
         now: Instant,
         stall_timeout: Duration,
         source_streaming: bool,
     ) -> Health {
-        self.set_source_streaming(source_streaming);
+        if self.station_source().is_none() {
+            self.set_source_streaming(source_streaming);
+        }
         self.health(now, stall_timeout)
+    }
+
+    /// With several cameras: whether any camera's source streams, and the
+    /// latest change of any of them (a stamp); `None` with one camera.
+    fn station_source(&self) -> Option<(bool, u64)> {
+        let others = self
+            .shared
+            .other_sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if others.is_empty() {
+            return None;
+        }
+        let every = std::iter::once(&self.shared.first_source).chain(others.iter());
+        Some(every.fold((false, 0), |(streaming, since), source| {
+            (
+                streaming || source.source_streaming.load(Ordering::Relaxed),
+                since.max(source.source_since.load(Ordering::Relaxed)),
+            )
+        }))
     }
 
     /// Health at `now` with the source state last recorded: the station's,
@@ -560,10 +587,16 @@ impl Liveness {
         if last_inspected != 0 && ago(last_inspected) <= stall_timeout {
             return Health::Alive { in_flight: 0 };
         }
-        if first.source_streaming.load(Ordering::Relaxed) {
+        // The station's source: the one camera's, or with several whether
+        // any streams, down since the last of them changed.
+        let (streaming, since) = self.station_source().unwrap_or((
+            first.source_streaming.load(Ordering::Relaxed),
+            first.source_since.load(Ordering::Relaxed),
+        ));
+        if streaming {
             return Health::Idle;
         }
-        let down_for = ago(first.source_since.load(Ordering::Relaxed));
+        let down_for = ago(since);
         let managed = first.source_managed.load(Ordering::Relaxed)
             && ago(first.capture_beat.load(Ordering::Relaxed))
                 <= stall_timeout.max(CAPTURE_BEAT_LIMIT);
@@ -584,14 +617,15 @@ impl Liveness {
     /// The first camera, in set-up order, whose source capture cannot bring
     /// back inside the process: `Health::SourceStuck`, naming it unless it
     /// is the first camera. Every camera's source is judged alike for
-    /// abandoned pipelines. A further camera's also when it is down and its
-    /// capture thread went silent: for the first camera that is
-    /// `Health::Stalled` at capture once the pipeline is empty, but a further
-    /// camera's would never show while the others inspect. (Not so for the
-    /// first camera of several: the watchdog's probe records "any camera
-    /// streaming" on its record, so its own outage does not show there.)
+    /// abandoned pipelines. With several cameras every camera's also when
+    /// it is down and its capture thread went silent, the first's included
+    /// (its record is its capture's own; the watchdog's probe goes to the
+    /// station's): alone, that camera is `Health::Stalled` at capture once
+    /// the pipeline is empty, but among others that inspect the pipeline is
+    /// never empty.
     fn stuck_camera(&self, now_stamp: u64, stall_timeout: Duration) -> Option<Health> {
-        if let Some(stuck) = self.shared.first_source.stuck(now_stamp, stall_timeout) {
+        let first = &self.shared.first_source;
+        if let Some(stuck) = first.stuck(now_stamp, stall_timeout) {
             return Some(stuck);
         }
         let others = self
@@ -599,6 +633,11 @@ impl Liveness {
             .other_sources
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if !others.is_empty()
+            && let Some(silent) = first.capture_silent(now_stamp, stall_timeout)
+        {
+            return Some(silent);
+        }
         others.iter().find_map(|source| {
             let mut stuck = source
                 .stuck(now_stamp, stall_timeout)
@@ -1416,6 +1455,51 @@ mod tests {
         let file = front.for_another_camera();
         file.set_source_name("camera top: file top.mp4");
         assert_eq!(front.health(after(60), STALL), Health::Idle);
+    }
+
+    #[test]
+    fn the_first_of_several_cameras_is_judged_on_its_own_source_not_the_stations() {
+        let front = Liveness::new();
+        front.set_source_name(FRONT);
+        front.set_source_managed(true);
+        front.set_source_streaming(true);
+        let side = live_camera(&front, SIDE);
+        side.set_source_streaming(true);
+        // The front camera goes down; its capture thread beats (rebuilding).
+        front.set_source_streaming(false);
+        front.capture_heartbeat();
+        full_frame(&side);
+        // The watchdog's probe: the station streams (the side camera does).
+        assert_eq!(
+            front.is_alive(after(2), STALL, true),
+            Health::Alive { in_flight: 0 }
+        );
+        assert!(
+            !front.source_streaming(),
+            "the probe must not overwrite the front camera's own state"
+        );
+        // Its thread silent for 10 s while down: stuck, though the station streams.
+        let health = front.is_alive(after(10), STALL, true);
+        assert!(
+            matches!(
+                &health,
+                Health::SourceStuck { capture_silent: true, camera: None, for_, .. }
+                    if *for_ >= Duration::from_secs(10)
+            ),
+            "{health:?}"
+        );
+        assert!(
+            stuck_source_reason(&health, Some(front.source_name()))
+                .unwrap()
+                .contains(FRONT)
+        );
+        // Streaming again: the station is idle between frames, as before.
+        front.set_source_streaming(true);
+        assert_eq!(front.is_alive(after(60), STALL, true), Health::Idle);
+        // The station's state is read from the cameras' own records, not
+        // written over them by the probe.
+        assert_eq!(front.is_alive(after(60), STALL, false), Health::Idle);
+        assert!(front.source_streaming());
     }
 
     #[test]
