@@ -20,8 +20,6 @@ use common::status_page::{
 use common::{by_camera, result_lines};
 
 use std::path::{Path, PathBuf};
-#[cfg(feature = "fault-injection")]
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 #[cfg(feature = "fault-injection")]
@@ -216,7 +214,7 @@ fn two_cameras_are_counted_apart_in_api_status_and_metrics_and_archived_in_their
         Some(lines.len() as f64)
     );
     assert_eq!(sample(&metrics, "sealcheck_source_up"), Some(1.0));
-    promtool_accepts(&metrics);
+    common::promtool_accepts(&metrics);
 
     let health = get(addr, "/healthz");
     assert_eq!(health.status, 200, "{}", health.text());
@@ -340,38 +338,6 @@ fn two_cameras_are_counted_apart_in_api_status_and_metrics_and_archived_in_their
     assert_eq!(unknown.status, 404);
     assert!(unknown.text().contains("top, side"), "{}", unknown.text());
     service.terminate(Duration::from_secs(30));
-}
-
-/// `promtool check metrics` takes `text` (skipped, said, where promtool is
-/// missing and the run does not require every tool).
-#[cfg(feature = "fault-injection")]
-fn promtool_accepts(text: &str) {
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), text.as_bytes())
-                .unwrap();
-            let out = promtool.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool check metrics:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-                "promtool: {e} (make deps installs it)"
-            );
-            common::skipped(format_args!("promtool check ({e})"));
-        }
-    }
 }
 
 /// The inner markup of the element with `id` up to its closing `</tag>`

@@ -24,8 +24,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-#[cfg(feature = "fault-injection")]
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -232,36 +230,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
         "Accept: application/openmetrics-text; version=1.0.0\r\n",
     );
     assert!(openmetrics.text().ends_with("# EOF\n"));
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            promtool
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(text.as_bytes())
-                .unwrap();
-            let out = promtool.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool check metrics:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
-                "promtool: {e} (make deps installs it)"
-            );
-            common::skipped(format_args!("promtool check ({e})"));
-        }
-    }
+    common::promtool_accepts(&text);
 
     // The pipeline is stuck: /healthz says so, with the reason, while every
     // other endpoint still answers.

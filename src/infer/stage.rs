@@ -95,12 +95,12 @@ impl WarmUpSize {
     pub fn largest(sizes: impl IntoIterator<Item = WarmUpSize>) -> Self {
         sizes
             .into_iter()
-            .filter(|size| matches!(size, WarmUpSize::Source { .. }))
-            .max_by_key(|size| match size {
-                WarmUpSize::Source { width, height } => width * height,
-                WarmUpSize::ModelInput => 0,
+            .filter_map(|size| match size {
+                WarmUpSize::Source { width, height } => Some((width * height, size)),
+                WarmUpSize::ModelInput => None,
             })
-            .unwrap_or(WarmUpSize::ModelInput)
+            .max_by_key(|(pixels, _)| *pixels)
+            .map_or(WarmUpSize::ModelInput, |(_, size)| size)
     }
 
     /// Where the size came from, for the log line.

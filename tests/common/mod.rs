@@ -179,3 +179,35 @@ pub fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
         .fold(0.0, f64::max)
         / scale
 }
+
+/// `promtool check metrics` accepts `text` (skipped, said, where promtool
+/// is missing and the run does not require every tool: `make test` does).
+pub fn promtool_accepts(text: &str) {
+    use std::process::{Command, Stdio};
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            std::io::Write::write_all(&mut promtool.stdin.take().unwrap(), text.as_bytes())
+                .unwrap();
+            let out = promtool.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool check metrics:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => {
+            assert!(
+                std::env::var_os("SEALCHECK_REQUIRE_ORT").is_none(),
+                "promtool: {e} (make deps installs it)"
+            );
+            skipped(format_args!("promtool check ({e})"));
+        }
+    }
+}

@@ -549,27 +549,14 @@ impl GpuPreprocessor {
         self.frame_done.record(&self.stream)
     }
 
-    /// Device mode with several frames in flight: as `enqueue_mask`, but the
-    /// pixel count is copied into `count`, the caller's buffer for this frame,
-    /// and no event is recorded (the caller records its own).
+    /// Device mode, a batch in flight: the mask kernel for each of frames
+    /// 0..`frames` of the segmentation logits, their pixel counts copied into
+    /// `counts[0..frames]`, the caller's buffer for this batch; no event is
+    /// recorded (the caller records its own).
     ///
     /// # Safety
-    /// `count` must not be read or written by the host, and must stay alive,
-    /// until the stream has passed this frame's copy.
-    pub unsafe fn enqueue_mask_to(
-        &mut self,
-        count: &mut PinnedBuffer<u64>,
-    ) -> Result<(), GpuError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.enqueue_masks_to(1, count) }
-    }
-
-    /// Device mode, a batch: as `enqueue_mask_to` for frames 0..`frames` of
-    /// the segmentation logits (one mask kernel each), their pixel counts
-    /// copied into `counts[0..frames]`.
-    ///
-    /// # Safety
-    /// As `enqueue_mask_to`, for `counts`.
+    /// `counts` must not be read or written by the host, and must stay alive,
+    /// until the stream has passed this batch's copy.
     pub unsafe fn enqueue_masks_to(
         &mut self,
         frames: usize,
@@ -583,24 +570,16 @@ impl GpuPreprocessor {
         unsafe { self.stream.download(&self.mask_count, 0, frames, counts) }
     }
 
-    /// Device mode: queues a copy of the 0/1 byte mask the mask kernel
-    /// wrote (queue it after `enqueue_mask_to`) into `dst`, for a host-side
-    /// mask (the archive, the live view and the shadow want one; the GPU path
-    /// otherwise keeps only the mask's pixel count). A byte a pixel: an
-    /// eighth of the f32 logits over the bus, and no argmax on the host.
+    /// Device mode: queues a copy of frame `k`'s 0/1 byte mask, as the mask
+    /// kernel wrote it (queue it after `enqueue_masks_to`), into `dst`, for a
+    /// host-side mask (the archive, the live view and the shadow want one;
+    /// the GPU path otherwise keeps only the mask's pixel count). A byte a
+    /// pixel: an eighth of the f32 logits over the bus, and no argmax on the
+    /// host.
     ///
     /// # Safety
     /// `dst` must not be read or written by the host, and must stay alive,
     /// until the stream has passed this copy.
-    pub unsafe fn enqueue_mask_bytes_to(&self, dst: &mut PinnedBuffer<u8>) -> Result<(), GpuError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.enqueue_frame_mask_bytes_to(0, dst) }
-    }
-
-    /// As `enqueue_mask_bytes_to`, for frame `k` of the batch.
-    ///
-    /// # Safety
-    /// As `enqueue_mask_bytes_to`.
     pub unsafe fn enqueue_frame_mask_bytes_to(
         &self,
         k: usize,
@@ -614,7 +593,7 @@ impl GpuPreprocessor {
         unsafe { self.stream.download(&self.mask, k * pixels, pixels, dst) }
     }
 
-    /// A host buffer for one frame's `enqueue_mask_bytes_to`.
+    /// A host buffer for one frame's `enqueue_frame_mask_bytes_to`.
     pub fn host_mask_bytes(&self) -> Result<PinnedBuffer<u8>, GpuError> {
         PinnedBuffer::new(&self.gpu, self.geometry.mask_len(), false)
     }
