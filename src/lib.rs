@@ -12,6 +12,14 @@
 //!     --channel--> decision + output
 //! ```
 //!
+//! Every path that judges frames (the host infer thread, the device thread,
+//! the shadow) runs the one frame loop, `infer::batcher::Batcher`: it
+//! gathers a batch from the rings or a channel, waits at most
+//! `batch_wait_us`, passes markers on after their batch and is the one
+//! place models are swapped (at a batch boundary). A path says only what it
+//! does with a batch: `infer::host_stage`, `infer::device_stage`,
+//! `shadow::judge`.
+//!
 //! A `[shadow]` (`shadow`) judges frames beside production: the output stage
 //! hands them over after the verdict went to the line, and the shadow's
 //! verdict comes back into the frame's result line.

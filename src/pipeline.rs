@@ -728,6 +728,8 @@ fn start_stages(
         // the hundredth.
         let started = Instant::now();
         let frame = infer::WarmUpFrame::new(warm_up, &geometry);
+        // Each batch size too: an engine sizes its output (and may tune)
+        // at the first run of a new size.
         infer::warm_up_host(
             backend.as_mut(),
             frame_preprocessor,
@@ -735,26 +737,9 @@ fn start_stages(
             config.segmentation.mask_class,
             frame.view(),
             &mut records,
+            batching.max_batch,
+            &mut batch_buffers,
         )?;
-        // Each batch size once too: an engine sizes its output (and may
-        // tune) at the first run of a new size.
-        for frames in 2..=batching.max_batch.min(records.len()) {
-            infer::infer_batch(
-                backend.as_mut(),
-                &mask_preprocessor,
-                config.segmentation.mask_class,
-                &mut records[..frames],
-                &mut batch_buffers,
-            );
-            if let Some((stage, message)) = records.iter_mut().find_map(|w| w.error.take()) {
-                return Err(InferError::WarmUp {
-                    engine: backend.kind().as_str(),
-                    step: stage.as_str(),
-                    message: format!("a batch of {frames} frames: {message}"),
-                }
-                .into());
-            }
-        }
         log::info!(target: "sealcheck::pipeline", engine = engine.name.as_str(), path = "host",
             frames = records.len(), max_batch = batching.max_batch, width = frame.view().width, height = frame.view().height,
             size_from = warm_up.origin(), ms = started.elapsed().as_secs_f64() * 1e3;

@@ -1,24 +1,20 @@
-//! Frames judged together: the infer thread gathers the frames that are
-//! ready at the same moment (from any camera) into one engine run of up to
-//! `[inference] max_batch` frames.
+//! What the host path does with a batch the batcher (`batcher.rs`) gathered:
+//! both models on every frame of it, in one engine run per model where the
+//! engine batches, else frame by frame; and the counts of batches made.
 //!
 //! Invariants:
-//! - nothing waits for a camera with no frame: `gather` takes what is
-//!   already queued, and waits at most `batch_wait_us` (default 0) for more;
-//! - a marker or the end stops the gathering and goes out after the batch,
-//!   so every camera's messages keep their order;
 //! - a batch of one runs exactly as before batching (`infer_frame`), and a
 //!   batch of N gives every frame the logits its own run would give (the
 //!   parity tests check it per backend);
+//! - a frame that already failed is skipped, and a failed run marks every
+//!   frame of it (each then fails with `error`): one result per frame;
 //! - the batch buffers grow to the largest batch once and are reused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
-
-use super::InferenceBackend;
-use crate::frame::{FailedStage, FrameWork, StageMessage};
+use super::backend::InferenceBackend;
+use crate::frame::{FailedStage, FrameWork};
 use crate::preprocess::{Preprocessor, logits_to_mask};
 
 /// How the infer thread gathers frames into one engine run.
@@ -53,41 +49,11 @@ pub fn infer_frame(
     work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
     if let Err(e) = backend
         .classify(&work.cls_input, &mut work.cls_logits)
-        .and_then(|()| super::check_classifier_output(&work.cls_logits))
+        .and_then(|()| super::model_io::check_classifier_output(&work.cls_logits))
     {
         work.error = Some((FailedStage::Classify, e.to_string()));
     }
     work.timings.classify_ms = segmented.elapsed().as_secs_f64() * 1e3;
-}
-
-/// Adds to `batch` the frames already waiting on `input`, up to
-/// `policy.max_batch`, waiting at most `policy.wait` for more. Returns the
-/// message that stopped it when it is not a frame (a marker, the end).
-// The work records travel boxed through the stage channels; the batch
-// holds those boxes, it does not move the records out of them.
-#[allow(clippy::vec_box)]
-pub fn gather(
-    input: &Receiver<StageMessage>,
-    batch: &mut Vec<Box<FrameWork>>,
-    policy: BatchPolicy,
-) -> Option<StageMessage> {
-    let until = Instant::now() + policy.wait;
-    while batch.len() < policy.max_batch {
-        let next = match input.try_recv() {
-            Ok(message) => message,
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if policy.wait.is_zero() => return None,
-            Err(TryRecvError::Empty) => match input.recv_deadline(until) {
-                Ok(message) => message,
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
-            },
-        };
-        match next {
-            StageMessage::Inspect(work) => batch.push(work),
-            other => return Some(other),
-        }
-    }
-    None
 }
 
 /// How the infer thread batched: engine runs and the frames in them
@@ -146,21 +112,21 @@ impl BatchBuffers {
 /// run per model where the engine batches, else one frame after another.
 /// A failed run marks every frame of it (each then fails with `error`).
 /// Returns the sizes of the engine runs made (one per frame without batching).
-pub fn infer_batch(
+pub fn infer_batch<W: AsMut<FrameWork>>(
     backend: &mut dyn InferenceBackend,
     preprocessor: &Preprocessor,
     mask_class: usize,
-    works: &mut [Box<FrameWork>],
+    works: &mut [W],
     buffers: &mut BatchBuffers,
 ) -> BatchRuns {
     // The index list is the buffers' own: no allocation per frame.
     let mut ready = std::mem::take(&mut buffers.ready);
     ready.clear();
-    ready.extend((0..works.len()).filter(|&i| works[i].error.is_none()));
+    ready.extend((0..works.len()).filter(|&i| works[i].as_mut().error.is_none()));
     let mut made = BatchRuns::default();
     if ready.len() <= 1 || backend.max_batch() <= 1 {
         for work in works.iter_mut() {
-            infer_frame(backend, preprocessor, mask_class, work);
+            infer_frame(backend, preprocessor, mask_class, work.as_mut());
         }
         made = BatchRuns {
             runs: ready.len(),
@@ -185,43 +151,38 @@ pub struct BatchRuns {
 }
 
 /// One engine run per model for the frames `chunk` (indices into `works`).
-fn run_chunk(
+fn run_chunk<W: AsMut<FrameWork>>(
     backend: &mut dyn InferenceBackend,
     preprocessor: &Preprocessor,
     mask_class: usize,
-    works: &mut [Box<FrameWork>],
+    works: &mut [W],
     chunk: &[usize],
     buffers: &mut BatchBuffers,
 ) {
     let frames = chunk.len();
     let started = Instant::now();
-    let (seg_in, seg_out) = (
-        works[chunk[0]].seg_input.len(),
-        works[chunk[0]].seg_logits.len(),
-    );
+    let first = works[chunk[0]].as_mut();
+    let (seg_in, seg_out) = (first.seg_input.len(), first.seg_logits.len());
+    let (cls_in, cls_out) = (first.cls_input.len(), first.cls_logits.len());
     let (input, logits) = buffers.sized(frames, seg_in, seg_out);
     for (slot, &i) in input.chunks_exact_mut(seg_in).zip(chunk) {
-        slot.copy_from_slice(&works[i].seg_input);
+        slot.copy_from_slice(&works[i].as_mut().seg_input);
     }
     if let Err(e) = backend.segment_batch(frames, input, logits) {
         mark(works, chunk, FailedStage::Segment, &e.to_string());
         return;
     }
     for (out, &i) in logits.chunks_exact(seg_out).zip(chunk) {
-        let work = &mut works[i];
+        let work = works[i].as_mut();
         work.seg_logits.copy_from_slice(out);
         let classes = work.seg_logits.len() / work.mask.len().max(1);
         work.mask_pixels = logits_to_mask(&work.seg_logits, classes, mask_class, &mut work.mask);
         preprocessor.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
     }
     let segmented = Instant::now();
-    let (cls_in, cls_out) = (
-        works[chunk[0]].cls_input.len(),
-        works[chunk[0]].cls_logits.len(),
-    );
     let (input, logits) = buffers.sized(frames, cls_in, cls_out);
     for (slot, &i) in input.chunks_exact_mut(cls_in).zip(chunk) {
-        slot.copy_from_slice(&works[i].cls_input);
+        slot.copy_from_slice(&works[i].as_mut().cls_input);
     }
     let classified = backend.classify_batch(frames, input, logits);
     let (segment_ms, classify_ms) = (
@@ -230,7 +191,7 @@ fn run_chunk(
     );
     // Each frame's stage times are its batch's: what the frame waited.
     for (out, &i) in logits.chunks_exact(cls_out).zip(chunk) {
-        let work = &mut works[i];
+        let work = works[i].as_mut();
         work.timings.segment_ms = segment_ms;
         work.timings.classify_ms = classify_ms;
         let checked = classified
@@ -238,7 +199,8 @@ fn run_chunk(
             .map_err(ToString::to_string)
             .and_then(|()| {
                 work.cls_logits.copy_from_slice(out);
-                super::check_classifier_output(&work.cls_logits).map_err(|e| e.to_string())
+                super::model_io::check_classifier_output(&work.cls_logits)
+                    .map_err(|e| e.to_string())
             });
         if let Err(message) = checked {
             work.error = Some((FailedStage::Classify, message));
@@ -246,8 +208,8 @@ fn run_chunk(
     }
 }
 
-fn mark(works: &mut [Box<FrameWork>], chunk: &[usize], stage: FailedStage, message: &str) {
+fn mark<W: AsMut<FrameWork>>(works: &mut [W], chunk: &[usize], stage: FailedStage, message: &str) {
     for &i in chunk {
-        works[i].error = Some((stage, message.to_string()));
+        works[i].as_mut().error = Some((stage, message.to_string()));
     }
 }

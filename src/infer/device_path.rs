@@ -20,7 +20,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use super::BackendKind;
+use super::backend::BackendKind;
 use super::device_error::DeviceFrameError;
 use super::model_role::ModelRole;
 use crate::config::Config;

@@ -39,7 +39,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::BackendKind;
+use super::backend::BackendKind;
 use super::device_error::DeviceFrameError;
 use super::device_path::{
     BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, FrameTraffic,

@@ -40,20 +40,23 @@
 //! ```
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::BackendKind;
+use super::backend::BackendKind;
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
-use super::stage::{WarmUpFrame, WarmUpSize};
+use super::batcher::{BatchPath, Batcher, IDLE_WAIT, NotAFrame, warm_up_sizes};
+use super::warm_up::{WarmUpFrame, WarmUpSize};
 use crate::capture::{CameraRings, EndOfStream};
 use crate::config::Config;
-use crate::frame::{FailedStage, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry};
+use crate::frame::{
+    FailedStage, FrameSlot, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry,
+};
 use crate::model_id::ModelIds;
-use crate::ring::{Popped, RingEvent};
 
 // The device path's vocabulary and its opening, for the pipeline and the
 // model swap, which see the device path only through this stage.
@@ -107,7 +110,7 @@ pub fn warm_up_path(
         }
     };
     let mut frames = 0;
-    for batch in 1..=max_batch.clamp(1, path.max_batch()) {
+    for batch in warm_up_sizes(max_batch.min(path.max_batch())) {
         for _ in 0..WARM_UP_ROUNDS {
             for _ in 0..depth {
                 for _ in 0..batch {
@@ -250,117 +253,121 @@ impl DeviceStage {
     /// GPU (as far as the path allows), each of up to `batching.max_batch`
     /// frames (as far as the path allows); returns how it ended.
     pub fn run(
-        mut self,
+        self,
         path: &mut dyn DeviceFramePath,
         frames_in_flight: usize,
         batching: BatchPolicy,
     ) -> EndOfStream {
-        let end = self.run_frames(path, frames_in_flight, batching);
+        let DeviceStage {
+            mut input,
+            output,
+            free_work,
+            liveness,
+            models,
+            swaps,
+            pixel_demand,
+            batch_counts,
+        } = self;
+        let depth = path.max_in_flight().min(frames_in_flight).max(1);
+        let mut batches = DeviceBatches {
+            on_gpu: OnGpu::with_capacity(depth, batching.max_batch),
+            path,
+            depth,
+            max_batch: batching.max_batch,
+            traffic_logged: false,
+            output,
+            free_work,
+            liveness,
+            models,
+            swaps,
+            pixel_demand,
+        };
+        let end = Batcher::new(batching, batch_counts).run(&mut input, &mut batches);
         // A swap prepared too late is dropped here, while the path (whose
         // stream a prepared engine may name) still exists.
-        for late in self.swaps.try_iter() {
+        for late in batches.swaps.try_iter() {
             drop(late);
         }
         end
     }
+}
 
-    fn run_frames(
-        &mut self,
-        path: &mut dyn DeviceFramePath,
-        frames_in_flight: usize,
-        batching: BatchPolicy,
-    ) -> EndOfStream {
-        let depth = path.max_in_flight().min(frames_in_flight).max(1);
-        let mut on_gpu = OnGpu::with_capacity(depth, batching.max_batch);
-        let mut traffic_logged = false;
-        loop {
-            // With a batch on the GPU, take only a frame that is already
-            // waiting: a result must not wait for a slow camera's next frame.
-            let wait = if on_gpu.is_empty() {
-                Duration::from_millis(200)
-            } else {
-                Duration::ZERO
-            };
-            let Some(event) = self.input.pop(wait) else {
-                if !self.finish_oldest(path, &mut on_gpu) {
-                    return EndOfStream::Stopped;
-                }
-                continue;
-            };
-            let slot = match event.popped() {
-                Popped::Frame(slot) => slot,
-                other => match self.pass_on(path, &mut on_gpu, other) {
-                    Ok(()) => continue,
-                    Err(end) => return end,
-                },
-            };
-            if !self.take_swap(path, &mut on_gpu, slot.meta.seq) {
-                return EndOfStream::Stopped;
-            }
-            if on_gpu.batches() >= depth && !self.finish_oldest(path, &mut on_gpu) {
-                return EndOfStream::Stopped;
-            }
-            if !traffic_logged {
-                traffic_logged = true;
-                let t = path.traffic(&slot.image());
-                log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
-                    device_to_host = t.device_to_host, host_mask_extra = t.host_mask,
-                    width = slot.width, height = slot.height, frames_in_flight = depth,
-                    max_batch = batching.max_batch;
-                    "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
-            }
-            // The batch: this frame and those already waiting (from any
-            // camera), up to the path's largest batch.
-            let max_batch = path.max_batch().min(batching.max_batch).max(1);
-            let until = Instant::now() + batching.wait;
-            let mut next = Some(slot);
-            let mut after = None;
-            while let Some(slot) = next.take() {
-                if !self.stage_frame(path, &mut on_gpu, slot) {
-                    return EndOfStream::Stopped;
-                }
-                if on_gpu.staged() >= max_batch {
-                    break;
-                }
-                let left = until.saturating_duration_since(Instant::now());
-                match self.input.pop(left).map(RingEvent::popped) {
-                    Some(Popped::Frame(slot)) => next = Some(slot),
-                    Some(other) => after = Some(other),
-                    None => {}
-                }
-            }
-            let launched = path.launch();
-            let made = on_gpu.launched(launched.err().as_ref());
-            self.batch_counts.record(made);
-            // A marker or the end that stopped the gathering goes out after
-            // the batch, keeping its place behind those frames.
-            if let Some(other) = after
-                && let Err(end) = self.pass_on(path, &mut on_gpu, other)
-            {
-                return end;
-            }
+/// What the device path does with a batch: each frame is staged (upload and
+/// frame kernel) as the batcher hands it over, and its ring slot goes back
+/// to capture at once; the batch is launched (both models, mask, copies
+/// back) when gathered, and completed later, oldest first, when the GPU
+/// holds `depth` batches, when nothing is waiting in the rings, or before a
+/// marker, the end or a model swap.
+struct DeviceBatches<'p> {
+    path: &'p mut dyn DeviceFramePath,
+    on_gpu: OnGpu,
+    /// Batches the GPU may hold at once.
+    depth: usize,
+    /// `[inference] max_batch` as the path allows it (the traffic line).
+    max_batch: usize,
+    traffic_logged: bool,
+    output: Sender<StageMessage>,
+    free_work: Receiver<Box<FrameWork>>,
+    liveness: crate::service::Liveness,
+    models: Arc<ModelIds>,
+    swaps: Receiver<DeviceSwap>,
+    pixel_demand: Arc<PixelDemand>,
+}
+
+impl BatchPath<CameraRings> for DeviceBatches<'_> {
+    type End = EndOfStream;
+
+    fn capacity(&self) -> usize {
+        self.path.max_batch()
+    }
+
+    /// With a batch on the GPU, take only a frame that is already waiting:
+    /// a result must not wait for a slow camera's next frame.
+    fn first_wait(&self) -> Duration {
+        if self.on_gpu.is_empty() {
+            IDLE_WAIT
+        } else {
+            Duration::ZERO
         }
     }
 
+    /// Nothing waiting: the oldest batch on the GPU is finished now.
+    fn idle(&mut self) -> ControlFlow<EndOfStream> {
+        stopped_unless(self.finish_oldest())
+    }
+
+    fn begin(&mut self, first: &Box<FrameSlot>) -> ControlFlow<EndOfStream> {
+        if !self.take_swap(first.meta.seq) {
+            return ControlFlow::Break(EndOfStream::Stopped);
+        }
+        if self.on_gpu.batches() >= self.depth && !self.finish_oldest() {
+            return ControlFlow::Break(EndOfStream::Stopped);
+        }
+        if !self.traffic_logged {
+            self.traffic_logged = true;
+            let t = self.path.traffic(&first.image());
+            log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
+                device_to_host = t.device_to_host, host_mask_extra = t.host_mask,
+                width = first.width, height = first.height, frames_in_flight = self.depth,
+                max_batch = self.max_batch;
+                "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
+        }
+        ControlFlow::Continue(())
+    }
+
     /// Stages `slot`'s frame as the next of the batch being built (its work
-    /// record joins `on_gpu`) and gives the slot back to capture; `false`
-    /// when the output stage is gone.
-    fn stage_frame(
-        &mut self,
-        path: &mut dyn DeviceFramePath,
-        on_gpu: &mut OnGpu,
-        slot: Box<crate::frame::FrameSlot>,
-    ) -> bool {
+    /// record joins `on_gpu`) and gives the slot back to capture.
+    fn add(&mut self, rings: &mut CameraRings, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
         let mut work = match self.free_work.try_recv() {
             Ok(work) => work,
             Err(_) => {
                 // Every work record is out: finishing a batch on the GPU
                 // may be what gives one back.
-                if !self.finish_oldest(path, on_gpu) {
-                    return false;
+                if !self.finish_oldest() {
+                    return ControlFlow::Break(EndOfStream::Stopped);
                 }
                 let Ok(work) = self.free_work.recv() else {
-                    return false;
+                    return ControlFlow::Break(EndOfStream::Stopped);
                 };
                 work
             }
@@ -372,62 +379,72 @@ impl DeviceStage {
         // for a frame due to the shadow); the slot goes back to capture
         // as soon as they are made.
         let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
-        let staged = path.stage(slot.image(), host_copy);
+        let staged = self.path.stage(slot.image(), host_copy);
         // After the stage: the GPU works on the frame while it is copied.
         if host_copy {
             work.pixels.copy_from(&slot);
         }
-        self.input.recycle(slot);
+        rings.recycle(slot);
         // A failed stage leaves the frame out of the batch: its error marks it.
         if let Err(e) = staged {
             work.error = Some((e.failed_stage(), e.to_string()));
         }
-        on_gpu.stage(work);
-        true
+        self.on_gpu.stage(work);
+        ControlFlow::Continue(())
     }
 
-    /// Sends on a marker, or the end, once every frame before it is
-    /// judged. `Err` with how the run ends: at the end, or when the output
-    /// stage is gone.
-    fn pass_on(
-        &mut self,
-        path: &mut dyn DeviceFramePath,
-        on_gpu: &mut OnGpu,
-        popped: Popped<EndOfStream>,
-    ) -> Result<(), EndOfStream> {
-        if !self.finish_all(path, on_gpu) {
-            return Err(EndOfStream::Stopped);
+    fn gathered(&self) -> usize {
+        self.on_gpu.staged()
+    }
+
+    fn run(&mut self) -> Result<BatchRuns, EndOfStream> {
+        let launched = self.path.launch();
+        Ok(self.on_gpu.launched(launched.err().as_ref()))
+    }
+
+    /// Sends on a marker, or the end, once every frame before it is judged.
+    fn pass_on(&mut self, message: NotAFrame<EndOfStream>) -> ControlFlow<EndOfStream> {
+        if !self.finish_all() {
+            return ControlFlow::Break(EndOfStream::Stopped);
         }
-        match popped {
-            Popped::Marker(message) => match self.output.send(message) {
-                Ok(()) => Ok(()),
-                Err(_) => Err(EndOfStream::Stopped),
-            },
-            Popped::End(end) => {
+        match message {
+            NotAFrame::Marker(message) => stopped_unless(self.output.send(message).is_ok()),
+            NotAFrame::End(end) => {
                 let _ = self.output.send(StageMessage::End);
-                Err(end)
-            }
-            // Frames are staged by the caller, never passed on here.
-            Popped::Frame(slot) => {
-                self.input.recycle(slot);
-                Ok(())
+                ControlFlow::Break(end)
             }
         }
     }
 
+    /// The rings never close: their end comes as `NotAFrame::End`.
+    fn closed(&mut self) -> EndOfStream {
+        EndOfStream::Stopped
+    }
+}
+
+/// Goes on while `alive` (the output stage still takes results), else the
+/// run stops.
+fn stopped_unless(alive: bool) -> ControlFlow<EndOfStream> {
+    match alive {
+        true => ControlFlow::Continue(()),
+        false => ControlFlow::Break(EndOfStream::Stopped),
+    }
+}
+
+impl DeviceBatches<'_> {
     /// Swaps in new models before frame `seq` when a swap is waiting: the
     /// frames on the GPU are completed by the old engine first, so none is
     /// lost or judged twice; frames from `seq` on carry the new ids. `false`
     /// when the output stage is gone.
-    fn take_swap(&mut self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu, seq: u64) -> bool {
+    fn take_swap(&mut self, seq: u64) -> bool {
         let Some(swap) = self.swaps.try_iter().last() else {
             return true;
         };
         let paused = Instant::now();
-        if !self.finish_all(path, on_gpu) {
+        if !self.finish_all() {
             return false;
         }
-        match path.swap_engine(swap.engine) {
+        match self.path.swap_engine(swap.engine) {
             Ok(()) => {
                 log::info!(target: "sealcheck::infer", first_seq = seq,
                     segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
@@ -450,9 +467,9 @@ impl DeviceStage {
 
     /// Completes every batch on the GPU, oldest first; `false` when the
     /// output stage is gone.
-    fn finish_all(&self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu) -> bool {
-        while on_gpu.batches() > 0 {
-            if !self.finish_oldest(path, on_gpu) {
+    fn finish_all(&mut self) -> bool {
+        while self.on_gpu.batches() > 0 {
+            if !self.finish_oldest() {
                 return false;
             }
         }
@@ -462,20 +479,20 @@ impl DeviceStage {
     /// Completes the oldest batch on the GPU (if any) and sends its frames'
     /// results on, in the order they were staged; `false` when the output
     /// stage is gone.
-    fn finish_oldest(&self, path: &mut dyn DeviceFramePath, on_gpu: &mut OnGpu) -> bool {
-        for _ in 0..on_gpu.oldest_batch() {
-            let Some(mut work) = on_gpu.works.pop_front() else {
+    fn finish_oldest(&mut self) -> bool {
+        for _ in 0..self.on_gpu.oldest_batch() {
+            let Some(mut work) = self.on_gpu.works.pop_front() else {
                 break;
             };
             // An error here is the stage's or the launch's: that frame never
             // reached the GPU's models.
             if work.error.is_none() {
-                match path.complete(&mut work) {
+                match self.path.complete(&mut work) {
                     Ok(t) => {
                         work.timings.preprocess_ms = t.preprocess_ms;
                         work.timings.segment_ms = t.segment_ms;
                         work.timings.classify_ms = t.classify_ms;
-                        if let Err(e) = super::check_classifier_output(&work.cls_logits) {
+                        if let Err(e) = super::model_io::check_classifier_output(&work.cls_logits) {
                             work.error = Some((FailedStage::Classify, e.to_string()));
                         }
                     }
@@ -579,7 +596,7 @@ mod tests {
     use crate::config::OverflowPolicy;
     use crate::frame::{PixelLayout, TensorGeometry};
     use crate::gpu::Stream;
-    use crate::infer::BackendKind;
+    use crate::infer::backend::BackendKind;
     use crate::infer::device_path::{BoundTensors, DeviceEngine, SwapSite};
     use crate::infer::model_role::ModelRole;
     use crate::ring::frame_ring;

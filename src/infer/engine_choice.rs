@@ -14,10 +14,11 @@
 //! Problems with the models themselves stop the start whatever the backend.
 //! Above the engines and the runner; nothing below imports it.
 
+use super::backend::{BackendKind, InferenceBackend};
 use super::device_error::DeviceFrameError;
 use super::device_path::OpenedPath;
 use super::error::InferError;
-use super::{BackendKind, InferenceBackend, onnxruntime, tensorrt, tract};
+use super::{onnxruntime, tensorrt, tract};
 use crate::config::{BackendChoice, ComputeDevice, Config};
 
 /// The engines `backend = "auto"` tries, in order.
@@ -112,7 +113,7 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
             BackendSelection { backend, reason }
         }
     };
-    super::check_class_indices(cfg, selection.backend.as_ref())?;
+    super::backend::check_class_indices(cfg, selection.backend.as_ref())?;
     Ok(selection)
 }
 
@@ -247,6 +248,21 @@ fn device_name(device: ComputeDevice) -> &'static str {
         ComputeDevice::Cpu => "cpu",
         ComputeDevice::Cuda => "cuda",
     }
+}
+
+/// The engines this build can use, for `sealcheck --version`.
+pub fn available_backends() -> Vec<String> {
+    let mut backends = vec![
+        "tract".to_string(),
+        format!(
+            "onnxruntime (cpu; cuda if provider present; libonnxruntime 1.{}+ loaded at run time)",
+            ort::MINOR_VERSION
+        ),
+    ];
+    if tensorrt::BUILT_IN {
+        backends.push("tensorrt".to_string());
+    }
+    backends
 }
 
 #[cfg(test)]

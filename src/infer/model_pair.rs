@@ -3,9 +3,10 @@
 //! the same way and differs only in how one model runs (`HostModel`), so the
 //! pairing is written once, here.
 
+use super::backend::{BackendKind, InferenceBackend};
 use super::error::InferError;
 use super::model_io::ModelIo;
-use super::{BackendKind, InferenceBackend};
+use super::model_role::ModelRole;
 
 /// One model, opened by a host engine: its checked IO and one run.
 pub trait HostModel: Send {
@@ -22,7 +23,7 @@ pub trait HostModel: Send {
         input: &[f32],
         output: &mut [f32],
     ) -> Result<(), InferError> {
-        super::one_by_one(frames, input, output, |i, o| self.run(i, o))
+        super::backend::one_by_one(frames, input, output, |i, o| self.run(i, o))
     }
 
     /// Whether `run_batch` runs a batch as one run (else frame by frame).
@@ -53,20 +54,11 @@ impl<M: HostModel> InferenceBackend for ModelPair<M> {
         self.kind
     }
 
-    fn segmentation_io(&self) -> &ModelIo {
-        self.segmentation.io()
-    }
-
-    fn classifier_io(&self) -> &ModelIo {
-        self.classifier.io()
-    }
-
-    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.segmentation.run(input, logits_out)
-    }
-
-    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.classifier.run(input, logits_out)
+    fn io(&self, role: ModelRole) -> &ModelIo {
+        match role {
+            ModelRole::Segmentation => self.segmentation.io(),
+            ModelRole::Classifier => self.classifier.io(),
+        }
     }
 
     fn max_batch(&self) -> usize {
@@ -77,21 +69,21 @@ impl<M: HostModel> InferenceBackend for ModelPair<M> {
         }
     }
 
-    fn segment_batch(
+    fn run(
         &mut self,
+        role: ModelRole,
         frames: usize,
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
-        self.segmentation.run_batch(frames, input, logits_out)
-    }
-
-    fn classify_batch(
-        &mut self,
-        frames: usize,
-        input: &[f32],
-        logits_out: &mut [f32],
-    ) -> Result<(), InferError> {
-        self.classifier.run_batch(frames, input, logits_out)
+        let model = match role {
+            ModelRole::Segmentation => &mut self.segmentation,
+            ModelRole::Classifier => &mut self.classifier,
+        };
+        if frames == 1 {
+            model.run(input, logits_out)
+        } else {
+            model.run_batch(frames, input, logits_out)
+        }
     }
 }

@@ -27,13 +27,14 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::{Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 
+use super::backend::BackendKind;
 use super::error::InferError;
+use super::model_io::BatchDim;
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
 use super::model_pair::{HostModel, ModelPair};
-use super::{BackendKind, BatchDim};
 use crate::config::{
     ArenaExtend, ComputeDevice, Config, ConvAlgoSearch, GraphOptimization, OnnxRuntimeConfig,
 };
@@ -211,7 +212,7 @@ impl HostModel for OrtModel {
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
         if frames <= 1 || !self.batches() {
-            return super::one_by_one(frames, input, logits_out, |i, o| self.run(i, o));
+            return super::backend::one_by_one(frames, input, logits_out, |i, o| self.run(i, o));
         }
         let (in_len, out_len) = (self.io.input_len(), self.io.output_len());
         if input.len() != in_len * frames || logits_out.len() != out_len * frames {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tract_onnx::prelude::*;
 
-use super::BackendKind;
+use super::backend::BackendKind;
 use super::error::InferError;
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,

@@ -59,6 +59,14 @@ impl ShadowRecord {
     }
 }
 
+/// The shadow's batches run on the records' own work records
+/// (`infer::infer_batch` takes anything that lends one).
+impl AsMut<FrameWork> for Box<ShadowRecord> {
+    fn as_mut(&mut self) -> &mut FrameWork {
+        &mut self.work
+    }
+}
+
 /// What the shadow made of one frame.
 #[derive(Debug, Clone)]
 pub struct ShadowVerdict {

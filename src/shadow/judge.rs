@@ -7,6 +7,7 @@
 //! what the frame path leaves: it falls behind and frames are skipped
 //! (counted), never queued.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender, select};
@@ -18,7 +19,8 @@ use super::handoff::{ShadowGate, ShadowOutcome, ShadowRecord, ShadowVerdict};
 use crate::config::{Config, ShadowConfig};
 use crate::decision::{self, Decision};
 use crate::frame::{FailedStage, PixelDemand, TensorGeometry};
-use crate::infer::{InferenceBackend, infer_frame};
+use crate::infer::batcher::{BatchPath, Batcher, FrameSource, Next};
+use crate::infer::{BatchBuffers, BatchPolicy, BatchRuns, InferenceBackend, infer_batch};
 use crate::model_id::ModelIds;
 use crate::preprocess::{Preprocessor, cpu_preprocessor};
 
@@ -71,6 +73,11 @@ pub struct ShadowJudge {
     /// judge any more.
     last_models: Option<Arc<ModelIds>>,
     archive: Option<DisagreementArchive>,
+    /// The records being judged together, and their outcomes (reused).
+    #[allow(clippy::vec_box)]
+    batch: Vec<Box<ShadowRecord>>,
+    outcomes: Vec<ShadowOutcome>,
+    buffers: BatchBuffers,
 }
 
 /// How long a removed shadow waits for frames handed over before its removal.
@@ -104,35 +111,40 @@ impl ShadowJudge {
             retired: None,
             last_models: None,
             archive: None,
+            batch: Vec::with_capacity(RECORDS),
+            outcomes: Vec::with_capacity(RECORDS),
+            buffers: BatchBuffers::default(),
         }
     }
 
+    /// Judges what is handed over, and applies changes between batches,
+    /// until the output stage ends.
     pub fn run(mut self) {
         crate::archive::lower_thread_priority();
-        let mut changes = self.changes.clone();
-        loop {
-            select! {
-                recv(changes) -> change => match change {
-                    Ok(change) => self.apply(change),
-                    Err(_) => changes = crossbeam_channel::never(),
-                },
-                recv(self.frames) -> record => match record {
-                    Ok(record) => self.judge(record),
-                    // The output stage ended: so does the shadow.
-                    Err(_) => break,
-                },
-                default(RETIRE_AFTER) => {},
-            }
-            if self
-                .retired
-                .as_ref()
-                .is_some_and(|(_, since)| since.elapsed() >= RETIRE_AFTER)
-            {
-                // Its engine's memory goes back now.
-                self.retired = None;
-            }
-        }
+        let mut inbox = Inbox {
+            changes: self.changes.clone(),
+            frames: self.frames.clone(),
+        };
+        // Never waits for a second record: a record waiting is a result
+        // line waiting.
+        let policy = BatchPolicy {
+            max_batch: RECORDS,
+            wait: std::time::Duration::ZERO,
+        };
+        Batcher::new(policy, Arc::default()).run(&mut inbox, &mut self);
         self.stop_taking_frames();
+    }
+
+    /// A shadow removed by a reload is dropped once no frame came for
+    /// `RETIRE_AFTER`: its engine's memory goes back then.
+    fn drop_retired_when_idle(&mut self) {
+        if self
+            .retired
+            .as_ref()
+            .is_some_and(|(_, since)| since.elapsed() >= RETIRE_AFTER)
+        {
+            self.retired = None;
+        }
     }
 
     fn stop_taking_frames(&self) {
@@ -241,11 +253,19 @@ impl ShadowJudge {
         }
     }
 
-    /// Judges one frame, compares, and sends the verdict back: exactly one
-    /// verdict per record received, whatever happens.
-    fn judge(&mut self, mut record: Box<ShadowRecord>) {
-        let seq = record.work.meta.seq;
-        let camera = record.work.meta.camera;
+    /// Judges one frame as a batch of one (frames handed over before
+    /// another engine opens).
+    fn judge(&mut self, record: Box<ShadowRecord>) {
+        self.batch.push(record);
+        self.judge_batch();
+    }
+
+    /// Judges the records gathered, compares each, and sends each verdict
+    /// back: exactly one verdict per record received, whatever happens.
+    fn judge_batch(&mut self) -> BatchRuns {
+        let mut records = std::mem::take(&mut self.batch);
+        let mut outcomes = std::mem::take(&mut self.outcomes);
+        outcomes.clear();
         let engine = match (self.running.as_mut(), self.retired.as_mut()) {
             (Some(running), _) => Some(running),
             (None, Some((retired, since))) => {
@@ -254,19 +274,43 @@ impl ShadowJudge {
             }
             (None, None) => None,
         };
-        let (outcome, models) = match engine {
-            Some(running) => (running.judge(&mut record), Arc::clone(&running.models)),
+        let (made, models) = match engine {
+            Some(running) => (
+                running.judge(&mut records, &mut self.buffers, &mut outcomes),
+                Arc::clone(&running.models),
+            ),
             // Only after the engine failed too often (a removed one retires).
-            None => (
-                ShadowOutcome::Failed("the shadow was stopped before this frame".to_string()),
-                self.last_models.clone().unwrap_or_else(|| {
+            None => {
+                outcomes.extend(records.iter().map(|_| {
+                    ShadowOutcome::Failed("the shadow was stopped before this frame".to_string())
+                }));
+                let models = self.last_models.clone().unwrap_or_else(|| {
                     Arc::new(ModelIds {
                         segmentation: "unknown".to_string(),
                         classifier: "unknown".to_string(),
                     })
-                }),
-            ),
+                });
+                (BatchRuns::default(), models)
+            }
         };
+        for (record, outcome) in records.drain(..).zip(outcomes.drain(..)) {
+            self.conclude(record, outcome, Arc::clone(&models));
+        }
+        self.batch = records;
+        self.outcomes = outcomes;
+        made
+    }
+
+    /// Compares one judged frame with production, keeps a disagreement,
+    /// counts a failure, and sends the verdict and the record back.
+    fn conclude(
+        &mut self,
+        record: Box<ShadowRecord>,
+        outcome: ShadowOutcome,
+        models: Arc<ModelIds>,
+    ) {
+        let seq = record.work.meta.seq;
+        let camera = record.work.meta.camera;
         self.last_models = Some(Arc::clone(&models));
         let verdict = ShadowVerdict {
             seq,
@@ -340,28 +384,133 @@ impl ShadowJudge {
 }
 
 impl Running {
-    fn judge(&mut self, record: &mut ShadowRecord) -> ShadowOutcome {
-        let work = &mut record.work;
-        if !record.tensors_ready
-            && let Err(e) = self.preprocessor.frame_to_tensors(
-                record.pixels.image(),
-                &mut work.seg_input,
-                &mut work.cls_input,
-            )
-        {
-            return ShadowOutcome::Failed(format!("{}: {e}", FailedStage::Preprocess.as_str()));
+    /// Judges `records` in as few engine runs as the engine allows
+    /// (`infer_batch`), one outcome each into `outcomes`, in order.
+    fn judge(
+        &mut self,
+        records: &mut [Box<ShadowRecord>],
+        buffers: &mut BatchBuffers,
+        outcomes: &mut Vec<ShadowOutcome>,
+    ) -> BatchRuns {
+        for record in records.iter_mut() {
+            let work = &mut record.work;
+            work.error = None;
+            if !record.tensors_ready
+                && let Err(e) = self.preprocessor.frame_to_tensors(
+                    record.pixels.image(),
+                    &mut work.seg_input,
+                    &mut work.cls_input,
+                )
+            {
+                // Marked: the batch skips it.
+                work.error = Some((FailedStage::Preprocess, e.to_string()));
+            }
         }
         let mask_class = self.config.segmentation.mask_class;
-        infer_frame(self.backend.as_mut(), &self.preprocessor, mask_class, work);
-        if let Some((stage, message)) = work.error.take() {
-            return ShadowOutcome::Failed(format!("{}: {message}", stage.as_str()));
+        let made = infer_batch(
+            self.backend.as_mut(),
+            &self.preprocessor,
+            mask_class,
+            records,
+            buffers,
+        );
+        for record in records.iter_mut() {
+            let work = &mut record.work;
+            if let Some((stage, message)) = work.error.take() {
+                outcomes.push(ShadowOutcome::Failed(format!(
+                    "{}: {message}",
+                    stage.as_str()
+                )));
+                continue;
+            }
+            let decision: Decision =
+                decision::decide(work, self.config.classifier.defect_class, &record.settings);
+            let mask_iou = record
+                .production_mask_valid
+                .then(|| super::agreement::mask_iou(&record.production_mask, &work.mask));
+            outcomes.push(ShadowOutcome::Judged { decision, mask_iou });
         }
-        let decision: Decision =
-            decision::decide(work, self.config.classifier.defect_class, &record.settings);
-        let mask_iou = record
-            .production_mask_valid
-            .then(|| super::agreement::mask_iou(&record.production_mask, &work.mask));
-        ShadowOutcome::Judged { decision, mask_iou }
+        made
+    }
+}
+
+/// What the shadow does with a batch: judge it (`ShadowJudge::judge_batch`);
+/// a change (`[shadow]` on reload) is applied between batches.
+impl BatchPath<Inbox> for ShadowJudge {
+    type End = ();
+
+    fn capacity(&self) -> usize {
+        self.running
+            .as_ref()
+            .or(self.retired.as_ref().map(|(r, _)| r))
+            .map_or(1, |r| r.backend.max_batch())
+    }
+
+    fn first_wait(&self) -> std::time::Duration {
+        RETIRE_AFTER
+    }
+
+    fn idle(&mut self) -> ControlFlow<()> {
+        self.drop_retired_when_idle();
+        ControlFlow::Continue(())
+    }
+
+    fn begin(&mut self, _: &Box<ShadowRecord>) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
+
+    fn add(&mut self, _: &mut Inbox, record: Box<ShadowRecord>) -> ControlFlow<()> {
+        self.batch.push(record);
+        ControlFlow::Continue(())
+    }
+
+    fn gathered(&self) -> usize {
+        self.batch.len()
+    }
+
+    fn run(&mut self) -> Result<BatchRuns, ()> {
+        let made = self.judge_batch();
+        self.drop_retired_when_idle();
+        Ok(made)
+    }
+
+    fn pass_on(&mut self, change: ShadowChange) -> ControlFlow<()> {
+        self.apply(change);
+        self.drop_retired_when_idle();
+        ControlFlow::Continue(())
+    }
+
+    /// The output stage ended: so does the shadow.
+    fn closed(&mut self) {}
+}
+
+/// The shadow thread's source: records handed over, and changes, whichever
+/// comes first.
+pub struct Inbox {
+    changes: Receiver<ShadowChange>,
+    frames: Receiver<Box<ShadowRecord>>,
+}
+
+impl FrameSource for Inbox {
+    type Frame = Box<ShadowRecord>;
+    type Other = ShadowChange;
+
+    fn next(&mut self, wait: std::time::Duration) -> Next<Box<ShadowRecord>, ShadowChange> {
+        select! {
+            recv(self.changes) -> change => match change {
+                Ok(change) => Next::Other(change),
+                Err(_) => {
+                    // Nobody changes the shadow any more: frames only.
+                    self.changes = crossbeam_channel::never();
+                    Next::Idle
+                }
+            },
+            recv(self.frames) -> record => match record {
+                Ok(record) => Next::Frame(record),
+                Err(_) => Next::Closed,
+            },
+            default(wait) => Next::Idle,
+        }
     }
 }
 
@@ -386,58 +535,7 @@ fn same_engine(a: &Config, b: &Config) -> bool {
 mod tests {
     use super::*;
     use crate::frame::FrameMeta;
-    use crate::infer::{BackendKind, InferError, ModelIo, ModelRole};
-
-    const GEOMETRY: TensorGeometry = TensorGeometry {
-        seg_hw: (4, 4),
-        seg_classes: 2,
-        cls_hw: (4, 8),
-        cls_classes: 2,
-    };
-
-    /// Test double: an engine whose every run fails, as one whose GPU went away.
-    struct FailingEngine {
-        seg: ModelIo,
-        cls: ModelIo,
-    }
-
-    impl FailingEngine {
-        fn new() -> Self {
-            let io = |input: Vec<usize>, output: Vec<usize>| ModelIo {
-                input_name: "in".into(),
-                input_shape: input,
-                output_name: "out".into(),
-                output_shape: output,
-                batch: crate::infer::BatchDim::One,
-            };
-            FailingEngine {
-                seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
-                cls: io(vec![1, 4, 4, 8], vec![1, 2]),
-            }
-        }
-    }
-
-    impl InferenceBackend for FailingEngine {
-        fn kind(&self) -> BackendKind {
-            BackendKind::OnnxRuntimeCuda
-        }
-        fn segmentation_io(&self) -> &ModelIo {
-            &self.seg
-        }
-        fn classifier_io(&self) -> &ModelIo {
-            &self.cls
-        }
-        fn segment(&mut self, _: &[f32], _: &mut [f32]) -> Result<(), InferError> {
-            Err(InferError::Run {
-                role: ModelRole::Segmentation,
-                engine: "ONNX Runtime CUDA",
-                message: "device lost".to_string(),
-            })
-        }
-        fn classify(&mut self, _: &[f32], _: &mut [f32]) -> Result<(), InferError> {
-            unreachable!("the segmentation failed first")
-        }
-    }
+    use crate::infer::test_engines::{FailingEngine, GEOMETRY};
 
     fn config() -> Config {
         let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");

@@ -35,7 +35,7 @@ use super::{ComputeStream, open_cuda_session};
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, Stream, TensorElement};
-use crate::infer::BackendKind;
+use crate::infer::backend::BackendKind;
 use crate::infer::device_error::DeviceFrameError;
 use crate::infer::device_path::{
     BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
@@ -354,7 +354,8 @@ impl DeviceModelsOpener for OrtOpener {
             let cls_spec = ModelSpec::classifier(&cfg.classifier);
             let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
             let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-            let geometry = crate::infer::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+            let geometry =
+                crate::infer::backend::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
             Ok(Box::new(OrtCandidate {
                 sessions: Some(OrtSessions {
                     segmentation,
@@ -503,7 +504,7 @@ pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> 
     let compute = ComputeStream(stream.raw() as *mut std::ffi::c_void);
     let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
     let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-    let geometry = crate::infer::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+    let geometry = crate::infer::backend::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
     let f32s = (TensorElement::F32, TensorElement::F32);
     let frames = match (segmentation.1.batch, classifier.1.batch) {
         (BatchDim::Dynamic, BatchDim::Dynamic) => cfg.inference.max_batch.max(1),

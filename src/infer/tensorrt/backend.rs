@@ -28,11 +28,12 @@ use super::progress::BuildProgress;
 use super::settings::{TensorRtSettings, precision_name};
 use crate::config::Config;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, PinnedBuffer, Stream, TensorElement};
+use crate::infer::backend::{BackendKind, InferenceBackend, one_by_one};
+use crate::infer::error::InferError;
 use crate::infer::model_io::{
     BatchDim, DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use crate::infer::{BackendKind, InferError, InferenceBackend, one_by_one};
 
 const ENGINE: &str = "TensorRT";
 
@@ -323,20 +324,8 @@ impl InferenceBackend for TensorRtBackend {
         BackendKind::TensorRt
     }
 
-    fn segmentation_io(&self) -> &ModelIo {
-        &self.segmentation.io
-    }
-
-    fn classifier_io(&self) -> &ModelIo {
-        &self.classifier.io
-    }
-
-    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run_host(ModelRole::Segmentation, 1, input, logits_out)
-    }
-
-    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run_host(ModelRole::Classifier, 1, input, logits_out)
+    fn io(&self, role: ModelRole) -> &ModelIo {
+        &self.model(role).io
     }
 
     /// The engines' profile maximum (`[inference] max_batch` when they were
@@ -349,22 +338,14 @@ impl InferenceBackend for TensorRtBackend {
         }
     }
 
-    fn segment_batch(
+    fn run(
         &mut self,
+        role: ModelRole,
         frames: usize,
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
-        self.run_batch(ModelRole::Segmentation, frames, input, logits_out)
-    }
-
-    fn classify_batch(
-        &mut self,
-        frames: usize,
-        input: &[f32],
-        logits_out: &mut [f32],
-    ) -> Result<(), InferError> {
-        self.run_batch(ModelRole::Classifier, frames, input, logits_out)
+        self.run_batch(role, frames, input, logits_out)
     }
 }
 

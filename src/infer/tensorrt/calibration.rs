@@ -21,7 +21,8 @@ use super::error::TrtError;
 use super::settings::TensorRtSettings;
 use crate::config::Config;
 use crate::gpu::GpuContext;
-use crate::infer::{InferenceBackend, ModelRole};
+use crate::infer::backend::InferenceBackend;
+use crate::infer::model_io::ModelRole;
 
 /// Image files a calibration set may contain.
 const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "bmp"];
@@ -158,7 +159,8 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
     use crate::preprocess::{Preprocessor, logits_to_mask};
 
     let mut reference = crate::infer::tract::TractBackend::open(cfg)?;
-    let geometry = crate::infer::geometry(reference.segmentation_io(), reference.classifier_io())?;
+    let geometry =
+        crate::infer::backend::geometry(reference.segmentation_io(), reference.classifier_io())?;
     let new_preprocessor = || {
         Preprocessor::new(
             cfg.segmentation.normalization,

@@ -32,8 +32,8 @@ use super::{ModelRole, TensorRtBackend};
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 use crate::gpu::Stream;
-use crate::infer::BackendKind;
-use crate::infer::InferenceBackend;
+use crate::infer::backend::BackendKind;
+use crate::infer::backend::InferenceBackend;
 use crate::infer::device_error::DeviceFrameError;
 use crate::infer::device_path::{
     BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
@@ -108,8 +108,11 @@ pub fn device_runner(
     cfg: &Config,
     mut backend: TensorRtBackend,
 ) -> Result<DeviceRunner, DeviceFrameError> {
-    let geometry =
-        crate::infer::checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io())?;
+    let geometry = crate::infer::backend::checked_geometry(
+        cfg,
+        backend.segmentation_io(),
+        backend.classifier_io(),
+    )?;
     let (seg_in, seg_out) = backend.io_elements(ModelRole::Segmentation);
     let (cls_in, _) = backend.io_elements(ModelRole::Classifier);
     if seg_in != cls_in {
@@ -187,7 +190,7 @@ struct TrtOpener {
 impl DeviceModelsOpener for TrtOpener {
     fn open(&self, cfg: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError> {
         let backend = TensorRtBackend::open(cfg)?;
-        let geometry = crate::infer::checked_geometry(
+        let geometry = crate::infer::backend::checked_geometry(
             cfg,
             backend.segmentation_io(),
             backend.classifier_io(),
@@ -222,7 +225,7 @@ impl DeviceCandidate for TrtCandidate {
     /// One frame through both models, then each batch size once (engines
     /// with a dynamic batch), all on the candidate's own buffers.
     fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
-        crate::infer::warm_up(&mut self.backend, self.geometry, 1)?;
+        crate::infer::warm_up::warm_up(&mut self.backend, self.geometry, 1)?;
         Ok(self.backend.warm_up_batches()?)
     }
 

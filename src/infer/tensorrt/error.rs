@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use crate::gpu::GpuError;
 use crate::infer::device_error::DeviceFrameError;
-use crate::infer::{InferError, ModelRole};
+use crate::infer::error::InferError;
+use crate::infer::model_io::ModelRole;
 
 /// The fix printed whenever TensorRT cannot be used on this machine.
 pub const TENSORRT_FIX: &str = "install TensorRT 10 (JetPack 6: `sudo apt install nvidia-tensorrt`; x86: \

@@ -61,7 +61,7 @@ pub use error::{TENSORRT_FIX, TrtError};
 pub use progress::{BuildProgress, LOG_TARGET};
 pub use settings::{TensorRtSettings, precision_name};
 
-use super::InferenceBackend;
+use super::backend::InferenceBackend;
 use super::device_error::DeviceFrameError;
 use super::device_path::DeviceFramePath;
 use super::model_io::ModelRole;
@@ -101,7 +101,7 @@ pub fn build_engines(cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutco
 mod tests {
     use super::*;
     use crate::gpu::GpuError;
-    use crate::infer::InferError;
+    use crate::infer::error::InferError;
 
     #[test]
     fn unavailable_errors_are_told_apart_from_model_errors() {

@@ -19,7 +19,7 @@ use tract_onnx::prelude::Framework as _;
 
 use super::bridge::ProfileShape;
 use super::error::TrtError;
-use crate::infer::InferError;
+use crate::infer::error::InferError;
 use crate::infer::model_io::{BatchDim, DeclaredTensor, Dim, ModelSpec, static_shape};
 
 /// The ONNX model's input with a symbolic first (batch) dimension.
@@ -167,7 +167,7 @@ mod tests {
     use tract_onnx::pb::{GraphProto, TensorProto, TensorShapeProto, TypeProto, type_proto};
 
     use super::*;
-    use crate::infer::ModelRole;
+    use crate::infer::model_io::ModelRole;
     use crate::infer::tensorrt::engine_cache::{EngineKey, EngineSpec};
 
     fn spec<'a>(path: &'a Path, role: ModelRole, input: &'a str) -> ModelSpec<'a> {

@@ -7,12 +7,12 @@
 use std::fmt::Display;
 use std::path::PathBuf;
 
-use super::InferenceBackend;
+use super::backend::InferenceBackend;
 use super::device_error::DeviceFrameError;
 use super::device_path::DeviceFramePath;
 use super::model_io::ModelRole;
 use crate::config::Config;
-use crate::infer::InferError;
+use crate::infer::error::InferError;
 
 /// Whether this build has the TensorRT backend (for `sealcheck --version`).
 pub const BUILT_IN: bool = false;

@@ -1,0 +1,174 @@
+//! What an engine is to the rest of the crate: its kind, its two models'
+//! inputs and outputs, one run method for either model (`InferenceBackend`),
+//! and the checks every engine's opening ends with (the models' geometry and
+//! the class indices the decision reads).
+
+use super::error::InferError;
+use super::model_io::{self, ModelIo, ModelRole};
+use crate::config::Config;
+use crate::frame::TensorGeometry;
+
+/// Which engine runs the models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    Tract,
+    OnnxRuntimeCpu,
+    OnnxRuntimeCuda,
+    TensorRt,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Tract => "tract",
+            BackendKind::OnnxRuntimeCpu => "onnxruntime-cpu",
+            BackendKind::OnnxRuntimeCuda => "onnxruntime-cuda",
+            BackendKind::TensorRt => "tensorrt",
+        }
+    }
+
+    /// As the `auto` reason line names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            BackendKind::Tract => "tract",
+            BackendKind::OnnxRuntimeCpu => "ONNX Runtime CPU",
+            BackendKind::OnnxRuntimeCuda => "ONNX Runtime CUDA",
+            BackendKind::TensorRt => "TensorRT",
+        }
+    }
+
+    /// Whether the engine computes on the GPU (so it can run the device path).
+    pub fn on_gpu(self) -> bool {
+        matches!(self, BackendKind::OnnxRuntimeCuda | BackendKind::TensorRt)
+    }
+}
+
+/// An engine with both models loaded. One per inference thread.
+///
+/// An engine implements `io` and `run` once for both models (`ModelRole`);
+/// `segment`, `classify` and the rest are conveniences over them, never
+/// written by an engine.
+pub trait InferenceBackend: Send {
+    fn kind(&self) -> BackendKind;
+
+    /// The checked inputs and outputs of the model that plays `role`.
+    fn io(&self, role: ModelRole) -> &ModelIo;
+
+    /// Most frames one `run` takes at once: 1 unless both models have a
+    /// dynamic batch dimension.
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// Runs the model that plays `role` on `frames` frames: their inputs
+    /// back to back in (segmentation: 3xHxW normalized each; classifier:
+    /// 4xHxW, RGB normalized + mask), their logits back to back out. An
+    /// engine that cannot batch runs them one after another. No allocation
+    /// in our code beyond what the engine does.
+    fn run(
+        &mut self,
+        role: ModelRole,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError>;
+
+    fn segmentation_io(&self) -> &ModelIo {
+        self.io(ModelRole::Segmentation)
+    }
+
+    fn classifier_io(&self) -> &ModelIo {
+        self.io(ModelRole::Classifier)
+    }
+
+    /// One frame through the segmentation model.
+    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        self.run(ModelRole::Segmentation, 1, input, logits_out)
+    }
+
+    /// One frame through the classifier.
+    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
+        self.run(ModelRole::Classifier, 1, input, logits_out)
+    }
+
+    /// `frames` frames through the segmentation model (`run`).
+    fn segment_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.run(ModelRole::Segmentation, frames, input, logits_out)
+    }
+
+    /// `frames` frames through the classifier (`run`).
+    fn classify_batch(
+        &mut self,
+        frames: usize,
+        input: &[f32],
+        logits_out: &mut [f32],
+    ) -> Result<(), InferError> {
+        self.run(ModelRole::Classifier, frames, input, logits_out)
+    }
+}
+
+/// Runs a batch frame by frame: `frames` equal chunks of `input` and of `output`.
+pub(crate) fn one_by_one(
+    frames: usize,
+    input: &[f32],
+    output: &mut [f32],
+    mut run: impl FnMut(&[f32], &mut [f32]) -> Result<(), InferError>,
+) -> Result<(), InferError> {
+    let frames = frames.max(1);
+    let (in_len, out_len) = (input.len() / frames, output.len() / frames);
+    for (i, o) in input
+        .chunks_exact(in_len.max(1))
+        .zip(output.chunks_exact_mut(out_len.max(1)))
+        .take(frames)
+    {
+        run(i, o)?;
+    }
+    Ok(())
+}
+
+/// The class indices the decision reads must exist in the models' logits.
+pub(crate) fn check_class_indices(
+    cfg: &Config,
+    backend: &dyn InferenceBackend,
+) -> Result<(), InferError> {
+    checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io()).map(drop)
+}
+
+/// The two models' geometry, once the class indices the decision reads are
+/// known to exist in their logits; every engine's opening ends here.
+pub fn checked_geometry(
+    cfg: &Config,
+    seg: &ModelIo,
+    cls: &ModelIo,
+) -> Result<TensorGeometry, InferError> {
+    let geometry = geometry(seg, cls)?;
+    if cfg.segmentation.mask_class >= geometry.seg_classes {
+        return Err(InferError::Mismatch(format!(
+            "[models.segmentation] mask_class = {} but model {} has only {} classes (0..{}); fix mask_class",
+            cfg.segmentation.mask_class,
+            cfg.segmentation.path.display(),
+            geometry.seg_classes,
+            geometry.seg_classes - 1
+        )));
+    }
+    if cfg.classifier.defect_class >= geometry.cls_classes {
+        return Err(InferError::Mismatch(format!(
+            "[models.classifier] defect_class = {} but model {} has only {} classes (0..{}); fix defect_class",
+            cfg.classifier.defect_class,
+            cfg.classifier.path.display(),
+            geometry.cls_classes,
+            geometry.cls_classes - 1
+        )));
+    }
+    Ok(geometry)
+}
+
+/// Tensor shapes of the two models, for sizing the per-frame buffers.
+pub fn geometry(seg: &ModelIo, cls: &ModelIo) -> Result<TensorGeometry, InferError> {
+    model_io::geometry(seg, cls)
+}

@@ -1,0 +1,278 @@
+//! The host path's infer thread: both models on the tensors the preprocess
+//! thread filled, a batch at a time. The loop is the one batcher's
+//! (`batcher::Batcher`); this file says only what the host path does with
+//! a batch (`HostPath`).
+//!
+//! ```text
+//! preprocess ──chan: StageMessage──▶ Batcher::run ──▶ HostPath::run: infer_batch
+//!                                                        ──chan──▶ output
+//! ```
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::backend::InferenceBackend;
+use super::batch::{BatchBuffers, BatchCounts, BatchPolicy, BatchRuns, infer_batch};
+use super::batcher::{BatchPath, Batcher};
+use crate::frame::{FrameWork, StageMessage};
+use crate::model_id::ModelIds;
+use crate::preprocess::Preprocessor;
+
+/// New models for the infer thread, opened, checked and warmed up beside the
+/// running ones (`crate::model_swap`); taken between two frames.
+pub struct ModelSwap {
+    pub backend: Box<dyn InferenceBackend>,
+    pub models: Arc<ModelIds>,
+}
+
+pub struct InferStage {
+    /// Frames in capture order per camera; several cameras' frames interleave.
+    pub input: Receiver<StageMessage>,
+    pub output: Sender<StageMessage>,
+    pub backend: Box<dyn InferenceBackend>,
+    /// The ids of `backend`'s model files, stamped on every frame it judges.
+    pub models: Arc<ModelIds>,
+    /// Model swaps accepted on reload.
+    pub swaps: Receiver<ModelSwap>,
+    /// Only its mask-channel resize is used here; preprocess owns its own.
+    pub preprocessor: Preprocessor,
+    pub mask_class: usize,
+    pub liveness: crate::service::Liveness,
+    /// `[inference] max_batch` and `batch_wait_us`: how frames waiting at
+    /// once are gathered (`Batcher`).
+    pub batching: BatchPolicy,
+    /// The batch buffers, already grown by the warm-up's batches.
+    pub batch_buffers: BatchBuffers,
+    /// Engine runs and frames in them, for the summary.
+    pub batch_counts: Arc<BatchCounts>,
+}
+
+impl InferStage {
+    /// Judges batches until the end (or until the output stage is gone).
+    pub fn run(self) {
+        let InferStage {
+            mut input,
+            output,
+            backend,
+            models,
+            swaps,
+            preprocessor,
+            mask_class,
+            liveness,
+            batching,
+            batch_buffers,
+            batch_counts,
+        } = self;
+        let mut path = HostPath {
+            output,
+            backend,
+            models,
+            swaps,
+            preprocessor,
+            mask_class,
+            liveness,
+            // Test-only hooks (feature `fault-injection`); no-ops otherwise.
+            faults: crate::fault::InferFaults::from_env(),
+            batch: Vec::with_capacity(batching.max_batch),
+            buffers: batch_buffers,
+        };
+        Batcher::new(batching, batch_counts).run(&mut input, &mut path);
+    }
+}
+
+/// What the host path does with a batch: both models on the preprocessed
+/// tensors (`infer_batch`), then every frame on to the output stage.
+struct HostPath {
+    output: Sender<StageMessage>,
+    backend: Box<dyn InferenceBackend>,
+    models: Arc<ModelIds>,
+    swaps: Receiver<ModelSwap>,
+    preprocessor: Preprocessor,
+    mask_class: usize,
+    liveness: crate::service::Liveness,
+    faults: crate::fault::InferFaults,
+    // The work records travel boxed through the stage channels; the batch
+    // holds those boxes, it does not move the records out of them.
+    #[allow(clippy::vec_box)]
+    batch: Vec<Box<FrameWork>>,
+    buffers: BatchBuffers,
+}
+
+impl BatchPath<Receiver<StageMessage>> for HostPath {
+    /// The host path's loop ends with nothing to report: capture's end is
+    /// the preprocess thread's.
+    type End = ();
+
+    fn capacity(&self) -> usize {
+        // `infer_batch` splits a larger batch into engine runs itself.
+        usize::MAX
+    }
+
+    /// Swaps in new models before the batch of frame `first` when a swap is
+    /// waiting; the old engine is dropped here, after its last frame.
+    fn begin(&mut self, first: &Box<FrameWork>) -> ControlFlow<()> {
+        let Some(swap) = self.swaps.try_iter().last() else {
+            return ControlFlow::Continue(());
+        };
+        log::info!(target: "sealcheck::infer", first_seq = first.meta.seq,
+            segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
+            previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str();
+            "models swapped: frames from first_seq on are judged by the new models");
+        self.backend = swap.backend;
+        self.models = swap.models;
+        ControlFlow::Continue(())
+    }
+
+    fn add(&mut self, _: &mut Receiver<StageMessage>, mut work: Box<FrameWork>) -> ControlFlow<()> {
+        self.faults.hold(work.meta.seq);
+        work.models = Some(Arc::clone(&self.models));
+        // A frame failed here is marked, and the batch skips it.
+        self.faults.fail(&mut work);
+        self.batch.push(work);
+        ControlFlow::Continue(())
+    }
+
+    fn gathered(&self) -> usize {
+        self.batch.len()
+    }
+
+    fn run(&mut self) -> Result<BatchRuns, ()> {
+        let made = infer_batch(
+            self.backend.as_mut(),
+            &self.preprocessor,
+            self.mask_class,
+            &mut self.batch,
+            &mut self.buffers,
+        );
+        for work in self.batch.drain(..) {
+            self.liveness.frame_inferred();
+            if self.output.send(StageMessage::Inspect(work)).is_err() {
+                return Err(());
+            }
+        }
+        Ok(made)
+    }
+
+    fn pass_on(&mut self, message: StageMessage) -> ControlFlow<()> {
+        let end = matches!(message, StageMessage::End);
+        match self.output.send(message) {
+            Ok(()) if !end => ControlFlow::Continue(()),
+            _ => ControlFlow::Break(()),
+        }
+    }
+
+    fn closed(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::FailedStage;
+    use crate::infer::batch::infer_frame;
+    use crate::infer::test_engines::{
+        CountingEngine, FixedOutputEngine, GEOMETRY, plain_preprocessor,
+    };
+    use crate::infer::warm_up::{WarmUpFrame, WarmUpSize, warm_up_host};
+    use crate::preprocess::FramePreprocessor;
+
+    fn judge(cls_logits: [f32; 2]) -> FrameWork {
+        let mut work = FrameWork::new(&GEOMETRY);
+        infer_frame(
+            &mut FixedOutputEngine::answering(cls_logits),
+            &plain_preprocessor(),
+            1,
+            &mut work,
+        );
+        work
+    }
+
+    #[test]
+    fn the_first_frame_after_the_start_up_warm_up_is_not_the_engines_first_run() {
+        let engine = CountingEngine::new();
+        let runs_before_segment = Arc::clone(&engine.runs_before_segment);
+        let mut backend: Box<dyn InferenceBackend> = Box::new(engine);
+        let mut records: Vec<Box<FrameWork>> = (0..3)
+            .map(|_| Box::new(FrameWork::new(&GEOMETRY)))
+            .collect();
+        let frame = WarmUpFrame::new(
+            WarmUpSize::Source {
+                width: 6,
+                height: 5,
+            },
+            &GEOMETRY,
+        );
+        assert_eq!((frame.view().width, frame.view().height), (6, 5));
+        let mut frame_preprocessor = FramePreprocessor::Cpu(plain_preprocessor());
+        warm_up_host(
+            backend.as_mut(),
+            &mut frame_preprocessor,
+            &plain_preprocessor(),
+            1,
+            frame.view(),
+            &mut records,
+            1,
+            &mut Default::default(),
+        )
+        .unwrap();
+        assert!(
+            records.iter().all(|w| w.error.is_none()),
+            "a warm-up leaves no error behind for the first frame"
+        );
+
+        // The infer thread then takes the first camera frame.
+        let (to_infer, input) = crossbeam_channel::bounded(2);
+        let (output, results) = crossbeam_channel::bounded(2);
+        let (_swaps, swap_rx) = crossbeam_channel::bounded(1);
+        let mut first = records.pop().unwrap();
+        first.reset(crate::frame::FrameMeta::now(0));
+        to_infer.send(StageMessage::Inspect(first)).unwrap();
+        to_infer.send(StageMessage::End).unwrap();
+        InferStage {
+            input,
+            output,
+            backend,
+            models: Arc::new(ModelIds {
+                segmentation: "seg".to_string(),
+                classifier: "cls".to_string(),
+            }),
+            swaps: swap_rx,
+            preprocessor: plain_preprocessor(),
+            mask_class: 1,
+            liveness: crate::service::Liveness::new(),
+            batching: BatchPolicy {
+                max_batch: 1,
+                wait: std::time::Duration::ZERO,
+            },
+            batch_buffers: Default::default(),
+            batch_counts: Default::default(),
+        }
+        .run();
+        let Ok(StageMessage::Inspect(judged)) = results.try_recv() else {
+            panic!("the first frame was not judged");
+        };
+        assert!(judged.error.is_none());
+        assert_eq!(judged.meta.seq, 0, "warm-up frames take no seq");
+        let runs = runs_before_segment.lock().unwrap().clone();
+        // Three warm-up frames ran both models; the camera's first frame is
+        // the engine's seventh run, not its first.
+        assert_eq!(runs, vec![0, 2, 4, 6]);
+    }
+
+    #[test]
+    fn a_classifier_answering_nan_or_infinity_fails_the_frame_naming_why() {
+        assert!(judge([0.3, -1.2]).error.is_none());
+        for bad in [[f32::NAN, 0.0], [0.0, f32::INFINITY]] {
+            let work = judge(bad);
+            let Some((stage, message)) = &work.error else {
+                panic!("{bad:?} judged as if it were a verdict");
+            };
+            assert_eq!(*stage, FailedStage::Classify);
+            assert!(
+                message.contains("output is not finite") && message.contains("sealcheck evaluate"),
+                "{message}"
+            );
+        }
+    }
+}
