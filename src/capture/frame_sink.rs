@@ -17,7 +17,7 @@ use gstreamer_video as gst_video;
 
 use super::rgb_plane::RgbPlane;
 use super::state::CaptureShared;
-use super::{CaptureEvent, RingProducer};
+use super::rings::{CaptureEvent, RingProducer};
 use crate::frame::FrameMeta;
 
 /// State the callback keeps between frames.

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use gstreamer as gst;
 
 use super::status::SourceStatus;
-use super::{CaptureEvent, EndOfStream, RingProducer};
+use super::error::EndOfStream;
+use super::rings::{CaptureEvent, RingProducer};
 use crate::config::{OverflowPolicy, SourceRecovery};
 use crate::ring::StopHandle;
 use crate::service::Liveness;

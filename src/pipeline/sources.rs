@@ -104,7 +104,7 @@ impl StationSources {
         self.cameras
             .iter()
             .map(|camera| match &camera.source {
-                FrameSource::Capture(c) => c.frames_delivered(),
+                FrameSource::Capture(c) => c.probe().frames_delivered(),
                 FrameSource::Replay(r) => r.frames_delivered(),
             })
             .sum()
