@@ -9,7 +9,8 @@ use crate::config::Config;
 use crate::service::Liveness;
 use crate::status::CameraSource;
 
-use super::{PipelineError, SourcePlan};
+use super::context::SourcePlan;
+use super::error::PipelineError;
 
 /// The running source of one camera: a GStreamer capture or a replay from memory.
 enum FrameSource {
