@@ -324,7 +324,10 @@ fn stop_finishes_frames_in_flight_then_ends_stopped() {
     let started = Instant::now();
     let got = receive(&mut consumer, true, |frames| {
         if frames == 10 {
-            assert!(capture.probe().is_streaming(), "an endless source is streaming");
+            assert!(
+                capture.probe().is_streaming(),
+                "an endless source is streaming"
+            );
             capture.stop();
         }
     });

@@ -12,10 +12,10 @@ use super::error::PipelineError;
 use crate::capture::{CameraRings, EndOfStream};
 use crate::config::Config;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
+use crate::infer;
 use crate::infer::device_stage::{
     DeviceFrameError, DeviceModelsOpener, DeviceStage, DeviceStartFailed, DeviceSwap,
 };
-use crate::infer;
 use crate::line::ModelIds;
 use crate::model_swap::RunningEngine;
 use crate::preprocess::FramePreprocessor;

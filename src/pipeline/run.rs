@@ -25,7 +25,9 @@ use crate::output::{LiveSettings, OutputError};
 use crate::service::{Liveness, ServiceSignal, WatchdogThread};
 use crate::shadow::{ShadowAgreement, ShadowState};
 use crate::stats::RunStats;
-use crate::status::{NoStatus, RunReport, RunState, ServerFeed, StatusFeed, StatusServer, Telemetry};
+use crate::status::{
+    NoStatus, RunReport, RunState, ServerFeed, StatusFeed, StatusServer, Telemetry,
+};
 
 /// At the end of a run, how long verdicts still queued may take to reach the broker.
 const MQTT_FLUSH: Duration = Duration::from_secs(2);

@@ -9,7 +9,9 @@ use super::files::Files;
 use crate::config::camera_name::camera_name_problem;
 use crate::config::image_sequence;
 use crate::config::raw::Section;
-use crate::config::types::{CameraConfig, DecisionConfig, OverflowPolicy, SourceConfig, SourceKind, SourceRecovery};
+use crate::config::types::{
+    CameraConfig, DecisionConfig, OverflowPolicy, SourceConfig, SourceKind, SourceRecovery,
+};
 
 /// `[source]` (one camera) or `[cameras.NAME]` tables (several), never both.
 pub(super) fn read_cameras(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::config::raw::Section;
-use crate::config::types::{DecisionConfig};
+use crate::config::types::DecisionConfig;
 
 /// `[decision]`, or a camera's `decision` sub-table over `base` (the
 /// station's `[decision]`): a key left out takes `base`'s value.

@@ -19,7 +19,9 @@ use super::service::{read_logging, read_service};
 use super::shadow::read_shadow;
 use crate::config::error::ConfigError;
 use crate::config::raw::{Problems, Section};
-use crate::config::types::{ClassifierModel, Config, DEFAULT_BATCH_CAP, EnginePrecision, SegmentationModel};
+use crate::config::types::{
+    ClassifierModel, Config, DEFAULT_BATCH_CAP, EnginePrecision, SegmentationModel,
+};
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

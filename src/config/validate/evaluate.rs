@@ -1,7 +1,7 @@
 //! `[evaluate]`: what `sealcheck evaluate --gate` holds a candidate to.
 
 use crate::config::raw::Section;
-use crate::config::types::{EvaluateConfig};
+use crate::config::types::EvaluateConfig;
 
 /// `[evaluate]`: the rules `sealcheck evaluate --gate` holds a candidate to,
 /// and the floors against the labels it holds every engine to.

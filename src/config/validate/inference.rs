@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use super::files::Files;
 use crate::config::raw::Section;
-use crate::config::types::{ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, EnginePrecision, GraphOptimization, InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig};
+use crate::config::types::{
+    ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, EnginePrecision, GraphOptimization,
+    InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig,
+};
 
 pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
     const BACKENDS: [BackendChoice; 4] = [

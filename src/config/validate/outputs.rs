@@ -3,7 +3,9 @@
 
 use super::files::Files;
 use crate::config::raw::Section;
-use crate::config::types::{ArchiveConfig, ArchiveKeep, ImageFormat, OutputConfig, ResultsRotation, StatusConfig};
+use crate::config::types::{
+    ArchiveConfig, ArchiveKeep, ImageFormat, OutputConfig, ResultsRotation, StatusConfig,
+};
 
 pub(super) fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
     let results = s.str_required("results", "the JSON-lines results file to append to");
@@ -65,7 +67,11 @@ pub(super) fn read_status(root: &Section, key: &str) -> Option<Option<StatusConf
 }
 
 /// `[archive]`, absent = off: `Some(None)`; a problem: `None`.
-pub(super) fn read_archive(root: &Section, key: &str, files: &Files) -> Option<Option<ArchiveConfig>> {
+pub(super) fn read_archive(
+    root: &Section,
+    key: &str,
+    files: &Files,
+) -> Option<Option<ArchiveConfig>> {
     if !root.has(key) {
         root.section(key);
         return Some(None);

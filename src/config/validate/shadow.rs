@@ -3,7 +3,9 @@
 
 use super::files::Files;
 use crate::config::raw::Section;
-use crate::config::types::{BackendChoice, ComputeDevice, EnginePrecision, InferenceConfig, ShadowConfig};
+use crate::config::types::{
+    BackendChoice, ComputeDevice, EnginePrecision, InferenceConfig, ShadowConfig,
+};
 
 /// `[shadow]`, absent = off: `Some(None)`; a problem: `None`. Engine
 /// combinations that cannot run are refused here, naming the key, as
