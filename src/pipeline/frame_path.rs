@@ -28,6 +28,9 @@ pub(super) struct ChosenEngine {
 }
 
 /// The stages that read the ring, as started.
+// One is made per run and taken apart at once: boxing the host variant
+// would save nothing.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum FramePath {
     /// One device thread: preprocessing and both models on the GPU; `swap`
     /// when its engine can take new models on reload.
