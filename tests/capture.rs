@@ -141,11 +141,11 @@ fn test_source_delivers_exactly_num_buffers_frames_then_finishes() {
         );
         assert_eq!(frame.data.len(), 64 * 3 * 48);
     }
-    assert_eq!(capture.frames_delivered(), 25);
+    assert_eq!(capture.probe().frames_delivered(), 25);
     assert_eq!(liveness.captured(), 25);
-    assert!(capture.last_frame_at().is_some());
-    assert!(capture.has_ended());
-    assert!(!capture.is_streaming());
+    assert!(capture.probe().last_frame_at().is_some());
+    assert!(capture.probe().has_ended());
+    assert!(!capture.probe().is_streaming());
     capture.shutdown();
 }
 
@@ -308,8 +308,8 @@ fn drop_policy_accounts_for_every_frame_when_the_consumer_never_recycles() {
     assert_eq!(got.end, Some(EndOfStream::Finished));
     assert_eq!(got.frames.len(), 3, "only the pool's slots carry frames");
     assert_eq!(got.dropped, 57);
-    assert_eq!(got.accounted(), capture.frames_delivered());
-    assert_eq!(capture.frames_delivered(), 60);
+    assert_eq!(got.accounted(), capture.probe().frames_delivered());
+    assert_eq!(capture.probe().frames_delivered(), 60);
 }
 
 #[test]
@@ -324,7 +324,10 @@ fn stop_finishes_frames_in_flight_then_ends_stopped() {
     let started = Instant::now();
     let got = receive(&mut consumer, true, |frames| {
         if frames == 10 {
-            assert!(capture.is_streaming(), "an endless source is streaming");
+            assert!(
+                capture.probe().is_streaming(),
+                "an endless source is streaming"
+            );
             capture.stop();
         }
     });
@@ -332,7 +335,7 @@ fn stop_finishes_frames_in_flight_then_ends_stopped() {
     assert!(got.frames.len() >= 10);
     assert_eq!(
         got.accounted(),
-        capture.frames_delivered(),
+        capture.probe().frames_delivered(),
         "frames delivered after stop still arrive"
     );
     assert!(
@@ -391,7 +394,7 @@ fn video_file_is_decoded_frame_by_frame_to_its_end() {
             .iter()
             .all(|f| (f.width, f.height, f.stride) == (160, 90, 480))
     );
-    assert_eq!(capture.frames_delivered(), 12);
+    assert_eq!(capture.probe().frames_delivered(), 12);
 }
 
 fn start_error(kind: SourceKind) -> (CaptureError, Option<EndOfStream>) {
@@ -819,7 +822,7 @@ fn image_sequence_gives_every_file_one_event_even_the_ones_that_cannot_be_decode
         "{end:?}"
     );
     assert_eq!(next_seq, count as u64, "every file got an event");
-    assert_eq!(capture.frames_delivered(), count as u64);
+    assert_eq!(capture.probe().frames_delivered(), count as u64);
     capture.shutdown();
 }
 

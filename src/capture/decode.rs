@@ -19,7 +19,7 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::error::CaptureError;
-use super::init;
+use super::library::init;
 use super::rgb_plane::RgbPlane;
 use crate::frame::FrameSlot;
 

@@ -16,8 +16,8 @@ use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
 use super::rgb_plane::RgbPlane;
+use super::rings::{CaptureEvent, RingProducer};
 use super::state::CaptureShared;
-use super::{CaptureEvent, RingProducer};
 use crate::frame::FrameMeta;
 
 /// State the callback keeps between frames.

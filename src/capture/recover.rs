@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use gstreamer as gst;
 
-use super::EndOfStream;
 use super::bus::{self, Watched};
-use super::error::CaptureError;
+use super::error::{CaptureError, EndOfStream};
+use super::launch;
+use super::open::{Running, open_pipeline};
 use super::state::CaptureShared;
 use super::status::Backoff;
 use super::teardown;
-use super::{Running, launch, open_pipeline};
 use crate::config::SourceConfig;
 
 /// Before a rebuilt (or first) pipeline's first frame, the frame timeout is at

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Capture, CaptureError};
-use super::{CaptureEvent, EndOfStream, RingProducer};
+use super::camera::Capture;
+use super::error::{CaptureError, EndOfStream};
+use super::rings::{CaptureEvent, RingProducer};
 use crate::config::{OverflowPolicy, SourceConfig};
 use crate::frame::{FrameMeta, FrameSlot};
 use crate::ring;

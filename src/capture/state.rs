@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use gstreamer as gst;
 
+use super::error::EndOfStream;
+use super::rings::{CaptureEvent, RingProducer};
 use super::status::SourceStatus;
-use super::{CaptureEvent, EndOfStream, RingProducer};
 use crate::config::{OverflowPolicy, SourceRecovery};
 use crate::ring::StopHandle;
 use crate::service::Liveness;

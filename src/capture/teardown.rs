@@ -133,7 +133,7 @@ mod tests {
     }
 
     fn launch(line: &str) -> gst::Pipeline {
-        crate::capture::init().unwrap();
+        crate::capture::library::init().unwrap();
         gst::parse::launch(line)
             .unwrap()
             .downcast::<gst::Pipeline>()

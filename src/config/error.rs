@@ -1,3 +1,6 @@
+//! What can go wrong with a config file: it cannot be read, or it has
+//! problems, each located by line and column; and the exit status they end in.
+
 use std::fmt;
 use std::path::PathBuf;
 
@@ -13,6 +16,10 @@ pub struct ConfigProblem {
     /// What is wrong and what is allowed.
     pub message: String,
 }
+
+/// Exit status for configuration errors (sysexits EX_CONFIG); systemd's
+/// `RestartPreventExitStatus=78` keeps a config typo from restart-looping.
+pub const EXIT_CONFIG: i32 = 78;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -12,7 +12,7 @@ use std::ops::{Range, RangeInclusive};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::ConfigProblem;
+use super::error::ConfigProblem;
 
 /// Collects problems and turns byte offsets into line and column.
 pub struct Problems<'s> {

@@ -1,10 +1,10 @@
 //! The host path's infer thread: both models on the tensors the preprocess
 //! thread filled, a batch at a time. The loop is the one batcher's
 //! (`batcher::Batcher`); this file says only what the host path does with
-//! a batch (`HostPath`).
+//! a batch (`HostBatches`).
 //!
 //! ```text
-//! preprocess ──chan: StageMessage──▶ Batcher::run ──▶ HostPath::run: infer_batch
+//! preprocess ──chan: StageMessage──▶ Batcher::run ──▶ HostBatches::run: infer_batch
 //!                                                        ──chan──▶ output
 //! ```
 
@@ -65,7 +65,7 @@ impl InferStage {
             batch_buffers,
             batch_counts,
         } = self;
-        let mut path = HostPath {
+        let mut path = HostBatches {
             output,
             backend,
             models,
@@ -84,7 +84,7 @@ impl InferStage {
 
 /// What the host path does with a batch: both models on the preprocessed
 /// tensors (`infer_batch`), then every frame on to the output stage.
-struct HostPath {
+struct HostBatches {
     output: Sender<StageMessage>,
     backend: Box<dyn InferenceBackend>,
     models: Arc<ModelIds>,
@@ -100,7 +100,7 @@ struct HostPath {
     buffers: BatchBuffers,
 }
 
-impl BatchPath<Receiver<StageMessage>> for HostPath {
+impl BatchPath<Receiver<StageMessage>> for HostBatches {
     /// The host path's loop ends with nothing to report: capture's end is
     /// the preprocess thread's.
     type End = ();

@@ -9,7 +9,8 @@ use crate::config::Config;
 use crate::service::Liveness;
 use crate::status::CameraSource;
 
-use super::{PipelineError, SourcePlan};
+use super::context::SourcePlan;
+use super::error::PipelineError;
 
 /// The running source of one camera: a GStreamer capture or a replay from memory.
 enum FrameSource {
@@ -104,7 +105,7 @@ impl StationSources {
         self.cameras
             .iter()
             .map(|camera| match &camera.source {
-                FrameSource::Capture(c) => c.frames_delivered(),
+                FrameSource::Capture(c) => c.probe().frames_delivered(),
                 FrameSource::Replay(r) => r.frames_delivered(),
             })
             .sum()

@@ -1,0 +1,26 @@
+//! The second stage: raw sections to the typed `Config`, with every path
+//! resolved against the config file's folder and every file checked to exist.
+//!
+//! `document` reads the file and hands each section to its reader; like
+//! `raw`, every reader records each problem it finds and goes on, so an
+//! operator sees every problem of the file at once. The readers, by section:
+//! `cameras` (`[source]`, `[cameras.NAME]`), `decision`, `inference`,
+//! `models`, `evaluate`, `outputs` (`[output]`, `[status]`, `[archive]`),
+//! `service` (`[logging]`, `[service]`), `mqtt` (with `url` and `host`) and
+//! `shadow`; `files` resolves paths.
+
+mod cameras;
+mod decision;
+mod document;
+mod evaluate;
+mod files;
+mod host;
+mod inference;
+mod models;
+mod mqtt;
+mod outputs;
+mod service;
+mod shadow;
+mod url;
+
+pub use document::{load, parse};

@@ -1,0 +1,97 @@
+//! How a run ended, and what it did: `RunSummary` and the text printed at
+//! the end of `run` and `bench`.
+
+use std::time::Duration;
+
+use crate::capture::EndOfStream;
+use crate::line::LineCounts;
+use crate::line::mqtt::MqttCounts;
+use crate::shadow::AgreementSnapshot;
+use crate::stats::RunStats;
+
+/// How a run ended, and what it did.
+pub struct RunSummary {
+    pub backend: String,
+    pub backend_reason: String,
+    pub frames_delivered: u64,
+    pub results_written: u64,
+    pub elapsed: Duration,
+    pub stats: RunStats,
+    pub end: EndOfStream,
+    /// True when the run ended because SIGTERM/SIGINT asked it to.
+    pub stopped_by_signal: bool,
+    /// Result lines that could not be written to the results file (disk full,
+    /// I/O error): the run exits non-zero when any was lost.
+    pub results_lost: u64,
+    /// Times the live source was lost (or missing at start) and rebuilt.
+    pub source_outages: u64,
+    /// Verdicts the line got (one per part), and how many were `late`.
+    pub line: LineCounts,
+    /// The MQTT side, when `[mqtt]` is configured.
+    pub mqtt: Option<MqttCounts>,
+    /// The shadow's agreement with production, when a `[shadow]` ran.
+    pub shadow: Option<AgreementSnapshot>,
+    /// With `max_batch` above 1 on the host path: (engine runs, frames in
+    /// them, max_batch).
+    pub batches: Option<(u64, u64, usize)>,
+    /// The cameras' names by index (`[cameras.NAME]`); empty with `[source]`.
+    pub camera_names: Vec<String>,
+}
+
+impl RunSummary {
+    pub fn fps(&self) -> f64 {
+        self.results_written as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The summary printed at the end of `run` and `bench`.
+    pub fn render(&self) -> String {
+        let s = &self.stats;
+        let mut out = format!(
+            "backend: {} ({})\nframes: {} delivered, {} results\nverdicts: {}\nthroughput: {:.2} frames/s over {:.2} s\n",
+            self.backend,
+            self.backend_reason,
+            self.frames_delivered,
+            self.results_written,
+            s.status_line(self.fps()),
+            self.fps(),
+            self.elapsed.as_secs_f64(),
+        );
+        if self.source_outages > 0 {
+            out.push_str(&format!(
+                "source: lost {} time(s), recovered inside the process\n",
+                self.source_outages
+            ));
+        }
+        if self.results_lost > 0 {
+            out.push_str(&format!(
+                "results file: {} lines could not be written (the journal has their verdicts when log_verdicts = true)\n",
+                self.results_lost
+            ));
+        }
+        out.push_str(&s.latency_table());
+        out.push_str(&s.camera_table(&self.camera_names));
+        if let Some((runs, frames, max_batch)) = self.batches {
+            out.push_str(&format!(
+                "batches: {runs} engine runs for {frames} frames (mean {:.2} frames, max_batch {max_batch})\n",
+                frames as f64 / runs.max(1) as f64
+            ));
+        }
+        out.push_str(&self.render_line());
+        if let Some(shadow) = &self.shadow {
+            out.push_str(&shadow.render());
+        }
+        out
+    }
+
+    /// The line's part of the summary: verdicts, late, MQTT.
+    pub fn render_line(&self) -> String {
+        let mut out = format!(
+            "line: {} verdicts, {} late\n",
+            self.line.sent, self.line.late
+        );
+        if let Some(mqtt) = &self.mqtt {
+            out.push_str(&mqtt.render());
+        }
+        out
+    }
+}
