@@ -308,7 +308,7 @@ fn push_logfmt_value(out: &mut String, s: &str) {
     }
 }
 
-/// `"..."` as a JSON string (serde_json's escapes: `"`, `\\` and every control character
+/// `"..."` as a JSON string (serde_json's escapes: `"`, `\` and every control character
 /// below U+0020), so a value can never end the line or the field early. logfmt parsers
 /// read the same escapes, so logfmt's quoted values use it too.
 fn push_quoted(out: &mut String, s: &str) {
@@ -465,6 +465,36 @@ mod tests {
             !line.contains('\n'),
             "a record must stay on one line: {line}"
         );
+    }
+
+    #[test]
+    fn every_control_character_stays_on_the_line_and_reads_back() {
+        let nasty: String = (0u32..0x20)
+            .chain([0x7f, 0x85, 0x2028])
+            .filter_map(char::from_u32)
+            .chain("\"\\ end".chars())
+            .collect();
+        for format in [LogFormat::Json, LogFormat::Logfmt] {
+            let line = render(
+                format,
+                log::Level::Info,
+                &nasty,
+                &[("value", Value::from(nasty.as_str()))],
+            );
+            assert!(
+                !line.contains('\n') && !line.contains('\r'),
+                "a record must stay on one line: {line:?}"
+            );
+            if format == LogFormat::Json {
+                let parsed: serde_json::Value = serde_json::from_str(&line).expect(&line);
+                assert_eq!(parsed["msg"], nasty.as_str());
+                assert_eq!(parsed["value"], nasty.as_str());
+            } else {
+                let quoted = line.split_once(" value=").expect(&line).1;
+                let value: String = serde_json::from_str(quoted).expect(quoted);
+                assert_eq!(value, nasty);
+            }
+        }
     }
 
     #[test]
