@@ -308,32 +308,33 @@ fn push_logfmt_value(out: &mut String, s: &str) {
     }
 }
 
-/// `"..."` with `"` and `\` escaped and control characters spelled out, so a value can
-/// never end the line or the field early.
+/// `"..."` as a JSON string (serde_json's escapes: `"`, `\` and every control character
+/// below U+0020), so a value can never end the line or the field early. logfmt parsers
+/// read the same escapes, so logfmt's quoted values use it too.
 fn push_quoted(out: &mut String, s: &str) {
-    out.push('"');
-    push_escaped(out, s);
-    out.push('"');
+    // Writing a `&str` to a `String` cannot fail.
+    let _ = serde_json::to_writer(StringWriter(out), s);
 }
 
 fn push_json_string(out: &mut String, s: &str) {
     push_quoted(out, s);
 }
 
-/// The escapes JSON defines; logfmt parsers accept the same.
-fn push_escaped(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+/// Lets serde_json write into the line's `String` without an allocation of its own
+/// (std has `io::Write` for `Vec<u8>` only). serde_json writes a string as whole `&str`
+/// fragments and ASCII escapes, each valid UTF-8 on its own; anything else is refused,
+/// never pushed.
+struct StringWriter<'a>(&'a mut String);
+
+impl std::io::Write for StringWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = std::str::from_utf8(buf).map_err(std::io::Error::other)?;
+        self.0.push_str(text);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -464,6 +465,36 @@ mod tests {
             !line.contains('\n'),
             "a record must stay on one line: {line}"
         );
+    }
+
+    #[test]
+    fn every_control_character_stays_on_the_line_and_reads_back() {
+        let nasty: String = (0u32..0x20)
+            .chain([0x7f, 0x85, 0x2028])
+            .filter_map(char::from_u32)
+            .chain("\"\\ end".chars())
+            .collect();
+        for format in [LogFormat::Json, LogFormat::Logfmt] {
+            let line = render(
+                format,
+                log::Level::Info,
+                &nasty,
+                &[("value", Value::from(nasty.as_str()))],
+            );
+            assert!(
+                !line.contains('\n') && !line.contains('\r'),
+                "a record must stay on one line: {line:?}"
+            );
+            if format == LogFormat::Json {
+                let parsed: serde_json::Value = serde_json::from_str(&line).expect(&line);
+                assert_eq!(parsed["msg"], nasty.as_str());
+                assert_eq!(parsed["value"], nasty.as_str());
+            } else {
+                let quoted = line.split_once(" value=").expect(&line).1;
+                let value: String = serde_json::from_str(quoted).expect(quoted);
+                assert_eq!(value, nasty);
+            }
+        }
     }
 
     #[test]

@@ -23,17 +23,11 @@ pub mod signals;
 pub mod stop_guard;
 
 pub use liveness::{
-    Health, Liveness, MAX_ABANDONED_IN_A_ROW, Stage, WatchdogThread, run_watchdog, spawn_watchdog,
-    status_line, stuck_source_reason, unhealthy_remedy,
+    DEFAULT_PING_INTERVAL, Health, Liveness, MAX_ABANDONED_IN_A_ROW, Stage, WatchdogThread,
+    run_watchdog, spawn_watchdog, status_line, stuck_source_reason, unhealthy_remedy,
 };
 pub use logging::{LogFormat, format_record, init_logging, stderr_is_journal};
 pub use notify::{Notifier, NotifyAddress, NotifyError};
 pub use ratelimit::{Admission, Clock, MonotonicClock, RateLimiter, Suppressed};
 pub use signals::{ServiceSignal, SignalError, watch_signals};
 pub use stop_guard::{STOP_GRACE, StopGuard, threads_left_behind};
-
-use std::time::Duration;
-
-/// Watchdog loop interval when systemd set no watchdog (run by hand): STATUS lines and
-/// stall warnings still come at this pace.
-pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(5);

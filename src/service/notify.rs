@@ -8,9 +8,18 @@
 //! path or, starting with '@', an abstract socket name. Without `NOTIFY_SOCKET` (run from a
 //! terminal, or in tests) every call is a no-op. A failed send never stops the service:
 //! it is logged, at most once a minute.
+//!
+//! The `sd-notify` crate gives the messages (`NotifyState`: READY, RELOADING, STOPPING,
+//! STATUS, WATCHDOG, MONOTONIC_USEC, EXTEND_TIMEOUT_USEC) and the monotonic clock. The
+//! socket stays ours, because the crate's `sd_notify::notify` cannot do what the service
+//! needs: it reads `NOTIFY_SOCKET` and connects a new socket by path on every call, so
+//! it reaches no abstract socket ('@') and no address given explicitly (the tests' fake
+//! systemd), and it sends without a timeout (a full queue in the service manager would
+//! block the watchdog thread). Its `watchdog_enabled` is not used either: see
+//! `watchdog_interval_from`.
 
 use std::ffi::OsStr;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::io;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +27,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use sd_notify::NotifyState;
 
 use super::ratelimit::RateLimiter;
 
@@ -184,12 +195,12 @@ impl Notifier {
 
     /// Startup finished, or a reload finished (systemd leaves the "reloading" state on it).
     pub fn ready(&self) {
-        self.send("READY=1");
+        self.notify(&[NotifyState::Ready]);
     }
 
     /// The pipeline is moving: reset systemd's watchdog timer.
     pub fn watchdog(&self) {
-        self.send("WATCHDOG=1");
+        self.notify(&[NotifyState::Watchdog]);
     }
 
     /// One line for `systemctl status`. Newlines would end the field, so they become spaces.
@@ -197,18 +208,16 @@ impl Notifier {
         if self.channel.is_none() {
             return;
         }
-        let mut message = String::with_capacity(7 + text.len());
-        message.push_str("STATUS=");
-        message.extend(
-            text.chars()
-                .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
-        );
-        self.send(&message);
+        let line: String = text
+            .chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+            .collect();
+        self.notify(&[NotifyState::Status(&line)]);
     }
 
     /// Shutdown has begun (draining frames in flight).
     pub fn stopping(&self) {
-        self.send("STOPPING=1");
+        self.notify(&[NotifyState::Stopping]);
     }
 
     /// A reload has begun; call `ready()` when it is done, whether the new config was
@@ -226,7 +235,20 @@ impl Notifier {
         if self.channel.is_none() {
             return;
         }
-        self.send(&format!("EXTEND_TIMEOUT_USEC={}", extra.as_micros()));
+        let usec = extra.as_micros();
+        match u32::try_from(usec) {
+            Ok(usec) => self.notify(&[NotifyState::ExtendTimeoutUsec(usec)]),
+            // The crate's field is a u32 (about 71 minutes); systemd reads a u64.
+            Err(_) => self.send(&format!("EXTEND_TIMEOUT_USEC={usec}")),
+        }
+    }
+
+    /// Sends `states` as one datagram (nothing when no service manager listens).
+    fn notify(&self, states: &[NotifyState<'_>]) {
+        if self.channel.is_none() {
+            return;
+        }
+        self.send(&message(states));
     }
 
     fn send(&self, message: &str) {
@@ -252,14 +274,37 @@ impl Notifier {
     }
 }
 
+/// One datagram: the states' `KEY=VALUE` lines, joined by newlines (no newline after the
+/// last, as the service has always sent them).
+fn message(states: &[NotifyState<'_>]) -> String {
+    let mut text = String::new();
+    for (i, state) in states.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{state}");
+    }
+    text
+}
+
 /// `RELOADING=1` with the CLOCK_MONOTONIC time the reload began, in one datagram.
 pub fn reloading_message(monotonic_usec: u64) -> String {
-    format!("RELOADING=1\nMONOTONIC_USEC={monotonic_usec}")
+    message(&[
+        NotifyState::Reloading,
+        NotifyState::MonotonicUsec(i128::from(monotonic_usec)),
+    ])
 }
 
 /// The watchdog interval systemd set for this process: `WATCHDOG_USEC` microseconds,
 /// provided `WATCHDOG_PID` is unset or names `own_pid` (otherwise the variables were
 /// inherited from a parent that systemd watches, not us).
+///
+/// Ours rather than `sd_notify::watchdog_enabled`, which takes `WATCHDOG_USEC=0` for a
+/// watchdog of zero length (the ping loop would spin) and an unreadable `WATCHDOG_PID`
+/// for this process; sd_watchdog_enabled(3) reports both as no watchdog, and so does
+/// this. It also reads the environment itself, so its rules could be tested only by
+/// changing the process environment under running test threads.
 pub fn watchdog_interval_from(
     usec: Option<&str>,
     pid: Option<&str>,
@@ -278,22 +323,14 @@ pub fn watchdog_interval_from(
     Some(Duration::from_micros(usec))
 }
 
-/// CLOCK_MONOTONIC in microseconds, the clock systemd uses for MONOTONIC_USEC.
-/// (std's `Instant` reads the same clock on Linux but does not expose its value.)
+/// CLOCK_MONOTONIC in microseconds, the clock systemd uses for MONOTONIC_USEC (0 if it
+/// cannot be read). std's `Instant` reads the same clock on Linux but does not expose
+/// its value; the crate reads it for `NotifyState::MonotonicUsec`.
 pub fn monotonic_usec() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `now`, which is a valid, exclusively
-    // borrowed local for the duration of the call. CLOCK_MONOTONIC exists on every Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    if rc != 0 {
-        return 0;
+    match NotifyState::monotonic_usec_now() {
+        Ok(NotifyState::MonotonicUsec(usec)) => u64::try_from(usec).unwrap_or(0),
+        _ => 0,
     }
-    (now.tv_sec as u64)
-        .saturating_mul(1_000_000)
-        .saturating_add(now.tv_nsec as u64 / 1_000)
 }
 
 #[cfg(test)]
@@ -355,6 +392,15 @@ mod tests {
         assert_eq!(recv(&socket), "STOPPING=1");
         n.extend_timeout(Duration::from_secs(30));
         assert_eq!(recv(&socket), "EXTEND_TIMEOUT_USEC=30000000");
+    }
+
+    #[test]
+    fn a_timeout_extension_past_the_crates_u32_is_sent_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (socket, address) = listener_in(dir.path());
+        let n = Notifier::connect(address, None).unwrap();
+        n.extend_timeout(Duration::from_secs(5_000));
+        assert_eq!(recv(&socket), "EXTEND_TIMEOUT_USEC=5000000000");
     }
 
     #[test]
