@@ -42,6 +42,7 @@ mod device;
 mod engine;
 pub mod engine_cache;
 mod error;
+mod model_engine;
 mod profile;
 mod progress;
 mod settings;
