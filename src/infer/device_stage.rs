@@ -15,16 +15,18 @@
 //! engine once (`open_path`) and reports the models' geometry back on its
 //! start channel, which sizes the pipeline's work records.
 //!
-//! Frames already waiting in the rings (from any camera) are judged as one
+//! The loop is the one batcher's (`batcher::Batcher`, over the cameras'
+//! rings): frames already waiting (from any camera) are judged as one
 //! batch, up to the path's `max_batch` (models with a dynamic batch) and
-//! `[inference] max_batch`, waiting at most `batch_wait_us` for more; the
-//! same rules as the host path's `infer::batch`: nothing waits for a camera
-//! with no frame, and a marker or the end goes out after the batch.
+//! `[inference] max_batch`, waiting at most `batch_wait_us` for more; a
+//! marker or the end goes out after the batch. This file says what the
+//! device path does with a batch (`DeviceBatches`).
 //!
 //! A path may keep more than one batch on the stream (`max_in_flight`): when
 //! the next frame is already waiting in the ring, the host stages it while the
 //! GPU still works on the batch before. When none is waiting, the batch on the
-//! GPU is finished at once, so a camera's frame never waits for the next one.
+//! GPU is finished at once (`BatchPath::idle`), so a camera's frame never
+//! waits for the next one.
 //!
 //! The host mask, tensors and segmentation logits of `FrameWork` are not
 //! filled: the decision reads only `mask_pixels` and `cls_logits`.
