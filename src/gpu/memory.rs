@@ -56,8 +56,7 @@ impl<T: DeviceValue> DeviceBuffer<T> {
         let bytes = byte_len::<T>(len.max(1))?;
         // SAFETY: the context is current (bind) and `bytes` is non-zero; the
         // contents are undefined, which every `DeviceValue` tolerates.
-        let ptr =
-            unsafe { result::malloc_sync(bytes) }.map_err(GpuError::driver("cuMemAlloc"))?;
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(GpuError::driver("cuMemAlloc"))?;
         Ok(DeviceBuffer {
             gpu: Arc::clone(gpu),
             ptr,

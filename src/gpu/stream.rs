@@ -83,7 +83,7 @@ impl Stream {
         // caller keeps both sides alive and `src` unwritten until the stream
         // passes the copy.
         unsafe { result::memcpy_htod_async(dst.device_ptr_at(at), src, self.raw) }
-        .map_err(GpuError::driver("cuMemcpyHtoDAsync"))
+            .map_err(GpuError::driver("cuMemcpyHtoDAsync"))
     }
 
     /// Queues a copy of `len` values of `src` from value `at` into the start of `dst`.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::frame::TensorGeometry;
 use crate::gpu::{
-    DeviceBuffer, DeviceTap, DeviceTensor, DeviceValue, Event, GpuContext, GpuError,
-    PinnedBuffer, Stream, TensorElement,
+    DeviceBuffer, DeviceTap, DeviceTensor, DeviceValue, Event, GpuContext, GpuError, PinnedBuffer,
+    Stream, TensorElement,
 };
 
 /// A device tensor of either element type. (`pub` only so `TensorValue` can
@@ -20,7 +20,11 @@ pub enum TensorBuffer {
 }
 
 impl TensorBuffer {
-    pub(super) fn new(gpu: &Arc<GpuContext>, element: TensorElement, len: usize) -> Result<Self, GpuError> {
+    pub(super) fn new(
+        gpu: &Arc<GpuContext>,
+        element: TensorElement,
+        len: usize,
+    ) -> Result<Self, GpuError> {
         Ok(match element {
             TensorElement::F32 => TensorBuffer::F32(DeviceBuffer::new(gpu, len)?),
             TensorElement::F16 => TensorBuffer::F16(DeviceBuffer::new(gpu, len)?),
