@@ -16,6 +16,12 @@
 //!
 //! Resize tables are built once per frame size; the steady state allocates
 //! nothing. Both frame resizes share one top-to-bottom pass over the frame.
+//!
+//! Its files: `preprocessor.rs` (the CPU `Preprocessor`), `resize.rs`,
+//! `taps.rs`, `normalize.rs`, `frame_rows.rs` and `mask.rs` (its parts),
+//! `device.rs` (CPU or CUDA, as the config asks), `stage.rs` (the preprocess
+//! thread), `error.rs`, and `gpu/` (the same work on the GPU; `gpu_stub.rs`
+//! without the `cuda` feature).
 
 mod device;
 mod error;
