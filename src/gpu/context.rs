@@ -7,10 +7,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::result;
+use cudarc::driver::sys::{CUcontext, CUdevice, CUdevice_attribute};
 
-use super::GpuError;
-use super::driver::{self, Context, Device};
+use super::driver;
+use super::error::GpuError;
 
 /// Whether this build has the CUDA layer (the kernels, the device path).
 pub const BUILT_IN: bool = true;
@@ -18,8 +19,8 @@ pub const BUILT_IN: bool = true;
 /// A retained primary context of one device.
 #[derive(Debug)]
 pub struct GpuContext {
-    device: Device,
-    context: Context,
+    device: CUdevice,
+    context: CUcontext,
     ordinal: usize,
     name: String,
     compute_capability: (i32, i32),
@@ -52,10 +53,10 @@ impl GpuContext {
         if !driver::driver_present() {
             return Err(GpuError::NoDriver);
         }
-        driver::init().map_err(|e| GpuError::NoDevice {
+        result::init().map_err(|e| GpuError::NoDevice {
             detail: format!("cuInit: {e}"),
         })?;
-        let count = driver::device_count().map_err(GpuError::driver("cuDeviceGetCount"))?;
+        let count = result::device::get_count().map_err(GpuError::driver("cuDeviceGetCount"))?;
         let count = usize::try_from(count).unwrap_or(0);
         if count == 0 {
             return Err(GpuError::NoDevice {
@@ -66,16 +67,19 @@ impl GpuContext {
             return Err(GpuError::DeviceOutOfRange { ordinal, count });
         }
         // `ordinal < count <= i32::MAX`.
-        let device = driver::device_get(ordinal as i32).map_err(GpuError::driver("cuDeviceGet"))?;
-        let name = driver::device_name(device).map_err(GpuError::driver("cuDeviceGetName"))?;
+        let device =
+            result::device::get(ordinal as i32).map_err(GpuError::driver("cuDeviceGet"))?;
+        let name = result::device::get_name(device).map_err(GpuError::driver("cuDeviceGetName"))?;
         let attribute = |a| {
-            driver::device_attribute(device, a).map_err(GpuError::driver("cuDeviceGetAttribute"))
+            // SAFETY: `device` came from cuDeviceGet just above.
+            unsafe { result::device::get_attribute(device, a) }
+                .map_err(GpuError::driver("cuDeviceGetAttribute"))
         };
         let major = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         let integrated = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_INTEGRATED)? != 0;
         // SAFETY: `device` came from cuDeviceGet; the matching release is in Drop.
-        let context = unsafe { driver::primary_context_retain(device) }
+        let context = unsafe { result::primary_ctx::retain(device) }
             .map_err(GpuError::driver("cuDevicePrimaryCtxRetain"))?;
         let gpu = GpuContext {
             device,
@@ -94,7 +98,7 @@ impl GpuContext {
     /// operation calls it first, so owners may move between threads.
     pub fn bind(&self) -> Result<(), GpuError> {
         // SAFETY: the context is retained for as long as `self` lives.
-        unsafe { driver::context_set_current(self.context) }
+        unsafe { result::ctx::set_current(self.context) }
             .map_err(GpuError::driver("cuCtxSetCurrent"))
     }
 
@@ -106,9 +110,9 @@ impl GpuContext {
     /// and context on it), as `cuMemGetInfo` reports it.
     pub fn memory_in_use(&self) -> Result<u64, GpuError> {
         self.bind()?;
-        // SAFETY: `bind` made this live context current on this thread.
-        let (free, total) =
-            unsafe { driver::mem_get_info() }.map_err(GpuError::driver("cuMemGetInfo"))?;
+        // `bind` made this live context current on this thread, as
+        // cuMemGetInfo needs.
+        let (free, total) = result::mem_get_info().map_err(GpuError::driver("cuMemGetInfo"))?;
         Ok(total.saturating_sub(free) as u64)
     }
 
@@ -160,7 +164,7 @@ impl Drop for GpuContext {
         // SAFETY: pairs with the retain in `open`; every owner of memory,
         // streams or modules in this context holds an `Arc<GpuContext>`, so
         // they are all gone by now.
-        if let Err(e) = unsafe { driver::primary_context_release(self.device) } {
+        if let Err(e) = unsafe { result::primary_ctx::release(self.device) } {
             // Nothing outlives the context to record this in: log it.
             log::error!(
                 "cuDevicePrimaryCtxRelease on device {} ({}) failed: {e}",

@@ -4,6 +4,8 @@
 
 use cudarc::driver::DriverError;
 
+use super::element::TensorElement;
+
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(
@@ -55,8 +57,8 @@ pub enum GpuError {
     #[error("{what} needs {wanted:?} tensors but this GPU preprocessor was built for {built:?}")]
     ElementMismatch {
         what: &'static str,
-        wanted: super::TensorElement,
-        built: super::TensorElement,
+        wanted: TensorElement,
+        built: TensorElement,
     },
     #[error("mask class {mask_class} is not below the segmentation model's {classes} classes")]
     MaskClass { mask_class: usize, classes: usize },

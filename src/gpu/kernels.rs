@@ -7,10 +7,13 @@
 use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
-use super::driver::{self, Function, Module};
+use cudarc::driver::result;
+use cudarc::driver::sys::{CUfunction, CUmodule};
+
+use super::context::GpuContext;
 pub use super::element::{DeviceTap, TensorElement};
+use super::error::GpuError;
 use super::stream::Stream;
-use super::{GpuContext, GpuError};
 use crate::frame::PixelLayout;
 
 /// The compiled kernel files (one fatbin per `kernels/*.cu`).
@@ -227,8 +230,8 @@ const _: () = assert!(size_of::<MaskParams>() == 7 * 8 + 8 * 4);
 #[derive(Debug)]
 pub struct KernelSet {
     gpu: Arc<GpuContext>,
-    modules: Vec<Module>,
-    functions: [Function; Kernel::COUNT],
+    modules: Vec<CUmodule>,
+    functions: [CUfunction; Kernel::COUNT],
 }
 
 // SAFETY: module and function handles may be used from any thread once their
@@ -261,7 +264,7 @@ impl KernelSet {
             // SAFETY: the context is current; the image is a complete fatbin
             // written by build.rs, embedded 16-byte aligned.
             let module =
-                unsafe { driver::module_load_data(file.image().as_ptr().cast::<c_void>()) }
+                unsafe { result::module::load_data(file.image().as_ptr().cast::<c_void>()) }
                     .map_err(|source| GpuError::ModuleLoad {
                         file: file.source(),
                         source,
@@ -275,13 +278,11 @@ impl KernelSet {
                 continue;
             };
             // SAFETY: the module was loaded above and is live.
-            let function =
-                unsafe { driver::module_function(module, kernel.symbol()) }.map_err(|source| {
-                    GpuError::KernelMissing {
-                        symbol: kernel.symbol().to_str().unwrap_or("?"),
-                        file: kernel.file().source(),
-                        source,
-                    }
+            let function = unsafe { result::module::get_function(module, kernel.symbol().into()) }
+                .map_err(|source| GpuError::KernelMissing {
+                    symbol: kernel.symbol().to_str().unwrap_or("?"),
+                    file: kernel.file().source(),
+                    source,
                 })?;
             set.functions[kernel.index()] = function;
         }
@@ -315,7 +316,7 @@ impl KernelSet {
         // SAFETY: the function belongs to a module this set keeps loaded; the
         // caller vouches for the parameter block and the memory it names; the
         // driver copies the block during the call.
-        unsafe { driver::launch(function, grid, (block, 1, 1), stream.raw(), &mut args) }
+        unsafe { result::launch_kernel(function, grid, (block, 1, 1), 0, stream.raw(), &mut args) }
             .map_err(GpuError::driver("cuLaunchKernel"))
     }
 }
@@ -331,7 +332,7 @@ impl Drop for KernelSet {
             // SAFETY: each module was loaded once and is unloaded once, here;
             // the owners that launch from this set synchronize their streams
             // before dropping it, so no queued launch still needs the code.
-            if let Err(e) = unsafe { driver::module_unload(module) } {
+            if let Err(e) = unsafe { result::module::unload(module) } {
                 self.gpu.record_drop_error("cuModuleUnload", e);
             }
         }

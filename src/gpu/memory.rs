@@ -8,13 +8,16 @@
 //! untouched until the stream has passed the work (events per frame), and
 //! synchronizes its stream before the buffers are dropped.
 
-use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::driver::{self, DevicePtr};
+use cudarc::driver::result;
+use cudarc::driver::sys::{self, CUdeviceptr};
+
+use super::context::GpuContext;
+use super::driver;
 use super::element::DeviceTap;
-use super::{GpuContext, GpuError};
+use super::error::GpuError;
 
 /// Element types that may live in GPU buffers: plain data for which every bit
 /// pattern is a valid value (so reading back poisoned or uninitialized memory
@@ -40,7 +43,7 @@ impl DeviceValue for DeviceTap {}
 #[derive(Debug)]
 pub struct DeviceBuffer<T: DeviceValue> {
     gpu: Arc<GpuContext>,
-    ptr: DevicePtr,
+    ptr: CUdeviceptr,
     len: usize,
     _values: PhantomData<T>,
 }
@@ -51,8 +54,9 @@ impl<T: DeviceValue> DeviceBuffer<T> {
     pub fn new(gpu: &Arc<GpuContext>, len: usize) -> Result<Self, GpuError> {
         gpu.bind()?;
         let bytes = byte_len::<T>(len.max(1))?;
-        // SAFETY: the context is current (bind) and `bytes` is non-zero.
-        let ptr = unsafe { driver::mem_alloc(bytes) }.map_err(GpuError::driver("cuMemAlloc"))?;
+        // SAFETY: the context is current (bind) and `bytes` is non-zero; the
+        // contents are undefined, which every `DeviceValue` tolerates.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(GpuError::driver("cuMemAlloc"))?;
         Ok(DeviceBuffer {
             gpu: Arc::clone(gpu),
             ptr,
@@ -94,7 +98,7 @@ impl<T: DeviceValue> Drop for DeviceBuffer<T> {
         }
         // SAFETY: `ptr` came from cuMemAlloc and is freed only here; the owner
         // that queued work on it synchronized its stream before dropping it.
-        if let Err(e) = unsafe { driver::mem_free(self.ptr) } {
+        if let Err(e) = unsafe { result::memory_free(self.ptr) } {
             self.gpu.record_drop_error("cuMemFree", e);
         }
     }
@@ -108,7 +112,7 @@ pub struct PinnedBuffer<T: DeviceValue> {
     ptr: *mut T,
     len: usize,
     /// The device's address for the same memory, when allocated mapped.
-    mapped: Option<DevicePtr>,
+    mapped: Option<CUdeviceptr>,
 }
 
 // SAFETY: the buffer owns its allocation exclusively (like a Vec<T>, with T:
@@ -122,8 +126,17 @@ impl<T: DeviceValue> PinnedBuffer<T> {
     pub fn new(gpu: &Arc<GpuContext>, len: usize, mapped: bool) -> Result<Self, GpuError> {
         gpu.bind()?;
         let bytes = byte_len::<T>(len.max(1))?;
-        // SAFETY: the context is current and `bytes` is non-zero.
-        let raw = unsafe { driver::host_alloc(bytes, mapped) }
+        // Portable: usable from every context; with DEVICEMAP, the device
+        // can also address it (`driver::host_device_pointer`).
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE
+            | if mapped {
+                sys::CU_MEMHOSTALLOC_DEVICEMAP
+            } else {
+                0
+            };
+        // SAFETY: the context is current and `bytes` is non-zero; the memory
+        // is zeroed below before anything reads it.
+        let raw = unsafe { result::malloc_host(bytes, flags) }
             .map_err(GpuError::driver("cuMemHostAlloc"))?;
         // SAFETY: `raw` is a fresh allocation of `bytes` writable bytes.
         unsafe { std::ptr::write_bytes(raw.cast::<u8>(), 0, bytes) };
@@ -162,10 +175,6 @@ impl<T: DeviceValue> PinnedBuffer<T> {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
-    pub(crate) fn host_ptr(&self) -> *mut c_void {
-        self.ptr.cast()
-    }
-
     /// The device address of this memory, if it was allocated mapped.
     pub fn mapped_device_ptr(&self) -> Option<u64> {
         self.mapped
@@ -181,7 +190,7 @@ impl<T: DeviceValue> Drop for PinnedBuffer<T> {
         }
         // SAFETY: `ptr` came from cuMemHostAlloc and is freed only here; the
         // owner that queued copies synchronized its stream before dropping it.
-        if let Err(e) = unsafe { driver::host_free(self.ptr.cast()) } {
+        if let Err(e) = unsafe { result::free_host(self.ptr.cast()) } {
             self.gpu.record_drop_error("cuMemFreeHost", e);
         }
     }

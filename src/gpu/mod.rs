@@ -4,11 +4,14 @@
 //! preprocessing lives with preprocessing (`preprocess::gpu`), the engines
 //! with inference (`infer::device_runner`).
 //!
-//! Layers, bottom up (as cudarc's own `sys` -> `result` -> safe types):
-//! - `driver`: every raw driver call, one function each, status to `Result`;
+//! Layers, bottom up (cudarc's own `sys` -> `result` -> safe types):
+//! - `cudarc::driver::result`: the driver calls, status codes to `Result`;
+//!   `driver` holds the only raw calls that layer lacks, each with its reason;
 //! - safe owners: `GpuContext` (a device's primary context), `Stream`,
 //!   `Event`, `DeviceBuffer`, `PinnedBuffer`, `KernelSet`; each releases its
 //!   resource on drop and records a failed release in the context;
+//!   `error` says what failed (`GpuError`), `element` names the element
+//!   types and tensor descriptions every build shares.
 //!
 //! Without the `cuda` feature, `stub.rs` stands in (as candle's
 //! `dummy_cuda_backend`): the same names, uninhabited, and

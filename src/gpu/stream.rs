@@ -9,14 +9,17 @@
 
 use std::sync::Arc;
 
-use super::driver::{self, RawEvent, RawStream};
+use cudarc::driver::result::{self, stream::StreamKind};
+use cudarc::driver::sys::{CUevent, CUevent_flags, CUstream};
+
+use super::context::GpuContext;
+use super::error::GpuError;
 use super::memory::{DeviceBuffer, DeviceValue, PinnedBuffer};
-use super::{GpuContext, GpuError};
 
 #[derive(Debug)]
 pub struct Stream {
     gpu: Arc<GpuContext>,
-    raw: RawStream,
+    raw: CUstream,
 }
 
 // SAFETY: a CUstream handle may be used from any thread once its context is
@@ -26,11 +29,17 @@ unsafe impl Send for Stream {}
 
 impl Stream {
     /// A new stream that does not synchronize with the legacy default
-    /// stream, at the greatest priority (`driver::stream_create`).
+    /// stream, at the context's greatest priority: every stream sealcheck
+    /// makes carries the frame path, and a kernel of another stream in the
+    /// process (a `[shadow]` engine's, made by its library at the default,
+    /// least priority) then waits for free multiprocessors behind the
+    /// frame's kernels instead of beside them.
     pub fn new(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        // Both calls need a current context.
         gpu.bind()?;
-        // SAFETY: the context is current.
-        let raw = unsafe { driver::stream_create() }
+        let (_least, greatest) = result::stream::get_priority_range()
+            .map_err(GpuError::driver("cuCtxGetStreamPriorityRange"))?;
+        let raw = result::stream::create_with_priority(StreamKind::NonBlocking, greatest)
             .map_err(GpuError::driver("cuStreamCreateWithPriority"))?;
         Ok(Stream {
             gpu: Arc::clone(gpu),
@@ -44,7 +53,7 @@ impl Stream {
 
     /// The raw `CUstream`, for libraries that queue on the same stream
     /// (TensorRT's `enqueueV3` takes it as a `cudaStream_t`).
-    pub fn raw(&self) -> RawStream {
+    pub fn raw(&self) -> CUstream {
         self.raw
     }
 
@@ -52,7 +61,7 @@ impl Stream {
     pub fn synchronize(&self) -> Result<(), GpuError> {
         self.gpu.bind()?;
         // SAFETY: the stream is live while `self` is.
-        unsafe { driver::stream_synchronize(self.raw) }
+        unsafe { result::stream::synchronize(self.raw) }
             .map_err(GpuError::driver("cuStreamSynchronize"))
     }
 
@@ -73,15 +82,8 @@ impl Stream {
         // SAFETY: the destination range lies inside `dst` (checked); the
         // caller keeps both sides alive and `src` unwritten until the stream
         // passes the copy.
-        unsafe {
-            driver::memcpy_htod_async(
-                dst.device_ptr_at(at),
-                src.as_ptr().cast(),
-                size_of_val(src),
-                self.raw,
-            )
-        }
-        .map_err(GpuError::driver("cuMemcpyHtoDAsync"))
+        unsafe { result::memcpy_htod_async(dst.device_ptr_at(at), src, self.raw) }
+            .map_err(GpuError::driver("cuMemcpyHtoDAsync"))
     }
 
     /// Queues a copy of `len` values of `src` from value `at` into the start of `dst`.
@@ -102,10 +104,9 @@ impl Stream {
         // SAFETY: both ranges are inside their buffers (checked); the caller
         // keeps them alive and `dst` untouched until the stream passes the copy.
         unsafe {
-            driver::memcpy_dtoh_async(
-                dst.host_ptr(),
+            result::memcpy_dtoh_async(
+                &mut dst.as_mut_slice()[..len],
                 src.device_ptr_at(at),
-                len * size_of::<T>(),
                 self.raw,
             )
         }
@@ -127,7 +128,7 @@ impl Stream {
         self.gpu.bind()?;
         // SAFETY: both ranges are inside their buffers; the caller keeps them alive.
         unsafe {
-            driver::memcpy_dtod_async(
+            result::memcpy_dtod_async(
                 dst.device_ptr(),
                 src.device_ptr(),
                 len * size_of::<T>(),
@@ -149,7 +150,7 @@ impl Stream {
     ) -> Result<(), GpuError> {
         self.gpu.bind()?;
         // SAFETY: the whole allocation of `dst`; the caller keeps it alive.
-        unsafe { driver::memset_d8_async(dst.device_ptr(), value, dst.bytes(), self.raw) }
+        unsafe { result::memset_d8_async(dst.device_ptr(), value, dst.bytes(), self.raw) }
             .map_err(GpuError::driver("cuMemsetD8Async"))
     }
 }
@@ -163,7 +164,7 @@ impl Drop for Stream {
         }
         // SAFETY: the stream is live and this is its last use. Work still
         // queued completes; the driver releases the stream afterwards.
-        if let Err(e) = unsafe { driver::stream_destroy(self.raw) } {
+        if let Err(e) = unsafe { result::stream::destroy(self.raw) } {
             self.gpu.record_drop_error("cuStreamDestroy", e);
         }
     }
@@ -184,7 +185,7 @@ fn check_range(what: &'static str, at: usize, len: usize, capacity: usize) -> Re
 #[derive(Debug)]
 pub struct Event {
     gpu: Arc<GpuContext>,
-    raw: RawEvent,
+    raw: CUevent,
 }
 
 // SAFETY: a CUevent handle may be used from any thread once its context is
@@ -195,10 +196,14 @@ impl Event {
     /// `timing`: whether `elapsed_ms` will be asked of it (timing events cost
     /// a little more to record).
     pub fn new(gpu: &Arc<GpuContext>, timing: bool) -> Result<Self, GpuError> {
+        let flags = if timing {
+            CUevent_flags::CU_EVENT_DEFAULT
+        } else {
+            CUevent_flags::CU_EVENT_DISABLE_TIMING
+        };
+        // cuEventCreate needs a current context.
         gpu.bind()?;
-        // SAFETY: the context is current.
-        let raw =
-            unsafe { driver::event_create(timing) }.map_err(GpuError::driver("cuEventCreate"))?;
+        let raw = result::event::create(flags).map_err(GpuError::driver("cuEventCreate"))?;
         Ok(Event {
             gpu: Arc::clone(gpu),
             raw,
@@ -214,7 +219,7 @@ impl Event {
         );
         // SAFETY: both are live; the stream belongs to this event's context
         // (both were made from the same GpuContext, checked in debug builds).
-        unsafe { driver::event_record(self.raw, stream.raw()) }
+        unsafe { result::event::record(self.raw, stream.raw()) }
             .map_err(GpuError::driver("cuEventRecord"))
     }
 
@@ -222,7 +227,7 @@ impl Event {
     pub fn synchronize(&self) -> Result<(), GpuError> {
         self.gpu.bind()?;
         // SAFETY: the event is live.
-        unsafe { driver::event_synchronize(self.raw) }
+        unsafe { result::event::synchronize(self.raw) }
             .map_err(GpuError::driver("cuEventSynchronize"))
     }
 
@@ -232,7 +237,7 @@ impl Event {
         self.gpu.bind()?;
         // SAFETY: both events are live; the driver reports an error (not UB)
         // if either was not created with timing or has not completed.
-        unsafe { driver::event_elapsed_ms(start.raw, self.raw) }
+        unsafe { result::event::elapsed(start.raw, self.raw) }
             .map_err(GpuError::driver("cuEventElapsedTime"))
     }
 }
@@ -246,7 +251,7 @@ impl Drop for Event {
         }
         // SAFETY: the event is live and this is its last use; destroying an
         // incomplete event is allowed (released once complete).
-        if let Err(e) = unsafe { driver::event_destroy(self.raw) } {
+        if let Err(e) = unsafe { result::event::destroy(self.raw) } {
             self.gpu.record_drop_error("cuEventDestroy", e);
         }
     }

@@ -5,23 +5,18 @@
 //! kernels inside the whole pipeline on machines without TensorRT; GPU
 //! backends keep the tensors on the device instead.
 
+use super::error::FramePreprocessError;
 use super::gpu::GpuPreprocessor;
-use super::{PreprocessError, Preprocessor};
+use super::preprocessor::Preprocessor;
 use crate::config::{ComputeDevice, Config};
 use crate::frame::{ImageView, TensorGeometry};
-use crate::gpu::{GpuContext, GpuError, Stream, TensorElement};
-
-#[derive(Debug, thiserror::Error)]
-pub enum FramePreprocessError {
-    /// The frame was refused (either preprocessor checks it the same way).
-    #[error(transparent)]
-    Frame(#[from] PreprocessError),
-    /// The GPU could not be used (in a build without `cuda`: there is none).
-    #[error(transparent)]
-    Gpu(#[from] GpuError),
-}
+use crate::gpu::{GpuContext, Stream, TensorElement};
 
 /// The frame-to-tensors step of the preprocess stage.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per preprocess thread, made once; boxing the CPU reference would add a pointer hop to every frame"
+)]
 pub enum FramePreprocessor {
     Cpu(Preprocessor),
     Cuda(Box<GpuPreprocessor>),

@@ -1,8 +1,10 @@
 //! Why a frame could not be turned into tensors. Each refusal names the
 //! numbers involved, so a technician can tell a mis-stated frame from a
-//! mis-sized buffer.
+//! mis-sized buffer; `FramePreprocessError` adds the GPU's failures for the
+//! preprocessor that may run on either.
 
 use crate::frame::PixelLayout;
+use crate::gpu::GpuError;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PreprocessError {
@@ -47,4 +49,14 @@ pub enum PreprocessError {
         len: usize,
         expected: usize,
     },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FramePreprocessError {
+    /// The frame was refused (either preprocessor checks it the same way).
+    #[error(transparent)]
+    Frame(#[from] PreprocessError),
+    /// The GPU could not be used (in a build without `cuda`: there is none).
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
 }

@@ -1,7 +1,7 @@
 //! A captured frame checked once against its stated size, so the resize loops
 //! can slice rows without re-checking the frame's bookkeeping.
 
-use super::PreprocessError;
+use super::error::PreprocessError;
 use crate::frame::ImageView;
 
 /// Frames wider or taller than this are refused: the resize coordinates are

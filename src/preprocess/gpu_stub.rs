@@ -3,7 +3,7 @@
 
 use std::convert::Infallible;
 
-use super::FramePreprocessError;
+use super::error::FramePreprocessError;
 use crate::config::Config;
 use crate::frame::{ImageView, TensorGeometry};
 use crate::gpu::{GpuError, Stream, TensorElement};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::FramePreprocessor;
+use super::device::FramePreprocessor;
 use crate::capture::{CameraRings, EndOfStream};
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 use crate::ring::Popped;
