@@ -68,6 +68,7 @@ test: deps python onnxruntime
 	$(CARGO) test --profile $(TEST_PROFILE) --locked --features loom --lib ring::loom_model
 	scripts/ci/verify_unit.sh
 	# Rooms import one way: any import circle, between rooms or files of a folder, fails.
+	$(PYTHON) scripts/ci/test_ci_scripts.py
 	$(PYTHON) scripts/ci/import_cycles.py
 	# Files of one job: a src/ file over 700 non-test lines fails (issue 32).
 	$(PYTHON) scripts/ci/line_limit.py
