@@ -9,6 +9,15 @@
 #   scripts/ci/ci_cuda_build.sh            # build + test --no-run + bench --no-run
 #   NVCC=/usr/local/cuda/bin/nvcc scripts/ci/ci_cuda_build.sh   # use a given nvcc
 #   CUDA_HOME=/usr/local/cuda scripts/ci/ci_cuda_build.sh       # or a given toolkit
+#   CUDA_BUILD_ONLY=1 scripts/ci/ci_cuda_build.sh   # make test: the crate and its binary only
+#
+# With CUDA_BUILD_ONLY (`make test`) the crate is built as the binary's unit test needs it
+# (`cargo test --no-run --bins`: the library with `cuda`, main.rs compiled and linked
+# against it), not by `cargo build`: a test build takes the dev-dependencies' features too,
+# as `make test`'s other builds do, so no dependency is built a second time with other
+# features (`cargo build` rebuilt rustix and, through it, tar and five tract crates:
+# docs/CI.md). Every other target is built with `tensorrt` (which includes `cuda`) by the
+# TensorRT check right after.
 #
 # The PyPI toolkit is pinned: 13.0 matches the lent GPUs' driver, and nvvm is
 # pinned too (unpinned it pulls a newer cicc whose PTX the 13.0 ptxas rejects).
@@ -46,10 +55,10 @@ elif [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then used=$CUDA_HO
 else used=$(command -v nvcc); fi
 echo "ci_cuda_build: using $used ($("$used" --version | tail -n 1))"
 
-"$CARGO" build --profile "$PROFILE" --locked --features cuda
-# `make test` sets CUDA_BUILD_ONLY=1: its TensorRT check (`--features tensorrt`,
-# which includes cuda) compiles every test and bench target right after.
-if [ -z "${CUDA_BUILD_ONLY:-}" ]; then
+if [ -n "${CUDA_BUILD_ONLY:-}" ]; then
+    "$CARGO" test --profile "$PROFILE" --locked --features cuda --no-run --bins
+else
+    "$CARGO" build --profile "$PROFILE" --locked --features cuda
     "$CARGO" test --profile "$PROFILE" --locked --features cuda --no-run
     "$CARGO" bench --locked --features cuda --no-run
 fi
