@@ -73,7 +73,7 @@ test: deps python onnxruntime
 	# Rooms import one way: any import circle, between rooms or files of a folder, fails.
 	$(PYTHON) scripts/ci/import_cycles.py
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --profile $(TEST_PROFILE) --locked --no-fail-fast --features fault-injection
-	# The frame ring's hand-over protocol under the loom model checker (rebuilds only sealcheck).
+	# The frame ring's hand-over protocol under the loom model checker (builds loom's crates and sealcheck only).
 	$(CARGO) test --profile $(TEST_PROFILE) --locked --features loom --lib ring::loom_model
 	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
 	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
