@@ -13,7 +13,7 @@
 //! `cargo bench --features cuda --bench gpu_preprocess -- [--runs N]
 //!  [--warmup N] [--out results.json] [--dump DIR]`; `--dump` writes one
 //! 1280x720 frame and this crate's f32 outputs for it, for
-//! `scripts/gpu_bench_torch.py` to compare with PyTorch. `scripts/gpu_bench.sh`
+//! `scripts/gpu/gpu_bench_torch.py` to compare with PyTorch. `scripts/gpu/gpu_bench.sh`
 //! runs both.
 
 use std::fmt::Write as _;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Run by: `make onnxruntime` (and so `make demo`, `make test`); tests/infer.rs names it.
 # Fetch the ONNX Runtime shared library that sealcheck loads at run time
 # (crate `ort`, feature `load-dynamic`) into the repository's .ort/lib/.
 #

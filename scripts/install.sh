@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Run by: `make install` / `make uninstall` (docs/OPERATIONS.md); tests/install.rs runs it into a staging root.
 # Installs sealcheck as a systemd service, or removes exactly what an install added.
 #
 #   scripts/install.sh install      (make install)

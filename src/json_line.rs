@@ -40,6 +40,12 @@ pub fn append_json(out: &mut String, value: &impl Serialize) {
 /// Appends the fields of `object` (which serializes as a JSON object) to
 /// the JSON object already in `out`: `{"a":1}` and `{"b":2}` make
 /// `{"a":1,"b":2}`.
+///
+/// Only for a line that is already text when its last fields come: the
+/// shadow's verdict (`shadow::ShadowVerdict::append_to`) and its absence
+/// (`output`'s pending lines) arrive after the line went to the line and
+/// the taps. A line built in one go puts its parts into one struct with
+/// `#[serde(flatten)]` instead (`output::format_output_line`, `inspect`).
 pub fn merge_into(out: &mut String, object: &impl Serialize) {
     // Two objects become one: the line's closing brace gives way to a
     // comma, and the new fields' opening brace to nothing.

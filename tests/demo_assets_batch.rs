@@ -2,7 +2,7 @@
 //! `seg_batch.onnx` / `cls_batch.onnx` are the static models with a symbolic
 //! first dimension, `X_fp16.onnx` beside each `X.onnx` has FLOAT16 weights but
 //! float32 inputs and outputs; all opset 17, weights inside, under 3 MB; and
-//! `scripts/export_batch_fp16.py` rebuilds every one of them byte for byte from
+//! `scripts/demo/export_batch_fp16.py` rebuilds every one of them byte for byte from
 //! the committed FP32 files (skipped where no Python with `onnx` is found).
 
 use std::path::{Path, PathBuf};
@@ -252,14 +252,14 @@ fn export_script_reproduces_the_committed_files_byte_for_byte() {
         std::fs::copy(model_path(&file), dir.path().join(&file)).unwrap();
     }
     let out = Command::new(&python)
-        .arg(repo().join("scripts/export_batch_fp16.py"))
+        .arg(repo().join("scripts/demo/export_batch_fp16.py"))
         .arg("--models")
         .arg(dir.path())
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{} scripts/export_batch_fp16.py failed: {}\n{}",
+        "{} scripts/demo/export_batch_fp16.py failed: {}\n{}",
         python.display(),
         out.status,
         String::from_utf8_lossy(&out.stderr)
@@ -271,7 +271,7 @@ fn export_script_reproduces_the_committed_files_byte_for_byte() {
             sha256_hex(&made),
             sha256_hex(&committed),
             "{file}: the script's bytes differ from the committed file (re-run \
-             `python3 scripts/export_batch_fp16.py --models models` and commit, or find what \
+             `python3 scripts/demo/export_batch_fp16.py --models models` and commit, or find what \
              made the conversion non-deterministic)"
         );
     }

@@ -1,4 +1,4 @@
-//! `scripts/install.sh` into a staging root (DESTDIR), and `scripts/verify_unit.sh` on the
+//! `scripts/install.sh` into a staging root (DESTDIR), and `scripts/ci/verify_unit.sh` on the
 //! unit: what `make install`, `make uninstall` and `make test` rely on.
 
 mod common;
@@ -284,10 +284,10 @@ fn install_refuses_without_a_built_program() {
     );
 }
 
-/// Runs scripts/verify_unit.sh; `None` when systemd-analyze is not installed (exit 77).
+/// Runs scripts/ci/verify_unit.sh; `None` when systemd-analyze is not installed (exit 77).
 fn verify_unit(unit: &Path) -> Option<Output> {
     let out = Command::new("bash")
-        .arg(repo().join("scripts/verify_unit.sh"))
+        .arg(repo().join("scripts/ci/verify_unit.sh"))
         .arg(unit)
         .output()
         .unwrap();

@@ -170,7 +170,7 @@ fn bad_models_are_refused_and_good_ones_swap_in_between_two_frames() {
 /// The same on the GPU device path. The new models are the demo models with
 /// other ids (their files differ, not what they compute), so the acceptance
 /// gate passes on any GPU; the gate-breaking candidate needs python with
-/// `onnx` (scripts/swap_classes.py) and is tried when that runs.
+/// `onnx` (scripts/demo/swap_classes.py) and is tried when that runs.
 #[test]
 fn device_path_refuses_bad_models_and_swaps_good_ones_between_two_frames() {
     if let Err(reason) = device_path_usable() {
@@ -181,7 +181,7 @@ fn device_path_refuses_bad_models_and_swaps_good_ones_between_two_frames() {
     let models = repo().join("models");
     let swapped = dir.path().join("cls_swapped.onnx");
     let gate_breaker = Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
+        .arg(repo().join("scripts/demo/swap_classes.py"))
         .args([&models.join("cls.onnx"), &swapped])
         .output()
         .ok()

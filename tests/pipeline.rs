@@ -380,7 +380,7 @@ fn version_lists_backends() {
 }
 
 /// The whole clip through ONNX Runtime, frame by frame against the training
-/// pipeline's own output (`scripts/evaluate.py` wrote `expected.jsonl` with
+/// pipeline's own output (`scripts/demo/evaluate.py` wrote `expected.jsonl` with
 /// PyTorch preprocessing and onnxruntime). JPEG decoders differ in the last
 /// bit of a few pixels, hence the tolerances.
 #[test]
@@ -439,7 +439,7 @@ fn model_openings(stderr: &str) -> (usize, usize) {
 /// path used to open a backend to read the shapes, drop it and open its own
 /// (on a Jetson, every engine twice in 8 GB of shared memory). With
 /// `preprocess = "cuda"` in a `cuda` build on a GPU machine this covers the
-/// device path (scripts/gpu_verify_ort.sh step a also counts it there).
+/// device path (scripts/gpu/gpu_verify_ort.sh step a also counts it there).
 #[test]
 fn each_model_is_opened_once_per_run() {
     let mut backends = vec!["tract"];

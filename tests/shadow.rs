@@ -17,7 +17,7 @@
 //!
 //! ONNX Runtime is required (`ORT_DYLIB_PATH`; tract is ~10x slower): without
 //! it the tests print `SKIPPED`, or fail under `SEALCHECK_REQUIRE_ORT`. The
-//! swapped-class classifier is made with `python3 scripts/swap_classes.py`
+//! swapped-class classifier is made with `python3 scripts/demo/swap_classes.py`
 //! (python with `onnx`: the repo's `.venv`).
 
 mod common;

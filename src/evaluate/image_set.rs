@@ -1,7 +1,7 @@
 //! The frames an evaluation runs on: the images of one folder, their labels
 //! and, where present, their ground-truth masks.
 //!
-//! Layout, as the demo clip and `scripts/gen_seals.py` write it: images
+//! Layout, as the demo clip and `scripts/demo/gen_seals.py` write it: images
 //! `NAME.jpg`/`.jpeg`/`.png` whose name ends in the frame number, optional
 //! masks `NAME_mask.png` beside them, and `labels.jsonl` lines
 //! `{"frame": N, "label": "ok"|"defect", "kind": ...}`.

@@ -8,7 +8,7 @@
 //! PRECISION fp32 | fp16 | int8         (onnxruntime: fp32 | int8; tract: fp32)
 //! ROLE      seg | cls                  (model files instead of the config's)
 //! ```
-//! `onnxruntime:cpu:int8` runs the QDQ models `scripts/quantize_int8.py` writes
+//! `onnxruntime:cpu:int8` runs the QDQ models `scripts/demo/quantize_int8.py` writes
 //! beside the FP32 ones (`seg_int8.onnx`, `cls_int8.onnx`); TensorRT builds (or
 //! takes from its cache) engines of the asked precision from the FP32 models.
 
@@ -183,11 +183,11 @@ impl EngineSpec {
             (Some(path), _) => (path.to_path_buf(), "check the path in the spec"),
             (None, Some(ModelSibling::Int8)) => (
                 int8_sibling(configured),
-                "make it with `make demo-assets` or scripts/quantize_int8.py (docs/PERFORMANCE.md), or name it with seg=/cls=",
+                "make it with `make demo-assets` or scripts/demo/quantize_int8.py (docs/PERFORMANCE.md), or name it with seg=/cls=",
             ),
             (None, Some(ModelSibling::Fp16)) => (
                 crate::config::fp16_sibling(configured),
-                "make it with `make demo-assets` or scripts/export_batch_fp16.py, or name it with seg=/cls=",
+                "make it with `make demo-assets` or scripts/demo/export_batch_fp16.py, or name it with seg=/cls=",
             ),
             (None, None) => return Ok(configured.to_path_buf()),
         };

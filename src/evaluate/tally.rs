@@ -8,7 +8,7 @@ use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{FrameSlot, FrameWork};
 use crate::preprocess::MaskResampler;
 use crate::preprocess::normalize::MaskAffine;
-use crate::stats::LatencyHistogram;
+use crate::stats::{LatencyHistogram, percentile_of_sorted};
 
 use super::EvalFrame;
 
@@ -250,7 +250,7 @@ impl EngineTally {
                 .iter()
                 .map(|c| c.max_abs_logit_diff)
                 .fold(0.0, f64::max),
-            defect_prob_diff_p99: percentile(&diffs, 0.99),
+            defect_prob_diff_p99: percentile_of_sorted(&diffs, 0.99),
         })
     }
 
@@ -264,15 +264,6 @@ impl EngineTally {
     pub fn latency(&self, stage: usize) -> [Option<f64>; 3] {
         [0.5, 0.95, 0.99].map(|q| self.latency[stage].quantile(q))
     }
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    Some(sorted[rank - 1])
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -299,7 +290,7 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
 
 /// Ground-truth masks at the segmentation size: the file (any size, white =
 /// seal) resized bilinearly with half-pixel centres and thresholded at 0.5,
-/// as `scripts/contract.py` (`gt_mask_640`) does for the model card.
+/// as `scripts/demo/contract.py` (`gt_mask_640`) does for the model card.
 pub struct GroundTruth {
     seg_hw: (usize, usize),
     slot: FrameSlot,
@@ -354,14 +345,6 @@ mod tests {
             (1, 3)
         );
         assert_eq!(ratio(0, 0), 1.0);
-    }
-
-    #[test]
-    fn nearest_rank_percentile() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.99), Some(99.0));
-        assert_eq!(percentile(&v, 0.5), Some(50.0));
-        assert_eq!(percentile(&[], 0.5), None);
     }
 
     #[test]

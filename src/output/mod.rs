@@ -55,10 +55,28 @@ pub fn format_result(
     write_json(line, &result);
 }
 
-/// Appends `"late"` (the line got a `late` fail for this part instead of this
-/// result) and `"models"` (the model ids) to a line from `format_result`.
-pub fn append_line_fields(line: &mut String, late: bool, models: Option<&ModelIds>) {
-    json_line::merge_into(line, &LineFields { late, models });
+/// Formats the output stage's result line into `line` (cleared first):
+/// `format_result`'s line with `"late"` (the line got a `late` fail for this
+/// part instead of this result) and `"models"` (the model ids) after it.
+pub fn format_output_line(
+    line: &mut String,
+    camera: Option<&str>,
+    meta: &FrameMeta,
+    decision: &Decision,
+    latencies: Option<&FrameLatencies>,
+    late: bool,
+    models: Option<&ModelIds>,
+) {
+    let mut result = ResultLine::new(meta, decision, latencies);
+    result.camera = camera;
+    write_json(
+        line,
+        &OutputLine {
+            result,
+            late,
+            models,
+        },
+    );
 }
 
 /// One frame's result, as the results file (and `inspect`, which names the
@@ -113,9 +131,12 @@ struct LatencyMs {
     total: f64,
 }
 
-/// What the output stage adds to a result line (`append_line_fields`).
+/// The output stage's line (`format_output_line`): the result's fields,
+/// then what the output stage adds.
 #[derive(Serialize)]
-struct LineFields<'a> {
+struct OutputLine<'a> {
+    #[serde(flatten)]
+    result: ResultLine<'a>,
     late: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     models: Option<&'a ModelIds>,
@@ -341,8 +362,7 @@ impl OutputStage {
             .and_then(|w| w.error.as_ref())
             .map(|(stage, _)| *stage)
             .filter(|stage| *stage != FailedStage::Capture);
-        format_result(line, name, meta, d, latencies);
-        append_line_fields(line, late, self.models.as_deref());
+        format_output_line(line, name, meta, d, latencies, late, self.models.as_deref());
         // After the line got the verdict: the shadow never delays it.
         let shadowed = match (&self.shadow, work.as_deref_mut()) {
             (Some(shadow), Some(w)) => {
@@ -495,12 +515,19 @@ mod tests {
             captured_instant: std::time::Instant::now(),
         };
         let mut line = String::new();
-        format_result(&mut line, None, &meta, &Decision::error(), None);
         let models = ModelIds {
             segmentation: "aaaaaaaaaaaa".into(),
             classifier: "bbbbbbbbbbbb".into(),
         };
-        append_line_fields(&mut line, true, Some(&models));
+        format_output_line(
+            &mut line,
+            None,
+            &meta,
+            &Decision::error(),
+            None,
+            true,
+            Some(&models),
+        );
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["late"], true);
         assert_eq!(v["models"]["segmentation"], "aaaaaaaaaaaa");
@@ -566,20 +593,28 @@ mod tests {
             classifier: "unreadable".into(),
         };
         let mut line = String::new();
-        format_result(&mut line, None, &meta, &Decision::error(), None);
-        append_line_fields(&mut line, true, Some(&models));
+        format_output_line(
+            &mut line,
+            None,
+            &meta,
+            &Decision::error(),
+            None,
+            true,
+            Some(&models),
+        );
         assert_eq!(
             line,
             "{\"seq\":3,\"ts\":\"1970-01-01T00:00:00.000Z\",\"verdict\":\"fail\",\"reason\":\"error\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":null,\"late\":true,\"models\":{\"segmentation\":\"0123456789ab\",\"classifier\":\"unreadable\"}}"
         );
-        format_result(
+        format_output_line(
             &mut line,
             None,
             &meta,
             &Decision::late(),
             Some(&[1.5, 2.0, 3.0, 70.25]),
+            false,
+            None,
         );
-        append_line_fields(&mut line, false, None);
         assert_eq!(
             line,
             "{\"seq\":3,\"ts\":\"1970-01-01T00:00:00.000Z\",\"verdict\":\"fail\",\"reason\":\"late\",\"defect_prob\":null,\"seal_area\":null,\"latency_ms\":{\"preprocess\":1.500,\"segment\":2.000,\"classify\":3.000,\"total\":70.250},\"late\":false}"

@@ -6,8 +6,10 @@
 use std::time::Instant;
 
 mod counters;
+mod percentile;
 
 pub use counters::{ResultCounters, ResultCounts};
+pub use percentile::{nearest_rank, percentile_of_sorted};
 
 use crate::decision::Reason;
 
@@ -51,10 +53,7 @@ impl LatencyHistogram {
 
     /// The latency under which `q` (0..=1) of the samples fall, to 0.05 ms.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        if self.total == 0 {
-            return None;
-        }
-        let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
+        let rank = nearest_rank(q, self.total)?;
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c as u64;

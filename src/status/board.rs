@@ -15,7 +15,7 @@ pub use super::camera_tally::LastResult;
 use super::camera_tally::{CameraTally, MAX_CAMERAS};
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{CameraIndex, FrameMeta};
-use crate::stats::ResultCounters;
+use crate::stats::{ResultCounters, percentile_of_sorted};
 
 /// Seals in the rolling window (yield, fails per reason, p99).
 pub const WINDOW: usize = 1000;
@@ -105,12 +105,8 @@ impl BoardState {
             .copied()
             .filter(|x| x.is_finite())
             .collect();
-        if v.is_empty() {
-            return None;
-        }
         v.sort_by(f32::total_cmp);
-        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        Some(f64::from(v[rank - 1]))
+        percentile_of_sorted(&v, q).map(f64::from)
     }
 
     /// The filmstrip, newest first.

@@ -119,18 +119,18 @@ pub fn ort_library() -> Option<String> {
 }
 
 /// The demo classifier with its two output classes swapped
-/// (scripts/swap_classes.py, python with `onnx`: the repo's .venv), written
+/// (scripts/demo/swap_classes.py, python with `onnx`: the repo's .venv), written
 /// to `out`: a model that calls every good seal defective and every
 /// defective one good, its IO contract intact. Returns `out`.
 pub fn swap_classes(out: &Path) -> PathBuf {
     let python = std::process::Command::new("python3")
-        .arg(repo().join("scripts/swap_classes.py"))
+        .arg(repo().join("scripts/demo/swap_classes.py"))
         .args([&repo().join("models/cls.onnx"), out])
         .output()
         .expect("python3 (with onnx: the repo's .venv) to make the swapped classifier");
     assert!(
         python.status.success(),
-        "scripts/swap_classes.py failed: {}",
+        "scripts/demo/swap_classes.py failed: {}",
         String::from_utf8_lossy(&python.stderr)
     );
     out.to_path_buf()
