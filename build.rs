@@ -75,7 +75,7 @@ mod cuda_kernels {
     }
 
     /// `NVCC`, then `CUDA_HOME/bin/nvcc`, then `nvcc` on `PATH`, then the
-    /// toolkit that `scripts/ci_cuda_build.sh` installs into `.cuda-toolkit/`.
+    /// toolkit that `scripts/ci/ci_cuda_build.sh` installs into `.cuda-toolkit/`.
     /// On failure, returns what was tried.
     fn find_nvcc() -> Result<PathBuf, Vec<String>> {
         let mut searched = Vec::new();
@@ -126,7 +126,7 @@ mod cuda_kernels {
             "\n\nThe `cuda` feature compiles kernels/*.cu with nvcc, and nvcc was not found.\n\
              Searched: {}.\n\
              Point to it with CUDA_HOME=/usr/local/cuda (nvcc in $CUDA_HOME/bin) or NVCC=/path/to/nvcc,\n\
-             or install it from PyPI: scripts/ci_cuda_build.sh does that, or by hand:\n  \
+             or install it from PyPI: scripts/ci/ci_cuda_build.sh does that, or by hand:\n  \
              python3 -m venv .cuda-toolkit/venv && .cuda-toolkit/venv/bin/pip install \
              nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 \
              nvidia-cuda-cccl==13.0.85 nvidia-nvvm==13.0.88\n  \

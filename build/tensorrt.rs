@@ -105,11 +105,11 @@ pub fn build() {
 const TENSORRT_FIX: &str = "Set TENSORRT_ROOT to a TensorRT 10 install (with include/ and lib/), or \
      TENSORRT_INCLUDE_DIR (and TENSORRT_LIB_DIR); on a Jetson install JetPack's TensorRT \
      (`sudo apt install nvidia-tensorrt-dev`); on x86 Debian/Ubuntu `libnvinfer-dev libnvonnxparsers-dev`. \
-     For a compile check without TensorRT: `scripts/fetch_tensorrt_headers.sh` prints a header folder \
+     For a compile check without TensorRT: `scripts/ci/fetch_tensorrt_headers.sh` prints a header folder \
      to use as TENSORRT_INCLUDE_DIR. Or build without `--features tensorrt`.";
 
 const CUDA_FIX: &str = "Set CUDA_HOME to the CUDA toolkit (JetPack: /usr/local/cuda), or install the headers \
-     from PyPI (`scripts/fetch_tensorrt_headers.sh` does, and prints the folder to use as CUDA_HOME).";
+     from PyPI (`scripts/ci/fetch_tensorrt_headers.sh` does, and prints the folder to use as CUDA_HOME).";
 
 fn missing(what: &str, searched: &[String], fix: &str) -> ! {
     panic!(

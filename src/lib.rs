@@ -38,7 +38,7 @@
 //! Small shared
 //! vocabulary sits in leaves that import nothing of ours (`timestamp`,
 //! `gpu::element`, `infer::model_role`, `infer::device_path`).
-//! `scripts/import_cycles.py` (run by `make test`) fails on any import circle.
+//! `scripts/ci/import_cycles.py` (run by `make test`) fails on any import circle.
 //!
 //! Hardware and test-only code sits behind stubs with the same names, not
 //! behind `cfg` lines in the code that calls it: `gpu/stub.rs` (feature

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// The INT8 (QDQ) model beside an FP32 one, as `scripts/quantize_int8.py`
+/// The INT8 (QDQ) model beside an FP32 one, as `scripts/demo/quantize_int8.py`
 /// names it: `models/seg.onnx` -> `models/seg_int8.onnx`. What
 /// `sealcheck evaluate --candidate onnxruntime:cpu:int8` and an INT8
 /// `[shadow]` on ONNX Runtime run.
@@ -12,7 +12,7 @@ pub fn int8_sibling(fp32: &std::path::Path) -> PathBuf {
     fp32.with_file_name(format!("{stem}_int8.onnx"))
 }
 
-/// The FP16 model beside an FP32 one, as `scripts/export_batch_fp16.py`
+/// The FP16 model beside an FP32 one, as `scripts/demo/export_batch_fp16.py`
 /// names it: `models/seg.onnx` -> `models/seg_fp16.onnx` (a file already
 /// named `_fp16` is its own). What `[inference] precision = "fp16"` and
 /// `sealcheck evaluate --candidate onnxruntime:cuda:fp16` run on ONNX Runtime.

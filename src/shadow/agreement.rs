@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, Verdict};
+use crate::stats::{nearest_rank, percentile_of_sorted};
 
 /// Compared frames in the running window, and between two journal lines.
 pub const WINDOW: usize = 1000;
@@ -359,7 +360,7 @@ impl ShadowAgreement {
             models: t.models.clone(),
             every: t.every,
             since_start: t.since_start.summary(p99_of_bins(&t.delta_bins)),
-            last_1000: window.summary(p99_of_sorted(&deltas)),
+            last_1000: window.summary(percentile_of_sorted(&deltas, 0.99)),
             skipped: t.skipped,
             failures: t.failures,
             problem: t.problem.clone(),
@@ -367,19 +368,9 @@ impl ShadowAgreement {
     }
 }
 
-/// The 99th percentile (nearest rank) of sorted values.
-fn p99_of_sorted(sorted: &[f64]) -> Option<f64> {
-    let rank = (sorted.len() as f64 * 0.99).ceil() as usize;
-    sorted.get(rank.max(1) - 1).copied()
-}
-
 /// The 99th percentile (nearest rank) of the 0.001-wide |Δ| bins.
 fn p99_of_bins(bins: &[u64]) -> Option<f64> {
-    let total: u64 = bins.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = ((total as f64 * 0.99).ceil() as u64).max(1);
+    let rank = nearest_rank(0.99, bins.iter().sum())?;
     let mut seen = 0;
     bins.iter()
         .position(|&n| {

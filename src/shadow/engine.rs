@@ -89,7 +89,7 @@ fn model_path(
                     step: "models",
                     key,
                     detail: format!(
-                        "precision = \"int8\" on ONNX Runtime runs {}, which does not exist; make it with `make demo-assets` or scripts/quantize_int8.py, or name the file in {key}",
+                        "precision = \"int8\" on ONNX Runtime runs {}, which does not exist; make it with `make demo-assets` or scripts/demo/quantize_int8.py, or name the file in {key}",
                         path.display()
                     ),
                 })

@@ -17,7 +17,7 @@ pub(super) fn fp16_model(models: &Section, key: &str, fp32: PathBuf) -> Option<P
     models.problem(
         key,
         format!(
-            "[inference] precision = \"fp16\" runs {} beside {}, which does not exist: make it with scripts/export_batch_fp16.py, or leave precision out",
+            "[inference] precision = \"fp16\" runs {} beside {}, which does not exist: make it with scripts/demo/export_batch_fp16.py, or leave precision out",
             fp16.display(),
             fp32.display()
         ),
