@@ -129,7 +129,7 @@ fn run(line: &Line, fifo: &Receiver<(FrameMeta, PartDeadline)>) {
 mod tests {
     use super::*;
     use crate::decision::Reason;
-    use crate::line::{LineOutput, LineVerdict};
+    use crate::line::verdict::{LineOutput, LineVerdict};
     use std::sync::Mutex;
     use std::time::Duration;
 

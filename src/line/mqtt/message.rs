@@ -62,7 +62,7 @@ mod tests {
     use super::*;
     use crate::decision::Decision;
     use crate::frame::FrameMeta;
-    use crate::line::PartDeadline;
+    use crate::line::part_deadline::PartDeadline;
     use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
