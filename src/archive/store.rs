@@ -30,7 +30,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::ArchiveDrop;
+use super::counters::ArchiveDrop;
 use crate::config::ArchiveConfig;
 // Kept public here: `archive::sha256_hex` is how callers name the manifest's digest.
 pub use crate::model_id::sha256_hex;

@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
 
-use super::{Line, PartDeadline};
+use super::gate::Line;
+use super::part_deadline::PartDeadline;
 use crate::frame::FrameMeta;
 
 /// Parts whose deadline may be pending at once. The thread removes them at
@@ -109,7 +110,7 @@ pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, DeadlineThread)>
 }
 
 fn run(line: &Line, fifo: &Receiver<(FrameMeta, PartDeadline)>) {
-    super::raise_thread_priority();
+    super::priority::raise_thread_priority();
     for (meta, deadline) in fifo.iter() {
         if line.is_claimed(meta.seq) {
             continue;
@@ -128,7 +129,7 @@ fn run(line: &Line, fifo: &Receiver<(FrameMeta, PartDeadline)>) {
 mod tests {
     use super::*;
     use crate::decision::Reason;
-    use crate::line::{LineOutput, LineVerdict};
+    use crate::line::verdict::{LineOutput, LineVerdict};
     use std::sync::Mutex;
     use std::time::Duration;
 

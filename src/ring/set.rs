@@ -20,7 +20,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{RingConsumer, RingEvent, StreamEnd, time_left};
+use super::consumer::RingConsumer;
+use super::event::{RingEvent, StreamEnd};
+use super::wake::{park_timeout, time_left};
 use crate::frame::{CameraIndex, FrameSlot};
 
 /// The reading end of every camera's ring.
@@ -72,7 +74,7 @@ impl<End: StreamEnd> RingSet<End> {
                 return self.take_end().map(RingEvent::End);
             }
             let wait = time_left(deadline)?;
-            super::park_timeout(park.min(wait));
+            park_timeout(park.min(wait));
         }
     }
 
@@ -125,7 +127,9 @@ impl<End> std::fmt::Debug for RingSet<End> {
 
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
-    use super::super::{RingProducer, TestEnd, frame_ring};
+    use super::super::event::TestEnd;
+    use super::super::pool::frame_ring;
+    use super::super::producer::RingProducer;
     use super::*;
     use crate::config::OverflowPolicy;
     use crate::frame::FrameMeta;

@@ -30,8 +30,8 @@ use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{IoBinding, NoSelectedOutputs, RunOptions, Session};
 use ort::value::{Shape, TensorRefMut};
 
+use super::session::{ComputeStream, open_cuda_session};
 use super::sys::{BindSide, bind_in_place};
-use super::{ComputeStream, open_cuda_session};
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 use crate::gpu::{DeviceBuffer, DeviceTensor, GpuContext, Stream, TensorElement};

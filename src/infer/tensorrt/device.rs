@@ -27,8 +27,8 @@
 
 use std::sync::Arc;
 
+use super::backend::TensorRtBackend;
 use super::error::TrtError;
-use super::{ModelRole, TensorRtBackend};
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 use crate::gpu::Stream;
@@ -39,6 +39,7 @@ use crate::infer::device_path::{
     BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, SwapSite,
 };
 use crate::infer::device_runner::DeviceRunner;
+use crate::infer::model_io::ModelRole;
 
 /// The TensorRT backend with both engines bound to a runner's tensors.
 pub struct TrtDeviceEngine {

@@ -29,10 +29,12 @@
 //! - `settings`: `[inference.tensorrt]` resolved (`TensorRtSettings`);
 //! - `calibration`: INT8 calibration images, feed and plan;
 //! - `backend`: `TensorRtBackend`, both engines, host mode (`InferenceBackend`);
-//! - `device`: `TrtDeviceEngine`, device mode on the shared device runner.
+//! - `device`: `TrtDeviceEngine`, device mode on the shared device runner;
+//! - `open`: what `infer` and `main` call (open either path, `build-engine`,
+//!   the `auto` reason line).
 //!
 //! Without the `tensorrt` feature, `stub.rs` takes this file's place: the same
-//! functions, answering "not built in".
+//! functions as `open` (and `TrtError`), answering "not built in".
 
 mod backend;
 mod bridge;
@@ -43,12 +45,10 @@ mod engine;
 pub mod engine_cache;
 mod error;
 mod model_engine;
+mod open;
 mod profile;
 mod progress;
 mod settings;
-
-use std::fmt::Display;
-use std::path::PathBuf;
 
 pub use backend::TensorRtBackend;
 pub use bridge::{LibraryInfo, Precision, TensorInfo};
@@ -59,72 +59,6 @@ pub use engine::{
 };
 pub use engine_cache::{BuildReason, CacheOutcome, EngineCache};
 pub use error::{TENSORRT_FIX, TrtError};
+pub use open::{BUILT_IN, auto_skipped, build_engines, open_backend, open_device};
 pub use progress::{BuildProgress, LOG_TARGET};
 pub use settings::{TensorRtSettings, precision_name};
-
-use super::backend::InferenceBackend;
-use super::device_error::DeviceFrameError;
-use super::device_path::DeviceFramePath;
-use super::model_io::ModelRole;
-use crate::config::Config;
-
-/// Whether this build has the TensorRT backend (for `sealcheck --version`).
-pub const BUILT_IN: bool = true;
-
-/// Why `backend = "auto"` did not use TensorRT, for its reason line.
-pub fn auto_skipped(error: &dyn Display) -> String {
-    format!("TensorRT unavailable ({error})")
-}
-
-/// For `infer::open_backend`: the TensorRT backend as a trait object.
-pub fn open_backend(cfg: &Config) -> Result<Box<dyn InferenceBackend>, TrtError> {
-    Ok(Box::new(TensorRtBackend::open(cfg)?))
-}
-
-/// For `infer::engine_choice`: device mode on TensorRT, both engines opened
-/// once on a device runner.
-pub fn open_device(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> {
-    device::open(cfg)
-}
-
-/// `sealcheck build-engine --config FILE`: builds (or finds) both engines and
-/// says where they are.
-pub fn build_engines(cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutcome)>, TrtError> {
-    let backend = TensorRtBackend::open(cfg)?;
-    Ok(backend
-        .engines()
-        .into_iter()
-        .map(|(role, path, outcome)| (role, path.to_path_buf(), outcome.clone()))
-        .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gpu::GpuError;
-    use crate::infer::error::InferError;
-
-    #[test]
-    fn unavailable_errors_are_told_apart_from_model_errors() {
-        assert!(
-            TrtError::LibraryUnavailable {
-                message: "x".into()
-            }
-            .is_unavailable()
-        );
-        assert!(TrtError::NoGpu(GpuError::NoDriver).is_unavailable());
-        assert!(!TrtError::Calibration("x".into()).is_unavailable());
-    }
-
-    #[test]
-    fn missing_library_message_names_the_fix() {
-        let message = InferError::from(TrtError::LibraryUnavailable {
-            message: "cannot load libnvinfer".into(),
-        })
-        .to_string();
-        assert!(
-            message.contains("libnvinfer") && message.contains("backend = \"onnxruntime\""),
-            "{message}"
-        );
-    }
-}

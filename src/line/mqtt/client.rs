@@ -14,11 +14,13 @@ use rumqttc::v5::mqttbytes::v5::{
 use rumqttc::v5::{Client, Connection, ConnectionError, Event, MqttOptions, StateError, mqttbytes};
 
 use super::message::format_verdict;
+use super::queue::{Sent, Shared, State, WINDOW};
 use super::start_error::{StartError, open_to_others};
+use super::stats::{DropReason, thread_cpu_ns};
 use super::tls;
-use super::{DropReason, Sent, Shared, State, WINDOW, thread_cpu_ns};
 use crate::config::{ClientCertificate, MqttConfig};
-use crate::line::{ModelIds, SEND_MARGIN};
+use crate::line::part_deadline::SEND_MARGIN;
+use crate::model_id::ModelIds;
 
 /// Reconnect backoff: the first retry after this, doubling up to `MAX_BACKOFF`.
 const MIN_BACKOFF: Duration = Duration::from_secs(1);
@@ -65,7 +67,7 @@ pub(super) fn start(
         .name("mqtt".into())
         .spawn(move || {
             let stats = Arc::clone(&events.shared.stats);
-            crate::line::raise_thread_priority();
+            crate::line::priority::raise_thread_priority();
             events.run(connection);
             stats.cpu_ns.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
         })
@@ -81,7 +83,7 @@ pub(super) fn start(
         .name("mqtt-publish".into())
         .spawn(move || {
             let stats = Arc::clone(&handover.shared.stats);
-            crate::line::raise_thread_priority();
+            crate::line::priority::raise_thread_priority();
             handover.run();
             stats.cpu_ns.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
         })

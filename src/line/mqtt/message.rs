@@ -6,7 +6,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::json_line::{self, write_json};
-use crate::line::{LineVerdict, ModelIds};
+use crate::line::verdict::LineVerdict;
+use crate::model_id::ModelIds;
 
 /// Formats `v` into `out` (cleared first), in its capacity.
 pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
@@ -61,7 +62,7 @@ mod tests {
     use super::*;
     use crate::decision::Decision;
     use crate::frame::FrameMeta;
-    use crate::line::PartDeadline;
+    use crate::line::part_deadline::PartDeadline;
     use std::time::{Duration, UNIX_EPOCH};
 
     #[test]

@@ -1,0 +1,52 @@
+//! What the line gets for one part (`LineVerdict`) and what takes it
+//! (`LineOutput`: the MQTT publisher, later a GPIO reject pulse).
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use super::part_deadline::PartDeadline;
+use crate::decision::Decision;
+use crate::model_id::ModelIds;
+
+/// One part's verdict as the line gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineVerdict {
+    /// The frame's `seq`; also the part number until a trigger or encoder id exists.
+    pub seq: u64,
+    pub captured_at: SystemTime,
+    pub captured_instant: Instant,
+    pub decision: Decision,
+    /// Capture to verdict.
+    pub latency_ms: f64,
+    pub deadline: Option<PartDeadline>,
+    /// The models that judged the part; `None`: the models the line output
+    /// started with (a `late` fail, which no model judged).
+    pub models: Option<Arc<ModelIds>>,
+    /// The camera's name with `[cameras.NAME]` (MQTT publishes to
+    /// `<topic>/<camera>/verdict`); `None` with one `[source]`.
+    pub camera: Option<Arc<str>>,
+}
+
+impl LineVerdict {
+    /// This part as a `late` fail: what an output sends instead when the
+    /// verdict could not leave before its deadline (e.g. the broker was away).
+    pub fn into_late_fail(self) -> LineVerdict {
+        LineVerdict {
+            decision: Decision::late(),
+            deadline: self.deadline.map(PartDeadline::for_late_fail),
+            ..self
+        }
+    }
+
+    pub fn is_late_fail(&self) -> bool {
+        self.decision.reason == crate::decision::Reason::Late
+    }
+}
+
+/// Something at the line that takes verdicts: the MQTT publisher, later a
+/// GPIO reject pulse. Called for every part in order, from the decision
+/// thread or the deadline thread (never both at once).
+pub trait LineOutput: Send + Sync {
+    /// Takes one verdict without blocking (queue it; drop the oldest when full).
+    fn send(&self, verdict: &LineVerdict);
+}
