@@ -129,3 +129,34 @@ impl From<TrtError> for DeviceFrameError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::GpuError;
+    use crate::infer::error::InferError;
+
+    #[test]
+    fn unavailable_errors_are_told_apart_from_model_errors() {
+        assert!(
+            TrtError::LibraryUnavailable {
+                message: "x".into()
+            }
+            .is_unavailable()
+        );
+        assert!(TrtError::NoGpu(GpuError::NoDriver).is_unavailable());
+        assert!(!TrtError::Calibration("x".into()).is_unavailable());
+    }
+
+    #[test]
+    fn missing_library_message_names_the_fix() {
+        let message = InferError::from(TrtError::LibraryUnavailable {
+            message: "cannot load libnvinfer".into(),
+        })
+        .to_string();
+        assert!(
+            message.contains("libnvinfer") && message.contains("backend = \"onnxruntime\""),
+            "{message}"
+        );
+    }
+}

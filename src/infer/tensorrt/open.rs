@@ -45,36 +45,3 @@ pub fn build_engines(cfg: &Config) -> Result<Vec<(ModelRole, PathBuf, CacheOutco
         .map(|(role, path, outcome)| (role, path.to_path_buf(), outcome.clone()))
         .collect())
 }
-
-// What `backend = "auto"` relies on (as the stub's test): TensorRT's
-// unavailability told apart from a model's error, and worded with the fix.
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gpu::GpuError;
-    use crate::infer::error::InferError;
-
-    #[test]
-    fn unavailable_errors_are_told_apart_from_model_errors() {
-        assert!(
-            TrtError::LibraryUnavailable {
-                message: "x".into()
-            }
-            .is_unavailable()
-        );
-        assert!(TrtError::NoGpu(GpuError::NoDriver).is_unavailable());
-        assert!(!TrtError::Calibration("x".into()).is_unavailable());
-    }
-
-    #[test]
-    fn missing_library_message_names_the_fix() {
-        let message = InferError::from(TrtError::LibraryUnavailable {
-            message: "cannot load libnvinfer".into(),
-        })
-        .to_string();
-        assert!(
-            message.contains("libnvinfer") && message.contains("backend = \"onnxruntime\""),
-            "{message}"
-        );
-    }
-}
