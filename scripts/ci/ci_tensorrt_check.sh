@@ -4,9 +4,10 @@
 # (`make test` runs it):
 #
 #   1. fetch TensorRT 10 + CUDA headers (scripts/ci/fetch_tensorrt_headers.sh)
-#   2. every target built with --features tensorrt (`cargo test --no-run
-#      --all-targets`): build.rs compiles trt_bridge/ (C++17) and the cxx bridge
-#      against those headers, nvcc the kernels; steps 3 to 5 reuse these builds
+#   2. the targets whose code the feature changes, built with --features tensorrt
+#      (`cargo test --no-run --lib --bins --test parity --test tensorrt ...`):
+#      build.rs compiles trt_bridge/ (C++17) and the cxx bridge against those
+#      headers, nvcc the kernels; steps 3 to 5 reuse these builds
 #   3. the unit tests of src/infer/tensorrt/ (engine cache, settings, build
 #      progress, calibration file handling, the dynamic-batch profile and its
 #      cache key: none needs TensorRT)
@@ -43,8 +44,15 @@ fi
 
 # A build, not `cargo check`: check mode cannot use the dependencies `make test` has
 # already built, and checked all of them again (about 300 crates; docs/CI.md).
-echo "--- every target built with --features tensorrt (compiles trt_bridge against the headers)"
-$CARGO test --profile "$PROFILE" --locked --features tensorrt --all-targets --no-run
+# The targets whose code differs with the feature: the library and its unit tests, the
+# binary, tests/parity.rs (its `#[cfg(feature = "tensorrt")]` path), tests/tensorrt.rs,
+# and the `cuda`-only targets (tests/gpu_parity.rs, benches/gpu_preprocess.rs). The
+# other integration tests read the features only through `cfg!` (compiled either way)
+# and were built by `make test`'s first step; building them all again here took about
+# 4 minutes of the run (docs/CI.md).
+echo "--- the feature's targets built with --features tensorrt (compiles trt_bridge against the headers)"
+$CARGO test --profile "$PROFILE" --locked --features tensorrt --no-run \
+    --lib --bins --test parity --test tensorrt --test gpu_parity --bench gpu_preprocess
 
 echo "--- unit tests of the TensorRT backend (no TensorRT needed)"
 $CARGO test --profile "$PROFILE" --locked --features tensorrt --lib infer::tensorrt

@@ -9,7 +9,7 @@
 
 use crate::config::EvaluateConfig;
 
-use super::EngineTally;
+use super::tally::EngineTally;
 use super::tally::LabelScores;
 
 #[derive(Debug, Clone, PartialEq)]

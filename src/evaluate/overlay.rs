@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::frame::{FrameSlot, PixelLayout};
 
-use super::EvalFrame;
+use super::image_set::EvalFrame;
 
 /// Pictures per candidate at most: a broken candidate disagrees on every
 /// frame, and a few hundred pictures say all there is to say.

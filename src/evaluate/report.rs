@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::outcome::{EngineOutcome, EngineRun, EvaluateError, Evaluation};
 use super::overlay::OverlayWriter;
 use super::tally::FrameRecord;
-use super::{EngineOutcome, EvaluateError, Evaluation};
 
 pub fn prepare_folder(dir: &Path) -> Result<PathBuf, EvaluateError> {
     std::fs::create_dir_all(dir.join("overlays")).map_err(|source| EvaluateError::Report {
@@ -136,7 +136,7 @@ pub fn render(e: &Evaluation) -> String {
             .as_ref()
             .map_or("not evaluated".into(), |r| r.engine.clone())
     });
-    let run = |o: &EngineOutcome, f: &dyn Fn(&super::EngineRun) -> String| {
+    let run = |o: &EngineOutcome, f: &dyn Fn(&EngineRun) -> String| {
         o.result.as_ref().map_or("-".to_string(), f)
     };
     row("load ms", &|o| run(o, &|r| format!("{:.0}", r.load_ms)));

@@ -10,7 +10,7 @@ use crate::preprocess::MaskResampler;
 use crate::preprocess::normalize::MaskAffine;
 use crate::stats::{LatencyHistogram, percentile_of_sorted};
 
-use super::EvalFrame;
+use super::image_set::EvalFrame;
 
 /// One frame as one engine judged it, and how that compares.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ use super::camera_tally::{CameraTally, unix_minute};
 use super::figures::{by_reason, yield_pct};
 
 const REASONS: usize = Reason::ALL.len();
-use super::{RunFacts, RunState};
+use super::run_report::{RunFacts, RunState};
 use crate::capture::SourceStatus;
 use crate::decision::Reason;
 

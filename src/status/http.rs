@@ -19,8 +19,10 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use super::board::{BoardState, WINDOW};
+use super::cameras;
 use super::figures::{by_reason, yield_pct};
-use super::{RunFacts, Telemetry, cameras};
+use super::run_report::RunFacts;
+use super::telemetry::Telemetry;
 use crate::archive::{ArchiveName, is_camera_folder, is_day, is_hour};
 use crate::frame::CameraIndex;
 use crate::shadow::ShadowState;

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::external::ExternalStats;
-use super::{RunInfo, RunState};
 use crate::service::Liveness;
 use crate::shadow::ShadowAgreement;
 
@@ -130,6 +129,42 @@ impl RunReport {
     pub fn set_external(&self, external: ExternalStats) {
         self.sender.send_modify(|facts| facts.external = external);
     }
+}
+
+/// Where the run is, for `/healthz` and the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RunState {
+    /// Loading models, opening the source.
+    Starting = 0,
+    Running = 1,
+    /// Stop requested: finishing frames in flight.
+    Stopping = 2,
+    /// The stages have ended.
+    Stopped = 3,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Starting => "starting",
+            RunState::Running => "running",
+            RunState::Stopping => "stopping",
+            RunState::Stopped => "stopped",
+        }
+    }
+}
+
+/// Facts about the run known once the backend is open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunInfo {
+    pub backend: String,
+    pub source: String,
+    /// The cameras by `FrameMeta::camera`: `[cameras.NAME]`'s names, or
+    /// one `None` for `[source]`.
+    pub cameras: Vec<Option<String>>,
+    /// (role, file name, model id)
+    pub models: Vec<(&'static str, String, String)>,
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{StatusBoard, Telemetry};
+use super::board::StatusBoard;
+use super::telemetry::Telemetry;
 use crate::archive::{ArchiveCounters, ArchiveQueue};
 use crate::config::ArchiveConfig;
 use crate::decision::Decision;
