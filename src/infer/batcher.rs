@@ -22,7 +22,8 @@
 //!   place a path swaps models: no batch is judged by two engines;
 //! - every frame taken from the source is handed to the path exactly once
 //!   (`add`), and every batch begun is run once (`run`), even when the
-//!   source closes while it is gathered.
+//!   source closes while it is gathered; only a path that ends the loop
+//!   itself (its output is gone) leaves what it was not handed.
 //!
 //! The batch sizes a path must warm up before its first camera frame are
 //! `warm_up_sizes`: one list for every path.
