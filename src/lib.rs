@@ -15,8 +15,8 @@
 //! Every path that judges frames (the host infer thread, the device thread,
 //! the shadow) runs the one frame loop, `infer::batcher::Batcher`: it
 //! gathers a batch from the rings or a channel, waits at most
-//! `batch_wait_us`, passes markers on after their batch and is the one
-//! place models are swapped (at a batch boundary). A path says only what it
+//! `batch_wait_us`, passes markers on after their batch, and changes models
+//! only between batches. A path says only what it
 //! does with a batch: `infer::host_stage`, `infer::device_stage`,
 //! `shadow::judge`.
 //!

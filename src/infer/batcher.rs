@@ -18,8 +18,10 @@
 //! - a batch holds at most `min(policy.max_batch, path.capacity())` frames;
 //! - a marker or the end that stops the gathering goes out after the batch
 //!   (`pass_on`), so every camera's messages keep their order;
-//! - a batch boundary (`begin`, before a batch's first frame) is the only
-//!   place a path swaps models: no batch is judged by two engines;
+//! - models change only between batches, so no batch is judged by two
+//!   engines: in `begin`, before a batch's first frame (host and device
+//!   paths, whose swaps wait on a channel of their own), or in `pass_on`
+//!   (the shadow, whose changes come through its source as messages);
 //! - every frame taken from the source is handed to the path exactly once
 //!   (`add`), and every batch begun is run once (`run`), even when the
 //!   source closes while it is gathered; only a path that ends the loop
@@ -32,7 +34,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use crate::frame::{FrameSlot, FrameWork, StageMessage};
@@ -86,7 +88,8 @@ pub trait BatchPath<S: FrameSource> {
         ControlFlow::Continue(())
     }
 
-    /// A batch begins with `first`: the one moment models may be swapped.
+    /// A batch begins with `first`: the moment a path swaps in new models
+    /// waiting beside its source.
     fn begin(&mut self, first: &S::Frame) -> ControlFlow<Self::End>;
 
     /// `frame` joins the batch being gathered (the `gathered()`-th).
@@ -186,15 +189,11 @@ impl FrameSource for Receiver<StageMessage> {
     type Other = StageMessage;
 
     fn next(&mut self, wait: Duration) -> Next<Box<FrameWork>, StageMessage> {
-        let message = match self.try_recv() {
+        // A zero wait takes only a message already there.
+        let message = match self.recv_timeout(wait) {
             Ok(message) => message,
-            Err(TryRecvError::Disconnected) => return Next::Closed,
-            Err(TryRecvError::Empty) if wait.is_zero() => return Next::Idle,
-            Err(TryRecvError::Empty) => match self.recv_timeout(wait) {
-                Ok(message) => message,
-                Err(RecvTimeoutError::Timeout) => return Next::Idle,
-                Err(RecvTimeoutError::Disconnected) => return Next::Closed,
-            },
+            Err(RecvTimeoutError::Timeout) => return Next::Idle,
+            Err(RecvTimeoutError::Disconnected) => return Next::Closed,
         };
         match message {
             StageMessage::Inspect(work) => Next::Frame(work),

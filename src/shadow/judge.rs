@@ -122,7 +122,8 @@ impl ShadowJudge {
     pub fn run(mut self) {
         crate::archive::lower_thread_priority();
         let mut inbox = Inbox {
-            changes: self.changes.clone(),
+            // The inbox alone reads changes from now on.
+            changes: std::mem::replace(&mut self.changes, crossbeam_channel::never()),
             frames: self.frames.clone(),
         };
         // Never waits for a second record: a record waiting is a result
