@@ -30,6 +30,10 @@ pub enum Reason {
     Error,
     /// No verdict by the part's deadline (`[decision] deadline_ms`): the line got a fail.
     Late,
+    /// A trigger (`[trigger] mode = "plc"`) got no frame within `frame_wait_ms`.
+    NoFrame,
+    /// A trigger came when the frame it would claim was claimed already.
+    Overrun,
 }
 
 /// The OPC UA machinery result terms (OPC 40001-101, `ResultEvaluation`), for the line.
@@ -63,6 +67,24 @@ impl Reason {
             Reason::NotInspected => "not_inspected",
             Reason::Error => "error",
             Reason::Late => "late",
+            Reason::NoFrame => "no_frame",
+            Reason::Overrun => "overrun",
+        }
+    }
+
+    /// The reason's number where a PLC reads it (Modbus `ReasonCode`,
+    /// docs/INTEGRATION.md): a contract, never renumbered.
+    pub fn code(self) -> u16 {
+        match self {
+            Reason::Ok => 0,
+            Reason::Defect => 1,
+            Reason::NoSeal => 2,
+            Reason::SealArea => 3,
+            Reason::NotInspected => 4,
+            Reason::Error => 5,
+            Reason::Late => 6,
+            Reason::NoFrame => 7,
+            Reason::Overrun => 8,
         }
     }
 
@@ -79,11 +101,15 @@ impl Reason {
         match self {
             Reason::Ok => Evaluation::Ok,
             Reason::Defect | Reason::NoSeal | Reason::SealArea => Evaluation::NotOk,
-            Reason::NotInspected | Reason::Error | Reason::Late => Evaluation::NotDecidable,
+            Reason::NotInspected
+            | Reason::Error
+            | Reason::Late
+            | Reason::NoFrame
+            | Reason::Overrun => Evaluation::NotDecidable,
         }
     }
 
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 9] = [
         Reason::Ok,
         Reason::Defect,
         Reason::NoSeal,
@@ -91,6 +117,8 @@ impl Reason {
         Reason::NotInspected,
         Reason::Error,
         Reason::Late,
+        Reason::NoFrame,
+        Reason::Overrun,
     ];
 }
 
@@ -125,9 +153,15 @@ impl Decision {
 
     /// What the line gets for a part whose verdict missed its deadline.
     pub fn late() -> Self {
+        Decision::failed(Reason::Late)
+    }
+
+    /// A fail of `reason` for a part no model judged (`not_inspected`,
+    /// `error`, `late`, `no_frame`, `overrun`).
+    pub fn failed(reason: Reason) -> Self {
         Decision {
             verdict: Verdict::Fail,
-            reason: Reason::Late,
+            reason,
             defect_prob: None,
             seal_area: None,
         }

@@ -35,8 +35,67 @@ impl PixelLayout {
 /// ring has to know it.
 pub type CameraIndex = u16;
 
+/// When a trigger asked for a part, in both clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TriggerTime {
+    /// Wall clock, for result lines and messages.
+    pub at: SystemTime,
+    /// Monotonic, for the deadline and latency.
+    pub instant: Instant,
+}
+
+impl TriggerTime {
+    pub fn now() -> Self {
+        TriggerTime {
+            at: SystemTime::now(),
+            instant: Instant::now(),
+        }
+    }
+}
+
+/// Which part a result stands for (`[trigger] mode`).
+///
+/// In `free` mode every frame is a part: `number` and `id` are the frame's
+/// `seq`. In `plc` mode a part is an accepted trigger: `number` counts the
+/// camera's accepted triggers from 0 (the line's order), `id` is what the
+/// PLC named it, and the frame that judged it (if any) is `FrameMeta::seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// The part's place on its camera's line, from 0, with no gaps: what
+    /// `line::Line` orders verdicts by.
+    pub number: u64,
+    /// The part's id as the line names it (a u32 over Modbus).
+    pub id: u64,
+    /// The trigger that asked for it; `None` in `free` mode.
+    pub trigger: Option<TriggerTime>,
+    /// Whether a frame stands behind this result. `false` for a trigger's
+    /// fail without a frame (`no_frame`, `overrun`): `seq` and the capture
+    /// times are then the trigger's moment and no frame's.
+    pub framed: bool,
+}
+
+impl Part {
+    /// The part of a free-running camera's frame `seq`.
+    pub fn free(seq: u64) -> Part {
+        Part {
+            number: seq,
+            id: seq,
+            trigger: None,
+            framed: true,
+        }
+    }
+
+    /// When the part's clock starts: its trigger, else its frame's capture.
+    pub fn started(&self, meta: &FrameMeta) -> (SystemTime, Instant) {
+        match self.trigger {
+            Some(t) => (t.at, t.instant),
+            None => (meta.captured_at, meta.captured_instant),
+        }
+    }
+}
+
 /// Identity of one delivered frame: its camera, its place in that camera's
-/// stream and when it was captured.
+/// stream and when it was captured, and the part it is judged for.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameMeta {
     /// Counts every frame the camera delivered, from 0, with no gaps
@@ -47,6 +106,9 @@ pub struct FrameMeta {
     pub captured_at: SystemTime,
     /// Monotonic capture time, for latency.
     pub captured_instant: Instant,
+    /// The part this frame's result is for: `Part::free(seq)` until a
+    /// trigger claims the frame (`trigger::PartRings`).
+    pub part: Part,
 }
 
 impl FrameMeta {
@@ -56,7 +118,27 @@ impl FrameMeta {
             camera: 0,
             captured_at: SystemTime::now(),
             captured_instant: Instant::now(),
+            part: Part::free(seq),
         }
+    }
+
+    /// The meta of frame `seq + k` of a run that started at this one (a run
+    /// of dropped frames shares its first frame's times): a free part each.
+    pub fn nth_of_run(&self, k: u64) -> FrameMeta {
+        if k == 0 {
+            // The run's first frame keeps its part (a trigger may have claimed it).
+            return *self;
+        }
+        FrameMeta {
+            seq: self.seq + k,
+            part: Part::free(self.seq + k),
+            ..*self
+        }
+    }
+
+    /// When the result's clock starts: the trigger in `plc` mode, else capture.
+    pub fn started_instant(&self) -> Instant {
+        self.part.started(self).1
     }
 }
 
@@ -238,8 +320,20 @@ pub enum StageMessage {
     NotInspected { first: FrameMeta, count: u64 },
     /// A delivered frame that capture could not copy; it fails with reason `error`.
     CaptureFailed { meta: FrameMeta, message: String },
+    /// A triggered part no frame was judged for (`meta.part.framed` is
+    /// false; its times are the trigger's): it fails with `miss`'s reason.
+    PartMissed { meta: FrameMeta, miss: PartMiss },
     /// No more frames will come.
     End,
+}
+
+/// Why a triggered part got no frame (`[trigger] mode = "plc"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartMiss {
+    /// No frame within `frame_wait_ms` of its moment (camera lost or frozen).
+    NoFrame,
+    /// The frame it would have claimed was claimed by the trigger before it.
+    Overrun,
 }
 
 /// A copy of a frame's pixels that travels with its work record. The buffer

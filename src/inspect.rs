@@ -243,6 +243,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH + Duration::from_millis(1_709_210_096_789),
             captured_instant: Instant::now(),
+            part: crate::frame::Part::free(2),
         };
         let d = Decision {
             verdict: Verdict::Fail,

@@ -78,3 +78,4 @@ pub mod shadow;
 pub mod stats;
 pub mod status;
 pub mod timestamp;
+pub mod trigger;

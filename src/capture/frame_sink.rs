@@ -58,11 +58,13 @@ impl FrameSink {
             return Err(gst::FlowError::Flushing);
         }
         let captured_instant = Instant::now();
+        let seq = shared.next_seq(captured_instant);
         let meta = FrameMeta {
-            seq: shared.next_seq(captured_instant),
+            seq,
             camera: 0,
             captured_at: std::time::SystemTime::now(),
             captured_instant,
+            part: crate::frame::Part::free(seq),
         };
 
         if sample

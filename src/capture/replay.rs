@@ -120,6 +120,7 @@ impl PacedClock {
             camera: 0,
             captured_at: self.wall + after,
             captured_instant: self.instant + after,
+            part: crate::frame::Part::free(seq),
         }
     }
 }

@@ -8,12 +8,14 @@
 //! - `error`: `ConfigError`, `ConfigProblem` and the exit status they end in;
 //! - `camera_name`: the rule for `[cameras.NAME]`;
 //! - `model_files`: the FP16 and INT8 files beside a model;
+//! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
 //! - `image_sequence`: the numbered files of an image-sequence source.
 
 mod camera_name;
 mod error;
 mod image_sequence;
 mod model_files;
+mod parts;
 mod raw;
 mod types;
 mod validate;
@@ -24,6 +26,7 @@ pub use camera_name::{
 pub use error::{ConfigError, ConfigProblem, EXIT_CONFIG};
 pub use image_sequence::image_file;
 pub use model_files::{fp16_sibling, int8_sibling};
+pub use parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
 pub use types::{
     ArchiveConfig, ArchiveKeep, ArenaExtend, BackendChoice, CameraConfig, ClassifierModel,
     ClientCertificate, ComputeDevice, Config, ConvAlgoSearch, DEFAULT_BATCH_CAP, DecisionConfig,

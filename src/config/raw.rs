@@ -360,6 +360,28 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
+    /// An array of strings; `Some(vec![])` when the key is absent, `None`
+    /// (a problem recorded) when it is not an array of strings.
+    pub fn str_list(&self, key: &str, what: &str) -> Option<Vec<String>> {
+        let Some(v) = self.value(key) else {
+            return Some(Vec::new());
+        };
+        let strings = match v.get_ref() {
+            DeValue::Array(items) => items
+                .iter()
+                .map(|item| match item.get_ref() {
+                    DeValue::String(s) => Some(s.to_string()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<String>>>(),
+            _ => None,
+        };
+        if strings.is_none() {
+            self.wrong(v, key, &format!("an array of strings ({what})"));
+        }
+        strings
+    }
+
     /// Reports every key in this table that no reader asked for.
     pub fn finish(&self) {
         let Some(table) = self.table else { return };

@@ -40,6 +40,10 @@ pub struct Config {
     /// `[shadow]`: a candidate model pair judging frames beside production,
     /// never touching a verdict; `None` = off.
     pub shadow: Option<ShadowConfig>,
+    /// `[trigger]`: what a part is (every frame, or a PLC's trigger).
+    pub trigger: super::TriggerConfig,
+    /// `[modbus]`: the PLC's Modbus TCP server; `None` = off.
+    pub modbus: Option<super::ModbusConfig>,
 }
 
 /// `[shadow]`: what judges beside production. Every key left out is

@@ -112,7 +112,7 @@ pub fn start(line: Arc<Line>) -> std::io::Result<(DeadlineFeed, DeadlineThread)>
 fn run(line: &Line, fifo: &Receiver<(FrameMeta, PartDeadline)>) {
     super::priority::raise_thread_priority();
     for (meta, deadline) in fifo.iter() {
-        if line.is_claimed(meta.seq) {
+        if line.is_claimed(meta.part.number) {
             continue;
         }
         let now = Instant::now();

@@ -77,9 +77,9 @@ impl Line {
         self.deadline_ns.store(ns, Ordering::Relaxed);
     }
 
-    /// Whether the line already got a verdict for part `seq`.
-    pub fn is_claimed(&self, seq: u64) -> bool {
-        *self.lock() > seq
+    /// Whether the line already got a verdict for part `number` (`Part::number`).
+    pub fn is_claimed(&self, number: u64) -> bool {
+        *self.lock() > number
     }
 
     /// The decision stage's verdict for a part. Sent to the line when it is in
@@ -92,28 +92,30 @@ impl Line {
         models: Option<&Arc<ModelIds>>,
     ) -> Delivery {
         let deadline = self.deadline().map(|d| PartDeadline::of(meta, d));
+        let number = meta.part.number;
         let mut next = self.lock();
-        if *next > meta.seq {
+        if *next > number {
             return Delivery::Late;
         }
-        if *next < meta.seq {
+        if *next < number {
             // Parts that never reached the decision stage (lost on the way): the
             // line must not wait for them forever, nor get them after this one.
-            log::warn!(target: "sealcheck::line", first = *next, count = meta.seq - *next;
+            log::warn!(target: "sealcheck::line", first = *next, count = number - *next;
                 "parts without a result: the line gets a late fail for each");
-            while *next < meta.seq {
+            while *next < number {
                 self.send_late(*next, meta, deadline);
                 *next += 1;
             }
         }
-        *next = meta.seq + 1;
+        *next = number + 1;
         let late = deadline.is_some_and(|d| Instant::now() + SEND_MARGIN > d.due);
         if late {
-            self.send_late(meta.seq, meta, deadline);
+            self.send_late(number, meta, deadline);
             return Delivery::Late;
         }
         self.send(&LineVerdict {
             seq: meta.seq,
+            part: meta.part,
             captured_at: meta.captured_at,
             captured_instant: meta.captured_instant,
             decision: *decision,
@@ -125,29 +127,43 @@ impl Line {
         Delivery::OnTime
     }
 
-    /// The deadline thread: part `seq` (captured at `meta`) reached `deadline`.
-    /// Claims it, and any earlier part still open, with a `late` fail. False
-    /// when the decision stage had claimed it already.
+    /// The deadline thread: the part of `meta` reached `deadline`. Claims
+    /// it, and any earlier part still open, with a `late` fail. False when
+    /// the decision stage had claimed it already.
     pub fn expire(&self, meta: &FrameMeta, deadline: PartDeadline) -> bool {
         let mut next = self.lock();
-        if *next > meta.seq {
+        if *next > meta.part.number {
             return false;
         }
-        while *next <= meta.seq {
+        while *next <= meta.part.number {
             self.send_late(*next, meta, Some(deadline));
             *next += 1;
         }
         true
     }
 
-    fn send_late(&self, seq: u64, meta: &FrameMeta, deadline: Option<PartDeadline>) {
+    /// A `late` fail for part `number`, in the place of the verdict of
+    /// `meta`'s part or of one before it that never came (whose id and
+    /// frame are not known here: the free-mode guess, `number`).
+    fn send_late(&self, number: u64, meta: &FrameMeta, deadline: Option<PartDeadline>) {
         self.stats.late.fetch_add(1, Ordering::Relaxed);
+        let part = if number == meta.part.number {
+            meta.part
+        } else {
+            crate::frame::Part::free(number)
+        };
+        let seq = if number == meta.part.number {
+            meta.seq
+        } else {
+            number
+        };
         self.send(&LineVerdict {
             seq,
+            part,
             captured_at: meta.captured_at,
             captured_instant: meta.captured_instant,
             decision: Decision::late(),
-            latency_ms: meta.captured_instant.elapsed().as_secs_f64() * 1e3,
+            latency_ms: meta.started_instant().elapsed().as_secs_f64() * 1e3,
             deadline: deadline.map(PartDeadline::for_late_fail),
             models: None,
             camera: self.camera.clone(),

@@ -28,16 +28,18 @@ pub struct PartDeadline {
 }
 
 impl PartDeadline {
-    /// The deadline of a part captured at `meta`, `deadline` after capture,
-    /// truncated to the millisecond so the message states it exactly.
+    /// The deadline of the part of `meta`, `deadline` after its clock
+    /// started (capture; in `plc` mode its trigger), truncated to the
+    /// millisecond so the message states it exactly.
     pub fn of(meta: &FrameMeta, deadline: Duration) -> PartDeadline {
-        let exact = meta.captured_at + deadline;
+        let (started_at, started) = meta.part.started(meta);
+        let exact = started_at + deadline;
         let since = exact.duration_since(UNIX_EPOCH).unwrap_or_default();
         let at = UNIX_EPOCH + Duration::from_millis(since.as_millis() as u64);
         let truncated = exact.duration_since(at).unwrap_or_default();
-        let due = (meta.captured_instant + deadline)
+        let due = (started + deadline)
             .checked_sub(truncated)
-            .unwrap_or(meta.captured_instant);
+            .unwrap_or(started);
         PartDeadline {
             at,
             due,

@@ -6,17 +6,20 @@ use std::time::{Instant, SystemTime};
 
 use super::part_deadline::PartDeadline;
 use crate::decision::Decision;
+use crate::frame::Part;
 use crate::model_id::ModelIds;
 
 /// One part's verdict as the line gets it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LineVerdict {
-    /// The frame's `seq`; also the part number until a trigger or encoder id exists.
+    /// The judged frame's `seq` (see `part.framed`).
     pub seq: u64,
+    /// The part: its place on the line, its id, its trigger.
+    pub part: Part,
     pub captured_at: SystemTime,
     pub captured_instant: Instant,
     pub decision: Decision,
-    /// Capture to verdict.
+    /// Capture (in `plc` mode: trigger) to verdict.
     pub latency_ms: f64,
     pub deadline: Option<PartDeadline>,
     /// The models that judged the part; `None`: the models the line output

@@ -129,6 +129,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
+            part: crate::frame::Part::free(7),
         };
         let d = Decision {
             verdict: Verdict::Fail,
@@ -154,6 +155,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
+            part: crate::frame::Part::free(3),
         };
         let mut line = String::new();
         let models = ModelIds {
@@ -184,6 +186,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123),
             captured_instant: std::time::Instant::now(),
+            part: crate::frame::Part::free(7),
         };
         let d = Decision {
             verdict: Verdict::Fail,
@@ -228,6 +231,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
+            part: crate::frame::Part::free(3),
         };
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
@@ -269,6 +273,7 @@ mod tests {
             camera: 0,
             captured_at: UNIX_EPOCH,
             captured_instant: std::time::Instant::now(),
+            part: crate::frame::Part::free(1),
         };
         let mut line = String::new();
         format_result(&mut line, None, &meta, &Decision::not_inspected(), None);

@@ -13,7 +13,7 @@ use super::results_file::{OutputError, ResultSink};
 use super::taps::ResultTaps;
 use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
 use crate::decision::{self, Decision, Reason};
-use crate::frame::{FailedStage, FrameMeta, FrameWork, StageMessage};
+use crate::frame::{FailedStage, FrameMeta, FrameWork, PartMiss, StageMessage};
 use crate::line::{Delivery, Line, ModelIds};
 use crate::service::Liveness;
 use crate::shadow::{LINE_WAIT, ShadowHandoff, ShadowVerdict};
@@ -151,10 +151,7 @@ impl OutputStage {
                 }
                 StageMessage::NotInspected { first, count } => {
                     for i in 0..count {
-                        let meta = FrameMeta {
-                            seq: first.seq + i,
-                            ..first
-                        };
+                        let meta = first.nth_of_run(i);
                         self.emit(
                             &mut line,
                             &mut pending,
@@ -173,6 +170,23 @@ impl OutputStage {
                         &mut pending,
                         &meta,
                         &Decision::error(),
+                        None,
+                        None,
+                    )?;
+                    written += 1;
+                }
+                StageMessage::PartMissed { meta, miss } => {
+                    let reason = match miss {
+                        PartMiss::NoFrame => Reason::NoFrame,
+                        PartMiss::Overrun => Reason::Overrun,
+                    };
+                    log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), part_id = meta.part.id, reason = reason.as_str();
+                        "part {} got no frame to judge: it fails {}", meta.part.id, reason.as_str());
+                    self.emit(
+                        &mut line,
+                        &mut pending,
+                        &meta,
+                        &Decision::failed(reason),
                         None,
                         None,
                     )?;
@@ -235,10 +249,11 @@ impl OutputStage {
         let name = camera.and_then(|c| c.name.as_deref());
         // The line first: it has a deadline, the file does not.
         let delivery = camera.and_then(|c| c.line.as_ref()).map(|l| {
-            let latency = latencies.map_or_else(
-                || meta.captured_instant.elapsed().as_secs_f64() * 1e3,
-                |l| l[3],
-            );
+            // Capture to verdict; a triggered part's from its trigger.
+            let latency = match (meta.part.trigger, latencies) {
+                (None, Some(l)) => l[3],
+                _ => meta.started_instant().elapsed().as_secs_f64() * 1e3,
+            };
             l.deliver(meta, d, latency, self.models.as_ref())
         });
         let late = delivery == Some(Delivery::Late);
@@ -298,6 +313,8 @@ impl OutputStage {
             log::debug!(target: "sealcheck::verdict", camera = name.unwrap_or_default(), seq = meta.seq, reason = d.reason.as_str(); "late result: the line got a late fail for this part");
         }
         match (d.reason, engine_failure) {
+            // A trigger's fail without a frame: no frame left the pipeline.
+            _ if !meta.part.framed => {}
             (Reason::Error, Some(stage)) => self.liveness.frame_failed_inspection(stage),
             (Reason::NotInspected | Reason::Error, _) => self.liveness.frame_finished_uninspected(),
             _ => self.liveness.frame_finished(),

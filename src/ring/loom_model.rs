@@ -34,6 +34,7 @@ fn frame(producer: &mut RingProducer<TestEnd>, seq: u64, policy: OverflowPolicy)
         camera: 0,
         captured_at: std::time::UNIX_EPOCH,
         captured_instant: Instant::now(),
+        part: crate::frame::Part::free(seq),
     };
     match producer.acquire_slot(policy) {
         Some(mut slot) => {
@@ -136,6 +137,7 @@ fn markers_are_counted_back_to_zero_whatever_the_interleaving() {
                 camera: 0,
                 captured_at: std::time::UNIX_EPOCH,
                 captured_instant: Instant::now(),
+                part: crate::frame::Part::free(seq),
             };
             producer.push(RingEvent::Failed {
                 meta: meta(0),

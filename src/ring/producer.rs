@@ -107,10 +107,7 @@ impl<End: StreamEnd> RingProducer<End> {
                 RingEvent::Failed { meta, .. } => observe(meta),
                 RingEvent::Dropped { meta, count } => {
                     for i in 0..*count {
-                        observe(&FrameMeta {
-                            seq: meta.seq + i,
-                            ..*meta
-                        });
+                        observe(&meta.nth_of_run(i));
                     }
                 }
                 RingEvent::End(_) => {}

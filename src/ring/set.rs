@@ -92,6 +92,13 @@ impl<End: StreamEnd> RingSet<End> {
     }
 
     /// Whether camera `camera`'s stream has ended.
+    /// Whether camera `camera`'s ring holds an event not yet popped.
+    pub fn is_waiting(&self, camera: CameraIndex) -> bool {
+        self.rings
+            .get(usize::from(camera))
+            .is_some_and(|ring| ring.queued() > 0)
+    }
+
     pub fn has_ended(&self, camera: CameraIndex) -> bool {
         self.ends
             .get(usize::from(camera))

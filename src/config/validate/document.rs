@@ -15,6 +15,7 @@ use super::inference::read_inference;
 use super::models::{fp16_model, read_classifier, read_segmentation};
 use super::mqtt::read_mqtt;
 use super::outputs::{read_archive, read_output, read_status};
+use super::parts::{read_modbus, read_trigger};
 use super::service::{read_logging, read_service};
 use super::shadow::read_shadow;
 use crate::config::error::ConfigError;
@@ -81,6 +82,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     let status = read_status(&root, "status");
     let archive = read_archive(&root, "archive", &files);
     let shadow = read_shadow(&root, "shadow", &files, inference.as_ref());
+    let trigger = read_trigger(&root.section("trigger"));
+    let modbus = read_modbus(&root, "modbus");
+    if let (Some(Some(_)), Some(t)) = (&modbus, &trigger)
+        && t.mode == crate::config::TriggerMode::Free
+    {
+        root.section("trigger").problem(
+            "mode",
+            "[modbus] takes triggers from a PLC: set [trigger] mode = \"plc\" (or remove [modbus])",
+        );
+    }
     let inference = inference.map(|mut inference| {
         if inference.max_batch == 0 {
             let cameras = cameras.as_ref().map_or(1, Vec::len);
@@ -128,7 +139,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
             && !matches!(mqtt, Some(None))
             && status.is_some()
             && archive.is_some()
-            && shadow.is_some() =>
+            && shadow.is_some()
+            && trigger.is_some()
+            && modbus.is_some() =>
         {
             Ok(Config {
                 path: path.to_path_buf(),
@@ -146,6 +159,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
                 status: status.flatten(),
                 archive: archive.flatten(),
                 shadow: shadow.flatten(),
+                trigger: trigger.unwrap_or_default(),
+                modbus: modbus.flatten(),
             })
         }
         _ => Err(invalid(problems.into_vec())),

@@ -6,7 +6,7 @@
 //! operator sees every problem of the file at once. The readers, by section:
 //! `cameras` (`[source]`, `[cameras.NAME]`), `decision`, `inference`,
 //! `models`, `evaluate`, `outputs` (`[output]`, `[status]`, `[archive]`),
-//! `service` (`[logging]`, `[service]`), `mqtt` (with `url` and `host`) and
+//! `service` (`[logging]`, `[service]`), `parts` (`[trigger]`, `[modbus]`), `mqtt` (with `url` and `host`) and
 //! `shadow`; `files` resolves paths.
 
 mod cameras;
@@ -19,6 +19,7 @@ mod inference;
 mod models;
 mod mqtt;
 mod outputs;
+mod parts;
 mod service;
 mod shadow;
 mod url;

@@ -210,6 +210,13 @@ impl Liveness {
         self.shared.failing_since.store(0, Ordering::Relaxed);
     }
 
+    /// A frame no trigger claimed (`[trigger] mode = "plc"`) went back to
+    /// capture unjudged: it leaves the pipeline, as it should.
+    pub fn frame_passed_over(&self) {
+        self.shared.finished.fetch_add(1, Ordering::Relaxed);
+        self.mark(Stage::Output);
+    }
+
     /// Output wrote a not_inspected or error result. The frame leaves the pipeline, but
     /// this is not progress: a pipeline that only produces these (inference hung under
     /// overflow=drop, every frame failing) is not doing its job, and a restart is the

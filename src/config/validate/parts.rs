@@ -1,0 +1,85 @@
+//! `[trigger]` (what a part is) and `[modbus]` (the PLC's server).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::config::parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
+use crate::config::raw::Section;
+
+/// `[trigger]`; absent = free running. `None`: a problem was recorded.
+pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
+    let mode = s
+        .choice("mode", &["free", "plc"], Some(0))
+        .map(|i| [TriggerMode::Free, TriggerMode::Plc][i]);
+    let delay_ms = s.int_in("delay_ms", 0..=10_000, Some(0));
+    let frame_wait_ms = s.int_in("frame_wait_ms", 1..=60_000, Some(DEFAULT_FRAME_WAIT_MS as i64));
+    let http = s.bool_or("http", false);
+    s.finish();
+    let mode = mode?;
+    if http && mode == TriggerMode::Free {
+        s.problem(
+            "http",
+            "an HTTP trigger needs mode = \"plc\" (in \"free\" mode every frame is a part already)",
+        );
+        return None;
+    }
+    Some(TriggerConfig {
+        mode,
+        delay: Duration::from_millis(delay_ms? as u64),
+        frame_wait: Duration::from_millis(frame_wait_ms? as u64),
+        http,
+    })
+}
+
+/// `[modbus]`, absent = off: `Some(None)`; a problem: `None`.
+pub(super) fn read_modbus(root: &Section, key: &str) -> Option<Option<ModbusConfig>> {
+    if !root.has(key) {
+        root.section(key);
+        return Some(None);
+    }
+    let s = root.section(key);
+    let listen = s.str_or("listen", ModbusConfig::DEFAULT_LISTEN);
+    let buffer = s.int_in("buffer", 1..=64, Some(8));
+    let handshake = s.bool_or("handshake", true);
+    let allow = s.str_list("allow", "client IP addresses, e.g. [\"192.168.0.10\"]");
+    let max_connections = s.int_in("max_connections", 1..=64, Some(4));
+    let idle_timeout_s = s.int_in("idle_timeout_s", 1..=86_400, Some(60));
+    s.finish();
+    let listen = match listen.parse::<std::net::SocketAddr>() {
+        Ok(listen) => Some(listen),
+        Err(_) => {
+            s.problem(
+                "listen",
+                format!(
+                    "\"{listen}\" is not an address and port; use e.g. \"127.0.0.1:5020\" \
+                     (port 502 needs CAP_NET_BIND_SERVICE: docs/INTEGRATION.md)"
+                ),
+            );
+            None
+        }
+    };
+    let allow = allow.and_then(|list| {
+        let mut parsed = Vec::with_capacity(list.len());
+        for text in list {
+            match text.parse::<IpAddr>() {
+                Ok(ip) => parsed.push(ip),
+                Err(_) => {
+                    s.problem(
+                        "allow",
+                        format!("\"{text}\" is not an IP address; list the PLCs' addresses, e.g. \"192.168.0.10\""),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(parsed)
+    });
+    Some(Some(ModbusConfig {
+        listen: listen?,
+        buffer: buffer? as usize,
+        handshake,
+        allow: allow?,
+        max_connections: max_connections? as usize,
+        idle_timeout: Duration::from_secs(idle_timeout_s? as u64),
+    }))
+}

@@ -1,0 +1,232 @@
+//! `PartRings`: the cameras' rings as the frame path reads them, parts
+//! made. In `free` mode every event passes as it is (a frame is a part).
+//! In `plc` mode each frame is paired with its camera's waiting triggers
+//! (`matcher`): a claimed frame goes on carrying its part, a frame no
+//! trigger claims goes straight back to capture (counted), and a trigger
+//! without a frame becomes a `PartMissed` marker in its place, so every
+//! accepted trigger gets exactly one result, in trigger order.
+//!
+//! ```text
+//! capture ─ring─▶ RingSet::pop ─▶ PartRings::pop ─▶ Popped::Frame (part set) ─▶ preprocess / device batcher
+//!                                      │  └────────▶ Popped::Marker(PartMissed { no_frame | overrun })
+//!                                      └─ unclaimed: recycle + count
+//! TriggerDesk (Modbus, HTTP) ─waiting triggers─┘
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::desk::{Pending, TriggerDesk};
+use super::matcher::{claim, expire, next_expiry};
+use crate::capture::{CameraRings, EndOfStream};
+use crate::frame::{CameraIndex, FrameMeta, FrameSlot, PartMiss, StageMessage};
+use crate::ring::{Popped, RingEvent};
+use crate::service::Liveness;
+
+/// Longest the frame path waits for a frame while triggers may come: a new
+/// trigger's `no_frame` clock is looked at within this (the desk does not
+/// wake the frame path).
+const TRIGGER_LOOK: Duration = Duration::from_millis(10);
+
+/// The rings, with each camera's triggers in `plc` mode.
+pub struct PartRings {
+    rings: CameraRings,
+    triggers: Option<Triggers>,
+    /// Events made and not yet handed out, in order.
+    ready: VecDeque<Popped<EndOfStream>>,
+}
+
+struct Triggers {
+    /// By camera index.
+    desks: Vec<Arc<TriggerDesk>>,
+    frame_wait: Duration,
+    liveness: Liveness,
+}
+
+impl PartRings {
+    /// Every frame a part (`[trigger] mode = "free"`).
+    pub fn free(rings: CameraRings) -> PartRings {
+        PartRings {
+            rings,
+            triggers: None,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Parts are triggers (`plc`): `desks[i]` is camera `i`'s.
+    pub fn triggered(
+        rings: CameraRings,
+        desks: Vec<Arc<TriggerDesk>>,
+        frame_wait: Duration,
+        liveness: Liveness,
+    ) -> PartRings {
+        assert_eq!(desks.len(), rings.cameras(), "one trigger desk per camera");
+        PartRings {
+            rings,
+            triggers: Some(Triggers {
+                desks,
+                frame_wait,
+                liveness,
+            }),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Gives a frame's slot back to its camera's capture.
+    pub fn recycle(&mut self, slot: Box<FrameSlot>) {
+        self.rings.recycle(slot);
+    }
+
+    /// The next frame (its part set), marker or end, waiting up to
+    /// `timeout`; `None` when nothing came. In `plc` mode, triggers whose
+    /// wait ended come out as `PartMissed` markers when they are due.
+    pub fn pop(&mut self, timeout: Duration) -> Option<Popped<EndOfStream>> {
+        let Some(triggers) = &self.triggers else {
+            return self.rings.pop(timeout).map(RingEvent::popped);
+        };
+        let frame_wait = triggers.frame_wait;
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            let now = Instant::now();
+            self.expire_waiting(now);
+            if !self.ready.is_empty() {
+                continue;
+            }
+            let next_due = self
+                .triggers
+                .iter()
+                .flat_map(|t| &t.desks)
+                .filter_map(|desk| next_expiry(&desk.waiting().queue, frame_wait))
+                .min();
+            let wait = until
+                .saturating_duration_since(now)
+                .min(TRIGGER_LOOK)
+                .min(next_due.map_or(Duration::MAX, |due| due.saturating_duration_since(now)));
+            match self.rings.pop(wait) {
+                Some(event) => self.take(event),
+                None if Instant::now() >= until => return None,
+                None => {}
+            }
+        }
+    }
+
+    /// Fails `no_frame` every trigger whose wait ended while no frame of
+    /// its camera waits in the ring (or its camera has ended).
+    fn expire_waiting(&mut self, now: Instant) {
+        let Some(triggers) = &self.triggers else {
+            return;
+        };
+        for (camera, desk) in triggers.desks.iter().enumerate() {
+            let camera = camera as CameraIndex;
+            let ended = self.rings.has_ended(camera);
+            if !ended && self.rings.is_waiting(camera) {
+                continue;
+            }
+            let gone = {
+                let mut waiting = desk.waiting();
+                if ended {
+                    waiting.queue.drain(..).collect()
+                } else {
+                    expire(&mut waiting.queue, now, triggers.frame_wait)
+                }
+            };
+            for pending in gone {
+                self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+            }
+        }
+    }
+
+    /// One ring event, paired with its camera's triggers.
+    fn take(&mut self, event: RingEvent<EndOfStream>) {
+        let Some(triggers) = &self.triggers else {
+            self.ready.push_back(event.popped());
+            return;
+        };
+        let (camera, captured) = match &event {
+            RingEvent::Frame(slot) => (slot.meta.camera, slot.meta.captured_instant),
+            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => {
+                (meta.camera, meta.captured_instant)
+            }
+            RingEvent::End(_) => {
+                // Every camera ended: whatever still waits gets no frame.
+                self.expire_waiting(Instant::now());
+                self.ready.push_back(event.popped());
+                return;
+            }
+        };
+        let Some(desk) = triggers.desks.get(usize::from(camera)) else {
+            self.ready.push_back(event.popped());
+            return;
+        };
+        let claim = claim(&mut desk.waiting().queue, captured, triggers.frame_wait);
+        for pending in claim.no_frame {
+            self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+        }
+        match (event, claim.claimed_by) {
+            (RingEvent::Frame(mut slot), Some(by)) => {
+                slot.meta.part = by.part;
+                self.ready.push_back(Popped::Frame(slot));
+            }
+            (RingEvent::Frame(slot), None) => {
+                desk.passed_over.fetch_add(1, Ordering::Relaxed);
+                triggers.liveness.frame_passed_over();
+                self.rings.recycle(slot);
+            }
+            // A dropped run or a failed copy: only a claimed frame's part
+            // gets its result (not_inspected, error); the rest are passed over.
+            (RingEvent::Dropped { meta, count }, Some(by)) => {
+                let first = FrameMeta {
+                    part: by.part,
+                    ..meta
+                };
+                self.ready.push_back(Popped::Marker(StageMessage::NotInspected {
+                    first,
+                    count: 1,
+                }));
+                self.pass_over(camera, count - 1);
+            }
+            (RingEvent::Failed { meta, message }, Some(by)) => {
+                let meta = FrameMeta {
+                    part: by.part,
+                    ..meta
+                };
+                self.ready
+                    .push_back(Popped::Marker(StageMessage::CaptureFailed { meta, message }));
+            }
+            (RingEvent::Dropped { count, .. }, None) => self.pass_over(camera, count),
+            (RingEvent::Failed { .. }, None) => self.pass_over(camera, 1),
+            (RingEvent::End(_), _) => unreachable!("the end returned above"),
+        }
+        let Some(triggers) = &self.triggers else {
+            return;
+        };
+        let desk = &triggers.desks[usize::from(camera)];
+        for pending in claim.overrun {
+            self.ready.push_back(missed(desk, pending, PartMiss::Overrun));
+        }
+    }
+
+    fn pass_over(&mut self, camera: CameraIndex, frames: u64) {
+        if let Some(triggers) = &self.triggers {
+            triggers.desks[usize::from(camera)]
+                .passed_over
+                .fetch_add(frames, Ordering::Relaxed);
+            for _ in 0..frames {
+                triggers.liveness.frame_passed_over();
+            }
+        }
+    }
+}
+
+/// The marker that stands for a trigger no frame was judged for.
+fn missed(desk: &TriggerDesk, pending: Pending, miss: PartMiss) -> Popped<EndOfStream> {
+    Popped::Marker(StageMessage::PartMissed {
+        meta: desk.part_meta(pending.part, pending.trigger()),
+        miss,
+    })
+}
