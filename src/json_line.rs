@@ -86,6 +86,14 @@ pub fn three_decimals<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok
     fixed_decimals(Some(*value), 3, serializer)
 }
 
+/// `serialize_with` for milliseconds that may be absent: 3 fixed decimals or `null`.
+pub fn three_decimals_or_null<S: Serializer>(
+    value: &Option<f64>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    fixed_decimals(*value, 3, serializer)
+}
+
 fn fixed_decimals<S: Serializer>(
     value: Option<f64>,
     decimals: usize,

@@ -38,7 +38,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use crate::frame::{FrameSlot, FrameWork, StageMessage};
-use crate::ring::{Popped, RingEvent, RingSet, StreamEnd};
+use crate::capture::EndOfStream;
+use crate::ring::Popped;
+use crate::trigger::PartRings;
 
 /// Longest the batcher waits for a batch's first frame before it asks the
 /// path what to do meanwhile (`BatchPath::idle`), unless the path says
@@ -212,13 +214,14 @@ pub enum NotAFrame<End> {
 }
 
 /// The device thread's source: every camera's ring, read fairly
-/// (`RingSet`); the set's end comes once every camera ended.
-impl<End: StreamEnd> FrameSource for RingSet<End> {
+/// (`ring::RingSet`), with parts made (`trigger::PartRings`); the end comes
+/// once every camera ended.
+impl FrameSource for PartRings {
     type Frame = Box<FrameSlot>;
-    type Other = NotAFrame<End>;
+    type Other = NotAFrame<EndOfStream>;
 
-    fn next(&mut self, wait: Duration) -> Next<Box<FrameSlot>, NotAFrame<End>> {
-        match self.pop(wait).map(RingEvent::popped) {
+    fn next(&mut self, wait: Duration) -> Next<Box<FrameSlot>, NotAFrame<EndOfStream>> {
+        match self.pop(wait) {
             Some(Popped::Frame(slot)) => Next::Frame(slot),
             Some(Popped::Marker(message)) => Next::Other(NotAFrame::Marker(message)),
             Some(Popped::End(end)) => Next::Other(NotAFrame::End(end)),

@@ -53,7 +53,8 @@ use super::backend::BackendKind;
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use super::batcher::{BatchPath, Batcher, IDLE_WAIT, NotAFrame, warm_up_sizes};
 use super::warm_up::{WarmUpFrame, WarmUpSize};
-use crate::capture::{CameraRings, EndOfStream};
+use crate::capture::EndOfStream;
+use crate::trigger::PartRings;
 use crate::config::Config;
 use crate::frame::{
     FailedStage, FrameSlot, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry,
@@ -152,7 +153,7 @@ pub struct DeviceStartFailed {
 
 /// The device thread's channels.
 pub struct DeviceStage {
-    pub input: CameraRings,
+    pub input: PartRings,
     pub output: Sender<StageMessage>,
     /// Work records back from the output stage (backpressure, as in preprocess).
     pub free_work: Receiver<Box<FrameWork>>,
@@ -316,7 +317,7 @@ struct DeviceBatches<'p> {
     pixel_demand: Arc<PixelDemand>,
 }
 
-impl BatchPath<CameraRings> for DeviceBatches<'_> {
+impl BatchPath<PartRings> for DeviceBatches<'_> {
     type End = EndOfStream;
 
     fn capacity(&self) -> usize {
@@ -359,7 +360,7 @@ impl BatchPath<CameraRings> for DeviceBatches<'_> {
 
     /// Stages `slot`'s frame as the next of the batch being built (its work
     /// record joins `on_gpu`) and gives the slot back to capture.
-    fn add(&mut self, rings: &mut CameraRings, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
+    fn add(&mut self, rings: &mut PartRings, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
         let mut work = match self.free_work.try_recv() {
             Ok(work) => work,
             Err(_) => {
@@ -834,7 +835,7 @@ mod tests {
         let (out_tx, out_rx) = bounded(16);
         let (swap_tx, swap_rx) = bounded(1);
         let stage = DeviceStage {
-            input: crate::capture::CameraRings::new(vec![consumer]),
+            input: PartRings::free(crate::capture::CameraRings::new(vec![consumer])),
             output: out_tx,
             free_work: free_rx,
             liveness: crate::service::Liveness::new(),
@@ -876,6 +877,7 @@ mod tests {
                 StageMessage::NotInspected { first, count } => seen.push((first.seq, count, true)),
                 StageMessage::End => return seen,
                 StageMessage::CaptureFailed { .. } => panic!("no capture failure was sent"),
+                StageMessage::PartMissed { .. } => panic!("no trigger was sent"),
             }
         }
     }

@@ -59,7 +59,19 @@ pub struct ResultLine<'a> {
     /// With `[cameras.NAME]`: the camera (its `seq` counts on its own).
     #[serde(skip_serializing_if = "Option::is_none")]
     camera: Option<&'a str>,
-    seq: u64,
+    /// The judged frame; `null` for a triggered part no frame was judged
+    /// for (`no_frame`, `overrun`).
+    seq: Option<u64>,
+    /// `[trigger] mode = "plc"`: the part's id as the PLC named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    part_id: Option<u64>,
+    /// `plc`: when the trigger came.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_line::rfc3339_or_null"
+    )]
+    triggered: Option<SystemTime>,
+    /// The frame's capture time (a part without a frame: its trigger's).
     #[serde(serialize_with = "json_line::rfc3339")]
     ts: SystemTime,
     verdict: &'static str,
@@ -70,13 +82,19 @@ pub struct ResultLine<'a> {
     seal_area: Option<f64>,
     /// `null` for a frame no stage timed (not inspected, not captured).
     latency_ms: Option<LatencyMs>,
+    /// `plc`: from the trigger to the frame's capture and to the verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trigger_ms: Option<TriggerMs>,
 }
 
 impl ResultLine<'_> {
     pub fn new(meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) -> Self {
+        let trigger = meta.part.trigger;
         ResultLine {
             camera: None,
-            seq: meta.seq,
+            seq: meta.part.framed.then_some(meta.seq),
+            part_id: trigger.map(|_| meta.part.id),
+            triggered: trigger.map(|t| t.at),
             ts: meta.captured_at,
             verdict: decision.verdict.as_str(),
             reason: decision.reason.as_str(),
@@ -88,8 +106,31 @@ impl ResultLine<'_> {
                 classify,
                 total,
             }),
+            trigger_ms: trigger.map(|t| TriggerMs {
+                frame: meta
+                    .part
+                    .framed
+                    .then(|| ms_between(t.instant, meta.captured_instant)),
+                verdict: t.instant.elapsed().as_secs_f64() * 1e3,
+            }),
         }
     }
+}
+
+fn ms_between(from: std::time::Instant, to: std::time::Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64() * 1e3
+}
+
+/// A triggered part's times, from its trigger.
+#[derive(Serialize)]
+struct TriggerMs {
+    /// To the capture of its frame (`delay_ms` plus the wait for the
+    /// next frame); `null` without a frame.
+    #[serde(serialize_with = "json_line::three_decimals_or_null")]
+    frame: Option<f64>,
+    /// To the verdict (as the result line is made).
+    #[serde(serialize_with = "json_line::three_decimals")]
+    verdict: f64,
 }
 
 #[derive(Serialize)]

@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::error::PipelineError;
-use crate::capture::{CameraRings, EndOfStream};
+use crate::capture::EndOfStream;
+use crate::trigger::PartRings;
 use crate::config::Config;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer;
@@ -46,7 +47,7 @@ pub(super) enum FramePath {
     },
     /// Preprocess and infer threads, to be started once the output stage runs.
     Host {
-        consumer: CameraRings,
+        consumer: PartRings,
         free_rx: Receiver<Box<FrameWork>>,
         backend: Box<dyn infer::InferenceBackend>,
         frame_preprocessor: FramePreprocessor,
@@ -59,7 +60,7 @@ pub(super) enum FramePath {
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 pub(super) fn open_frame_path(
     config: &Config,
-    consumer: CameraRings,
+    consumer: PartRings,
     free_rx: Receiver<Box<FrameWork>>,
     to_output: crossbeam_channel::Sender<StageMessage>,
     (liveness, models, pixel_demand, batch_counts): (

@@ -35,11 +35,17 @@
 //! OutputStage ──ShadowHandoff (try, 2 records)──▶ shadow thread ──verdict──▶ OutputStage (line written)
 //! ```
 //!
+//! In `[trigger] mode = "plc"` a part is a PLC's trigger (`trigger`): each
+//! camera's `TriggerDesk` takes triggers (Modbus, HTTP) and starts each
+//! part's deadline clock; the stage that reads the rings reads them through
+//! `trigger::PartRings`, which pairs frames with triggers before anything
+//! is preprocessed.
+//!
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 //!
 //! The files, by job: `run` drives a run (set-up, signals, the end);
 //! `stages` starts the stages in order and `frame_path` chooses and opens
-//! the one that reads the rings; `sources` runs every camera's source;
+//! the one that reads the rings; `sources` runs every camera's source; `parts` makes the trigger desks;
 //! `reload` applies a reloaded config; `status_text` is STATUS=, `run_info`
 //! what the page says of the run, `summary` what it did; `context` is what
 //! a run is given, `error` what stops it.
@@ -47,6 +53,7 @@
 mod context;
 mod error;
 mod frame_path;
+mod parts;
 mod reload;
 mod run;
 mod run_info;

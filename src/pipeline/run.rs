@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Sender, bounded, select};
 
 use super::context::RunContext;
+use super::parts;
 use super::error::PipelineError;
 use super::reload::reload;
 use super::run_info::run_info;
@@ -65,6 +66,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         .mqtt
         .as_ref()
         .map(|m| MqttLine::start(m, (*models).clone(), context.measure_from_seq));
+    // `plc` mode: each camera's triggers (the frame path pairs them with frames).
+    let desks = parts::trigger_desks(&config);
     let (line_stats, lines) = camera_lines(&config, mqtt.as_ref());
     let telemetry = LineTelemetry {
         line: Arc::clone(&line_stats),
@@ -77,13 +80,17 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (&stats, &results, &shadow_agreement),
         &liveness,
         reload_rx,
-        (&lines, &models),
+        (&lines, &models, &desks),
         (status_feed, &report),
         Arc::clone(&pixel_demand),
     )?;
     report.set_info(run_info(&config, &models, &engine.name));
+    for (desk, probe) in desks.iter().zip(stages.capture.camera_streaming_probes()) {
+        desk.set_streaming_probe(probe);
+    }
     let run_started = Instant::now();
     announce_running(&config, &context, &report, &stages, &telemetry);
+    parts::set_ready(&desks, true);
     let watchdog = start_watchdog(
         &config,
         &context,
@@ -109,6 +116,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     );
     // Test-only (feature `fault-injection`); a no-op otherwise.
     crate::fault::maybe_hang_after_stop(stopped_by_signal);
+    // No trigger is taken once stopping: a refused trigger is owed nothing.
+    parts::set_ready(&desks, false);
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }

@@ -189,6 +189,23 @@ impl StationSources {
         Box::new(move || probes.iter().any(|probe| probe()))
     }
 
+    /// Each camera's own "streaming?" probe, in camera order (a trigger
+    /// desk's `Online`).
+    pub(super) fn camera_streaming_probes(&self) -> Vec<Box<dyn Fn() -> bool + Send + Sync>> {
+        self.cameras
+            .iter()
+            .map(|camera| -> Box<dyn Fn() -> bool + Send + Sync> {
+                match &camera.source {
+                    FrameSource::Capture(c) => {
+                        let probe = c.health_probe();
+                        Box::new(move || probe.is_streaming())
+                    }
+                    FrameSource::Replay(_) => Box::new(|| true),
+                }
+            })
+            .collect()
+    }
+
     pub(super) fn shutdown(self) {
         for camera in self.cameras {
             match camera.source {

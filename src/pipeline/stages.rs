@@ -30,6 +30,7 @@ use crate::ring;
 use crate::service::Liveness;
 use crate::shadow::{self, ShadowAgreement, ShadowControl};
 use crate::stats::{ResultCounters, RunStats};
+use crate::trigger::{PartRings, TriggerDesk};
 use crate::status::{OperatorTaps, RunReport, StatusFeed};
 
 /// The started stages of one run.
@@ -100,11 +101,22 @@ pub(super) fn start_stages(
     ),
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
-    (lines, models): (&[Arc<Line>], &Arc<ModelIds>),
+    (lines, models, desks): (&[Arc<Line>], &Arc<ModelIds>, &[Arc<TriggerDesk>]),
     (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
-    let (producers, consumer, deadlines) = camera_rings(config, lines)?;
+    let (producers, rings, deadlines) = camera_rings(config, lines, desks)?;
+    // In `plc` mode the frame path reads parts: frames claimed by triggers.
+    let consumer = if desks.is_empty() {
+        PartRings::free(rings)
+    } else {
+        PartRings::triggered(
+            rings,
+            desks.to_vec(),
+            config.trigger.frame_wait,
+            liveness.clone(),
+        )
+    };
     // Room for the most work records a run may make (see `work_records`
     // below, decided once the engine tells how it batches).
     let most_records = work_records(config.inference.max_batch);
@@ -266,10 +278,12 @@ pub(super) fn start_stages(
 
 /// One ring per camera, each with its own pool and drop policy; one
 /// reader takes from all of them (`ring::RingSet`). Each camera's deadline
-/// thread starts here too, fed by its ring's producer.
+/// thread starts here too, fed by its ring's producer, or in `plc` mode
+/// (`desks` not empty) by its trigger desk as it accepts each trigger.
 fn camera_rings(
     config: &Config,
     lines: &[Arc<Line>],
+    desks: &[Arc<TriggerDesk>],
 ) -> Result<(Vec<RingProducer>, CameraRings, Vec<DeadlineThread>), PipelineError> {
     let mut producers = Vec::with_capacity(config.cameras.len());
     let mut consumers = Vec::with_capacity(config.cameras.len());
@@ -277,10 +291,14 @@ fn camera_rings(
     for (index, (camera, line)) in config.cameras.iter().zip(lines).enumerate() {
         let (producer, consumer) = ring::frame_ring(camera.source.pool_size);
         let mut producer = producer.for_camera(index as CameraIndex);
-        // Each part's deadline clock starts as capture hands the frame on.
         let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
             .map_err(|e| PipelineError::Spawn("deadline", e))?;
-        producer.on_delivery(move |meta| deadline_feed.delivered(meta));
+        match desks.get(index) {
+            // Each part's deadline clock starts at its trigger.
+            Some(desk) => desk.set_deadline_feed(deadline_feed),
+            // Each part's deadline clock starts as capture hands the frame on.
+            None => producer.on_delivery(move |meta| deadline_feed.delivered(meta)),
+        }
         producers.push(producer);
         consumers.push(consumer);
         deadlines.push(deadline);

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::device::FramePreprocessor;
-use crate::capture::{CameraRings, EndOfStream};
+use crate::capture::EndOfStream;
+use crate::trigger::PartRings;
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 use crate::ring::Popped;
 
@@ -29,7 +30,7 @@ pub fn preprocess_frame(
 }
 
 pub struct PreprocessStage {
-    pub input: CameraRings,
+    pub input: PartRings,
     pub output: Sender<StageMessage>,
     /// Work records come back here from the output stage; waiting on this is
     /// the backpressure that keeps at most `pool` frames in flight.
@@ -47,7 +48,7 @@ impl PreprocessStage {
             let Some(event) = self.input.pop(Duration::from_millis(200)) else {
                 continue;
             };
-            let message = match event.popped() {
+            let message = match event {
                 Popped::Frame(slot) => {
                     let Ok(mut work) = self.free_work.recv() else {
                         // The output stage is gone: nothing downstream can take more frames.

@@ -12,11 +12,14 @@ use crate::model_id::ModelIds;
 /// Formats `v` into `out` (cleared first), in its capacity.
 pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
     let d = &v.decision;
+    let trigger = v.part.trigger;
     let message = VerdictMessage {
-        seq: v.seq,
-        part: v.seq,
+        seq: v.part.framed.then_some(v.seq),
+        part: v.part.id,
+        part_id: trigger.map(|_| v.part.id),
         camera: v.camera.as_deref(),
         ts: v.captured_at,
+        triggered: trigger.map(|t| t.at),
         verdict: d.verdict.as_str(),
         reason: d.reason.as_str(),
         evaluation: d.reason.evaluation().as_str(),
@@ -33,14 +36,25 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
 /// The message's fields in the schema's order.
 #[derive(Serialize)]
 struct VerdictMessage<'a> {
-    seq: u64,
+    /// The judged frame; `null` for a triggered part without one.
+    seq: Option<u64>,
+    /// The part's id: `seq` in `free` mode, the PLC's id in `plc` mode.
     part: u64,
+    /// `plc` mode: the PLC's id again, under the name every output uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    part_id: Option<u64>,
     /// With `[cameras.NAME]`: whose part (the topic says it too, for a
     /// subscriber of `<topic>/+/verdict`).
     #[serde(skip_serializing_if = "Option::is_none")]
     camera: Option<&'a str>,
     #[serde(serialize_with = "json_line::rfc3339")]
     ts: SystemTime,
+    /// `plc` mode: when the trigger came (the deadline counts from it).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "json_line::rfc3339_or_null"
+    )]
+    triggered: Option<SystemTime>,
     verdict: &'static str,
     reason: &'static str,
     evaluation: &'static str,
@@ -71,6 +85,7 @@ mod tests {
         meta.captured_at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         let v = LineVerdict {
             seq: 41,
+            part: meta.part,
             captured_at: meta.captured_at,
             captured_instant: meta.captured_instant,
             decision: Decision::late(),
@@ -110,6 +125,7 @@ mod tests {
         };
         let late = LineVerdict {
             seq: 41,
+            part: meta.part,
             captured_at: meta.captured_at,
             captured_instant: meta.captured_instant,
             decision: Decision::late(),

@@ -11,6 +11,7 @@ pub(super) fn verdict(seq: u64, deadline_ms: Option<u64>) -> LineVerdict {
     let meta = FrameMeta::now(seq);
     LineVerdict {
         seq,
+        part: meta.part,
         captured_at: meta.captured_at,
         captured_instant: meta.captured_instant,
         decision: Decision::error(),
