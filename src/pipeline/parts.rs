@@ -1,12 +1,15 @@
 //! Parts in `[trigger] mode = "plc"`: each camera's trigger desk, made
 //! before the stages (the frame path reads their triggers), told when the
-//! station is online, and handed to what takes triggers (Modbus, HTTP).
+//! station is online, and handed to what takes triggers (Modbus, HTTP),
+//! with each camera's verdicts for the HTTP trigger's answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::{Config, TriggerMode};
 use crate::frame::CameraIndex;
-use crate::trigger::TriggerDesk;
+use crate::status::{Telemetry, TriggerApi};
+use crate::trigger::{PartWaiters, TriggerDesk};
 
 /// One desk per camera in `plc` mode, in camera order; none in `free` mode.
 pub(super) fn trigger_desks(config: &Config) -> Vec<Arc<TriggerDesk>> {
@@ -23,4 +26,48 @@ pub(super) fn set_ready(desks: &[Arc<TriggerDesk>], ready: bool) {
     for desk in desks {
         desk.set_ready(ready);
     }
+}
+
+/// `[trigger] http = true`: each camera's verdicts for `POST /api/trigger`
+/// (a line output each, beside MQTT and Modbus); none otherwise.
+pub(super) fn http_waiters(config: &Config, desks: &[Arc<TriggerDesk>]) -> Vec<Arc<PartWaiters>> {
+    if !config.trigger.http || desks.is_empty() {
+        return Vec::new();
+    }
+    desks.iter().map(|_| Arc::new(PartWaiters::default())).collect()
+}
+
+/// Hands the HTTP trigger its desks and waiters (when it is on and the
+/// status server runs).
+pub(super) fn serve_http_trigger(
+    config: &Config,
+    telemetry: Option<&Arc<Telemetry>>,
+    desks: &[Arc<TriggerDesk>],
+    waiters: &[Arc<PartWaiters>],
+) {
+    let Some(telemetry) = telemetry else {
+        if !waiters.is_empty() {
+            log::warn!(target: "sealcheck::pipeline", "[trigger] http = true needs [status] (the HTTP server): POST /api/trigger is off");
+        }
+        return;
+    };
+    if waiters.is_empty() {
+        return;
+    }
+    // The result comes by the deadline, or a frame wait after the moment;
+    // the HTTP server ends any request after 10 s.
+    let wait = (config.trigger.delay
+        + config.trigger.frame_wait
+        + config.decision.deadline.unwrap_or(Duration::from_secs(2))
+        + Duration::from_secs(2))
+    .min(Duration::from_secs(9));
+    telemetry.set_triggers(TriggerApi {
+        cameras: config
+            .cameras
+            .iter()
+            .zip(desks.iter().zip(waiters))
+            .map(|(camera, (desk, w))| (camera.name.clone(), Arc::clone(desk), Arc::clone(w)))
+            .collect(),
+        wait,
+    });
 }

@@ -68,7 +68,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         .map(|m| MqttLine::start(m, (*models).clone(), context.measure_from_seq));
     // `plc` mode: each camera's triggers (the frame path pairs them with frames).
     let desks = parts::trigger_desks(&config);
-    let (line_stats, lines) = camera_lines(&config, mqtt.as_ref());
+    let waiters = parts::http_waiters(&config, &desks);
+    let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &waiters);
+    parts::serve_http_trigger(&config, operators.as_ref(), &desks, &waiters);
     let telemetry = LineTelemetry {
         line: Arc::clone(&line_stats),
         mqtt: mqtt.as_ref().map(MqttLine::stats),
@@ -188,15 +190,27 @@ fn operator_telemetry(
     })
 }
 
-/// One line per camera (its own part numbers and deadline), counted together.
-fn camera_lines(config: &Config, mqtt: Option<&MqttLine>) -> (Arc<LineStats>, Vec<Arc<Line>>) {
+/// One line per camera (its own part numbers and deadline), counted
+/// together; its outputs are MQTT's and, with the HTTP trigger, the
+/// camera's `waiters`.
+fn camera_lines(
+    config: &Config,
+    mqtt: Option<&MqttLine>,
+    waiters: &[Arc<crate::trigger::PartWaiters>],
+) -> (Arc<LineStats>, Vec<Arc<Line>>) {
     let line_stats = Arc::new(LineStats::default());
     let lines: Vec<Arc<Line>> = config
         .cameras
         .iter()
-        .map(|camera| {
+        .enumerate()
+        .map(|(index, camera)| {
+            let mut outputs: Vec<Arc<dyn crate::line::LineOutput>> =
+                mqtt.iter().map(|m| m.output()).collect();
+            if let Some(w) = waiters.get(index) {
+                outputs.push(Arc::clone(w) as Arc<dyn crate::line::LineOutput>);
+            }
             Arc::new(Line::of_camera(
-                mqtt.iter().map(|m| m.output()).collect(),
+                outputs,
                 camera.decision.deadline,
                 camera.name.as_deref().map(Arc::from),
                 Arc::clone(&line_stats),

@@ -20,7 +20,8 @@
 //! Nothing here is on the frame path: the output thread touches atomics and,
 //! a few times a second, a `try_lock` that never waits; encoding, JSON and
 //! sockets happen on the HTTP and archive threads. No endpoint changes the
-//! service.
+//! service; one takes triggers when asked to (`POST /api/trigger`, only
+//! with `[trigger] http = true`: `trigger_api`).
 
 mod board;
 mod camera_tally;
@@ -34,6 +35,7 @@ mod run_report;
 mod serve;
 mod taps;
 mod telemetry;
+mod trigger_api;
 
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
 pub use camera_tally::{CameraTally, MinuteBucket, TREND_MINUTES};
@@ -45,3 +47,4 @@ pub use metrics::LineMetrics;
 pub use run_report::{RunFacts, RunInfo, RunReport, RunState};
 pub use taps::{NoStatus, OperatorTaps, ServerFeed, StatusFeed};
 pub use telemetry::Telemetry;
+pub use trigger_api::TriggerApi;

@@ -33,6 +33,8 @@ pub struct Telemetry {
     /// The archive settings in force (reloads change them).
     archive: Mutex<Option<ArchiveConfig>>,
     started: Instant,
+    /// `POST /api/trigger`, when `[trigger] http = true`.
+    triggers: std::sync::OnceLock<super::TriggerApi>,
 }
 
 struct FactsReader {
@@ -78,12 +80,22 @@ impl Telemetry {
             stall_timeout,
             supervised,
             archive: Mutex::new(archive),
+            triggers: std::sync::OnceLock::new(),
             started: Instant::now(),
         })
     }
 
     /// The latest facts; `build_info` and `model_info` in `metrics` follow
     /// them before this returns, so a scrape after a swap names the new models.
+    /// Turns `POST /api/trigger` on (once, at start).
+    pub fn set_triggers(&self, api: super::TriggerApi) {
+        let _ = self.triggers.set(api);
+    }
+
+    pub fn triggers(&self) -> Option<&super::TriggerApi> {
+        self.triggers.get()
+    }
+
     pub fn facts(&self) -> RunFacts {
         let mut reader = self.facts.lock().unwrap_or_else(|p| p.into_inner());
         let facts = reader.facts.borrow_and_update().clone();

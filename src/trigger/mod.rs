@@ -13,12 +13,15 @@
 //! ```
 //!
 //! The files: `desk` (`TriggerDesk`, `Refused`, `Pending`), `matcher` (the
-//! pairing rule, pure), `rings` (`PartRings`, the frame path's source).
+//! pairing rule, pure), `rings` (`PartRings`, the frame path's source),
+//! `waiters` (`PartWaiters`: a part's verdict for the HTTP trigger).
 
 mod desk;
 mod matcher;
 mod rings;
+mod waiters;
 
 pub use desk::{BACKLOG, Pending, Refused, TriggerDesk};
 pub use matcher::CAPTURE_GRACE;
 pub use rings::PartRings;
+pub use waiters::{PartWaiters, verdict_of};
