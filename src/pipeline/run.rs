@@ -91,7 +91,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         desk.set_streaming_probe(probe);
     }
     let run_started = Instant::now();
-    announce_running(&config, &context, &report, &stages, &telemetry);
+    announce_running(&config, &context, &report, &stages, &telemetry, &desks);
     parts::set_ready(&desks, true);
     let watchdog = start_watchdog(
         &config,
@@ -227,6 +227,7 @@ fn announce_running(
     report: &RunReport,
     stages: &Stages,
     telemetry: &LineTelemetry,
+    desks: &[Arc<crate::trigger::TriggerDesk>],
 ) {
     context.notifier.ready();
     report.set_external(crate::status::ExternalStats {
@@ -235,6 +236,7 @@ fn announce_running(
         source: stages.capture.first_status(),
         cameras: stages.capture.camera_sources(),
         results_file: Some(stages.results_file.clone()),
+        triggers: desks.to_vec(),
     });
     report.set_state(RunState::Running);
     log::info!(target: "sealcheck::pipeline", source = config.first_source().kind.name(), cameras = config.cameras.len(), results = config.output.results.display().to_string().as_str(); "pipeline running");

@@ -31,6 +31,8 @@ const REASONS: usize = Reason::ALL.len();
 pub struct Reject {
     pub camera: CameraIndex,
     pub seq: u64,
+    /// `[trigger] mode = "plc"`: the part's id (`None` in free mode).
+    pub part_id: Option<u64>,
     pub captured_at: SystemTime,
     pub reason: Reason,
     pub defect_prob: Option<f64>,
@@ -202,6 +204,7 @@ impl StatusBoard {
             s.rejects[s.rejects_next] = Some(Reject {
                 camera: meta.camera,
                 seq: meta.seq,
+                part_id: meta.part.trigger.map(|_| meta.part.id),
                 captured_at: meta.captured_at,
                 reason: d.reason,
                 defect_prob: d.defect_prob,
@@ -211,6 +214,7 @@ impl StatusBoard {
         }
         s.last = Some(LastResult {
             seq: meta.seq,
+            part_id: meta.part.trigger.map(|_| meta.part.id),
             captured_at: meta.captured_at,
             verdict: d.verdict,
             reason: d.reason,

@@ -14,6 +14,8 @@ const REASONS: usize = Reason::ALL.len();
 #[derive(Debug, Clone, Copy)]
 pub struct LastResult {
     pub seq: u64,
+    /// `[trigger] mode = "plc"`: the part's id (`None` in free mode).
+    pub part_id: Option<u64>,
     pub captured_at: SystemTime,
     pub verdict: Verdict,
     pub reason: Reason,
@@ -83,6 +85,7 @@ impl CameraTally {
         self.by_reason[reason_index] += 1;
         self.last = Some(LastResult {
             seq: meta.seq,
+            part_id: meta.part.trigger.map(|_| meta.part.id),
             captured_at: meta.captured_at,
             verdict: d.verdict,
             reason: d.reason,

@@ -250,6 +250,7 @@ pub fn cameras_json(views: &[CameraView<'_>], now: SystemTime) -> Value {
                 "by_reason": by_reason(&t.by_reason),
                 "last": t.last.map(|l| json!({
                     "seq": l.seq,
+                    "part_id": l.part_id,
                     "ts": rfc3339(l.captured_at),
                     "verdict": l.verdict.as_str(),
                     "reason": l.reason.as_str(),

@@ -8,7 +8,9 @@
 //! - MQTT (`crate::line::mqtt`): connected, published, dropped by reason, outages;
 //! - source recovery (`crate::capture::SourceStatus`): up or lost, outages;
 //! - the results file (`crate::output::ResultsFileStatus`): write-error
-//!   episodes and lost lines.
+//!   episodes and lost lines;
+//! - triggers (`crate::trigger::TriggerDesk`, `plc` mode): accepted,
+//!   refused, frames no trigger claimed (every camera's, summed).
 //!
 //! A new part adds a field here, its lines in `encode`, and its JSON.
 
@@ -27,6 +29,7 @@ use crate::capture::SourceStatus;
 use crate::line::LineStats;
 use crate::line::mqtt::{DropReason, MqttStats};
 use crate::output::ResultsFileStatus;
+use crate::trigger::TriggerDesk;
 
 /// The other parts' stats, as far as this run has them.
 #[derive(Clone, Default)]
@@ -39,6 +42,8 @@ pub struct ExternalStats {
     /// Every camera's source, by `FrameMeta::camera`.
     pub cameras: Vec<CameraSource>,
     pub results_file: Option<ResultsFileStatus>,
+    /// `[trigger] mode = "plc"`: every camera's trigger desk; empty otherwise.
+    pub triggers: Vec<Arc<TriggerDesk>>,
 }
 
 /// One camera's source, as the status side shows it.
@@ -86,6 +91,27 @@ impl ExternalStats {
                 "write_error_episodes": r.episodes(),
             }),
         }
+    }
+
+    /// `/api/status`'s `triggers` object; `null` in `free` mode.
+    pub fn triggers_json(&self) -> Value {
+        if self.triggers.is_empty() {
+            return Value::Null;
+        }
+        let (accepted, refused, passed_over) = self.trigger_counts();
+        json!({
+            "online": self.triggers.iter().all(|d| d.online()),
+            "accepted": accepted,
+            "refused": refused,
+            "frames_passed_over": passed_over,
+        })
+    }
+
+    /// Triggers accepted and refused, and frames no trigger claimed, summed.
+    fn trigger_counts(&self) -> (u64, u64, u64) {
+        self.triggers.iter().fold((0, 0, 0), |(a, r, p), d| {
+            (a + d.accepted(), r + d.refused(), p + d.passed_over())
+        })
     }
 
     /// `/api/status`'s `mqtt` object; `null` when MQTT is off.
@@ -186,6 +212,27 @@ impl Collector for ExternalCollector {
                 "late",
                 "Parts failed `late`: no verdict by their deadline ([decision] deadline_ms)",
                 line.late.load(Ordering::Relaxed),
+            )?;
+        }
+        if !stats.triggers.is_empty() {
+            let (accepted, refused, passed_over) = stats.trigger_counts();
+            counter(
+                &mut encoder,
+                "triggers_accepted",
+                "Triggers accepted ([trigger] mode = \"plc\"): each gets exactly one result",
+                accepted,
+            )?;
+            counter(
+                &mut encoder,
+                "triggers_refused",
+                "Triggers refused (station offline or too many waiting for frames): nothing is owed for them",
+                refused,
+            )?;
+            counter(
+                &mut encoder,
+                "frames_passed_over",
+                "Frames no trigger claimed, not judged",
+                passed_over,
             )?;
         }
         if let Some(m) = &stats.mqtt {

@@ -411,6 +411,7 @@ pub fn status_json(t: &Telemetry) -> Value {
             json!({
                 "camera": camera,
                 "seq": r.seq,
+                "part_id": r.part_id,
                 "ts": rfc3339(r.captured_at),
                 "reason": r.reason.as_str(),
                 "defect_prob": r.defect_prob,
@@ -456,6 +457,7 @@ pub fn status_json(t: &Telemetry) -> Value {
         "late": external.late(),
         "last": board.last.map(|l| json!({
             "seq": l.seq,
+            "part_id": l.part_id,
             "ts": rfc3339(l.captured_at),
             "verdict": l.verdict.as_str(),
             "reason": l.reason.as_str(),
@@ -464,6 +466,7 @@ pub fn status_json(t: &Telemetry) -> Value {
         "rejects": rejects,
         "archive": archive_json,
         "mqtt": external.mqtt_json(),
+        "triggers": external.triggers_json(),
         "shadow": shadow_json(&facts),
         "snapshot": board.version,
     })

@@ -60,6 +60,7 @@ pub struct TriggerDesk {
     accepted: AtomicU64,
     /// Frames no trigger claimed (not judged; `plc` mode).
     pub(super) passed_over: AtomicU64,
+    refused: AtomicU64,
 }
 
 pub(super) struct Waiting {
@@ -84,6 +85,7 @@ impl TriggerDesk {
             streaming: OnceLock::new(),
             accepted: AtomicU64::new(0),
             passed_over: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -122,6 +124,11 @@ impl TriggerDesk {
         self.accepted.load(Ordering::Relaxed)
     }
 
+    /// Triggers refused so far (offline, backlog).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     /// Frames of this camera no trigger claimed.
     pub fn passed_over(&self) -> u64 {
         self.passed_over.load(Ordering::Relaxed)
@@ -131,12 +138,16 @@ impl TriggerDesk {
     /// gets exactly one result (its verdict, or a fail: `no_frame`,
     /// `overrun`, `late`). Refused: nothing happens, and nothing is owed.
     pub fn trigger(&self, id: u64) -> Result<Part, Refused> {
+        let refuse = |why| {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            Err(why)
+        };
         if !self.online() {
-            return Err(Refused::Offline);
+            return refuse(Refused::Offline);
         }
         let mut waiting = self.lock();
         if waiting.queue.len() >= BACKLOG {
-            return Err(Refused::Backlog);
+            return refuse(Refused::Backlog);
         }
         // The time is taken under the lock: a frame the frame path takes
         // after this trigger's time finds the trigger queued (see `PartRings`).
