@@ -69,6 +69,9 @@ pub(super) struct Waiting {
     next_number: u64,
     /// Each accepted part's deadline clock (`[decision] deadline_ms`).
     deadline: Option<DeadlineFeed>,
+    /// The frame path read its cameras' end: a trigger now would never
+    /// get its result, so none is taken.
+    pub(super) closed: bool,
 }
 
 impl TriggerDesk {
@@ -80,6 +83,7 @@ impl TriggerDesk {
                 queue: VecDeque::with_capacity(BACKLOG),
                 next_number: 0,
                 deadline: None,
+                closed: false,
             }),
             ready: AtomicBool::new(false),
             streaming: OnceLock::new(),
@@ -146,6 +150,9 @@ impl TriggerDesk {
             return refuse(Refused::Offline);
         }
         let mut waiting = self.lock();
+        if waiting.closed {
+            return refuse(Refused::Offline);
+        }
         if waiting.queue.len() >= BACKLOG {
             return refuse(Refused::Backlog);
         }

@@ -154,7 +154,17 @@ impl PartRings {
             }
             RingEvent::End(_) => {
                 // Every camera ended: whatever still waits gets no frame.
-                self.expire_waiting(Instant::now());
+                for desk in &triggers.desks {
+                    let gone: Vec<Pending> = {
+                        let mut waiting = desk.waiting();
+                        // Under the same lock: no trigger is taken after this.
+                        waiting.closed = true;
+                        waiting.queue.drain(..).collect()
+                    };
+                    for pending in gone {
+                        self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+                    }
+                }
                 self.ready.push_back(event.popped());
                 return;
             }
@@ -229,4 +239,127 @@ fn missed(desk: &TriggerDesk, pending: Pending, miss: PartMiss) -> Popped<EndOfS
         meta: desk.part_meta(pending.part, pending.trigger()),
         miss,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::OverflowPolicy;
+    use crate::ring::frame_ring;
+
+    type Producer = crate::ring::RingProducer<EndOfStream>;
+
+    const WAIT: Duration = Duration::from_millis(100);
+
+    /// A plc-mode ring set of one camera whose triggers wait `WAIT`.
+    fn station() -> (Producer, PartRings, Arc<TriggerDesk>) {
+        let (producer, consumer) = frame_ring::<EndOfStream>(4);
+        let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
+        desk.set_ready(true);
+        let rings = PartRings::triggered(
+            CameraRings::new(vec![consumer]),
+            vec![Arc::clone(&desk)],
+            WAIT,
+            Liveness::new(),
+        );
+        (producer, rings, desk)
+    }
+
+    /// Capture delivers frame `seq`, captured now.
+    fn deliver(producer: &mut Producer, seq: u64) {
+        let mut slot = producer.acquire_slot(OverflowPolicy::Drop).expect("a free slot");
+        slot.meta = FrameMeta::now(seq);
+        producer.push(RingEvent::Frame(slot));
+    }
+
+    /// What the frame path gets next: (seq, part id) of a frame, or the
+    /// miss of a trigger's part id.
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        Frame(u64, u64),
+        Missed(u64, PartMiss),
+    }
+
+    fn next(rings: &mut PartRings, timeout: Duration) -> Option<Got> {
+        match rings.pop(timeout)? {
+            Popped::Frame(slot) => {
+                let got = Got::Frame(slot.meta.seq, slot.meta.part.id);
+                assert!(slot.meta.part.trigger.is_some() && slot.meta.part.framed);
+                rings.recycle(slot);
+                Some(got)
+            }
+            Popped::Marker(StageMessage::PartMissed { meta, miss }) => {
+                assert!(!meta.part.framed);
+                Some(Got::Missed(meta.part.id, miss))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unclaimed_frames_go_back_to_capture_and_a_trigger_claims_the_next_one() {
+        let (mut producer, mut rings, desk) = station();
+        // Four frames, no trigger: none is handed on, every slot comes back.
+        for seq in 0..4 {
+            deliver(&mut producer, seq);
+        }
+        assert_eq!(next(&mut rings, Duration::from_millis(30)), None);
+        assert_eq!(desk.passed_over(), 4);
+        for seq in 4..8 {
+            deliver(&mut producer, seq);
+            assert_eq!(next(&mut rings, Duration::from_millis(5)), None);
+        }
+        // A trigger, then two frames: the first is the part's, the second passed over.
+        desk.trigger(4711).unwrap();
+        deliver(&mut producer, 8);
+        deliver(&mut producer, 9);
+        assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(8, 4711)));
+        assert_eq!(next(&mut rings, Duration::from_millis(10)), None);
+        assert_eq!(desk.passed_over(), 9);
+    }
+
+    #[test]
+    fn two_triggers_before_a_frame_give_the_frame_then_an_overrun() {
+        let (mut producer, mut rings, desk) = station();
+        desk.trigger(1).unwrap();
+        desk.trigger(2).unwrap();
+        deliver(&mut producer, 0);
+        assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(0, 1)));
+        assert_eq!(next(&mut rings, WAIT), Some(Got::Missed(2, PartMiss::Overrun)));
+    }
+
+    #[test]
+    fn a_trigger_with_no_frame_fails_no_frame_when_its_wait_ends() {
+        let (_producer, mut rings, desk) = station();
+        let triggered = Instant::now();
+        desk.trigger(7).unwrap();
+        assert_eq!(
+            next(&mut rings, Duration::from_secs(2)),
+            Some(Got::Missed(7, PartMiss::NoFrame))
+        );
+        let after = triggered.elapsed();
+        assert!(
+            after >= WAIT && after < WAIT + Duration::from_millis(50),
+            "no_frame after {after:?}, its wait is {WAIT:?}"
+        );
+    }
+
+    #[test]
+    fn a_frame_waiting_in_the_ring_is_never_failed_no_frame_by_the_clock() {
+        let (mut producer, mut rings, desk) = station();
+        desk.trigger(9).unwrap();
+        deliver(&mut producer, 0);
+        // The frame path comes to it only after the trigger's wait ended.
+        std::thread::sleep(WAIT + Duration::from_millis(30));
+        assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(0, 9)));
+    }
+
+    #[test]
+    fn waiting_triggers_get_no_frame_when_the_camera_ends() {
+        let (mut producer, mut rings, desk) = station();
+        desk.trigger(1).unwrap();
+        producer.push(RingEvent::End(EndOfStream::Finished));
+        assert_eq!(next(&mut rings, WAIT), Some(Got::Missed(1, PartMiss::NoFrame)));
+        assert!(matches!(rings.pop(WAIT), Some(Popped::End(EndOfStream::Finished))));
+    }
 }
