@@ -11,20 +11,15 @@
 
 mod common;
 
+use common::mqtt::{Broker, Subscriber, TOPIC, wait_until};
 use common::{Sealcheck, free_port, repo};
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::Packet;
-use rumqttc::v5::{Client, Event, MqttOptions};
-
-const MOSQUITTO: &str = "/usr/sbin/mosquitto";
-const TOPIC: &str = "plant/line7/sealcheck";
 /// Never printed by sealcheck: every test that uses it greps all output for it.
 const PASSWORD: &str = "pw-Zq81-never-printed";
 
@@ -36,16 +31,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn wait_until(timeout: Duration, mut ok: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    ok()
-}
 
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
@@ -65,176 +50,6 @@ fn check_config(config: &Path) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code(), text)
-}
-
-/// A Mosquitto child process; killed when dropped.
-struct Broker {
-    port: u16,
-    config: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
-}
-
-impl Broker {
-    /// `extra` goes into the config file after the listener (users, ACL, ...).
-    fn start(dir: &Path, extra: &str) -> Broker {
-        assert!(
-            Path::new(MOSQUITTO).exists(),
-            "{MOSQUITTO} missing: `make deps` installs mosquitto"
-        );
-        let port = free_port();
-        let config = dir.join("mosquitto.conf");
-        let text = format!(
-            "listener {port} 127.0.0.1\npersistence false\nlog_dest stderr\nlog_type error\nlog_type warning\nlog_type notice\n{extra}\n"
-        );
-        std::fs::write(&config, text).unwrap();
-        let mut broker = Broker {
-            port,
-            config,
-            log: dir.join("mosquitto.log"),
-            child: None,
-        };
-        broker.restart();
-        broker
-    }
-
-    fn restart(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let child = Command::new(MOSQUITTO)
-            .arg("-c")
-            .arg(&self.config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start mosquitto");
-        self.child = Some(child);
-        self.wait_for_listener(self.port);
-    }
-
-    /// Waits until `port` (the listener of `start`, or one in `extra`) accepts.
-    fn wait_for_listener(&self, port: u16) {
-        assert!(
-            wait_until(Duration::from_secs(10), || TcpStream::connect((
-                "127.0.0.1",
-                port
-            ))
-            .is_ok()),
-            "mosquitto did not listen on {port}: {}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("mqtt://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// One message as the subscriber got it.
-#[derive(Debug, Clone)]
-struct Received {
-    at: SystemTime,
-    topic: String,
-    payload: String,
-}
-
-/// A subscriber to `<TOPIC>/#` that resubscribes after every reconnect.
-struct Subscriber {
-    received: Arc<Mutex<Vec<Received>>>,
-    client: Client,
-}
-
-impl Subscriber {
-    fn start(port: u16, credentials: Option<(&str, &str)>) -> Subscriber {
-        let mut options = MqttOptions::new(format!("test-sub-{port}"), "127.0.0.1", port);
-        options.set_keep_alive(Duration::from_secs(5));
-        if let Some((user, password)) = credentials {
-            options.set_credentials(user, password);
-        }
-        let (client, mut connection) = Client::new(options, 16);
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let subscribed = Arc::new(Mutex::new(false));
-        {
-            let received = Arc::clone(&received);
-            let subscribed = Arc::clone(&subscribed);
-            let client = client.clone();
-            std::thread::spawn(move || {
-                loop {
-                    match connection.recv() {
-                        Err(_) => return,
-                        Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
-                            let _ = client.try_subscribe(format!("{TOPIC}/#"), QoS::AtLeastOnce);
-                        }
-                        Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => {
-                            *subscribed.lock().unwrap() = true;
-                        }
-                        Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
-                            received.lock().unwrap().push(Received {
-                                at: SystemTime::now(),
-                                topic: String::from_utf8_lossy(&p.topic).into_owned(),
-                                payload: String::from_utf8_lossy(&p.payload).into_owned(),
-                            });
-                        }
-                        Ok(Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect))) => return,
-                        Ok(Ok(_)) => {}
-                        // The broker is away: retry a few times a second until the test ends.
-                        Ok(Err(_)) => std::thread::sleep(Duration::from_millis(200)),
-                    }
-                }
-            });
-        }
-        assert!(
-            wait_until(Duration::from_secs(10), || *subscribed.lock().unwrap()),
-            "test subscriber could not subscribe"
-        );
-        Subscriber { received, client }
-    }
-
-    fn messages(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
-
-    fn verdicts(&self) -> Vec<(SystemTime, serde_json::Value)> {
-        self.messages()
-            .into_iter()
-            .filter(|m| m.topic == format!("{TOPIC}/verdict"))
-            .map(|m| {
-                let v = serde_json::from_str(&m.payload)
-                    .unwrap_or_else(|e| panic!("not JSON: {}: {e}", m.payload));
-                (m.at, v)
-            })
-            .collect()
-    }
-
-    fn statuses(&self) -> Vec<String> {
-        self.messages()
-            .into_iter()
-            .filter(|m| m.topic == format!("{TOPIC}/status"))
-            .map(|m| m.payload)
-            .collect()
-    }
-}
-
-impl Drop for Subscriber {
-    fn drop(&mut self) {
-        let _ = self.client.try_disconnect();
-    }
 }
 
 /// A live test source paced at `fps`, `frames` long: a camera stand-in.
