@@ -50,6 +50,7 @@
 
 pub mod archive;
 pub mod bench;
+pub mod bench_parts;
 pub mod capture;
 pub mod config;
 pub mod decision;

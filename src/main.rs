@@ -101,6 +101,11 @@ enum Command {
         /// Print the result as one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// `plc`: parts triggered through the Modbus server by a PLC simulator
+        /// polling every millisecond, on the config's own (live) camera;
+        /// `--frames` parts (after `--warmup` ones) at `--rate` parts/s.
+        #[arg(long, value_name = "MODE", value_parser = ["plc"])]
+        trigger: Option<String>,
     },
 }
 
@@ -265,8 +270,15 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             cameras,
             max_batch,
             json,
+            trigger,
         } => {
             let cfg = load_and_log(&path)?;
+            if trigger.is_some() {
+                let report =
+                    sealcheck::bench_parts::run(&cfg, rate.unwrap_or(10.0), frames, warmup)?;
+                println!("{}", report.render());
+                return Ok(ExitCode::SUCCESS);
+            }
             let station = bench::Station { cameras, max_batch };
             let report = bench::run(&cfg, frames, warmup, rate, station)?;
             println!(

@@ -1,0 +1,288 @@
+//! The line's PLC runs sealcheck over Modbus TCP, end to end: `sealcheck
+//! run` on a live test camera with `[trigger] mode = "plc"` and `[modbus]`,
+//! a PLC simulator (`common::plc`, the map of docs/INTEGRATION.md) in this
+//! test, and a real MQTT broker: every part once, in order, on every
+//! interface.
+//!
+//! ```text
+//! PLC simulator ──Modbus TCP (loopback)──▶ sealcheck run (videotestsrc live) ──▶ results.jsonl
+//!   trigger thread: PartId, Trigger, TriggerAck          └──MQTT──▶ mosquitto ──▶ subscriber
+//!   result thread: ResultsValid, read, ResultsAck
+//! ```
+//!
+//! Every wait is bounded; nothing talks to any address but loopback.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::mqtt::{Broker, Subscriber, TOPIC};
+use common::plc::{Plc, PlcResult};
+use common::{Sealcheck, free_port, repo, result_lines};
+
+/// One pipeline at a time: each uses every core.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const FPS: u32 = 30;
+
+/// A config in `dir`: `cameras` (a `[source]` or `[cameras.*]` tables), plc
+/// mode with `trigger` keys, `[modbus]` on `port` with `modbus` keys, and
+/// `extra` sections.
+fn write_config(dir: &Path, cameras: &str, trigger: &str, port: u16, modbus: &str, extra: &str) -> PathBuf {
+    let text = format!(
+        r#"{cameras}
+
+[inference]
+backend = "{backend}"
+threads = 2
+
+[models.segmentation]
+path = "{models}/seg.onnx"
+
+[models.classifier]
+path = "{models}/cls.onnx"
+
+[output]
+results = "results.jsonl"
+flush_each_line = true
+log_verdicts = false
+
+[trigger]
+mode = "plc"
+{trigger}
+
+[modbus]
+listen = "127.0.0.1:{port}"
+{modbus}
+
+{extra}
+"#,
+        backend = common::backend(),
+        models = repo().join("models").display(),
+    );
+    let path = dir.join("sealcheck.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A live 320x240 test camera at `FPS`.
+fn camera_source() -> String {
+    common::test_camera("ball", FPS)
+}
+
+/// Starts sealcheck and connects the PLC once unit 1 (and `units`) is Online.
+fn start(config: &Path, addr: SocketAddr, units: &[u8]) -> Sealcheck {
+    let mut cmd = Sealcheck::command(config);
+    cmd.env("RUST_LOG", "info");
+    let mut service = Sealcheck::spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for unit in units {
+        loop {
+            assert!(service.is_running(), "sealcheck exited:\n{}", service.stderr());
+            if let Ok(mut plc) = Plc::try_connect(addr, *unit)
+                && plc.bits().online
+            {
+                plc.enable(true);
+                break;
+            }
+            assert!(Instant::now() < deadline, "unit {unit} never Online:\n{}", service.stderr());
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+    service
+}
+
+/// Triggers `ids` on `unit`, one every `every`, the full handshake each;
+/// returns the ids the station acknowledged.
+fn trigger_all(addr: SocketAddr, unit: u8, ids: Vec<u32>, every: Duration) -> Vec<u32> {
+    let mut plc = Plc::connect(addr, unit);
+    let start = Instant::now();
+    let mut accepted = Vec::new();
+    for (k, id) in ids.into_iter().enumerate() {
+        thread::sleep((start + every * k as u32).saturating_duration_since(Instant::now()));
+        if plc.trigger(id, Duration::from_millis(500)).is_ok() {
+            accepted.push(id);
+        }
+    }
+    accepted
+}
+
+/// Takes results on `unit` (four-way handshake) until `count` came or none
+/// came for `quiet`.
+fn take_results(addr: SocketAddr, unit: u8, count: usize, quiet: Duration) -> Vec<PlcResult> {
+    let mut plc = Plc::connect(addr, unit);
+    let mut results = Vec::new();
+    while results.len() < count {
+        match plc.take_result(quiet) {
+            Some(r) => results.push(r),
+            None => break,
+        }
+    }
+    results
+}
+
+#[test]
+fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everywhere() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "");
+    let subscriber = Subscriber::start(broker.port, None);
+    let port = free_port();
+    let delay_ms = 20.0;
+    let config = write_config(
+        dir.path(),
+        &format!("[source]\n{}", camera_source()),
+        "delay_ms = 20",
+        port,
+        "",
+        &format!("[mqtt]\nurl = \"{}\"\ntopic = \"{TOPIC}\"\n", broker.url()),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1]);
+    let ids: Vec<u32> = (4711..4911).collect();
+    let results = thread::spawn(move || take_results(addr, 1, 200, Duration::from_secs(10)));
+    let accepted = trigger_all(addr, 1, ids.clone(), Duration::from_millis(50));
+    let results = results.join().unwrap();
+    assert_eq!(accepted, ids, "every trigger acknowledged");
+    // Modbus: every part once, in trigger order.
+    let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
+    assert_eq!(got, ids, "results on Modbus, in order");
+    for r in &results {
+        assert!(r.reason_code <= 3, "part {}: reason code {}", r.part_id, r.reason_code);
+        assert!(!r.late, "part {} late", r.part_id);
+    }
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    // The results file: every part once, in order, each its own frame, the
+    // first frame captured at or after trigger + delay_ms.
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    let file_ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
+    assert_eq!(file_ids, ids.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), "results file");
+    let mut seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "no frame judged twice: {seqs:?}");
+    seqs.dedup();
+    assert_eq!(seqs.len(), ids.len());
+    let interval = 1000.0 / f64::from(FPS);
+    for line in &lines {
+        let wait = line["trigger_ms"]["frame"].as_f64().unwrap();
+        assert!(
+            wait >= delay_ms && wait <= delay_ms + interval + 5.0,
+            "part {}: frame {wait:.1} ms after the trigger",
+            line["part_id"]
+        );
+    }
+    // Modbus's ResultSeq is the judged frame's seq.
+    for (r, line) in results.iter().zip(&lines) {
+        assert_eq!(u64::from(r.result_seq), line["seq"].as_u64().unwrap());
+    }
+    // MQTT: the same parts, once each, in order.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subscriber.verdicts().len() < ids.len() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mqtt_ids: Vec<u64> = subscriber
+        .verdicts()
+        .iter()
+        .map(|(_, v)| v["part_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(mqtt_ids, file_ids, "MQTT verdicts");
+}
+
+#[test]
+fn a_flood_of_triggers_gets_one_result_per_accepted_trigger_and_the_server_stays_up() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(
+        dir.path(),
+        &format!("[source]\n{}", camera_source()),
+        "",
+        port,
+        "handshake = false",
+        "",
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1]);
+    // 1000 triggers a second for 5 s, each acknowledged or refused at once.
+    let mut plc = Plc::connect(addr, 1);
+    let start = Instant::now();
+    let mut accepted = Vec::new();
+    let mut id = 100_000u32;
+    while start.elapsed() < Duration::from_secs(5) {
+        let due = start + Duration::from_millis(u64::from(id - 100_000));
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+        if plc.trigger(id, Duration::ZERO).is_ok() {
+            accepted.push(u64::from(id));
+        }
+        id += 1;
+    }
+    let tried = id - 100_000;
+    assert!(tried >= 2500, "only {tried} triggers in 5 s");
+    assert!(!accepted.is_empty());
+    // The server still answers, and its heartbeat moves.
+    let mut late_plc = Plc::connect(addr, 1);
+    let beat = late_plc.registers().heartbeat;
+    thread::sleep(Duration::from_millis(300));
+    assert_ne!(late_plc.registers().heartbeat, beat, "heartbeat stopped");
+    thread::sleep(Duration::from_secs(1));
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    let ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, accepted, "one result per accepted trigger, in order ({tried} tried)");
+    let judged: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert!(judged.windows(2).all(|w| w[0] < w[1]), "no frame judged twice");
+}
+
+#[test]
+fn two_cameras_are_units_1_and_2_and_keep_their_parts_apart() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cameras = format!(
+        "[cameras.top]\n{}\n[cameras.side]\n{}",
+        camera_source(),
+        common::test_camera("snow", FPS)
+    );
+    let config = write_config(dir.path(), &cameras, "", port, "", "");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1, 2]);
+    let top = thread::spawn(move || take_results(addr, 1, 20, Duration::from_secs(10)));
+    let side = thread::spawn(move || take_results(addr, 2, 20, Duration::from_secs(10)));
+    let t1 = thread::spawn(move || trigger_all(addr, 1, (1..21).collect(), Duration::from_millis(60)));
+    let t2 = thread::spawn(move || trigger_all(addr, 2, (501..521).collect(), Duration::from_millis(60)));
+    assert_eq!(t1.join().unwrap(), (1..21).collect::<Vec<u32>>());
+    assert_eq!(t2.join().unwrap(), (501..521).collect::<Vec<u32>>());
+    let ids = |r: Vec<PlcResult>| r.iter().map(|r| r.part_id).collect::<Vec<u32>>();
+    assert_eq!(ids(top.join().unwrap()), (1..21).collect::<Vec<u32>>(), "unit 1: the top camera's parts");
+    assert_eq!(ids(side.join().unwrap()), (501..521).collect::<Vec<u32>>(), "unit 2: the side camera's parts");
+    // Unit 3 is no camera of this station.
+    let mut stranger = Plc::connect(addr, 3);
+    assert!(
+        matches!(stranger.try_read_inputs(0, 1), Ok(Err(_))),
+        "unit 3 must be refused with an exception"
+    );
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    let of = |camera: &str| -> Vec<u64> {
+        lines
+            .iter()
+            .filter(|l| l["camera"] == camera)
+            .map(|l| l["part_id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(of("top"), (1..21).collect::<Vec<u64>>());
+    assert_eq!(of("side"), (501..521).collect::<Vec<u64>>());
+}
