@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 mod child;
 pub mod http;
+pub mod plc;
 pub mod rtsp;
 pub mod status_page;
 #[allow(unused_imports)] // not every test crate starts sealcheck
