@@ -13,12 +13,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::plc::{Plc, TriggerRefused};
 use sealcheck::capture::EndOfStream;
-use sealcheck::config::parts::ModbusConfig;
+use sealcheck::config::ModbusConfig;
 use sealcheck::decision::{Decision, Reason};
 use sealcheck::frame::Part;
+use sealcheck::frame::StageMessage;
 use sealcheck::line::{LineOutput, LineVerdict};
 use sealcheck::plc::{ModbusServer, STOP_WAIT, Station};
-use sealcheck::frame::StageMessage;
 use sealcheck::ring::{Popped, RingSet, frame_ring};
 use sealcheck::service::Liveness;
 use sealcheck::trigger::{PartRings, TriggerDesk};
@@ -94,13 +94,24 @@ impl LineDouble {
         let thread = std::thread::spawn(move || {
             let (_producer, consumer) = frame_ring::<EndOfStream>(4);
             let desk = Arc::clone(station.desk());
-            let mut parts = PartRings::triggered(RingSet::new(vec![consumer]), vec![desk], FRAME_WAIT, Liveness::new());
+            let mut parts = PartRings::triggered(
+                RingSet::new(vec![consumer]),
+                vec![desk],
+                FRAME_WAIT,
+                Liveness::new(),
+            );
             let mut sent = Vec::new();
             let start = Instant::now();
             while !stopping.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(60) {
-                if let Some(Popped::Marker(StageMessage::PartMissed { meta, .. })) = parts.pop(Duration::from_millis(10)) {
+                if let Some(Popped::Marker(StageMessage::PartMissed { meta, .. })) =
+                    parts.pop(Duration::from_millis(10))
+                {
                     std::thread::sleep(delay);
-                    let reason = if meta.part.id % 2 == 1 { Reason::Defect } else { Reason::Ok };
+                    let reason = if meta.part.id % 2 == 1 {
+                        Reason::Defect
+                    } else {
+                        Reason::Ok
+                    };
                     let mut v = verdict(meta.part.number, meta.part.id, reason);
                     v.part = meta.part;
                     v.seq = meta.seq;
@@ -110,7 +121,10 @@ impl LineDouble {
             }
             sent
         });
-        LineDouble { stop, thread: Some(thread) }
+        LineDouble {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// The part ids it sent verdicts for, in order.
@@ -146,19 +160,30 @@ fn a_plc_runs_many_parts_through_the_full_handshake_in_order() {
             std::thread::sleep(common::plc::POLL);
         }
         let id = first_id + i;
-        plc.trigger(id, WAIT).unwrap_or_else(|e| panic!("part {id}: {e:?}"));
+        plc.trigger(id, WAIT)
+            .unwrap_or_else(|e| panic!("part {id}: {e:?}"));
     }
     let results = reader.join().unwrap();
     let sent = line.stop();
     let ids: Vec<u32> = results.iter().map(|r| r.part_id).collect();
     let expected: Vec<u32> = (first_id..first_id + parts).collect();
-    assert_eq!(sent, expected.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(), "the desk got each id");
+    assert_eq!(
+        sent,
+        expected.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(),
+        "the desk got each id"
+    );
     assert_eq!(ids, expected, "every part exactly once, in trigger order");
     for r in &results {
         assert_eq!(r.pass, r.part_id % 2 == 0, "{r:?}");
         assert_eq!(r.reason_code, if r.pass { 0 } else { 1 });
-        assert_eq!((r.defect_prob, r.trigger_to_result, r.late), (5000, 30, false));
-        assert_eq!(r.result_seq, 0xFFFF_FFFF, "no frame stands behind these parts");
+        assert_eq!(
+            (r.defect_prob, r.trigger_to_result, r.late),
+            (5000, 30, false)
+        );
+        assert_eq!(
+            r.result_seq, 0xFFFF_FFFF,
+            "no frame stands behind these parts"
+        );
     }
     let regs = plc.registers();
     assert_eq!(regs.acquisition_count, parts as u16);
@@ -179,7 +204,11 @@ fn a_plc_that_reconnects_mid_handshake_finds_the_presented_result_and_loses_noth
     assert_eq!(first.part_id, 500);
     drop(plc); // gone before ResultsAck
     let mut plc = Plc::connect(addr, 1);
-    assert_eq!(plc.take_result(WAIT).unwrap().part_id, 500, "still presented");
+    assert_eq!(
+        plc.take_result(WAIT).unwrap().part_id,
+        500,
+        "still presented"
+    );
     // Gone with ResultsAck high: the coil is the station's, not the connection's.
     plc.wait_result(WAIT).unwrap();
     plc.write_coil(common::plc::map::RESULTS_ACK, true);
@@ -188,14 +217,20 @@ fn a_plc_that_reconnects_mid_handshake_finds_the_presented_result_and_loses_noth
     assert!(!plc.bits().results_valid, "501 was acknowledged");
     assert_eq!(plc.registers().results_buffered, 2);
     plc.write_coil(common::plc::map::RESULTS_ACK, false);
-    let rest: Vec<u32> = (0..2).map(|_| plc.take_result(WAIT).unwrap().part_id).collect();
+    let rest: Vec<u32> = (0..2)
+        .map(|_| plc.take_result(WAIT).unwrap().part_id)
+        .collect();
     assert_eq!(rest, [502, 503]);
-    assert!(plc.wait_result(Duration::from_millis(50)).is_none(), "nothing twice");
+    assert!(
+        plc.wait_result(Duration::from_millis(50)).is_none(),
+        "nothing twice"
+    );
     assert_eq!(stations[0].not_presented(), 0);
 }
 
 #[test]
-fn a_plc_that_never_acks_fills_the_buffer_gets_an_error_and_later_results_are_counted_not_presented() {
+fn a_plc_that_never_acks_fills_the_buffer_gets_an_error_and_later_results_are_counted_not_presented()
+ {
     let (server, stations) = start(&config(3, true), 1);
     let mut plc = Plc::connect(server.local_addr(), 1);
     for n in 0..10 {
@@ -203,11 +238,19 @@ fn a_plc_that_never_acks_fills_the_buffer_gets_an_error_and_later_results_are_co
     }
     let (bits, regs) = (plc.bits(), plc.registers());
     assert!(bits.error && bits.results_valid);
-    assert_eq!((regs.error_code, regs.results_buffered, regs.result_part_id), (4, 3, 900));
+    assert_eq!(
+        (regs.error_code, regs.results_buffered, regs.result_part_id),
+        (4, 3, 900)
+    );
     assert_eq!(stations[0].not_presented(), 7);
-    let seen: Vec<u32> = (0..3).map(|_| plc.take_result(WAIT).unwrap().part_id).collect();
+    let seen: Vec<u32> = (0..3)
+        .map(|_| plc.take_result(WAIT).unwrap().part_id)
+        .collect();
     assert_eq!(seen, [900, 901, 902]);
-    assert!(plc.wait_result(Duration::from_millis(50)).is_none(), "903..=909 are not presented");
+    assert!(
+        plc.wait_result(Duration::from_millis(50)).is_none(),
+        "903..=909 are not presented"
+    );
     assert!(plc.bits().error, "the error stays until ClearError");
     plc.clear_error();
     assert!(!plc.bits().error);
@@ -229,7 +272,10 @@ fn a_trigger_with_trigger_enable_off_is_refused_with_an_error_code() {
     plc.enable(true);
     let bits = plc.bits();
     assert!(!bits.online && !bits.trigger_ready);
-    assert_eq!(plc.trigger(43, Duration::from_millis(50)), Err(TriggerRefused::NoAck { error_code: 2 }));
+    assert_eq!(
+        plc.trigger(43, Duration::from_millis(50)),
+        Err(TriggerRefused::NoAck { error_code: 2 })
+    );
 }
 
 #[test]
@@ -239,7 +285,10 @@ fn without_the_handshake_each_result_replaces_the_last_at_once() {
     for n in 0..20 {
         stations[0].send(&verdict(n, 300 + n, Reason::Ok));
         let regs = plc.registers();
-        assert_eq!((regs.result_part_id, regs.results_buffered), (300 + n as u32, 1));
+        assert_eq!(
+            (regs.result_part_id, regs.results_buffered),
+            (300 + n as u32, 1)
+        );
     }
     assert!(plc.bits().results_valid);
     assert_eq!(plc.registers().error_code, 0);
@@ -279,7 +328,10 @@ fn two_plcs_at_once_each_run_their_own_camera() {
     // Unit 3 is no camera; unit 0 and 255 neither.
     for unit in [0, 3, 255] {
         let mut plc = Plc::connect(addr, unit);
-        assert_eq!(plc.try_read_inputs(0, 1).unwrap(), Err(ExceptionCode::GatewayTargetDevice));
+        assert_eq!(
+            plc.try_read_inputs(0, 1).unwrap(),
+            Err(ExceptionCode::GatewayTargetDevice)
+        );
     }
 }
 
@@ -300,7 +352,13 @@ fn a_client_not_on_the_allow_list_is_closed_at_accept() {
         let stream = TcpStream::connect(server.local_addr()).unwrap();
         assert!(closed_unanswered(stream));
     }
-    assert_eq!(server.counters().refused_not_allowed.load(Ordering::Relaxed), 3);
+    assert_eq!(
+        server
+            .counters()
+            .refused_not_allowed
+            .load(Ordering::Relaxed),
+        3
+    );
     assert_eq!(server.counters().accepted.load(Ordering::Relaxed), 0);
 
     let mut allowing = config(8, true);
@@ -321,7 +379,10 @@ fn connections_over_the_cap_are_closed_and_idle_ones_time_out() {
     let mut second = Plc::connect(addr, 1);
     first.bits();
     second.bits();
-    assert!(closed_unanswered(TcpStream::connect(addr).unwrap()), "the third is closed");
+    assert!(
+        closed_unanswered(TcpStream::connect(addr).unwrap()),
+        "the third is closed"
+    );
     first.bits();
     second.bits();
     drop(second);
@@ -344,14 +405,25 @@ fn connections_over_the_cap_are_closed_and_idle_ones_time_out() {
     let start = Instant::now();
     let mut idle = loop {
         let mut stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let mut buf = [0u8; 8];
         // Still open after 200 ms: admitted (a capped one is closed at once).
         if let Err(e) = stream.read(&mut buf) {
-            assert!(matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{e}");
+            assert!(
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "{e}"
+            );
             break stream;
         }
-        assert!(start.elapsed() < WAIT, "the closed connections' slots never came free");
+        assert!(
+            start.elapsed() < WAIT,
+            "the closed connections' slots never came free"
+        );
     };
     idle.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 8];
@@ -375,7 +447,10 @@ fn the_server_stops_within_its_bound_with_plcs_connected() {
     let start = Instant::now();
     server.stop();
     assert!(start.elapsed() < STOP_WAIT, "{:?}", start.elapsed());
-    assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(), "still listening");
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "still listening"
+    );
 }
 
 #[test]
@@ -383,10 +458,19 @@ fn a_taken_port_is_refused_with_what_to_do() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let mut cfg = config(8, true);
     cfg.listen = taken.local_addr().unwrap();
-    let stations = vec![Arc::new(Station::new(1, Arc::new(TriggerDesk::new(0, Duration::ZERO)), &cfg))];
-    let error = ModbusServer::start(&cfg, stations).err().expect("the port is taken");
+    let stations = vec![Arc::new(Station::new(
+        1,
+        Arc::new(TriggerDesk::new(0, Duration::ZERO)),
+        &cfg,
+    ))];
+    let error = ModbusServer::start(&cfg, stations)
+        .err()
+        .expect("the port is taken");
     let text = error.to_string();
-    assert!(text.contains(&cfg.listen.to_string()) && text.contains("another port"), "{text}");
+    assert!(
+        text.contains(&cfg.listen.to_string()) && text.contains("another port"),
+        "{text}"
+    );
 }
 
 mod fuzz {
@@ -405,10 +489,12 @@ mod fuzz {
     }
 
     /// The answer to `request`: its PDU (header checked).
-    fn exchange(stream: &mut TcpStream, transaction: u16, pdu: &[u8]) -> Vec<u8> {
+    fn exchange(mut stream: &TcpStream, transaction: u16, pdu: &[u8]) -> Vec<u8> {
         stream.write_all(&frame(transaction, 1, pdu)).unwrap();
         let mut header = [0u8; 7];
-        stream.read_exact(&mut header).expect("an answer to every framed request");
+        stream
+            .read_exact(&mut header)
+            .expect("an answer to every framed request");
         assert_eq!(u16::from_be_bytes([header[0], header[1]]), transaction);
         assert_eq!((header[2], header[3], header[6]), (0, 0, 1));
         let length = u16::from_be_bytes([header[4], header[5]]) as usize;
@@ -425,8 +511,8 @@ mod fuzz {
 
     /// The server still answers a plain read on a new connection.
     fn still_answers(addr: SocketAddr) {
-        let mut stream = connect(addr);
-        let answer = exchange(&mut stream, 7, &[0x04, 0, 0, 0, 11]);
+        let stream = connect(addr);
+        let answer = exchange(&stream, 7, &[0x04, 0, 0, 0, 11]);
         assert_eq!(&answer[..2], &[0x04, 22]);
     }
 
@@ -453,27 +539,45 @@ mod fuzz {
     fn well_formed_reads_get_the_answer_or_exception_the_map_says() {
         let (server, _stations) = start(&config(8, true), 1);
         let addr = server.local_addr();
-        let mut stream = connect(addr);
-        let mut runner = TestRunner::new(Config { cases: 300, failure_persistence: None, ..Config::default() });
-        let strategy = (0u8..=8, prop_oneof![0u16..16, any::<u16>()], prop_oneof![0u16..16, any::<u16>()]);
+        let stream = connect(addr);
+        let mut runner = TestRunner::new(Config {
+            cases: 300,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let strategy = (
+            0u8..=8,
+            prop_oneof![0u16..16, any::<u16>()],
+            prop_oneof![0u16..16, any::<u16>()],
+        );
         runner
             .run(&strategy, |(function, address, quantity)| {
                 let mut pdu = vec![function];
                 pdu.extend_from_slice(&address.to_be_bytes());
                 pdu.extend_from_slice(&quantity.to_be_bytes());
-                let answer = exchange(&mut stream, 1, &pdu);
+                let answer = exchange(&stream, 1, &pdu);
                 match (function, expected(function, address, quantity)) {
                     // 05/06 are writes: 4 bytes are address and value.
                     (0x05, _) => {
                         let legal_value = quantity == 0 || quantity == 0xFF00;
-                        let want = if !legal_value { Some(0x03) } else if address >= 4 { Some(0x02) } else { None };
+                        let want = if !legal_value {
+                            Some(0x03)
+                        } else if address >= 4 {
+                            Some(0x02)
+                        } else {
+                            None
+                        };
                         check(&answer, function, want)?;
                         if want.is_none() {
                             // Leave the coils as they were (no edges for the next case).
-                            exchange(&mut stream, 2, &[0x05, 0, address as u8, 0, 0]);
+                            exchange(&stream, 2, &[0x05, 0, address as u8, 0, 0]);
                         }
                     }
-                    (0x06, _) => check(&answer, function, if address >= 2 { Some(0x02) } else { None })?,
+                    (0x06, _) => check(
+                        &answer,
+                        function,
+                        if address >= 2 { Some(0x02) } else { None },
+                    )?,
                     (_, want) => check(&answer, function, want)?,
                 }
                 Ok(())
@@ -494,15 +598,19 @@ mod fuzz {
     fn any_pdu_gets_an_answer_and_unknown_functions_get_exception_01() {
         let (server, _stations) = start(&config(8, true), 1);
         let addr = server.local_addr();
-        let mut stream = connect(addr);
+        let stream = connect(addr);
         let served = [0x01u8, 0x02, 0x03, 0x04, 0x05, 0x06, 0x0F, 0x10];
-        let mut runner = TestRunner::new(Config { cases: 400, failure_persistence: None, ..Config::default() });
+        let mut runner = TestRunner::new(Config {
+            cases: 400,
+            failure_persistence: None,
+            ..Config::default()
+        });
         let strategy = (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..40));
         runner
             .run(&strategy, |(function, rest)| {
                 let mut pdu = vec![function];
                 pdu.extend_from_slice(&rest);
-                let answer = exchange(&mut stream, 9, &pdu);
+                let answer = exchange(&stream, 9, &pdu);
                 if !served.contains(&function) {
                     prop_assert_eq!(&answer, &[function | 0x80, 0x01]);
                 } else if answer[0] != function {
@@ -521,7 +629,11 @@ mod fuzz {
     fn any_byte_sequence_leaves_the_server_running() {
         let (server, _stations) = start(&config(8, true), 1);
         let addr = server.local_addr();
-        let mut runner = TestRunner::new(Config { cases: 150, failure_persistence: None, ..Config::default() });
+        let mut runner = TestRunner::new(Config {
+            cases: 150,
+            failure_persistence: None,
+            ..Config::default()
+        });
         let strategy = prop_oneof![
             // Raw bytes, often not a frame at all.
             proptest::collection::vec(any::<u8>(), 0..300),
@@ -534,7 +646,9 @@ mod fuzz {
         runner
             .run(&strategy, |bytes| {
                 let mut stream = connect(addr);
-                stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
                 let _ = stream.write_all(&bytes);
                 let _ = stream.shutdown(std::net::Shutdown::Write);
                 // Read what comes until the server closes (or a short wait).
@@ -554,7 +668,11 @@ fn thread_cpu(name: &str) -> Duration {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if comm.trim() == name {
             let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            total += stat.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0);
+            total += stat
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
         }
     }
     Duration::from_nanos(total)
@@ -600,8 +718,11 @@ fn server_cpu_percent(poll: Duration, run: Duration) -> (f64, usize) {
 #[ignore = "a measurement (10 s per poll rate); docs/PERFORMANCE.md"]
 fn modbus_server_cpu_at_10_parts_per_second() {
     for poll_ms in [10u64, 1] {
-        let (percent, results) = server_cpu_percent(Duration::from_millis(poll_ms), Duration::from_secs(10));
-        println!("Modbus server at 10 parts/s, PLC polling every {poll_ms} ms: {percent:.2}% of a CPU ({results} results)");
+        let (percent, results) =
+            server_cpu_percent(Duration::from_millis(poll_ms), Duration::from_secs(10));
+        println!(
+            "Modbus server at 10 parts/s, PLC polling every {poll_ms} ms: {percent:.2}% of a CPU ({results} results)"
+        );
         assert!(results >= 95, "{results} results in 10 s");
         assert!(percent <= 1.0, "{percent:.2}% of a CPU");
     }

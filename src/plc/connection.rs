@@ -74,7 +74,11 @@ pub async fn serve(stream: TcpStream, stations: Arc<[Arc<Station>]>, idle: Durat
     }
 }
 
-async fn read(stream: &mut BufReader<TcpStream>, into: &mut [u8], idle: Duration) -> Result<(), End> {
+async fn read(
+    stream: &mut BufReader<TcpStream>,
+    into: &mut [u8],
+    idle: Duration,
+) -> Result<(), End> {
     match timeout(idle, stream.read_exact(into)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(error)) if error.kind() == io::ErrorKind::UnexpectedEof => Err(End::Closed),

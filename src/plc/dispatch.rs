@@ -32,7 +32,11 @@ fn station(stations: &[Arc<Station>], unit: u8) -> Result<&Station, ExceptionCod
 }
 
 /// `address..address + quantity` inside a table of `size`: its range, else 02.
-fn range(address: u16, quantity: usize, size: u16) -> Result<std::ops::Range<usize>, ExceptionCode> {
+fn range(
+    address: u16,
+    quantity: usize,
+    size: u16,
+) -> Result<std::ops::Range<usize>, ExceptionCode> {
     let start = usize::from(address);
     let end = start + quantity;
     if end <= usize::from(size) {

@@ -102,9 +102,9 @@ impl PlcResult {
             pass: decision.verdict == Verdict::Pass,
             late: verdict.is_late_fail(),
             reason: decision.reason.code(),
-            defect_prob: decision
-                .defect_prob
-                .map_or(DEFECT_PROB_NONE, |p| (p.clamp(0.0, 1.0) * 10_000.0).round() as u16),
+            defect_prob: decision.defect_prob.map_or(DEFECT_PROB_NONE, |p| {
+                (p.clamp(0.0, 1.0) * 10_000.0).round() as u16
+            }),
             // `as` saturates (and makes NaN 0).
             trigger_to_result: (verdict.latency_ms * 10.0).round() as u16,
             seq: if verdict.part.framed {

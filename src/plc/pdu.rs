@@ -133,48 +133,75 @@ mod tests {
 
     #[test]
     fn unknown_and_high_function_codes_are_illegal_functions() {
-        for function in [0x00, 0x07, 0x08, 0x11, 0x16, 0x17, 0x2B, 0x7F, 0x80, 0x81, 0xFF] {
-            assert_eq!(decode(&[function, 0, 0, 0, 1]), Err(ExceptionCode::IllegalFunction), "{function:#x}");
+        for function in [
+            0x00, 0x07, 0x08, 0x11, 0x16, 0x17, 0x2B, 0x7F, 0x80, 0x81, 0xFF,
+        ] {
+            assert_eq!(
+                decode(&[function, 0, 0, 0, 1]),
+                Err(ExceptionCode::IllegalFunction),
+                "{function:#x}"
+            );
         }
     }
 
     #[test]
     fn bad_lengths_values_and_quantities_are_illegal_data_values() {
         let bad: &[&[u8]] = &[
-            &[0x03, 0, 0, 0],                   // truncated
-            &[0x03, 0, 0, 0, 1, 9],             // too long
-            &[0x03, 0, 0, 0, 0],                // quantity 0
-            &[0x04, 0, 0, 0, 126],              // over 125 registers
-            &[0x01, 0, 0, 0x07, 0xD1],          // over 2000 bits
-            &[0x05, 0, 1, 0x12, 0x34],          // coil value not 0/FF00
-            &[0x0F, 0, 0, 0, 100, 1, 0xFF],     // 100 coils in 1 byte (the crate would index past it)
-            &[0x10, 0, 0, 0x80, 0, 0],          // 32768 registers (the crate would overflow)
-            &[0x10, 0, 0, 0, 2, 4, 0, 1],       // fewer values than the byte count
-            &[0x0F, 0],                         // truncated header
+            &[0x03, 0, 0, 0],               // truncated
+            &[0x03, 0, 0, 0, 1, 9],         // too long
+            &[0x03, 0, 0, 0, 0],            // quantity 0
+            &[0x04, 0, 0, 0, 126],          // over 125 registers
+            &[0x01, 0, 0, 0x07, 0xD1],      // over 2000 bits
+            &[0x05, 0, 1, 0x12, 0x34],      // coil value not 0/FF00
+            &[0x0F, 0, 0, 0, 100, 1, 0xFF], // 100 coils in 1 byte (the crate would index past it)
+            &[0x10, 0, 0, 0x80, 0, 0],      // 32768 registers (the crate would overflow)
+            &[0x10, 0, 0, 0, 2, 4, 0, 1],   // fewer values than the byte count
+            &[0x0F, 0],                     // truncated header
         ];
         for pdu in bad {
-            assert_eq!(decode(pdu), Err(ExceptionCode::IllegalDataValue), "{pdu:x?}");
+            assert_eq!(
+                decode(pdu),
+                Err(ExceptionCode::IllegalDataValue),
+                "{pdu:x?}"
+            );
         }
     }
 
     #[test]
     fn good_requests_decode() {
-        assert_eq!(decode(&[0x04, 0, 2, 0, 9]), Ok(Request::ReadInputRegisters(2, 9)));
-        assert_eq!(decode(&[0x05, 0, 1, 0xFF, 0]), Ok(Request::WriteSingleCoil(1, true)));
+        assert_eq!(
+            decode(&[0x04, 0, 2, 0, 9]),
+            Ok(Request::ReadInputRegisters(2, 9))
+        );
+        assert_eq!(
+            decode(&[0x05, 0, 1, 0xFF, 0]),
+            Ok(Request::WriteSingleCoil(1, true))
+        );
         assert_eq!(
             decode(&[0x0F, 0, 0, 0, 3, 1, 0b101]),
-            Ok(Request::WriteMultipleCoils(0, vec![true, false, true].into()))
+            Ok(Request::WriteMultipleCoils(
+                0,
+                vec![true, false, true].into()
+            ))
         );
         assert_eq!(
             decode(&[0x10, 0, 0, 0, 2, 4, 0x12, 0x34, 0x56, 0x78]),
-            Ok(Request::WriteMultipleRegisters(0, vec![0x1234, 0x5678].into()))
+            Ok(Request::WriteMultipleRegisters(
+                0,
+                vec![0x1234, 0x5678].into()
+            ))
         );
     }
 
     #[test]
     fn responses_encode_as_the_spec_lays_them_out() {
         let mut out = Vec::new();
-        encode(&Response::ReadDiscreteInputs(vec![true, false, true, true, false, false, false, false, true]), &mut out);
+        encode(
+            &Response::ReadDiscreteInputs(vec![
+                true, false, true, true, false, false, false, false, true,
+            ]),
+            &mut out,
+        );
         assert_eq!(out, [0x02, 2, 0b0000_1101, 0b1]);
         out.clear();
         encode(&Response::ReadInputRegisters(vec![0x1234, 7]), &mut out);

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::connection::{self, End};
 use super::error::PlcError;
 use super::station::Station;
-use crate::config::parts::ModbusConfig;
+use crate::config::ModbusConfig;
 
 /// How long `stop` waits for the server's thread; past it the thread is
 /// left behind (logged), so the service never hangs on stop.
@@ -58,18 +58,29 @@ pub struct ModbusServer {
 impl ModbusServer {
     /// Listens on `config.listen` and serves `stations` (unit id 1 is
     /// `stations[0]`); returns once the port is bound.
-    pub fn start(config: &ModbusConfig, stations: Vec<Arc<Station>>) -> Result<ModbusServer, PlcError> {
+    pub fn start(
+        config: &ModbusConfig,
+        stations: Vec<Arc<Station>>,
+    ) -> Result<ModbusServer, PlcError> {
         if stations.len() > MAX_STATIONS {
-            return Err(PlcError::TooManyStations { count: stations.len() });
+            return Err(PlcError::TooManyStations {
+                count: stations.len(),
+            });
         }
         for (index, station) in stations.iter().enumerate() {
             if usize::from(station.unit()) != index + 1 {
-                return Err(PlcError::UnitOrder { index, unit: station.unit() });
+                return Err(PlcError::UnitOrder {
+                    index,
+                    unit: station.unit(),
+                });
             }
         }
         let listen = config.listen;
-        let std_listener = std::net::TcpListener::bind(listen).map_err(|e| PlcError::bind(listen, e))?;
-        let addr = std_listener.local_addr().map_err(|e| PlcError::bind(listen, e))?;
+        let std_listener =
+            std::net::TcpListener::bind(listen).map_err(|e| PlcError::bind(listen, e))?;
+        let addr = std_listener
+            .local_addr()
+            .map_err(|e| PlcError::bind(listen, e))?;
         std_listener
             .set_nonblocking(true)
             .map_err(|source| PlcError::Listen { addr, source })?;
@@ -194,9 +205,12 @@ impl Accept {
         let ip = peer.ip().to_canonical();
         let now = Instant::now();
         if !self.allow.is_empty() && !self.allow.contains(&ip) {
-            self.counters.refused_not_allowed.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .refused_not_allowed
+                .fetch_add(1, Ordering::Relaxed);
             if self.refusals.len() > 1024 {
-                self.refusals.retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
+                self.refusals
+                    .retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
             }
             let due = self
                 .refusals
@@ -211,7 +225,10 @@ impl Accept {
         }
         if self.counters.open.load(Ordering::Relaxed) >= self.max_connections {
             let refused = self.counters.refused_cap.fetch_add(1, Ordering::Relaxed) + 1;
-            if self.cap_logged.is_none_or(|at| now.duration_since(at) >= REFUSAL_LOG_EVERY) {
+            if self
+                .cap_logged
+                .is_none_or(|at| now.duration_since(at) >= REFUSAL_LOG_EVERY)
+            {
                 self.cap_logged = Some(now);
                 log::warn!(target: "sealcheck::plc", peer:% = ip, max_connections = self.max_connections, refused = refused;
                     "Modbus connection from {ip} closed: {} connections are open ([modbus] max_connections)",
@@ -227,7 +244,9 @@ impl Accept {
         tokio::spawn(async move {
             let end = connection::serve(stream, stations, idle).await;
             match &end {
-                End::Closed => log::info!(target: "sealcheck::plc", peer:% = peer; "PLC {peer} disconnected"),
+                End::Closed => {
+                    log::info!(target: "sealcheck::plc", peer:% = peer; "PLC {peer} disconnected")
+                }
                 End::Idle => {
                     open.counters.closed_idle.fetch_add(1, Ordering::Relaxed);
                     log::info!(target: "sealcheck::plc", peer:% = peer, idle_s = idle.as_secs();
@@ -238,8 +257,10 @@ impl Accept {
                     log::warn!(target: "sealcheck::plc", peer:% = peer;
                         "PLC {peer} closed: not a Modbus TCP frame: {why}");
                 }
-                End::Io(error) => log::info!(target: "sealcheck::plc", peer:% = peer, error:% = error;
-                    "PLC {peer} connection ended: {error}"),
+                End::Io(error) => {
+                    log::info!(target: "sealcheck::plc", peer:% = peer, error:% = error;
+                    "PLC {peer} connection ended: {error}")
+                }
             }
             drop(open);
         });

@@ -12,7 +12,7 @@ use super::map::{
     COIL_CLEAR_ERROR, COIL_RESULTS_ACK, COIL_TRIGGER, COIL_TRIGGER_ENABLE, COILS, DISCRETE_INPUTS,
     ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words, words,
 };
-use crate::config::parts::ModbusConfig;
+use crate::config::ModbusConfig;
 use crate::line::{LineOutput, LineVerdict};
 use crate::trigger::{Refused, TriggerDesk};
 

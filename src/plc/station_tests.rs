@@ -55,7 +55,10 @@ fn valid(s: &Station) -> bool {
 
 fn shown_id(s: &Station) -> u32 {
     let ir = s.input_registers();
-    from_words(ir[IR_RESULT_PART_ID as usize], ir[IR_RESULT_PART_ID as usize + 1])
+    from_words(
+        ir[IR_RESULT_PART_ID as usize],
+        ir[IR_RESULT_PART_ID as usize + 1],
+    )
 }
 
 fn buffered(s: &Station) -> u16 {
@@ -105,7 +108,13 @@ fn a_trigger_is_acknowledged_until_trigger_goes_low_and_counted() {
     assert!(s.discrete_inputs()[DI_TRIGGER_READY as usize]);
     s.write_registers(HR_PART_ID, &words(0x0001_2345));
     let outcome = s.write_coil(COIL_TRIGGER, true);
-    assert_eq!(outcome, Some(TriggerOutcome::Accepted { number: 0, id: 0x0001_2345 }));
+    assert_eq!(
+        outcome,
+        Some(TriggerOutcome::Accepted {
+            number: 0,
+            id: 0x0001_2345
+        })
+    );
     assert!(s.discrete_inputs()[DI_TRIGGER_ACK as usize]);
     assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 1);
     // Trigger held high: no second edge, no second part.
@@ -116,7 +125,10 @@ fn a_trigger_is_acknowledged_until_trigger_goes_low_and_counted() {
     s.write_registers(HR_PART_ID + 1, &[7]);
     assert_eq!(
         s.write_coil(COIL_TRIGGER, true),
-        Some(TriggerOutcome::Accepted { number: 1, id: 0x0001_0007 })
+        Some(TriggerOutcome::Accepted {
+            number: 1,
+            id: 0x0001_0007
+        })
     );
     assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 2);
     assert_eq!(error_code(&s), 0);
@@ -125,8 +137,14 @@ fn a_trigger_is_acknowledged_until_trigger_goes_low_and_counted() {
 #[test]
 fn trigger_enable_off_refuses_the_trigger_with_an_error_until_clear_error() {
     let s = station(8, true, true);
-    assert!(!s.discrete_inputs()[DI_TRIGGER_READY as usize], "TriggerReady needs TriggerEnable");
-    assert_eq!(s.write_coil(COIL_TRIGGER, true), Some(TriggerOutcome::Disabled));
+    assert!(
+        !s.discrete_inputs()[DI_TRIGGER_READY as usize],
+        "TriggerReady needs TriggerEnable"
+    );
+    assert_eq!(
+        s.write_coil(COIL_TRIGGER, true),
+        Some(TriggerOutcome::Disabled)
+    );
     let di = s.discrete_inputs();
     assert!(!di[DI_TRIGGER_ACK as usize]);
     assert!(di[DI_ERROR as usize]);
@@ -143,7 +161,10 @@ fn a_trigger_the_desk_refuses_leaves_trigger_ack_low_and_says_why() {
     s.write_coil(COIL_TRIGGER_ENABLE, true);
     let di = s.discrete_inputs();
     assert!(!di[DI_ONLINE as usize] && !di[DI_TRIGGER_READY as usize]);
-    assert_eq!(s.write_coil(COIL_TRIGGER, true), Some(TriggerOutcome::Refused(Refused::Offline)));
+    assert_eq!(
+        s.write_coil(COIL_TRIGGER, true),
+        Some(TriggerOutcome::Refused(Refused::Offline))
+    );
     assert!(!s.discrete_inputs()[DI_TRIGGER_ACK as usize]);
     assert_eq!(error_code(&s), ErrorCode::TriggerOffline.code());
     assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 0);
@@ -169,7 +190,10 @@ fn a_full_buffer_raises_error_and_counts_the_results_it_does_not_present() {
     assert!(!valid(&s), "parts 102..=104 are never presented");
     s.send(&verdict(5, 105, Reason::Ok));
     assert_eq!(shown_id(&s), 105);
-    assert!(s.discrete_inputs()[DI_ERROR as usize], "the error stays until ClearError");
+    assert!(
+        s.discrete_inputs()[DI_ERROR as usize],
+        "the error stays until ClearError"
+    );
     s.write_coil(COIL_CLEAR_ERROR, true);
     assert_eq!(error_code(&s), 0);
     s.write_coil(COIL_CLEAR_ERROR, false);
@@ -189,7 +213,10 @@ fn without_the_handshake_each_new_result_is_presented_at_once() {
     s.write_coil(COIL_RESULTS_ACK, true);
     assert!(!valid(&s), "ResultsAck still lowers ResultsValid");
     s.send(&verdict(5, 205, Reason::Ok));
-    assert!(valid(&s), "a new result raises it again, ResultsAck high or not");
+    assert!(
+        valid(&s),
+        "a new result raises it again, ResultsAck high or not"
+    );
     assert_eq!(shown_id(&s), 205);
 }
 
@@ -205,7 +232,10 @@ fn the_presented_result_fills_the_map() {
     assert_eq!(shown_id(&s), 0xDEAD_BEEF);
     assert_eq!(ir[IR_REASON_CODE as usize], 6);
     assert_eq!(ir[IR_TRIGGER_TO_RESULT_MS as usize], u16::MAX, "saturates");
-    assert_eq!(from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]), 1000);
+    assert_eq!(
+        from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]),
+        1000
+    );
     ack(&s);
 
     s.send(&verdict(1, 7, Reason::Ok));
@@ -223,7 +253,10 @@ fn the_presented_result_fills_the_map() {
     let ir = s.input_registers();
     assert_eq!(ir[IR_REASON_CODE as usize], 7);
     assert_eq!(ir[IR_DEFECT_PROB as usize], DEFECT_PROB_NONE);
-    assert_eq!(from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]), RESULT_SEQ_NO_FRAME);
+    assert_eq!(
+        from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]),
+        RESULT_SEQ_NO_FRAME
+    );
     assert_eq!(missed.decision.verdict, Verdict::Fail);
 }
 
@@ -233,5 +266,8 @@ fn the_heartbeat_counts_tenths_of_a_second() {
     let first = s.input_registers()[IR_HEARTBEAT as usize];
     std::thread::sleep(Duration::from_millis(250));
     let later = s.input_registers()[IR_HEARTBEAT as usize];
-    assert!((2..=4).contains(&later.wrapping_sub(first)), "{first} -> {later}");
+    assert!(
+        (2..=4).contains(&later.wrapping_sub(first)),
+        "{first} -> {later}"
+    );
 }

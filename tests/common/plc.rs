@@ -108,8 +108,14 @@ impl Plc {
     }
 
     /// A request's exception, or `None` when it went through.
-    pub fn try_read_inputs(&mut self, address: u16, count: u16) -> io::Result<Result<Vec<u16>, ExceptionCode>> {
-        self.ctx.read_input_registers(address, count).map_err(io::Error::other)
+    pub fn try_read_inputs(
+        &mut self,
+        address: u16,
+        count: u16,
+    ) -> io::Result<Result<Vec<u16>, ExceptionCode>> {
+        self.ctx
+            .read_input_registers(address, count)
+            .map_err(io::Error::other)
     }
 
     pub fn enable(&mut self, on: bool) {
@@ -150,7 +156,9 @@ impl Plc {
     /// One trigger of part `id`: PartId, Trigger high, wait TriggerAck (at
     /// most `within`), Trigger low.
     pub fn trigger(&mut self, id: u32, within: Duration) -> Result<(), TriggerRefused> {
-        let result = self.ctx.write_multiple_registers(map::PART_ID, &[(id >> 16) as u16, id as u16]);
+        let result = self
+            .ctx
+            .write_multiple_registers(map::PART_ID, &[(id >> 16) as u16, id as u16]);
         Plc::ok("write PartId", result);
         self.write_coil(map::TRIGGER, true);
         let acked = self.wait(within, |plc| plc.bits().trigger_ack);
