@@ -46,6 +46,10 @@
 //! `infer/onnxruntime/device_stub.rs` (`cuda`), `fault_stub.rs`
 //! (`fault-injection`).
 //!
+//! `plc` (the Modbus TCP server) sits above `trigger` and `line`: a
+//! `plc::Station` triggers through a camera's `trigger::TriggerDesk` and is a
+//! `line::LineOutput`; nothing below it imports it.
+//!
 //! `pipeline` wires the stages; `main` only parses the command line.
 
 pub mod archive;
@@ -72,6 +76,8 @@ pub mod model_swap;
 pub mod npy;
 pub mod output;
 pub mod pipeline;
+// The Modbus TCP server a PLC triggers parts through and reads verdicts from.
+pub mod plc;
 pub mod preprocess;
 pub mod ring;
 pub mod service;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 mod child;
 pub mod http;
 pub mod mqtt;
+pub mod plc;
 pub mod rtsp;
 pub mod status_page;
 #[allow(unused_imports)] // not every test crate starts sealcheck

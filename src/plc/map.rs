@@ -1,0 +1,128 @@
+//! The register map: the contract with the PLC (docs/INTEGRATION.md,
+//! "Modbus TCP"). Every address is zero-based; a 32-bit value is two
+//! registers, high word first. New entries go after these, never between.
+
+use std::time::Duration;
+
+use crate::decision::Verdict;
+use crate::line::LineVerdict;
+
+/// Coils (the PLC writes them and reads back what it wrote).
+pub const COIL_TRIGGER_ENABLE: u16 = 0;
+pub const COIL_TRIGGER: u16 = 1;
+pub const COIL_RESULTS_ACK: u16 = 2;
+pub const COIL_CLEAR_ERROR: u16 = 3;
+pub const COILS: u16 = 4;
+
+/// Discrete inputs (the PLC reads them).
+pub const DI_ONLINE: u16 = 0;
+pub const DI_TRIGGER_READY: u16 = 1;
+pub const DI_TRIGGER_ACK: u16 = 2;
+pub const DI_RESULTS_VALID: u16 = 3;
+pub const DI_PASS: u16 = 4;
+pub const DI_LATE: u16 = 5;
+pub const DI_ERROR: u16 = 6;
+pub const DISCRETE_INPUTS: u16 = 7;
+
+/// Holding registers (the PLC writes them): the next trigger's part id.
+pub const HR_PART_ID: u16 = 0;
+pub const HOLDING_REGISTERS: u16 = 2;
+
+/// Input registers (the PLC reads them).
+pub const IR_HEARTBEAT: u16 = 0;
+pub const IR_ACQUISITION_COUNT: u16 = 1;
+pub const IR_RESULT_PART_ID: u16 = 2;
+pub const IR_REASON_CODE: u16 = 4;
+pub const IR_DEFECT_PROB: u16 = 5;
+pub const IR_RESULTS_BUFFERED: u16 = 6;
+pub const IR_ERROR_CODE: u16 = 7;
+pub const IR_TRIGGER_TO_RESULT_MS: u16 = 8;
+pub const IR_RESULT_SEQ: u16 = 9;
+pub const INPUT_REGISTERS: u16 = 11;
+
+/// Heartbeat counts up once per this period while the server runs.
+pub const HEARTBEAT_PERIOD: Duration = Duration::from_millis(100);
+
+/// DefectProb when the classifier did not run (e.g. `no_seal`, `no_frame`).
+pub const DEFECT_PROB_NONE: u16 = 0xFFFF;
+
+/// ResultSeq of a result no frame stands behind (`no_frame`, `overrun`).
+pub const RESULT_SEQ_NO_FRAME: u32 = 0xFFFF_FFFF;
+
+/// ErrorCode (input register 7); the Error bit is high while it is not `None`.
+/// A later error replaces an earlier one, except that a refused trigger
+/// never hides `BufferFull` (results were not presented: parts to reject).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ErrorCode {
+    None = 0,
+    /// A Trigger rising edge while TriggerEnable was off: refused.
+    TriggerDisabled = 1,
+    /// A Trigger rising edge while the station was offline (starting,
+    /// stopping, camera not streaming): refused.
+    TriggerOffline = 2,
+    /// A Trigger rising edge while too many triggers waited for frames
+    /// (`trigger::BACKLOG`): refused.
+    TriggerBacklog = 3,
+    /// A result came while `[modbus] buffer` results waited for the PLC: it
+    /// was not presented (the results file and MQTT still have it).
+    BufferFull = 4,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+}
+
+/// One result as the PLC reads it (the input registers and bits it fills).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlcResult {
+    /// The part id, its low 32 bits (the PLC names parts with a u32).
+    pub part_id: u32,
+    pub pass: bool,
+    pub late: bool,
+    pub reason: u16,
+    /// Defect probability ×10000; `DEFECT_PROB_NONE` when not computed.
+    pub defect_prob: u16,
+    /// Trigger (free mode: capture) to verdict, in tenths of a millisecond,
+    /// saturating at 65535 (6.5535 s).
+    pub trigger_to_result: u16,
+    /// The judged frame's `seq` (low 32 bits); `RESULT_SEQ_NO_FRAME` without a frame.
+    pub seq: u32,
+    /// The part's place on the line (not on the map; for logs and tests).
+    pub number: u64,
+}
+
+impl PlcResult {
+    pub fn of(verdict: &LineVerdict) -> PlcResult {
+        let decision = &verdict.decision;
+        PlcResult {
+            part_id: verdict.part.id as u32,
+            pass: decision.verdict == Verdict::Pass,
+            late: verdict.is_late_fail(),
+            reason: decision.reason.code(),
+            defect_prob: decision.defect_prob.map_or(DEFECT_PROB_NONE, |p| {
+                (p.clamp(0.0, 1.0) * 10_000.0).round() as u16
+            }),
+            // `as` saturates (and makes NaN 0).
+            trigger_to_result: (verdict.latency_ms * 10.0).round() as u16,
+            seq: if verdict.part.framed {
+                verdict.seq as u32
+            } else {
+                RESULT_SEQ_NO_FRAME
+            },
+            number: verdict.part.number,
+        }
+    }
+}
+
+/// A u32 as two registers, high word first.
+pub fn words(value: u32) -> [u16; 2] {
+    [(value >> 16) as u16, value as u16]
+}
+
+/// Two registers, high word first, as a u32.
+pub fn from_words(high: u16, low: u16) -> u32 {
+    (u32::from(high) << 16) | u32::from(low)
+}

@@ -1,0 +1,286 @@
+//! `ModbusServer`: the listener on `[modbus] listen`, on its own thread with
+//! a current-thread tokio runtime; the allow list and the connection cap at
+//! accept; one task per connection (`connection`); a bounded stop.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::task::Poll;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use super::connection::{self, End};
+use super::error::PlcError;
+use super::station::Station;
+use crate::config::ModbusConfig;
+
+/// How long `stop` waits for the server's thread; past it the thread is
+/// left behind (logged), so the service never hangs on stop.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// A refused address (allow list) or the cap is logged at most this often.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Modbus unit ids for cameras: 1..=247 (the spec's range for devices).
+const MAX_STATIONS: usize = 247;
+
+/// The server's counters, for the status page and the tests.
+#[derive(Debug, Default)]
+pub struct ModbusCounters {
+    pub accepted: AtomicU64,
+    /// Closed at accept: the address is not on `allow`.
+    pub refused_not_allowed: AtomicU64,
+    /// Closed at accept: `max_connections` were open.
+    pub refused_cap: AtomicU64,
+    /// Closed after `idle_timeout` without a request.
+    pub closed_idle: AtomicU64,
+    /// Closed on a header that cannot be framed.
+    pub closed_framing: AtomicU64,
+    /// Open now.
+    pub open: AtomicUsize,
+}
+
+/// The running server; `stop()` or dropping it ends it within `STOP_WAIT`.
+pub struct ModbusServer {
+    addr: SocketAddr,
+    counters: Arc<ModbusCounters>,
+    stop: Option<oneshot::Sender<()>>,
+    done: mpsc::Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ModbusServer {
+    /// Listens on `config.listen` and serves `stations` (unit id 1 is
+    /// `stations[0]`); returns once the port is bound.
+    pub fn start(
+        config: &ModbusConfig,
+        stations: Vec<Arc<Station>>,
+    ) -> Result<ModbusServer, PlcError> {
+        if stations.len() > MAX_STATIONS {
+            return Err(PlcError::TooManyStations {
+                count: stations.len(),
+            });
+        }
+        for (index, station) in stations.iter().enumerate() {
+            if usize::from(station.unit()) != index + 1 {
+                return Err(PlcError::UnitOrder {
+                    index,
+                    unit: station.unit(),
+                });
+            }
+        }
+        let listen = config.listen;
+        let std_listener =
+            std::net::TcpListener::bind(listen).map_err(|e| PlcError::bind(listen, e))?;
+        let addr = std_listener
+            .local_addr()
+            .map_err(|e| PlcError::bind(listen, e))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|source| PlcError::Listen { addr, source })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|source| PlcError::Thread { addr, source })?;
+        let counters = Arc::new(ModbusCounters::default());
+        let units = stations.len();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let (done_tx, done) = mpsc::channel();
+        let accept = Accept {
+            stations: stations.into(),
+            allow: config.allow.iter().map(|ip| ip.to_canonical()).collect(),
+            max_connections: config.max_connections.max(1),
+            idle: config.idle_timeout,
+            counters: Arc::clone(&counters),
+            refusals: HashMap::new(),
+            cap_logged: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("modbus".into())
+            .spawn(move || {
+                let result = runtime.block_on(async move {
+                    let listener = TcpListener::from_std(std_listener)?;
+                    accept.run(listener, stop_rx).await;
+                    Ok::<(), std::io::Error>(())
+                });
+                if let Err(error) = result {
+                    log::error!(target: "sealcheck::plc", addr:% = addr, error:% = error;
+                        "Modbus server stopped: {error}");
+                }
+                // Ends every connection task (their sockets close).
+                drop(runtime);
+                let _ = done_tx.send(());
+            })
+            .map_err(|source| PlcError::Thread { addr, source })?;
+        log::info!(target: "sealcheck::plc", addr:% = addr, units = units;
+            "Modbus TCP server listening on {addr}, unit ids 1 to {units}");
+        Ok(ModbusServer {
+            addr,
+            counters,
+            stop: Some(stop_tx),
+            done,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on (the port the OS chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn counters(&self) -> &Arc<ModbusCounters> {
+        &self.counters
+    }
+
+    /// Closes the listener and every connection; waits at most `STOP_WAIT`.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        let Some(stop) = self.stop.take() else { return };
+        let _ = stop.send(());
+        match self.done.recv_timeout(STOP_WAIT) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Some(thread) = self.thread.take() {
+                    let _ = thread.join();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                log::warn!(target: "sealcheck::plc", addr:% = self.addr;
+                    "the Modbus server did not stop within {} s; left behind", STOP_WAIT.as_secs());
+            }
+        }
+    }
+}
+
+impl Drop for ModbusServer {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+/// The accept loop's state (one task: no locks).
+struct Accept {
+    stations: Arc<[Arc<Station>]>,
+    allow: Vec<IpAddr>,
+    max_connections: usize,
+    idle: Duration,
+    counters: Arc<ModbusCounters>,
+    /// When each refused address was last logged.
+    refusals: HashMap<IpAddr, Instant>,
+    cap_logged: Option<Instant>,
+}
+
+impl Accept {
+    async fn run(mut self, listener: TcpListener, mut stop: oneshot::Receiver<()>) {
+        loop {
+            let next = std::future::poll_fn(|cx| {
+                if Pin::new(&mut stop).poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                listener.poll_accept(cx).map(Some)
+            })
+            .await;
+            match next {
+                None => return,
+                Some(Ok((stream, peer))) => self.admit(stream, peer),
+                Some(Err(error)) => {
+                    // Out of descriptors and the like: wait a little, go on.
+                    log::warn!(target: "sealcheck::plc", error:% = error; "Modbus accept failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    fn admit(&mut self, stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let ip = peer.ip().to_canonical();
+        let now = Instant::now();
+        if !self.allow.is_empty() && !self.allow.contains(&ip) {
+            self.counters
+                .refused_not_allowed
+                .fetch_add(1, Ordering::Relaxed);
+            if self.refusals.len() > 1024 {
+                self.refusals
+                    .retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
+            }
+            let due = self
+                .refusals
+                .get(&ip)
+                .is_none_or(|at| now.duration_since(*at) >= REFUSAL_LOG_EVERY);
+            if due {
+                self.refusals.insert(ip, now);
+                log::warn!(target: "sealcheck::plc", peer:% = ip;
+                    "Modbus connection from {ip} closed: not on [modbus] allow (logged once a minute per address)");
+            }
+            return;
+        }
+        if self.counters.open.load(Ordering::Relaxed) >= self.max_connections {
+            let refused = self.counters.refused_cap.fetch_add(1, Ordering::Relaxed) + 1;
+            if self
+                .cap_logged
+                .is_none_or(|at| now.duration_since(at) >= REFUSAL_LOG_EVERY)
+            {
+                self.cap_logged = Some(now);
+                log::warn!(target: "sealcheck::plc", peer:% = ip, max_connections = self.max_connections, refused = refused;
+                    "Modbus connection from {ip} closed: {} connections are open ([modbus] max_connections)",
+                    self.max_connections);
+            }
+            return;
+        }
+        self.counters.accepted.fetch_add(1, Ordering::Relaxed);
+        let open = Open::new(Arc::clone(&self.counters));
+        let stations = Arc::clone(&self.stations);
+        let idle = self.idle;
+        log::info!(target: "sealcheck::plc", peer:% = peer; "PLC connected from {peer}");
+        tokio::spawn(async move {
+            let end = connection::serve(stream, stations, idle).await;
+            match &end {
+                End::Closed => {
+                    log::info!(target: "sealcheck::plc", peer:% = peer; "PLC {peer} disconnected")
+                }
+                End::Idle => {
+                    open.counters.closed_idle.fetch_add(1, Ordering::Relaxed);
+                    log::info!(target: "sealcheck::plc", peer:% = peer, idle_s = idle.as_secs();
+                        "PLC {peer} closed: no request for {} s ([modbus] idle_timeout_s)", idle.as_secs());
+                }
+                End::Framing(why) => {
+                    open.counters.closed_framing.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(target: "sealcheck::plc", peer:% = peer;
+                        "PLC {peer} closed: not a Modbus TCP frame: {why}");
+                }
+                End::Io(error) => {
+                    log::info!(target: "sealcheck::plc", peer:% = peer, error:% = error;
+                    "PLC {peer} connection ended: {error}")
+                }
+            }
+            drop(open);
+        });
+    }
+}
+
+/// One open connection, counted while it lives.
+struct Open {
+    counters: Arc<ModbusCounters>,
+}
+
+impl Open {
+    fn new(counters: Arc<ModbusCounters>) -> Open {
+        counters.open.fetch_add(1, Ordering::Relaxed);
+        Open { counters }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}

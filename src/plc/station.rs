@@ -1,0 +1,317 @@
+//! `Station`: one camera as the PLC sees it (one Modbus unit id): the
+//! coils and part id the PLC writes, the trigger handshake, and the results
+//! waiting to be presented. The Modbus connections and the line (through
+//! `LineOutput::send`) share it; its state is the station's, not a
+//! connection's, so a PLC that reconnects finds it as it left it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::map::{
+    COIL_CLEAR_ERROR, COIL_RESULTS_ACK, COIL_TRIGGER, COIL_TRIGGER_ENABLE, COILS, DISCRETE_INPUTS,
+    ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words, words,
+};
+use crate::config::ModbusConfig;
+use crate::line::{LineOutput, LineVerdict};
+use crate::trigger::{Refused, TriggerDesk};
+
+/// At most one warning a second about results not presented (the count of
+/// the others rides along with the next one).
+const NOT_PRESENTED_LOG_EVERY: Duration = Duration::from_secs(1);
+
+/// One camera's Modbus unit.
+pub struct Station {
+    unit: u8,
+    desk: Arc<TriggerDesk>,
+    handshake: bool,
+    buffer: usize,
+    started: Instant,
+    state: Mutex<State>,
+}
+
+struct State {
+    coils: [bool; COILS as usize],
+    part_id: [u16; HOLDING_REGISTERS as usize],
+    trigger_ack: bool,
+    /// Results owed to the PLC, oldest first; with the handshake the front
+    /// one is presented while `results_valid`.
+    queue: VecDeque<PlcResult>,
+    /// What the result registers show: the result presented last.
+    shown: Option<PlcResult>,
+    results_valid: bool,
+    error: ErrorCode,
+    /// Results never presented because the buffer was full.
+    not_presented: u64,
+    /// Of those, the ones not logged yet, and when the last warning went out.
+    unlogged: u64,
+    last_warning: Option<Instant>,
+}
+
+/// What a trigger's rising edge turned into (for the caller's log and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerOutcome {
+    Accepted { number: u64, id: u32 },
+    Disabled,
+    Refused(Refused),
+}
+
+impl Station {
+    /// The station of camera `desk` with unit id `unit` (1 = the first
+    /// camera in config order; `ModbusServer::start` checks the order).
+    pub fn new(unit: u8, desk: Arc<TriggerDesk>, config: &ModbusConfig) -> Station {
+        Station {
+            unit,
+            desk,
+            handshake: config.handshake,
+            buffer: config.buffer.max(1),
+            started: Instant::now(),
+            state: Mutex::new(State {
+                coils: [false; COILS as usize],
+                part_id: [0; HOLDING_REGISTERS as usize],
+                trigger_ack: false,
+                queue: VecDeque::with_capacity(config.buffer.max(1)),
+                shown: None,
+                results_valid: false,
+                error: ErrorCode::None,
+                not_presented: 0,
+                unlogged: 0,
+                last_warning: None,
+            }),
+        }
+    }
+
+    pub fn unit(&self) -> u8 {
+        self.unit
+    }
+
+    pub fn desk(&self) -> &Arc<TriggerDesk> {
+        &self.desk
+    }
+
+    /// Results the PLC never saw because its buffer was full (each is still
+    /// in the results file and on MQTT).
+    pub fn not_presented(&self) -> u64 {
+        self.lock().not_presented
+    }
+
+    /// The coils as the PLC wrote them.
+    pub fn coils(&self) -> [bool; COILS as usize] {
+        self.lock().coils
+    }
+
+    /// The holding registers (PartId, high word first).
+    pub fn holding_registers(&self) -> [u16; HOLDING_REGISTERS as usize] {
+        self.lock().part_id
+    }
+
+    /// The discrete inputs, in map order.
+    pub fn discrete_inputs(&self) -> [bool; DISCRETE_INPUTS as usize] {
+        // The desk's lock is taken apart from the station's.
+        let online = self.desk.online();
+        let desk_ready = self.desk.ready();
+        let state = self.lock();
+        let shown = state.shown;
+        [
+            online,
+            state.coils[COIL_TRIGGER_ENABLE as usize] && desk_ready,
+            state.trigger_ack,
+            state.results_valid,
+            shown.is_some_and(|r| r.pass),
+            shown.is_some_and(|r| r.late),
+            state.error != ErrorCode::None,
+        ]
+    }
+
+    /// The input registers, in map order.
+    pub fn input_registers(&self) -> [u16; INPUT_REGISTERS as usize] {
+        let heartbeat = (self.started.elapsed().as_millis() / HEARTBEAT_PERIOD.as_millis()) as u16;
+        let acquisitions = self.desk.accepted() as u16;
+        let state = self.lock();
+        let shown = state.shown.unwrap_or(PlcResult {
+            part_id: 0,
+            pass: false,
+            late: false,
+            reason: 0,
+            defect_prob: 0,
+            trigger_to_result: 0,
+            seq: 0,
+            number: 0,
+        });
+        let [id_high, id_low] = words(shown.part_id);
+        let [seq_high, seq_low] = words(shown.seq);
+        let buffered = if self.handshake {
+            state.queue.len()
+        } else {
+            usize::from(state.results_valid)
+        };
+        [
+            heartbeat,
+            acquisitions,
+            id_high,
+            id_low,
+            shown.reason,
+            shown.defect_prob,
+            buffered as u16,
+            state.error.code(),
+            shown.trigger_to_result,
+            seq_high,
+            seq_low,
+        ]
+    }
+
+    /// The PLC writes holding registers from `address` (the caller checked
+    /// the range).
+    pub fn write_registers(&self, address: u16, values: &[u16]) {
+        let mut state = self.lock();
+        for (i, value) in values.iter().enumerate() {
+            state.part_id[usize::from(address) + i] = *value;
+        }
+    }
+
+    /// The PLC writes coils from `address` (the caller checked the range),
+    /// each in address order, as if written one after the other.
+    pub fn write_coils(&self, address: u16, values: &[bool]) {
+        for (i, value) in values.iter().enumerate() {
+            self.write_coil(address + i as u16, *value);
+        }
+    }
+
+    /// One coil; its edges drive the handshake.
+    pub fn write_coil(&self, address: u16, value: bool) -> Option<TriggerOutcome> {
+        let mut state = self.lock();
+        let was = std::mem::replace(&mut state.coils[usize::from(address)], value);
+        let rising = value && !was;
+        let falling = was && !value;
+        match address {
+            COIL_TRIGGER if rising => {
+                if !state.coils[COIL_TRIGGER_ENABLE as usize] {
+                    state.raise(ErrorCode::TriggerDisabled);
+                    drop(state);
+                    log::info!(target: "sealcheck::plc", unit = self.unit;
+                        "trigger refused: TriggerEnable is off");
+                    return Some(TriggerOutcome::Disabled);
+                }
+                let id = from_words(state.part_id[0], state.part_id[1]);
+                // The desk's lock is never taken under the station's.
+                drop(state);
+                return Some(self.trigger(id));
+            }
+            COIL_TRIGGER if falling => state.trigger_ack = false,
+            COIL_RESULTS_ACK if rising => {
+                if state.results_valid {
+                    state.results_valid = false;
+                    if self.handshake {
+                        state.queue.pop_front();
+                    }
+                }
+            }
+            COIL_RESULTS_ACK if falling => self.present_next(&mut state),
+            COIL_CLEAR_ERROR if rising => state.error = ErrorCode::None,
+            _ => {}
+        }
+        None
+    }
+
+    fn trigger(&self, id: u32) -> TriggerOutcome {
+        let outcome = match self.desk.trigger(u64::from(id)) {
+            Ok(part) => TriggerOutcome::Accepted {
+                number: part.number,
+                id,
+            },
+            Err(refused) => TriggerOutcome::Refused(refused),
+        };
+        let mut state = self.lock();
+        match outcome {
+            // Trigger may have gone low meanwhile (another connection).
+            TriggerOutcome::Accepted { .. } => {
+                state.trigger_ack = state.coils[COIL_TRIGGER as usize];
+            }
+            TriggerOutcome::Refused(refused) => {
+                state.raise(match refused {
+                    Refused::Offline => ErrorCode::TriggerOffline,
+                    Refused::Backlog => ErrorCode::TriggerBacklog,
+                });
+                drop(state);
+                log::info!(target: "sealcheck::plc", unit = self.unit, part_id = id;
+                    "trigger refused: {refused}");
+            }
+            TriggerOutcome::Disabled => {}
+        }
+        outcome
+    }
+
+    /// With the handshake: present the oldest waiting result once the last
+    /// one was acknowledged and ResultsAck is low again.
+    fn present_next(&self, state: &mut State) {
+        if !self.handshake || state.results_valid || state.coils[COIL_RESULTS_ACK as usize] {
+            return;
+        }
+        if let Some(next) = state.queue.front() {
+            state.shown = Some(*next);
+            state.results_valid = true;
+        }
+    }
+
+    /// A verdict for the PLC: presented now, queued, or (buffer full) counted.
+    fn take(&self, result: PlcResult) {
+        let mut state = self.lock();
+        if !self.handshake {
+            state.shown = Some(result);
+            state.results_valid = true;
+            return;
+        }
+        if state.queue.len() < self.buffer {
+            state.queue.push_back(result);
+            self.present_next(&mut state);
+            return;
+        }
+        state.raise(ErrorCode::BufferFull);
+        state.not_presented += 1;
+        state.unlogged += 1;
+        let now = Instant::now();
+        if state
+            .last_warning
+            .is_some_and(|last| now.duration_since(last) < NOT_PRESENTED_LOG_EVERY)
+        {
+            return;
+        }
+        state.last_warning = Some(now);
+        let count = std::mem::take(&mut state.unlogged);
+        let total = state.not_presented;
+        drop(state);
+        log::warn!(target: "sealcheck::plc", unit = self.unit, part_id = result.part_id,
+            part = result.number, count = count, total = total, buffer = self.buffer;
+            "result buffer full: part {} not presented to the PLC ({count} since the last warning, \
+             {total} in all; the results file and MQTT have them); the PLC must acknowledge \
+             results (ResultsAck) and clear the error (ClearError)", result.part_id);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every statement leaves the state whole: a panic elsewhere leaves it usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    fn raise(&mut self, code: ErrorCode) {
+        let refusal = matches!(
+            code,
+            ErrorCode::TriggerDisabled | ErrorCode::TriggerOffline | ErrorCode::TriggerBacklog
+        );
+        if !(refusal && self.error == ErrorCode::BufferFull) {
+            self.error = code;
+        }
+    }
+}
+
+impl LineOutput for Station {
+    /// Queues the verdict for the PLC under one short lock; never blocks.
+    fn send(&self, verdict: &LineVerdict) {
+        self.take(PlcResult::of(verdict));
+    }
+}
+
+#[cfg(test)]
+#[path = "station_tests.rs"]
+mod tests;

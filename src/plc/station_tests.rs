@@ -1,0 +1,273 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::*;
+use crate::decision::{Decision, Reason, Verdict};
+use crate::frame::Part;
+use crate::plc::map::*;
+
+fn config(buffer: usize, handshake: bool) -> ModbusConfig {
+    ModbusConfig {
+        listen: "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
+        buffer,
+        handshake,
+        allow: Vec::new(),
+        max_connections: 4,
+        idle_timeout: Duration::from_secs(60),
+    }
+}
+
+fn station(buffer: usize, handshake: bool, ready: bool) -> Station {
+    let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
+    desk.set_ready(ready);
+    Station::new(1, desk, &config(buffer, handshake))
+}
+
+fn verdict(number: u64, id: u64, reason: Reason) -> LineVerdict {
+    let now = Instant::now();
+    LineVerdict {
+        seq: 1000 + number,
+        part: Part {
+            number,
+            id,
+            trigger: None,
+            framed: true,
+        },
+        captured_at: SystemTime::now(),
+        captured_instant: now,
+        decision: Decision {
+            verdict: reason.verdict(),
+            reason,
+            defect_prob: Some(0.25),
+            seal_area: None,
+        },
+        latency_ms: 12.34,
+        deadline: None,
+        models: None,
+        camera: None,
+    }
+}
+
+fn valid(s: &Station) -> bool {
+    s.discrete_inputs()[DI_RESULTS_VALID as usize]
+}
+
+fn shown_id(s: &Station) -> u32 {
+    let ir = s.input_registers();
+    from_words(
+        ir[IR_RESULT_PART_ID as usize],
+        ir[IR_RESULT_PART_ID as usize + 1],
+    )
+}
+
+fn buffered(s: &Station) -> u16 {
+    s.input_registers()[IR_RESULTS_BUFFERED as usize]
+}
+
+fn error_code(s: &Station) -> u16 {
+    s.input_registers()[IR_ERROR_CODE as usize]
+}
+
+fn ack(s: &Station) {
+    s.write_coil(COIL_RESULTS_ACK, true);
+    s.write_coil(COIL_RESULTS_ACK, false);
+}
+
+#[test]
+fn results_are_presented_one_at_a_time_in_order_through_the_four_way_handshake() {
+    let s = station(8, true, true);
+    assert!(!valid(&s));
+    for n in 0..3 {
+        s.send(&verdict(n, 4711 + n, Reason::Ok));
+    }
+    assert!(valid(&s));
+    assert_eq!((shown_id(&s), buffered(&s)), (4711, 3));
+    s.write_coil(COIL_RESULTS_ACK, true);
+    assert!(!valid(&s), "ResultsAck's rising edge lowers ResultsValid");
+    assert_eq!(buffered(&s), 2);
+    s.send(&verdict(3, 4714, Reason::Ok));
+    assert!(!valid(&s), "nothing is presented while ResultsAck is high");
+    s.write_coil(COIL_RESULTS_ACK, false);
+    assert!(valid(&s));
+    assert_eq!(shown_id(&s), 4712);
+    ack(&s);
+    assert_eq!(shown_id(&s), 4713);
+    ack(&s);
+    assert_eq!((shown_id(&s), buffered(&s)), (4714, 1));
+    ack(&s);
+    assert!(!valid(&s));
+    assert_eq!(buffered(&s), 0);
+    assert_eq!(error_code(&s), 0);
+}
+
+#[test]
+fn a_trigger_is_acknowledged_until_trigger_goes_low_and_counted() {
+    let s = station(8, true, true);
+    s.write_coil(COIL_TRIGGER_ENABLE, true);
+    assert!(s.discrete_inputs()[DI_TRIGGER_READY as usize]);
+    s.write_registers(HR_PART_ID, &words(0x0001_2345));
+    let outcome = s.write_coil(COIL_TRIGGER, true);
+    assert_eq!(
+        outcome,
+        Some(TriggerOutcome::Accepted {
+            number: 0,
+            id: 0x0001_2345
+        })
+    );
+    assert!(s.discrete_inputs()[DI_TRIGGER_ACK as usize]);
+    assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 1);
+    // Trigger held high: no second edge, no second part.
+    assert_eq!(s.write_coil(COIL_TRIGGER, true), None);
+    assert_eq!(s.desk().accepted(), 1);
+    s.write_coil(COIL_TRIGGER, false);
+    assert!(!s.discrete_inputs()[DI_TRIGGER_ACK as usize]);
+    s.write_registers(HR_PART_ID + 1, &[7]);
+    assert_eq!(
+        s.write_coil(COIL_TRIGGER, true),
+        Some(TriggerOutcome::Accepted {
+            number: 1,
+            id: 0x0001_0007
+        })
+    );
+    assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 2);
+    assert_eq!(error_code(&s), 0);
+}
+
+#[test]
+fn trigger_enable_off_refuses_the_trigger_with_an_error_until_clear_error() {
+    let s = station(8, true, true);
+    assert!(
+        !s.discrete_inputs()[DI_TRIGGER_READY as usize],
+        "TriggerReady needs TriggerEnable"
+    );
+    assert_eq!(
+        s.write_coil(COIL_TRIGGER, true),
+        Some(TriggerOutcome::Disabled)
+    );
+    let di = s.discrete_inputs();
+    assert!(!di[DI_TRIGGER_ACK as usize]);
+    assert!(di[DI_ERROR as usize]);
+    assert_eq!(error_code(&s), ErrorCode::TriggerDisabled.code());
+    assert_eq!(s.desk().accepted(), 0);
+    s.write_coil(COIL_CLEAR_ERROR, true);
+    assert!(!s.discrete_inputs()[DI_ERROR as usize]);
+    assert_eq!(error_code(&s), 0);
+}
+
+#[test]
+fn a_trigger_the_desk_refuses_leaves_trigger_ack_low_and_says_why() {
+    let s = station(8, true, false);
+    s.write_coil(COIL_TRIGGER_ENABLE, true);
+    let di = s.discrete_inputs();
+    assert!(!di[DI_ONLINE as usize] && !di[DI_TRIGGER_READY as usize]);
+    assert_eq!(
+        s.write_coil(COIL_TRIGGER, true),
+        Some(TriggerOutcome::Refused(Refused::Offline))
+    );
+    assert!(!s.discrete_inputs()[DI_TRIGGER_ACK as usize]);
+    assert_eq!(error_code(&s), ErrorCode::TriggerOffline.code());
+    assert_eq!(s.input_registers()[IR_ACQUISITION_COUNT as usize], 0);
+}
+
+#[test]
+fn a_full_buffer_raises_error_and_counts_the_results_it_does_not_present() {
+    let s = station(2, true, true);
+    for n in 0..5 {
+        s.send(&verdict(n, 100 + n, Reason::Defect));
+    }
+    assert_eq!(buffered(&s), 2);
+    assert_eq!(error_code(&s), ErrorCode::BufferFull.code());
+    assert!(s.discrete_inputs()[DI_ERROR as usize]);
+    assert_eq!(s.not_presented(), 3);
+    // A refused trigger does not hide it.
+    s.write_coil(COIL_TRIGGER, true);
+    assert_eq!(error_code(&s), ErrorCode::BufferFull.code());
+    assert_eq!(shown_id(&s), 100);
+    ack(&s);
+    assert_eq!(shown_id(&s), 101);
+    ack(&s);
+    assert!(!valid(&s), "parts 102..=104 are never presented");
+    s.send(&verdict(5, 105, Reason::Ok));
+    assert_eq!(shown_id(&s), 105);
+    assert!(
+        s.discrete_inputs()[DI_ERROR as usize],
+        "the error stays until ClearError"
+    );
+    s.write_coil(COIL_CLEAR_ERROR, true);
+    assert_eq!(error_code(&s), 0);
+    s.write_coil(COIL_CLEAR_ERROR, false);
+    assert_eq!(s.not_presented(), 3);
+}
+
+#[test]
+fn without_the_handshake_each_new_result_is_presented_at_once() {
+    let s = station(2, false, true);
+    for n in 0..5 {
+        s.send(&verdict(n, 200 + n, Reason::Ok));
+        assert!(valid(&s));
+        assert_eq!(shown_id(&s), 200 + n as u32);
+        assert_eq!(buffered(&s), 1);
+    }
+    assert_eq!((s.not_presented(), error_code(&s)), (0, 0));
+    s.write_coil(COIL_RESULTS_ACK, true);
+    assert!(!valid(&s), "ResultsAck still lowers ResultsValid");
+    s.send(&verdict(5, 205, Reason::Ok));
+    assert!(
+        valid(&s),
+        "a new result raises it again, ResultsAck high or not"
+    );
+    assert_eq!(shown_id(&s), 205);
+}
+
+#[test]
+fn the_presented_result_fills_the_map() {
+    let s = station(8, true, true);
+    let mut late = verdict(0, 0xDEAD_BEEF, Reason::Ok).into_late_fail();
+    late.latency_ms = 1e9;
+    s.send(&late);
+    let di = s.discrete_inputs();
+    assert!(di[DI_RESULTS_VALID as usize] && di[DI_LATE as usize] && !di[DI_PASS as usize]);
+    let ir = s.input_registers();
+    assert_eq!(shown_id(&s), 0xDEAD_BEEF);
+    assert_eq!(ir[IR_REASON_CODE as usize], 6);
+    assert_eq!(ir[IR_TRIGGER_TO_RESULT_MS as usize], u16::MAX, "saturates");
+    assert_eq!(
+        from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]),
+        1000
+    );
+    ack(&s);
+
+    s.send(&verdict(1, 7, Reason::Ok));
+    let (di, ir) = (s.discrete_inputs(), s.input_registers());
+    assert!(di[DI_PASS as usize] && !di[DI_LATE as usize]);
+    assert_eq!(ir[IR_REASON_CODE as usize], 0);
+    assert_eq!(ir[IR_DEFECT_PROB as usize], 2500);
+    assert_eq!(ir[IR_TRIGGER_TO_RESULT_MS as usize], 123);
+    ack(&s);
+
+    let mut missed = verdict(2, 8, Reason::NoFrame);
+    missed.part.framed = false;
+    missed.decision = Decision::failed(Reason::NoFrame);
+    s.send(&missed);
+    let ir = s.input_registers();
+    assert_eq!(ir[IR_REASON_CODE as usize], 7);
+    assert_eq!(ir[IR_DEFECT_PROB as usize], DEFECT_PROB_NONE);
+    assert_eq!(
+        from_words(ir[IR_RESULT_SEQ as usize], ir[IR_RESULT_SEQ as usize + 1]),
+        RESULT_SEQ_NO_FRAME
+    );
+    assert_eq!(missed.decision.verdict, Verdict::Fail);
+}
+
+#[test]
+fn the_heartbeat_counts_tenths_of_a_second() {
+    let s = station(8, true, true);
+    let first = s.input_registers()[IR_HEARTBEAT as usize];
+    std::thread::sleep(Duration::from_millis(250));
+    let later = s.input_registers()[IR_HEARTBEAT as usize];
+    assert!(
+        (2..=4).contains(&later.wrapping_sub(first)),
+        "{first} -> {later}"
+    );
+}
