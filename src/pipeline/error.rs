@@ -28,4 +28,7 @@ pub enum PipelineError {
     Panicked(&'static str),
     #[error(transparent)]
     Status(#[from] crate::status::StatusError),
+    /// The PLC's Modbus TCP server (`[modbus]`) could not start.
+    #[error(transparent)]
+    Plc(#[from] crate::plc::PlcError),
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use crate::config::{Config, TriggerMode};
 use crate::frame::CameraIndex;
+use crate::line::LineOutput;
+use crate::plc::Station;
 use crate::status::{Telemetry, TriggerApi};
 use crate::trigger::{PartWaiters, TriggerDesk};
 
@@ -26,6 +28,40 @@ pub(super) fn set_ready(desks: &[Arc<TriggerDesk>], ready: bool) {
     for desk in desks {
         desk.set_ready(ready);
     }
+}
+
+/// `[modbus]`: one station per camera (unit id 1 is the first camera), a
+/// line output each; none without the section.
+pub(super) fn modbus_stations(config: &Config, desks: &[Arc<TriggerDesk>]) -> Vec<Arc<Station>> {
+    let Some(modbus) = &config.modbus else {
+        return Vec::new();
+    };
+    desks
+        .iter()
+        .enumerate()
+        .map(|(index, desk)| Arc::new(Station::new(index as u8 + 1, Arc::clone(desk), modbus)))
+        .collect()
+}
+
+/// Each camera's line outputs besides MQTT: its Modbus station and its
+/// HTTP trigger's waiters, where on.
+pub(super) fn line_outputs(
+    cameras: usize,
+    stations: &[Arc<Station>],
+    waiters: &[Arc<PartWaiters>],
+) -> Vec<Vec<Arc<dyn LineOutput>>> {
+    (0..cameras)
+        .map(|index| {
+            let mut outputs: Vec<Arc<dyn LineOutput>> = Vec::new();
+            if let Some(station) = stations.get(index) {
+                outputs.push(Arc::clone(station) as Arc<dyn LineOutput>);
+            }
+            if let Some(w) = waiters.get(index) {
+                outputs.push(Arc::clone(w) as Arc<dyn LineOutput>);
+            }
+            outputs
+        })
+        .collect()
 }
 
 /// `[trigger] http = true`: each camera's verdicts for `POST /api/trigger`

@@ -69,8 +69,17 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     // `plc` mode: each camera's triggers (the frame path pairs them with frames).
     let desks = parts::trigger_desks(&config);
     let waiters = parts::http_waiters(&config, &desks);
-    let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &waiters);
+    let stations = parts::modbus_stations(&config, &desks);
+    let outputs = parts::line_outputs(config.cameras.len(), &stations, &waiters);
+    let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &outputs);
     parts::serve_http_trigger(&config, operators.as_ref(), &desks, &waiters);
+    // The PLC may connect from now on: Online stays low until READY=1.
+    let _modbus = match &config.modbus {
+        Some(modbus) if !stations.is_empty() => {
+            Some(crate::plc::ModbusServer::start(modbus, stations)?)
+        }
+        _ => None,
+    };
     let telemetry = LineTelemetry {
         line: Arc::clone(&line_stats),
         mqtt: mqtt.as_ref().map(MqttLine::stats),
@@ -191,12 +200,12 @@ fn operator_telemetry(
 }
 
 /// One line per camera (its own part numbers and deadline), counted
-/// together; its outputs are MQTT's and, with the HTTP trigger, the
-/// camera's `waiters`.
+/// together; its outputs are MQTT's and the camera's `outputs` (Modbus,
+/// the HTTP trigger's waiters).
 fn camera_lines(
     config: &Config,
     mqtt: Option<&MqttLine>,
-    waiters: &[Arc<crate::trigger::PartWaiters>],
+    outputs: &[Vec<Arc<dyn crate::line::LineOutput>>],
 ) -> (Arc<LineStats>, Vec<Arc<Line>>) {
     let line_stats = Arc::new(LineStats::default());
     let lines: Vec<Arc<Line>> = config
@@ -204,13 +213,11 @@ fn camera_lines(
         .iter()
         .enumerate()
         .map(|(index, camera)| {
-            let mut outputs: Vec<Arc<dyn crate::line::LineOutput>> =
+            let mut line_outputs: Vec<Arc<dyn crate::line::LineOutput>> =
                 mqtt.iter().map(|m| m.output()).collect();
-            if let Some(w) = waiters.get(index) {
-                outputs.push(Arc::clone(w) as Arc<dyn crate::line::LineOutput>);
-            }
+            line_outputs.extend(outputs.get(index).into_iter().flatten().cloned());
             Arc::new(Line::of_camera(
-                outputs,
+                line_outputs,
                 camera.decision.deadline,
                 camera.name.as_deref().map(Arc::from),
                 Arc::clone(&line_stats),
