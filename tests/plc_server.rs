@@ -160,7 +160,7 @@ fn a_plc_runs_many_parts_through_the_full_handshake_in_order() {
             std::thread::sleep(common::plc::POLL);
         }
         let id = first_id + i;
-        plc.trigger(id, WAIT)
+        plc.trigger_when_ready(id, WAIT)
             .unwrap_or_else(|e| panic!("part {id}: {e:?}"));
     }
     let results = reader.join().unwrap();
