@@ -9,6 +9,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
@@ -35,7 +36,12 @@ pub enum End {
 }
 
 /// Serves `stream` until it ends.
-pub async fn serve(stream: TcpStream, stations: Arc<[Arc<Station>]>, idle: Duration) -> End {
+pub async fn serve(
+    stream: TcpStream,
+    stations: Arc<[Arc<Station>]>,
+    idle: Duration,
+    requests: &AtomicU64,
+) -> End {
     // A PLC polls every few milliseconds: answers go out at once.
     let _ = stream.set_nodelay(true);
     // One read takes a whole frame (header and PDU), not two.
@@ -59,6 +65,7 @@ pub async fn serve(stream: TcpStream, stations: Arc<[Arc<Station>]>, idle: Durat
         if let Err(end) = read(&mut stream, pdu, idle).await {
             return end;
         }
+        requests.fetch_add(1, Ordering::Relaxed);
         let unit = header[6];
         reply.clear();
         reply.extend_from_slice(&header[..4]);

@@ -34,6 +34,8 @@ const MAX_STATIONS: usize = 247;
 #[derive(Debug, Default)]
 pub struct ModbusCounters {
     pub accepted: AtomicU64,
+    /// Requests answered (a response or an exception).
+    pub requests: AtomicU64,
     /// Closed at accept: the address is not on `allow`.
     pub refused_not_allowed: AtomicU64,
     /// Closed at accept: `max_connections` were open.
@@ -242,7 +244,7 @@ impl Accept {
         let idle = self.idle;
         log::info!(target: "sealcheck::plc", peer:% = peer; "PLC connected from {peer}");
         tokio::spawn(async move {
-            let end = connection::serve(stream, stations, idle).await;
+            let end = connection::serve(stream, stations, idle, &open.counters.requests).await;
             match &end {
                 End::Closed => {
                     log::info!(target: "sealcheck::plc", peer:% = peer; "PLC {peer} disconnected")

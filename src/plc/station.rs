@@ -49,6 +49,9 @@ struct State {
 }
 
 /// What a trigger's rising edge turned into (for the caller's log and tests).
+/// A refusal is logged at debug only: a PLC that keeps triggering with
+/// TriggerEnable off would flood the journal; the PLC sees ErrorCode, and
+/// the desk counts refusals (`TriggerDesk::refused`, the metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TriggerOutcome {
     Accepted { number: u64, id: u32 },
@@ -188,7 +191,7 @@ impl Station {
                 if !state.coils[COIL_TRIGGER_ENABLE as usize] {
                     state.raise(ErrorCode::TriggerDisabled);
                     drop(state);
-                    log::info!(target: "sealcheck::plc", unit = self.unit;
+                    log::debug!(target: "sealcheck::plc", unit = self.unit;
                         "trigger refused: TriggerEnable is off");
                     return Some(TriggerOutcome::Disabled);
                 }
@@ -233,7 +236,7 @@ impl Station {
                     Refused::Backlog => ErrorCode::TriggerBacklog,
                 });
                 drop(state);
-                log::info!(target: "sealcheck::plc", unit = self.unit, part_id = id;
+                log::debug!(target: "sealcheck::plc", unit = self.unit, part_id = id;
                     "trigger refused: {refused}");
             }
             TriggerOutcome::Disabled => {}

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! trigger(id):  PartId := id; Trigger := 1; wait TriggerAck; Trigger := 0
+//!               (trigger_when_ready: wait TriggerReady first, as a PLC does)
 //! take_result:  wait ResultsValid; read the result; ResultsAck := 1;
 //!               wait ResultsValid low; ResultsAck := 0
 //! ```
@@ -107,7 +108,7 @@ impl Plc {
         Plc::ok("write coil", result);
     }
 
-    /// A request's exception, or `None` when it went through.
+    /// Input registers as they came: the values, or the server's exception.
     pub fn try_read_inputs(
         &mut self,
         address: u16,
@@ -170,6 +171,12 @@ impl Plc {
                 error_code: self.registers().error_code,
             })
         }
+    }
+
+    /// As a PLC does: waits (at most `within`) for TriggerReady, then `trigger`.
+    pub fn trigger_when_ready(&mut self, id: u32, within: Duration) -> Result<(), TriggerRefused> {
+        self.wait(within, |plc| plc.bits().trigger_ready);
+        self.trigger(id, within)
     }
 
     /// Waits (at most `within`) for ResultsValid and reads the result, without acknowledging it.
