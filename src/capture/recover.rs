@@ -178,6 +178,11 @@ fn teardown(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>) {
     // Stopped or abandoned (counted and logged there), the next pipeline is built.
     let _ = teardown::stop_pipeline(pipeline, shared, "the source was lost");
     shared.set_pipeline(None);
+    // A GigE Vision camera's control channel is released with its last reference.
+    if let Some(link) = &shared.genicam {
+        link.set_camera(None);
+        link.log_counts("at the loss");
+    }
     shared.ready_for_rebuild();
 }
 

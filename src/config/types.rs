@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::genicam::GenicamSource;
+
 /// Largest batch `[inference] max_batch` may ask for; also the default's cap
 /// (one frame per camera, up to this).
 pub const MAX_BATCH: usize = 64;
@@ -91,6 +93,8 @@ pub enum SourceKind {
     /// A raw `gst-launch` description ending in `appsink name=sink`; `live`
     /// (`[source] live = true`) makes it a camera: drops by default, recovers.
     Pipeline { description: String, live: bool },
+    /// An industrial camera (GigE Vision, USB3 Vision) through Aravis' `aravissrc`.
+    Genicam(GenicamSource),
 }
 
 impl SourceKind {
@@ -103,6 +107,7 @@ impl SourceKind {
             SourceKind::Rtsp { .. } => "rtsp",
             SourceKind::Csi { .. } => "csi",
             SourceKind::Pipeline { .. } => "pipeline",
+            SourceKind::Genicam(_) => "genicam",
         }
     }
 
@@ -113,6 +118,7 @@ impl SourceKind {
             SourceKind::V4l2 { .. }
                 | SourceKind::Rtsp { .. }
                 | SourceKind::Csi { .. }
+                | SourceKind::Genicam(_)
                 | SourceKind::Pipeline { live: true, .. }
         )
     }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 mod child;
+pub mod genicam;
 pub mod http;
 pub mod rtsp;
 pub mod status_page;
