@@ -147,6 +147,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                     PipelineError::Config(_)
                         | PipelineError::Inference(_)
                         | PipelineError::Device(_)
+                        // A camera refusing a configured setting: the config must change.
+                        | PipelineError::Capture(sealcheck::capture::CaptureError::CameraRefused { .. })
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()

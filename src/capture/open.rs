@@ -145,9 +145,9 @@ fn set_up_camera(
         let reason = first_error(bus).unwrap_or_else(|| "Aravis found no such camera".to_string());
         return Err(start_error(&kind, &shared.origin, reason));
     };
-    let prepared = genicam::prepare(config, pipeline, camera, &shared.origin)?;
+    let camera = genicam::prepare(config, pipeline, camera, &shared.origin)?;
     if let Some(link) = &shared.genicam {
-        link.set_camera(Some(prepared.camera));
+        link.set_camera(Some(camera));
         link.watch(&src);
     }
     Ok(())

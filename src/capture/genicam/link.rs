@@ -40,12 +40,12 @@ impl GenicamLink {
         })
     }
 
-    /// The camera of the pipeline now running, if any.
-    pub(crate) fn camera(&self) -> Option<Camera> {
-        self.camera
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// Runs `call` on the camera of the pipeline now running, under the lock
+    /// that keeps every thread's calls into it one at a time; `None` when no
+    /// camera is open (lost, being reopened).
+    pub(crate) fn with_camera<R>(&self, call: impl FnOnce(&Camera) -> R) -> Option<R> {
+        let camera = self.camera.lock().unwrap_or_else(PoisonError::into_inner);
+        camera.as_ref().map(call)
     }
 
     /// A new pipeline opened this camera (or `None`: the pipeline was lost).
@@ -70,20 +70,22 @@ impl GenicamLink {
             return;
         };
         let link = Arc::clone(self);
-        let mut interval_ns: Option<u64> = None;
+        // The caps' frame interval in ns, read at the first buffer; 0 = not yet.
+        let interval_ns = AtomicU64::new(0);
         pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
             link.frames.fetch_add(1, Ordering::AcqRel);
             if link.trigger != GenicamTrigger::Off {
                 return gst::PadProbeReturn::Ok;
             }
-            if interval_ns.is_none() {
-                interval_ns = frame_interval_ns(pad);
+            if interval_ns.load(Ordering::Relaxed) == 0 {
+                interval_ns.store(frame_interval_ns(pad).unwrap_or(0), Ordering::Relaxed);
             }
+            let interval = interval_ns.load(Ordering::Relaxed);
             let gap = info
                 .buffer()
                 .and_then(|b| b.duration())
                 .map(|d| d.nseconds());
-            if let (Some(interval), Some(gap)) = (interval_ns, gap) {
+            if let (true, Some(gap)) = (interval > 0, gap) {
                 let missed = missed_frames(gap, interval);
                 if missed > 0 {
                     link.incomplete.fetch_add(missed, Ordering::AcqRel);

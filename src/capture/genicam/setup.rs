@@ -26,25 +26,15 @@ const BAYER_PATTERNS: [(&str, &str); 4] = [
     ("BayerGB8", "gbrg"),
 ];
 
-/// What the setup decided, for the pipeline's capsfilter and `aravissrc`.
-#[derive(Debug)]
-pub(crate) struct Prepared {
-    pub(crate) camera: Camera,
-    /// The PixelFormat entry chosen (e.g. "BayerBG8").
-    pub(crate) pixel_format: String,
-    /// Exposure (µs) and gain (dB) as the camera reports them after setting.
-    pub(crate) exposure_us: Option<f64>,
-    pub(crate) gain_db: Option<f64>,
-}
-
 /// Checks and applies `config` to the camera `aravissrc` opened; sets the
-/// capsfilter `camera_caps` and the element's `features`. `origin` names the source.
+/// capsfilter `camera_caps` and the element's `features`. `origin` names the
+/// source. Returns the camera, set up.
 pub(crate) fn prepare(
     config: &GenicamSource,
     pipeline: &gst::Pipeline,
     camera: Camera,
     origin: &str,
-) -> Result<Prepared, CaptureError> {
+) -> Result<Camera, CaptureError> {
     let refused = |feature: &str, value: String, reason: String, accepts: Option<String>| {
         CaptureError::CameraRefused {
             origin: origin.to_string(),
@@ -99,12 +89,7 @@ pub(crate) fn prepare(
         exposure_us = exposure_us.unwrap_or(f64::NAN), gain_db = gain_db.unwrap_or(f64::NAN),
         trigger = config.trigger.name().as_str();
         "camera set up (exposure and gain as read back from the camera)");
-    Ok(Prepared {
-        camera,
-        pixel_format,
-        exposure_us,
-        gain_db,
-    })
+    Ok(camera)
 }
 
 /// Why a feature was refused, and what the camera accepts.

@@ -16,13 +16,13 @@ use std::ptr;
 use std::sync::OnceLock;
 
 use gstreamer::glib;
-use gstreamer::glib::translate::{FromGlibPtrFull, ToGlibPtr};
+use gstreamer::glib::translate::FromGlibPtrFull;
 
 /// The file `aravissrc` links and that Debian's `libaravis-0.8-0` installs.
 pub(crate) const LIBRARY: &str = "libaravis-0.8.so.0";
 
 type GError = glib::ffi::GError;
-type Err = *mut *mut GError;
+type ErrSlot = *mut *mut GError;
 type Cam = *mut c_void;
 
 /// ArvAuto: off, once, continuous.
@@ -39,29 +39,28 @@ struct Api {
     get_device_model: unsafe extern "C" fn(c_uint) -> *const c_char,
     get_device_vendor: unsafe extern "C" fn(c_uint) -> *const c_char,
     get_device_protocol: unsafe extern "C" fn(c_uint) -> *const c_char,
-    camera_new: unsafe extern "C" fn(*const c_char, Err) -> Cam,
+    camera_new: unsafe extern "C" fn(*const c_char, ErrSlot) -> Cam,
     camera_get_device: unsafe extern "C" fn(Cam) -> *mut c_void,
-    is_feature_available: unsafe extern "C" fn(Cam, *const c_char, Err) -> c_int,
-    execute_command: unsafe extern "C" fn(Cam, *const c_char, Err),
-    set_exposure_time: unsafe extern "C" fn(Cam, c_double, Err),
-    get_exposure_time: unsafe extern "C" fn(Cam, Err) -> c_double,
-    get_exposure_time_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, Err),
-    set_exposure_time_auto: unsafe extern "C" fn(Cam, c_int, Err),
-    set_gain: unsafe extern "C" fn(Cam, c_double, Err),
-    get_gain: unsafe extern "C" fn(Cam, Err) -> c_double,
-    get_gain_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, Err),
-    set_gain_auto: unsafe extern "C" fn(Cam, c_int, Err),
-    get_frame_rate_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, Err),
-    get_region: unsafe extern "C" fn(Cam, *mut c_int, *mut c_int, *mut c_int, *mut c_int, Err),
+    execute_command: unsafe extern "C" fn(Cam, *const c_char, ErrSlot),
+    set_exposure_time: unsafe extern "C" fn(Cam, c_double, ErrSlot),
+    get_exposure_time: unsafe extern "C" fn(Cam, ErrSlot) -> c_double,
+    get_exposure_time_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, ErrSlot),
+    set_exposure_time_auto: unsafe extern "C" fn(Cam, c_int, ErrSlot),
+    set_gain: unsafe extern "C" fn(Cam, c_double, ErrSlot),
+    get_gain: unsafe extern "C" fn(Cam, ErrSlot) -> c_double,
+    get_gain_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, ErrSlot),
+    set_gain_auto: unsafe extern "C" fn(Cam, c_int, ErrSlot),
+    get_frame_rate_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, ErrSlot),
+    get_region: unsafe extern "C" fn(Cam, *mut c_int, *mut c_int, *mut c_int, *mut c_int, ErrSlot),
     device_get_feature: unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void,
-    device_set_features_from_string: unsafe extern "C" fn(*mut c_void, *const c_char, Err) -> c_int,
+    device_set_features_from_string: unsafe extern "C" fn(*mut c_void, *const c_char, ErrSlot) -> c_int,
     device_get_float_bounds:
-        unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_double, *mut c_double, Err),
+        unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_double, *mut c_double, ErrSlot),
     device_get_integer_bounds:
-        unsafe extern "C" fn(*mut c_void, *const c_char, *mut i64, *mut i64, Err),
+        unsafe extern "C" fn(*mut c_void, *const c_char, *mut i64, *mut i64, ErrSlot),
     device_dup_enumeration_strings:
-        unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_uint, Err) -> *mut *const c_char,
-    feature_node_get_value_as_string: unsafe extern "C" fn(*mut c_void, Err) -> *const c_char,
+        unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_uint, ErrSlot) -> *mut *const c_char,
+    feature_node_get_value_as_string: unsafe extern "C" fn(*mut c_void, ErrSlot) -> *const c_char,
 }
 
 // SAFETY: `Api` holds plain function pointers into a library that stays loaded
@@ -91,56 +90,54 @@ fn load() -> Result<Api, String> {
             None => e.to_string(),
         }
     })?;
-    macro_rules! sym {
-        ($name:literal) => {{
-            // SAFETY: the symbol is declared in Aravis 0.8's public headers with
-            // the signature of the field it is stored in (see the module docs).
-            let symbol = unsafe { library.get(concat!($name, "\0").as_bytes()) }
-                .map_err(|_| format!("{LIBRARY} does not export {}: not Aravis 0.8", $name))?;
-            *symbol
-        }};
-    }
     Ok(Api {
-        update_device_list: sym!("arv_update_device_list"),
-        get_n_devices: sym!("arv_get_n_devices"),
-        get_device_id: sym!("arv_get_device_id"),
-        get_device_address: sym!("arv_get_device_address"),
-        get_device_model: sym!("arv_get_device_model"),
-        get_device_vendor: sym!("arv_get_device_vendor"),
-        get_device_protocol: sym!("arv_get_device_protocol"),
-        camera_new: sym!("arv_camera_new"),
-        camera_get_device: sym!("arv_camera_get_device"),
-        is_feature_available: sym!("arv_camera_is_feature_available"),
-        execute_command: sym!("arv_camera_execute_command"),
-        set_exposure_time: sym!("arv_camera_set_exposure_time"),
-        get_exposure_time: sym!("arv_camera_get_exposure_time"),
-        get_exposure_time_bounds: sym!("arv_camera_get_exposure_time_bounds"),
-        set_exposure_time_auto: sym!("arv_camera_set_exposure_time_auto"),
-        set_gain: sym!("arv_camera_set_gain"),
-        get_gain: sym!("arv_camera_get_gain"),
-        get_gain_bounds: sym!("arv_camera_get_gain_bounds"),
-        set_gain_auto: sym!("arv_camera_set_gain_auto"),
-        get_frame_rate_bounds: sym!("arv_camera_get_frame_rate_bounds"),
-        get_region: sym!("arv_camera_get_region"),
-        device_get_feature: sym!("arv_device_get_feature"),
-        device_set_features_from_string: sym!("arv_device_set_features_from_string"),
-        device_get_float_bounds: sym!("arv_device_get_float_feature_bounds"),
-        device_get_integer_bounds: sym!("arv_device_get_integer_feature_bounds"),
-        device_dup_enumeration_strings: sym!(
-            "arv_device_dup_available_enumeration_feature_values_as_strings"
-        ),
-        feature_node_get_value_as_string: sym!("arv_gc_feature_node_get_value_as_string"),
+        update_device_list: lookup(&library, "arv_update_device_list")?,
+        get_n_devices: lookup(&library, "arv_get_n_devices")?,
+        get_device_id: lookup(&library, "arv_get_device_id")?,
+        get_device_address: lookup(&library, "arv_get_device_address")?,
+        get_device_model: lookup(&library, "arv_get_device_model")?,
+        get_device_vendor: lookup(&library, "arv_get_device_vendor")?,
+        get_device_protocol: lookup(&library, "arv_get_device_protocol")?,
+        camera_new: lookup(&library, "arv_camera_new")?,
+        camera_get_device: lookup(&library, "arv_camera_get_device")?,
+        execute_command: lookup(&library, "arv_camera_execute_command")?,
+        set_exposure_time: lookup(&library, "arv_camera_set_exposure_time")?,
+        get_exposure_time: lookup(&library, "arv_camera_get_exposure_time")?,
+        get_exposure_time_bounds: lookup(&library, "arv_camera_get_exposure_time_bounds")?,
+        set_exposure_time_auto: lookup(&library, "arv_camera_set_exposure_time_auto")?,
+        set_gain: lookup(&library, "arv_camera_set_gain")?,
+        get_gain: lookup(&library, "arv_camera_get_gain")?,
+        get_gain_bounds: lookup(&library, "arv_camera_get_gain_bounds")?,
+        set_gain_auto: lookup(&library, "arv_camera_set_gain_auto")?,
+        get_frame_rate_bounds: lookup(&library, "arv_camera_get_frame_rate_bounds")?,
+        get_region: lookup(&library, "arv_camera_get_region")?,
+        device_get_feature: lookup(&library, "arv_device_get_feature")?,
+        device_set_features_from_string: lookup(&library, "arv_device_set_features_from_string")?,
+        device_get_float_bounds: lookup(&library, "arv_device_get_float_feature_bounds")?,
+        device_get_integer_bounds: lookup(&library, "arv_device_get_integer_feature_bounds")?,
+        device_dup_enumeration_strings: lookup(&library, "arv_device_dup_available_enumeration_feature_values_as_strings")?,
+        feature_node_get_value_as_string: lookup(&library, "arv_gc_feature_node_get_value_as_string")?,
         _library: library,
     })
+}
+
+/// The function `name` of `library`, typed as the field it is stored in.
+fn lookup<T: Copy>(library: &libloading::Library, name: &str) -> Result<T> {
+    let symbol = format!("{name}\0");
+    // SAFETY: every name looked up is declared in Aravis 0.8's public headers
+    // with the signature of the `Api` field it is stored in (see the module docs).
+    let found = unsafe { library.get::<T>(symbol.as_bytes()) }
+        .map_err(|_| format!("{LIBRARY} does not export {name}: not Aravis 0.8"))?;
+    Ok(*found)
 }
 
 /// A failed call: the library's own error, or why it could not be called.
 pub(crate) type Result<T, E = String> = std::result::Result<T, E>;
 
 /// Runs `call` with a fresh GError slot; its error as text.
-fn checked<T>(call: impl FnOnce(Err) -> T) -> Result<T> {
+fn checked<T>(call: impl FnOnce(ErrSlot) -> T) -> Result<T> {
     let mut error: *mut GError = ptr::null_mut();
-    let value = call(&mut error);
+    let value = call(&raw mut error);
     if error.is_null() {
         Ok(value)
     } else {
@@ -167,6 +164,16 @@ fn c(s: &str) -> Result<CString> {
 /// A camera (an `ArvCamera`), holding one reference to it.
 #[derive(Clone, Debug)]
 pub(crate) struct Camera(glib::Object);
+
+// SAFETY: a GObject's reference count is atomic, so the reference may move to
+// and be dropped on any thread. Aravis serializes each device's I/O (the GigE
+// Vision control channel and the USB3 Vision control endpoint are behind the
+// device's own mutex), and sealcheck calls into a running camera from one
+// thread at a time: setup before the camera is shared, then only under
+// `GenicamLink`'s lock (the software trigger).
+unsafe impl Send for Camera {}
+// SAFETY: as above; `&Camera` is only used under that lock once shared.
+unsafe impl Sync for Camera {}
 
 impl Camera {
     /// The camera object of an `aravissrc` element, when it has one (the element
@@ -198,21 +205,14 @@ impl Camera {
     }
 
     fn ptr(&self) -> Cam {
-        let raw: *mut glib::gobject_ffi::GObject = self.0.to_glib_none().0;
-        raw as Cam
+        use glib::prelude::ObjectType as _;
+        self.0.as_ptr() as Cam
     }
 
     fn device(&self, api: &Api) -> *mut c_void {
         // SAFETY: the camera is alive (we hold a reference); the device is owned
         // by the camera (transfer none) and lives as long as it.
         unsafe { (api.camera_get_device)(self.ptr()) }
-    }
-
-    pub(crate) fn has_feature(&self, name: &str) -> Result<bool> {
-        let api = api()?;
-        let name = c(name)?;
-        // SAFETY: live camera, valid C string, GError slot from `checked`.
-        checked(|e| unsafe { (api.is_feature_available)(self.ptr(), name.as_ptr(), e) != 0 })
     }
 
     /// Executes a GenICam command feature (e.g. TriggerSoftware).

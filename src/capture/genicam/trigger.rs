@@ -42,11 +42,11 @@ impl SoftwareTrigger {
     /// command itself takes a round trip to the camera (about a millisecond,
     /// at most Aravis' control timeout when the camera does not answer).
     pub fn fire(&self) -> Result<u64, TriggerError> {
-        let camera = self.link.camera().ok_or_else(|| TriggerError::CameraLost {
-            origin: self.link.origin.clone(),
-        })?;
-        camera
-            .execute("TriggerSoftware")
+        self.link
+            .with_camera(|camera| camera.execute("TriggerSoftware"))
+            .ok_or_else(|| TriggerError::CameraLost {
+                origin: self.link.origin.clone(),
+            })?
             .map_err(|reason| TriggerError::Refused {
                 origin: self.link.origin.clone(),
                 reason,
