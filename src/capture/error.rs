@@ -63,13 +63,16 @@ pub enum CaptureError {
     /// A GenICam camera refused a setting of the config (`kind = "genicam"`):
     /// a person has to change the config or the camera; no retry fixes it.
     #[error(
-        "{origin}: the camera refuses {feature} = {value}: {reason}{} — change the key in the \
-         camera's config section (`arv-tool-0.8 -n CAMERA description {feature}` shows the feature)",
+        "{origin}: the camera refuses {feature} = {value}: {reason}{} — change `{key}` in the \
+         camera's config section (`arv-tool-0.8 -n CAMERA description` describes the camera's features)",
         accepts_suffix(.accepts)
     )]
     CameraRefused {
         origin: String,
+        /// The GenICam feature, e.g. "ExposureTime" or "Width".
         feature: String,
+        /// The config key that asked for it, e.g. "exposure_us" or "features".
+        key: &'static str,
         value: String,
         reason: String,
         /// What the camera accepts: its range or its list of values.

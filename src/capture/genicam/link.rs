@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -64,7 +65,7 @@ impl GenicamLink {
     /// Counts every buffer `src` (the `aravissrc`) pushes. In free run, a
     /// gap of k frame intervals between two frames' camera timestamps
     /// (`aravissrc` sets each buffer's duration to that gap) is k-1 frames
-    /// that did not arrive whole.
+    /// that did not arrive whole. The first frame of each pipeline has no gap.
     pub(crate) fn watch(self: &Arc<Self>, src: &gst::Element) {
         let Some(pad) = src.static_pad("src") else {
             return;
@@ -72,24 +73,32 @@ impl GenicamLink {
         let link = Arc::clone(self);
         // The caps' frame interval in ns, read at the first buffer; 0 = not yet.
         let interval_ns = AtomicU64::new(0);
+        // When the previous buffer passed, in ns since `epoch` plus one; 0 = none yet.
+        let epoch = Instant::now();
+        let last_seen = AtomicU64::new(0);
         pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
             link.frames.fetch_add(1, Ordering::AcqRel);
-            if link.trigger != GenicamTrigger::Off {
+            let now = epoch.elapsed().as_nanos() as u64 + 1;
+            let previous = last_seen.swap(now, Ordering::AcqRel);
+            if link.trigger != GenicamTrigger::Off || previous == 0 {
                 return gst::PadProbeReturn::Ok;
             }
             if interval_ns.load(Ordering::Relaxed) == 0 {
                 interval_ns.store(frame_interval_ns(pad).unwrap_or(0), Ordering::Relaxed);
             }
             let interval = interval_ns.load(Ordering::Relaxed);
+            // The camera's timestamps; a frame whose timestamp did not advance
+            // (Aravis keeps a buffer's old one when the frame's leader packet
+            // was lost) is measured by its arrival instead.
             let gap = info
                 .buffer()
                 .and_then(|b| b.duration())
-                .map(|d| d.nseconds());
-            if let (true, Some(gap)) = (interval > 0, gap) {
-                let missed = missed_frames(gap, interval);
-                if missed > 0 {
-                    link.incomplete.fetch_add(missed, Ordering::AcqRel);
-                }
+                .map(|d| d.nseconds())
+                .filter(|&gap| gap > 0)
+                .unwrap_or(now - previous);
+            let missed = missed_frames(gap, interval);
+            if missed > 0 {
+                link.incomplete.fetch_add(missed, Ordering::AcqRel);
             }
             gst::PadProbeReturn::Ok
         });

@@ -35,10 +35,11 @@ pub(crate) fn prepare(
     camera: Camera,
     origin: &str,
 ) -> Result<Camera, CaptureError> {
-    let refused = |feature: &str, value: String, reason: String, accepts: Option<String>| {
+    let refused = |key: &'static str, feature: &str, value: String, reason: String, accepts: Option<String>| {
         CaptureError::CameraRefused {
             origin: origin.to_string(),
             feature: feature.to_string(),
+            key,
             value,
             reason,
             accepts,
@@ -46,19 +47,19 @@ pub(crate) fn prepare(
     };
     for (name, value) in &config.features {
         apply_feature(&camera, name, value).map_err(|(reason, accepts)| {
-            refused(name, value.clone(), reason, accepts)
+            refused("features", name, value.clone(), reason, accepts)
         })?;
     }
     let exposure_us = apply_value(&camera, &config.exposure_us, Setting::Exposure)
-        .map_err(|(value, reason, accepts)| refused("ExposureTime (exposure_us)", value, reason, accepts))?;
+        .map_err(|(value, reason, accepts)| refused("exposure_us", "ExposureTime", value, reason, accepts))?;
     let gain_db = apply_value(&camera, &config.gain_db, Setting::Gain)
-        .map_err(|(value, reason, accepts)| refused("Gain (gain_db)", value, reason, accepts))?;
+        .map_err(|(value, reason, accepts)| refused("gain_db", "Gain", value, reason, accepts))?;
     let (pixel_format, caps) = choose_pixel_format(&camera, config.pixel_format)
         .map_err(|(reason, accepts)| {
-            refused("PixelFormat (pixel_format)", config.pixel_format.name().into(), reason, accepts)
+            refused("pixel_format", "PixelFormat", config.pixel_format.name().into(), reason, accepts)
         })?;
     let trigger = trigger_features(&camera, config.trigger).map_err(|(reason, accepts)| {
-        refused("TriggerSource (trigger)", config.trigger.name(), reason, accepts)
+        refused("trigger", "TriggerSource", config.trigger.name(), reason, accepts)
     })?;
     let mut caps = caps;
     if config.trigger != GenicamTrigger::Off
