@@ -183,9 +183,14 @@ fn exposure_and_gain_from_the_config_are_read_back_from_the_camera() {
         return;
     };
     let _camera = ns.simulator(0);
-    assert_eq!(ns.feature("ExposureTimeAbs"), "10000", "the simulator's default");
+    assert_eq!(
+        ns.feature("ExposureTimeAbs"),
+        "10000",
+        "the simulator's default"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let source = genicam_source("exposure_us = 2500\ngain_db = 3\nfeatures = \"Width=256 Height=256\"\n");
+    let source =
+        genicam_source("exposure_us = 2500\ngain_db = 3\nfeatures = \"Width=256 Height=256\"\n");
     let config = write_config(dir.path(), &source);
     let results = dir.path().join("results.jsonl");
     let mut service = start(&ns, &config);
@@ -285,8 +290,14 @@ fn a_feature_the_camera_refuses_is_named_with_its_value_and_range() {
         let config = write_config(dir.path(), &genicam_source(extra));
         let service = start(&ns, &config);
         let (code, _, stderr) = service.finish(START_TIMEOUT);
-        assert_eq!(code, 78, "{extra}: a refused setting is a config problem (EX_CONFIG):\n{stderr}");
-        assert!(stderr.contains(named), "{extra}: expected {named:?} in:\n{stderr}");
+        assert_eq!(
+            code, 78,
+            "{extra}: a refused setting is a config problem (EX_CONFIG):\n{stderr}"
+        );
+        assert!(
+            stderr.contains(named),
+            "{extra}: expected {named:?} in:\n{stderr}"
+        );
     }
 }
 
@@ -304,10 +315,15 @@ fn sealcheck_cameras_lists_the_simulator_with_its_settings() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        text.contains(&format!("{CAMERA_ID}  address 127.0.0.1  Aravis Fake (GigEVision)"))
-            && text.contains("PixelFormat Mono8  Width 512  Height 512  TriggerMode Off"),
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "{CAMERA_ID}  address 127.0.0.1  Aravis Fake (GigEVision)"
+        )) && text.contains("PixelFormat Mono8  Width 512  Height 512  TriggerMode Off"),
         "{text}"
     );
 }
@@ -331,8 +347,14 @@ fn run_inside(ns: &Netns, inner: &str) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{inner} inside the namespace:\n{text}");
-    assert!(text.contains(&format!("INNER DONE {inner}")), "{inner} did not run:\n{text}");
+    assert!(
+        out.status.success(),
+        "{inner} inside the namespace:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("INNER DONE {inner}")),
+        "{inner} did not run:\n{text}"
+    );
     text
 }
 
@@ -349,7 +371,10 @@ fn mono_source(trigger: GenicamTrigger) -> SourceConfig {
             gain_db: CameraValue::Fixed(0.0),
             pixel_format: GenicamPixelFormat::Mono8,
             packet_size: None,
-            features: vec![("Width".into(), "256".into()), ("Height".into(), "256".into())],
+            features: vec![
+                ("Width".into(), "256".into()),
+                ("Height".into(), "256".into()),
+            ],
             trigger,
         }),
         overflow: OverflowPolicy::Block,
@@ -423,7 +448,9 @@ fn inner_software_trigger() {
         Liveness::new(),
     )
     .expect("the simulator opens");
-    let trigger = capture.software_trigger().expect("a software-triggered camera has a trigger");
+    let trigger = capture
+        .software_trigger()
+        .expect("a software-triggered camera has a trigger");
     // Untriggered, the camera sends nothing.
     assert!(
         next_frame(&mut consumer, Duration::from_secs(1)).is_none(),
@@ -445,7 +472,11 @@ fn inner_software_trigger() {
     let mut distinct = ids.clone();
     distinct.sort_unstable();
     distinct.dedup();
-    assert_eq!(distinct.len(), FIRES, "each fire's frame is a new picture: {ids:?}");
+    assert_eq!(
+        distinct.len(),
+        FIRES,
+        "each fire's frame is a new picture: {ids:?}"
+    );
     assert_eq!(trigger.fired(), FIRES as u64);
     assert_eq!(capture.genicam_counters().unwrap().frames(), FIRES as u64);
     capture.shutdown();
@@ -537,9 +568,16 @@ fn inner_packet_loss() {
         "packet loss: {whole} whole frames checked pixel by pixel, {dropped} dropped by the ring, \
          {delivered} delivered by Aravis, {incomplete} counted incomplete"
     );
-    assert_eq!(status.outages(), 0, "the camera was lost during the test: frames then go uncounted");
+    assert_eq!(
+        status.outages(),
+        0,
+        "the camera was lost during the test: frames then go uncounted"
+    );
     assert!(whole >= 2, "fewer than 2 frames came through at 5 % loss");
-    assert!(incomplete > 0, "5 % packet loss and no incomplete frame counted");
+    assert!(
+        incomplete > 0,
+        "5 % packet loss and no incomplete frame counted"
+    );
     // Every frame the element delivered reached the ring (judged, or dropped and counted).
     assert!(
         (whole + dropped).abs_diff(delivered) <= 1,
@@ -547,7 +585,11 @@ fn inner_packet_loss() {
     );
     // The outer test compares this with the camera's frame rate.
     let span = last.unwrap().duration_since(first.unwrap());
-    println!("ACCOUNTED {} SPAN_S {}", delivered + incomplete, span.as_secs_f64());
+    println!(
+        "ACCOUNTED {} SPAN_S {}",
+        delivered + incomplete,
+        span.as_secs_f64()
+    );
     println!("INNER DONE inner_packet_loss");
 }
 
@@ -565,7 +607,8 @@ fn check_config_names_every_bad_genicam_key_at_once() {
         .arg(&config)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(78), "{text}");
     for key in [
         "source.exposure_us",
@@ -587,5 +630,9 @@ fn check_config_names_every_bad_genicam_key_at_once() {
         .arg(&good)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -12,13 +12,13 @@ use gstreamer::prelude::*;
 
 use super::bus;
 use super::error::{CaptureError, EndOfStream};
+use super::genicam::{GenicamCounters, GenicamLink, SoftwareTrigger};
 use super::launch;
 use super::open::{self, START_POLL, join_feeder};
 use super::recover;
 use super::rings::RingProducer;
 use super::state::{CaptureProbe, CaptureShared};
 use super::status::SourceStatus;
-use super::genicam::{GenicamCounters, GenicamLink, SoftwareTrigger};
 use crate::config::{SourceConfig, SourceKind};
 use crate::service::Liveness;
 

@@ -73,9 +73,12 @@ fn list_v4l2() -> Result<Vec<V4l2Device>, String> {
 fn formats(caps: &gst::Caps) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for s in caps.iter() {
-        let format = s
-            .get::<String>("format")
-            .unwrap_or_else(|_| s.name().trim_start_matches("video/x-").trim_start_matches("image/").to_string());
+        let format = s.get::<String>("format").unwrap_or_else(|_| {
+            s.name()
+                .trim_start_matches("video/x-")
+                .trim_start_matches("image/")
+                .to_string()
+        });
         let size = match (s.get::<i32>("width"), s.get::<i32>("height")) {
             (Ok(w), Ok(h)) => format!("{w}x{h}"),
             _ => "any size".to_string(),

@@ -14,12 +14,12 @@ use gstreamer_app as gst_app;
 use super::bus::{self, BusEvent};
 use super::error::CaptureError;
 use super::frame_sink::FrameSink;
+use super::genicam;
 use super::image_feeder;
 use super::launch;
 use super::library::init;
 use super::state::CaptureShared;
 use super::teardown;
-use super::genicam;
 use crate::config::{GenicamSource, SourceConfig, SourceKind};
 
 /// Longest a stored source (file, images, test) may take to preroll at start.
@@ -138,9 +138,13 @@ fn set_up_camera(
     shared: &Arc<CaptureShared>,
 ) -> Result<(), CaptureError> {
     let kind = SourceKind::Genicam(config.clone());
-    let src = pipeline
-        .by_name("src")
-        .ok_or_else(|| start_error(&kind, &shared.origin, "the pipeline has no aravissrc".into()))?;
+    let src = pipeline.by_name("src").ok_or_else(|| {
+        start_error(
+            &kind,
+            &shared.origin,
+            "the pipeline has no aravissrc".into(),
+        )
+    })?;
     let Some(camera) = genicam::Camera::of_element(&src) else {
         let reason = first_error(bus).unwrap_or_else(|| "Aravis found no such camera".to_string());
         return Err(start_error(&kind, &shared.origin, reason));

@@ -62,7 +62,10 @@ impl GenicamTrigger {
             "software" => Some(GenicamTrigger::Software),
             _ => {
                 let digits = text.strip_prefix("line")?;
-                if digits.is_empty() || digits.len() > 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                if digits.is_empty()
+                    || digits.len() > 2
+                    || !digits.bytes().all(|b| b.is_ascii_digit())
+                {
                     return None;
                 }
                 digits.parse().ok().map(GenicamTrigger::Line)
@@ -115,7 +118,12 @@ mod tests {
 
     #[test]
     fn trigger_names_round_trip_and_reject_the_rest() {
-        for t in [GenicamTrigger::Off, GenicamTrigger::Software, GenicamTrigger::Line(0), GenicamTrigger::Line(3)] {
+        for t in [
+            GenicamTrigger::Off,
+            GenicamTrigger::Software,
+            GenicamTrigger::Line(0),
+            GenicamTrigger::Line(3),
+        ] {
             assert_eq!(GenicamTrigger::parse(&t.name()), Some(t));
         }
         for bad in ["line", "lineX", "Line0", "line123", "hardware", ""] {
@@ -127,7 +135,10 @@ mod tests {
     fn features_are_name_value_pairs() {
         assert_eq!(
             parse_features(" Width=256  BalanceWhiteAuto=Off ").unwrap(),
-            vec![("Width".into(), "256".into()), ("BalanceWhiteAuto".into(), "Off".into())]
+            vec![
+                ("Width".into(), "256".into()),
+                ("BalanceWhiteAuto".into(), "Off".into())
+            ]
         );
         assert!(parse_features("Width").is_err());
         assert!(parse_features("Width=").is_err());

@@ -24,9 +24,7 @@ pub use camera_name::{
     CAMERA_NAME_MAX, RESERVED_CAMERA_NAMES, camera_name_problem, looks_like_a_day,
 };
 pub use error::{ConfigError, ConfigProblem, EXIT_CONFIG};
-pub use genicam::{
-    CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger, parse_features,
-};
+pub use genicam::{CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger, parse_features};
 pub use image_sequence::image_file;
 pub use model_files::{fp16_sibling, int8_sibling};
 pub use types::{

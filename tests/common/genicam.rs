@@ -37,17 +37,32 @@ impl Netns {
     /// (`SEALCHECK_REQUIRE_ORT`) a missing tool fails instead.
     pub fn new(test: &str) -> Option<Netns> {
         let required = std::env::var_os("SEALCHECK_REQUIRE_ORT").is_some();
-        for tool in [SIMULATOR, "arv-tool-0.8", "unshare", "nsenter", "setpriv", "ip"] {
+        for tool in [
+            SIMULATOR,
+            "arv-tool-0.8",
+            "unshare",
+            "nsenter",
+            "setpriv",
+            "ip",
+        ] {
             if !tool_exists(tool) {
-                assert!(!required, "{tool} is missing (make deps installs aravis-tools)");
+                assert!(
+                    !required,
+                    "{tool} is missing (make deps installs aravis-tools)"
+                );
                 skipped(format_args!("{test}: {tool} not installed (make deps)"));
                 return None;
             }
         }
         let gst = Command::new("gst-inspect-1.0").arg("aravissrc").output();
         if !gst.is_ok_and(|o| o.status.success()) {
-            assert!(!required, "the aravissrc element is missing (libaravis-0.8-0)");
-            skipped(format_args!("{test}: GStreamer element aravissrc not installed"));
+            assert!(
+                !required,
+                "the aravissrc element is missing (libaravis-0.8-0)"
+            );
+            skipped(format_args!(
+                "{test}: GStreamer element aravissrc not installed"
+            ));
             return None;
         }
         let uid = Command::new("id").arg("-u").output().unwrap();
@@ -58,7 +73,12 @@ impl Netns {
             return None;
         }
         let mut anchor = Command::new("unshare")
-            .args(["-n", "sh", "-c", "ip link set lo up && echo up && exec sleep 600"])
+            .args([
+                "-n",
+                "sh",
+                "-c",
+                "ip link set lo up && echo up && exec sleep 600",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -68,7 +88,11 @@ impl Netns {
         BufReader::new(anchor.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert_eq!(line.trim(), "up", "the namespace's loopback did not come up");
+        assert_eq!(
+            line.trim(),
+            "up",
+            "the namespace's loopback did not come up"
+        );
         Some(Netns { anchor })
     }
 

@@ -116,10 +116,7 @@ impl GenicamLink {
 
 fn frame_interval_ns(pad: &gst::Pad) -> Option<u64> {
     let caps = pad.current_caps()?;
-    let rate = caps
-        .structure(0)?
-        .get::<gst::Fraction>("framerate")
-        .ok()?;
+    let rate = caps.structure(0)?.get::<gst::Fraction>("framerate").ok()?;
     if rate.numer() <= 0 || rate.denom() <= 0 {
         return None;
     }

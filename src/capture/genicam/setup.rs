@@ -35,7 +35,11 @@ pub(crate) fn prepare(
     camera: Camera,
     origin: &str,
 ) -> Result<Camera, CaptureError> {
-    let refused = |key: &'static str, feature: &str, value: String, reason: String, accepts: Option<String>| {
+    let refused = |key: &'static str,
+                   feature: &str,
+                   value: String,
+                   reason: String,
+                   accepts: Option<String>| {
         CaptureError::CameraRefused {
             origin: origin.to_string(),
             feature: feature.to_string(),
@@ -50,16 +54,29 @@ pub(crate) fn prepare(
             refused("features", name, value.clone(), reason, accepts)
         })?;
     }
-    let exposure_us = apply_value(&camera, &config.exposure_us, Setting::Exposure)
-        .map_err(|(value, reason, accepts)| refused("exposure_us", "ExposureTime", value, reason, accepts))?;
+    let exposure_us = apply_value(&camera, &config.exposure_us, Setting::Exposure).map_err(
+        |(value, reason, accepts)| refused("exposure_us", "ExposureTime", value, reason, accepts),
+    )?;
     let gain_db = apply_value(&camera, &config.gain_db, Setting::Gain)
         .map_err(|(value, reason, accepts)| refused("gain_db", "Gain", value, reason, accepts))?;
-    let (pixel_format, caps) = choose_pixel_format(&camera, config.pixel_format)
-        .map_err(|(reason, accepts)| {
-            refused("pixel_format", "PixelFormat", config.pixel_format.name().into(), reason, accepts)
+    let (pixel_format, caps) =
+        choose_pixel_format(&camera, config.pixel_format).map_err(|(reason, accepts)| {
+            refused(
+                "pixel_format",
+                "PixelFormat",
+                config.pixel_format.name().into(),
+                reason,
+                accepts,
+            )
         })?;
     let trigger = trigger_features(&camera, config.trigger).map_err(|(reason, accepts)| {
-        refused("trigger", "TriggerSource", config.trigger.name(), reason, accepts)
+        refused(
+            "trigger",
+            "TriggerSource",
+            config.trigger.name(),
+            reason,
+            accepts,
+        )
     })?;
     let mut caps = caps;
     if config.trigger != GenicamTrigger::Off
@@ -77,11 +94,13 @@ pub(crate) fn prepare(
         message: format!("caps \"{caps}\": {e}"),
         hint: "report this: the caps for the camera's pixel format do not parse",
     })?;
-    let filter = pipeline.by_name("camera_caps").ok_or_else(|| CaptureError::Launch {
-        origin: origin.to_string(),
-        message: "the pipeline has no element named camera_caps".into(),
-        hint: "report this: the genicam pipeline lost its capsfilter",
-    })?;
+    let filter = pipeline
+        .by_name("camera_caps")
+        .ok_or_else(|| CaptureError::Launch {
+            origin: origin.to_string(),
+            message: "the pipeline has no element named camera_caps".into(),
+            hint: "report this: the genicam pipeline lost its capsfilter",
+        })?;
     filter.set_property("caps", caps);
     if let Some(src) = pipeline.by_name("src") {
         src.set_property("features", trigger.as_str());
@@ -113,11 +132,21 @@ fn apply_feature(camera: &Camera, name: &str, value: &str) -> Result<(), Refusal
     } else if let Some(entries) = camera.enumeration(name)
         && !entries.iter().any(|e| e == value)
     {
-        return Err(("not one of the camera's values".into(), Some(entries.join(", "))));
+        return Err((
+            "not one of the camera's values".into(),
+            Some(entries.join(", ")),
+        ));
     }
     camera
         .set_features(&format!("{name}={value}"))
-        .map_err(|e| (e, camera.numeric_bounds(name).map(|(a, b)| format!("{a} to {b}"))))
+        .map_err(|e| {
+            (
+                e,
+                camera
+                    .numeric_bounds(name)
+                    .map(|(a, b)| format!("{a} to {b}")),
+            )
+        })
 }
 
 enum Setting {
@@ -142,7 +171,13 @@ fn apply_value(
                 Setting::Exposure => camera.set_exposure_auto(),
                 Setting::Gain => camera.set_gain_auto(),
             };
-            set.map_err(|e| ("auto".into(), e, Some("a fixed value (it has no auto mode)".into())))?;
+            set.map_err(|e| {
+                (
+                    "auto".into(),
+                    e,
+                    Some("a fixed value (it has no auto mode)".into()),
+                )
+            })?;
             Ok(read().ok())
         }
         CameraValue::Fixed(wanted) => {
@@ -153,7 +188,11 @@ fn apply_value(
             let (min, max) = bounds.map_err(|e| (wanted.to_string(), e, None))?;
             let accepts = Some(format!("{min} to {max}"));
             if wanted < min || wanted > max {
-                return Err((wanted.to_string(), "out of the camera's range".into(), accepts));
+                return Err((
+                    wanted.to_string(),
+                    "out of the camera's range".into(),
+                    accepts,
+                ));
             }
             let set = match setting {
                 Setting::Exposure => camera.set_exposure(wanted),
@@ -172,9 +211,12 @@ fn choose_pixel_format(
     camera: &Camera,
     wanted: GenicamPixelFormat,
 ) -> Result<(String, String), Refusal> {
-    let entries = camera
-        .enumeration("PixelFormat")
-        .ok_or_else(|| ("the camera has no PixelFormat enumeration".to_string(), None))?;
+    let entries = camera.enumeration("PixelFormat").ok_or_else(|| {
+        (
+            "the camera has no PixelFormat enumeration".to_string(),
+            None,
+        )
+    })?;
     let offered = |name: &str| entries.iter().any(|e| e == name);
     let accepts = || Some(entries.join(", "));
     match wanted {
@@ -190,7 +232,9 @@ fn choose_pixel_format(
                 .iter()
                 .find(|(name, _)| *name == current)
                 .or_else(|| BAYER_PATTERNS.iter().find(|(name, _)| offered(name)))
-                .map(|(name, pattern)| (name.to_string(), format!("video/x-bayer,format={pattern}")))
+                .map(|(name, pattern)| {
+                    (name.to_string(), format!("video/x-bayer,format={pattern}"))
+                })
                 .ok_or_else(|| ("the camera offers no 8-bit Bayer format".into(), accepts()))
         }
         _ => Err(("the camera does not offer it".into(), accepts())),
@@ -213,9 +257,12 @@ fn trigger_features(camera: &Camera, trigger: GenicamTrigger) -> Result<String, 
         GenicamTrigger::Line(n) => format!("Line{n}"),
         GenicamTrigger::Software => "Software".to_string(),
     };
-    let sources = camera
-        .enumeration("TriggerSource")
-        .ok_or_else(|| ("the camera has no TriggerSource: it cannot be triggered".to_string(), None))?;
+    let sources = camera.enumeration("TriggerSource").ok_or_else(|| {
+        (
+            "the camera has no TriggerSource: it cannot be triggered".to_string(),
+            None,
+        )
+    })?;
     if !sources.iter().any(|s| *s == source) {
         return Err((
             format!("the camera has no trigger source {source}"),

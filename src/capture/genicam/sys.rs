@@ -53,13 +53,18 @@ struct Api {
     get_frame_rate_bounds: unsafe extern "C" fn(Cam, *mut c_double, *mut c_double, ErrSlot),
     get_region: unsafe extern "C" fn(Cam, *mut c_int, *mut c_int, *mut c_int, *mut c_int, ErrSlot),
     device_get_feature: unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void,
-    device_set_features_from_string: unsafe extern "C" fn(*mut c_void, *const c_char, ErrSlot) -> c_int,
+    device_set_features_from_string:
+        unsafe extern "C" fn(*mut c_void, *const c_char, ErrSlot) -> c_int,
     device_get_float_bounds:
         unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_double, *mut c_double, ErrSlot),
     device_get_integer_bounds:
         unsafe extern "C" fn(*mut c_void, *const c_char, *mut i64, *mut i64, ErrSlot),
-    device_dup_enumeration_strings:
-        unsafe extern "C" fn(*mut c_void, *const c_char, *mut c_uint, ErrSlot) -> *mut *const c_char,
+    device_dup_enumeration_strings: unsafe extern "C" fn(
+        *mut c_void,
+        *const c_char,
+        *mut c_uint,
+        ErrSlot,
+    ) -> *mut *const c_char,
     feature_node_get_value_as_string: unsafe extern "C" fn(*mut c_void, ErrSlot) -> *const c_char,
 }
 
@@ -84,12 +89,13 @@ fn load() -> Result<Api, String> {
     // SAFETY: loading the Aravis library runs its initializers (GType
     // registration), which aravissrc does too when GStreamer loads it; the
     // library is meant to be loaded into any process that uses Aravis.
-    let library = unsafe { libloading::Library::new(LIBRARY) }.map_err(|e| {
-        match std::error::Error::source(&e) {
-            Some(reason) => format!("{e}: {reason}"),
-            None => e.to_string(),
-        }
-    })?;
+    let library =
+        unsafe { libloading::Library::new(LIBRARY) }.map_err(
+            |e| match std::error::Error::source(&e) {
+                Some(reason) => format!("{e}: {reason}"),
+                None => e.to_string(),
+            },
+        )?;
     Ok(Api {
         update_device_list: lookup(&library, "arv_update_device_list")?,
         get_n_devices: lookup(&library, "arv_get_n_devices")?,
@@ -115,8 +121,14 @@ fn load() -> Result<Api, String> {
         device_set_features_from_string: lookup(&library, "arv_device_set_features_from_string")?,
         device_get_float_bounds: lookup(&library, "arv_device_get_float_feature_bounds")?,
         device_get_integer_bounds: lookup(&library, "arv_device_get_integer_feature_bounds")?,
-        device_dup_enumeration_strings: lookup(&library, "arv_device_dup_available_enumeration_feature_values_as_strings")?,
-        feature_node_get_value_as_string: lookup(&library, "arv_gc_feature_node_get_value_as_string")?,
+        device_dup_enumeration_strings: lookup(
+            &library,
+            "arv_device_dup_available_enumeration_feature_values_as_strings",
+        )?,
+        feature_node_get_value_as_string: lookup(
+            &library,
+            "arv_gc_feature_node_get_value_as_string",
+        )?,
         _library: library,
     })
 }
@@ -344,7 +356,13 @@ impl Camera {
         let (mut imin, mut imax) = (0i64, 0i64);
         // SAFETY: as above, for an integer feature.
         checked(|e| unsafe {
-            (api.device_get_integer_bounds)(self.device(api), cname.as_ptr(), &mut imin, &mut imax, e)
+            (api.device_get_integer_bounds)(
+                self.device(api),
+                cname.as_ptr(),
+                &mut imin,
+                &mut imax,
+                e,
+            )
         })
         .ok()?;
         Some((imin as f64, imax as f64))

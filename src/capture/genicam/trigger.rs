@@ -16,7 +16,9 @@ use crate::config::GenicamTrigger;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TriggerError {
     /// The camera is lost (unplugged, rebooting) and being reopened.
-    #[error("{origin}: software trigger not fired: the camera is not open (lost, and being reopened)")]
+    #[error(
+        "{origin}: software trigger not fired: the camera is not open (lost, and being reopened)"
+    )]
     CameraLost { origin: String },
     /// The camera refused the command.
     #[error("{origin}: the camera refused TriggerSoftware: {reason}")]

@@ -34,7 +34,8 @@ pub(super) fn read_genicam(s: &Section) -> Option<SourceKind> {
         _ => GenicamPixelFormat::Bayer,
     });
     let packet_size = if s.has("packet_size") {
-        s.int_in("packet_size", 576..=16_384, None).map(|n| Some(n as u32))
+        s.int_in("packet_size", 576..=16_384, None)
+            .map(|n| Some(n as u32))
     } else {
         s.opt_str("packet_size");
         Some(None)
@@ -47,8 +48,10 @@ pub(super) fn read_genicam(s: &Section) -> Option<SourceKind> {
                     if is_managed(name) {
                         s.problem(
                             "features",
-                            format!("sets {name}, which sealcheck sets itself: use the `trigger`, \
-                                     `exposure_us`, `gain_db` or `pixel_format` key instead"),
+                            format!(
+                                "sets {name}, which sealcheck sets itself: use the `trigger`, \
+                                     `exposure_us`, `gain_db` or `pixel_format` key instead"
+                            ),
                         );
                     }
                 }
@@ -57,8 +60,10 @@ pub(super) fn read_genicam(s: &Section) -> Option<SourceKind> {
             Err(problem) => {
                 s.problem(
                     "features",
-                    format!("{problem}: write GenICam assignments separated by spaces, \
-                             e.g. \"BalanceWhiteAuto=Off Width=1024\""),
+                    format!(
+                        "{problem}: write GenICam assignments separated by spaces, \
+                             e.g. \"BalanceWhiteAuto=Off Width=1024\""
+                    ),
                 );
                 None
             }
@@ -91,15 +96,25 @@ fn read_value(s: &Section, key: &str, range: std::ops::RangeInclusive<f64>) -> O
         s.opt_str(key);
         return Some(CameraValue::Unchanged);
     }
-    s.float_or_auto(key, range).map(|v| v.map_or(CameraValue::Auto, CameraValue::Fixed))
+    s.float_or_auto(key, range)
+        .map(|v| v.map_or(CameraValue::Auto, CameraValue::Fixed))
 }
 
 /// Features that the dedicated keys own: set twice, the later would win silently.
 fn is_managed(name: &str) -> bool {
     matches!(
         name,
-        "TriggerMode" | "TriggerSource" | "TriggerSelector" | "TriggerSoftware" | "PixelFormat"
-            | "ExposureTime" | "ExposureTimeAbs" | "ExposureAuto" | "Gain" | "GainRaw" | "GainAuto"
+        "TriggerMode"
+            | "TriggerSource"
+            | "TriggerSelector"
+            | "TriggerSoftware"
+            | "PixelFormat"
+            | "ExposureTime"
+            | "ExposureTimeAbs"
+            | "ExposureAuto"
+            | "Gain"
+            | "GainRaw"
+            | "GainAuto"
             | "GevSCPSPacketSize"
     )
 }
