@@ -111,6 +111,12 @@ impl SourceKind {
         }
     }
 
+    /// A camera that sends a frame only when triggered (`kind = "genicam"`
+    /// with `trigger` other than "off"): no frame for a while is no fault.
+    pub fn is_triggered(&self) -> bool {
+        matches!(self, SourceKind::Genicam(g) if g.trigger != super::genicam::GenicamTrigger::Off)
+    }
+
     /// Live sources drop frames by default; stored ones apply backpressure.
     pub fn is_live(&self) -> bool {
         matches!(

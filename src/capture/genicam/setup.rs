@@ -50,15 +50,21 @@ pub(crate) fn prepare(
         }
     };
     for (name, value) in &config.features {
-        apply_feature(&camera, name, value).map_err(|(reason, accepts)| {
-            refused("features", name, value.clone(), reason, accepts)
+        apply_feature(&camera, name, value).map_err(|refusal| match refusal {
+            Failure::Refused(reason, accepts) => {
+                refused("features", name, value.clone(), reason, accepts)
+            }
+            Failure::Io(reason) => unreachable_camera(origin, name, &reason),
         })?;
     }
-    let exposure_us = apply_value(&camera, &config.exposure_us, Setting::Exposure).map_err(
-        |(value, reason, accepts)| refused("exposure_us", "ExposureTime", value, reason, accepts),
-    )?;
+    let setting_failed = |key, feature, (value, failure): (String, Failure)| match failure {
+        Failure::Refused(reason, accepts) => refused(key, feature, value, reason, accepts),
+        Failure::Io(reason) => unreachable_camera(origin, feature, &reason),
+    };
+    let exposure_us = apply_value(&camera, &config.exposure_us, Setting::Exposure)
+        .map_err(|f| setting_failed("exposure_us", "ExposureTime", f))?;
     let gain_db = apply_value(&camera, &config.gain_db, Setting::Gain)
-        .map_err(|(value, reason, accepts)| refused("gain_db", "Gain", value, reason, accepts))?;
+        .map_err(|f| setting_failed("gain_db", "Gain", f))?;
     let (pixel_format, caps) =
         choose_pixel_format(&camera, config.pixel_format).map_err(|(reason, accepts)| {
             refused(
@@ -115,38 +121,57 @@ pub(crate) fn prepare(
 /// Why a feature was refused, and what the camera accepts.
 type Refusal = (String, Option<String>);
 
+/// A `features` assignment that failed: refused by the camera's own
+/// description (a person must change the config), or a write that did not go
+/// through (timeout, another program holds the camera: time may fix it).
+enum Failure {
+    Refused(String, Option<String>),
+    Io(String),
+}
+
+/// A camera that did not take a write: a start error, so a live source
+/// retries (the camera may be rebooting, or still held by a pipeline being torn down).
+fn unreachable_camera(origin: &str, feature: &str, reason: &str) -> CaptureError {
+    CaptureError::Start {
+        origin: origin.to_string(),
+        verb: "opened",
+        reason: format!("the camera did not take {feature}: {reason}"),
+        hint: "check that no other program (a vendor viewer, a second sealcheck) holds the camera \
+               and that it answers (`sealcheck cameras`)",
+    }
+}
+
 /// One `features` assignment: the camera must know the feature, a number must
 /// lie in its range, an enumeration entry must be one of its entries.
-fn apply_feature(camera: &Camera, name: &str, value: &str) -> Result<(), Refusal> {
-    if !camera.knows(name).map_err(|e| (e, None))? {
-        return Err(("the camera has no such feature".into(), None));
+fn apply_feature(camera: &Camera, name: &str, value: &str) -> Result<(), Failure> {
+    if !camera.knows(name).map_err(Failure::Io)? {
+        return Err(Failure::Refused(
+            "the camera has no such feature".into(),
+            None,
+        ));
     }
     if let Some((min, max)) = camera.numeric_bounds(name) {
         let accepts = Some(format!("{min} to {max}"));
         let Ok(number) = value.parse::<f64>() else {
-            return Err(("not a number".into(), accepts));
+            return Err(Failure::Refused("not a number".into(), accepts));
         };
         if number < min || number > max {
-            return Err(("out of the camera's range".into(), accepts));
+            return Err(Failure::Refused(
+                "out of the camera's range".into(),
+                accepts,
+            ));
         }
     } else if let Some(entries) = camera.enumeration(name)
         && !entries.iter().any(|e| e == value)
     {
-        return Err((
+        return Err(Failure::Refused(
             "not one of the camera's values".into(),
             Some(entries.join(", ")),
         ));
     }
     camera
         .set_features(&format!("{name}={value}"))
-        .map_err(|e| {
-            (
-                e,
-                camera
-                    .numeric_bounds(name)
-                    .map(|(a, b)| format!("{a} to {b}")),
-            )
-        })
+        .map_err(Failure::Io)
 }
 
 enum Setting {
@@ -159,7 +184,7 @@ fn apply_value(
     camera: &Camera,
     value: &CameraValue,
     setting: Setting,
-) -> Result<Option<f64>, (String, String, Option<String>)> {
+) -> Result<Option<f64>, (String, Failure)> {
     let read = || match setting {
         Setting::Exposure => camera.exposure(),
         Setting::Gain => camera.gain(),
@@ -172,11 +197,8 @@ fn apply_value(
                 Setting::Gain => camera.set_gain_auto(),
             };
             set.map_err(|e| {
-                (
-                    "auto".into(),
-                    e,
-                    Some("a fixed value (it has no auto mode)".into()),
-                )
+                let accepts = Some("a fixed value (it has no auto mode)".to_string());
+                ("auto".to_string(), Failure::Refused(e, accepts))
             })?;
             Ok(read().ok())
         }
@@ -185,21 +207,20 @@ fn apply_value(
                 Setting::Exposure => camera.exposure_bounds(),
                 Setting::Gain => camera.gain_bounds(),
             };
-            let (min, max) = bounds.map_err(|e| (wanted.to_string(), e, None))?;
+            let (min, max) = bounds.map_err(|e| (wanted.to_string(), Failure::Refused(e, None)))?;
             let accepts = Some(format!("{min} to {max}"));
             if wanted < min || wanted > max {
                 return Err((
                     wanted.to_string(),
-                    "out of the camera's range".into(),
-                    accepts,
+                    Failure::Refused("out of the camera's range".into(), accepts),
                 ));
             }
             let set = match setting {
                 Setting::Exposure => camera.set_exposure(wanted),
                 Setting::Gain => camera.set_gain(wanted),
             };
-            set.map_err(|e| (wanted.to_string(), e, accepts.clone()))?;
-            let got = read().map_err(|e| (wanted.to_string(), e, accepts.clone()))?;
+            set.map_err(|e| (wanted.to_string(), Failure::Io(e)))?;
+            let got = read().map_err(|e| (wanted.to_string(), Failure::Io(e)))?;
             Ok(Some(got))
         }
     }
