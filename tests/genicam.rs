@@ -1,13 +1,14 @@
 //! `kind = "genicam"` against Aravis' GigE Vision camera simulator: free run,
-//! features read back from the camera, the software trigger, a camera lost and
-//! reopened, packet loss, and the errors a technician meets first.
+//! features read back from the camera, the software trigger, the hardware
+//! (line) trigger's setup, a camera lost and reopened, packet loss, and the
+//! errors a technician meets first.
 //!
 //! ```text
 //! arv-fake-gv-camera-0.8 (512x512, 25 fps; own network namespace per test, see common::genicam)
 //!     │ GVCP/GVSP over loopback
 //!     ▼
 //! sealcheck run ──results.jsonl──▶ test          (free run, features, camera loss, errors)
-//! this test binary, re-run inside the namespace  (software trigger, packet loss: frames
+//! this test binary, re-run inside the namespace  (software and line trigger, packet loss: frames
 //!     └── Capture ──ring──▶ pixels checked            checked pixel by pixel)
 //! ```
 //!
@@ -481,6 +482,56 @@ fn inner_software_trigger() {
     assert_eq!(capture.genicam_counters().unwrap().frames(), FIRES as u64);
     capture.shutdown();
     println!("INNER DONE inner_software_trigger");
+}
+
+#[test]
+fn line_trigger_sets_the_camera_to_its_input_line_and_waits_without_a_frame() {
+    let Some(ns) = Netns::new("line trigger") else {
+        return;
+    };
+    let _camera = ns.simulator(0);
+    run_inside(&ns, "inner_line_trigger");
+    // The capture set the camera to its hardware trigger on Line0 (read back).
+    assert_eq!(ns.feature("TriggerMode"), "On");
+    assert_eq!(ns.feature("TriggerSource"), "Line0");
+}
+
+/// The simulator has no input line: in trigger mode on Line0 it sends nothing
+/// (arvgvfakecamera.c sends only in free run or on TriggerSoftware). What can
+/// be checked here: the camera is set to its hardware trigger, waits without
+/// a frame, and a triggered camera's silence is not taken for a frozen one.
+#[test]
+fn inner_line_trigger() {
+    if !inner("inner_line_trigger") {
+        return;
+    }
+    let (producer, mut consumer) = frame_ring(8);
+    let capture = Capture::start_camera(
+        Some("line"),
+        &mono_source(GenicamTrigger::Line(0)),
+        producer,
+        Liveness::new(),
+    )
+    .expect("the simulator opens");
+    assert!(
+        capture.software_trigger().is_none(),
+        "only a software-triggered camera has a software trigger"
+    );
+    let counters = capture.genicam_counters().unwrap();
+    assert_eq!(counters.trigger(), GenicamTrigger::Line(0));
+    // Longer than the first-frame timeout (5 s) a free-running camera gets.
+    assert!(
+        next_frame(&mut consumer, Duration::from_secs(7)).is_none(),
+        "a frame came with no edge on the line"
+    );
+    assert_eq!(
+        capture.source_status().outages(),
+        0,
+        "a triggered camera waiting for its line was taken for a lost one"
+    );
+    assert_eq!(counters.frames(), 0);
+    capture.shutdown();
+    println!("INNER DONE inner_line_trigger");
 }
 
 #[test]
