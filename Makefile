@@ -9,7 +9,8 @@ APT_PKGS   := pkg-config libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev \
               gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-tools \
               python3 python3-pip python3-venv systemd \
               mosquitto mosquitto-clients prometheus chromium \
-              libgstrtspserver-1.0-dev gstreamer1.0-rtsp openssl
+              libgstrtspserver-1.0-dev gstreamer1.0-rtsp openssl \
+              libaravis-0.8-0 aravis-tools aravis-tools-cli gstreamer1.0-plugins-bad iproute2
 PY_VENV    := .venv
 PY         := $(PY_VENV)/bin/python
 ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
@@ -31,7 +32,10 @@ deps:
 	   || ! command -v mosquitto >/dev/null || ! command -v mosquitto_sub >/dev/null \
 	   || ! command -v promtool >/dev/null || ! command -v chromium >/dev/null \
 	   || ! command -v openssl >/dev/null \
-	   || ! pkg-config --exists gstreamer-rtsp-server-1.0 2>/dev/null; then \
+	   || ! pkg-config --exists gstreamer-rtsp-server-1.0 2>/dev/null \
+	   || ! gst-inspect-1.0 aravissrc >/dev/null 2>&1 || ! gst-inspect-1.0 bayer2rgb >/dev/null 2>&1 \
+	   || ! command -v arv-fake-gv-camera-0.8 >/dev/null || ! command -v arv-tool-0.8 >/dev/null \
+	   || ! command -v ip >/dev/null; then \
 	  echo "Installing system packages: $(APT_PKGS)"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(APT_PKGS); \
 	fi

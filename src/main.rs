@@ -27,6 +27,10 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
+    /// List the cameras this machine can open: V4L2 devices with their formats,
+    /// GenICam (GigE Vision, USB3 Vision) cameras with id, address, model and
+    /// current PixelFormat, Width, Height and TriggerMode.
+    Cameras,
     /// Validate a config file: exit 0, or exit 78 listing every problem.
     CheckConfig {
         #[arg(value_name = "FILE")]
@@ -148,6 +152,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                     PipelineError::Config(_)
                         | PipelineError::Inference(_)
                         | PipelineError::Device(_)
+                        // A camera refusing a configured setting: the config must change.
+                        | PipelineError::Capture(sealcheck::capture::CaptureError::CameraRefused { .. })
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
@@ -165,6 +171,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 
 fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Cameras => {
+            print!("{}", sealcheck::capture::list_cameras().render());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::CheckConfig { file } => {
             service::init_logging(config::LogFormat::Logfmt, "warn");
             let cfg = config::load(&file)?;

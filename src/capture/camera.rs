@@ -12,13 +12,14 @@ use gstreamer::prelude::*;
 
 use super::bus;
 use super::error::{CaptureError, EndOfStream};
+use super::genicam::{GenicamCounters, GenicamLink, SoftwareTrigger};
 use super::launch;
 use super::open::{self, START_POLL, join_feeder};
 use super::recover;
 use super::rings::RingProducer;
 use super::state::{CaptureProbe, CaptureShared};
 use super::status::SourceStatus;
-use crate::config::SourceConfig;
+use crate::config::{SourceConfig, SourceKind};
 use crate::service::Liveness;
 
 /// Longest a shutdown waits for the capture thread: a teardown it is in
@@ -92,6 +93,9 @@ impl Capture {
             liveness,
         );
         shared.liveness.set_source_name(&shared.origin);
+        if let SourceKind::Genicam(genicam) = &source.kind {
+            shared.genicam = Some(GenicamLink::new(shared.origin.clone(), genicam.trigger));
+        }
         if source.kind.is_live() {
             shared.recovery = Some(source.recovery);
             shared.liveness.set_source_managed(true);
@@ -253,6 +257,26 @@ impl Capture {
     /// A cloneable view of capture's state for another thread (the watchdog).
     pub fn health_probe(&self) -> CaptureProbe {
         self.probe.clone()
+    }
+
+    /// The software trigger of a `kind = "genicam"` camera with
+    /// `trigger = "software"`; `None` for every other source. See
+    /// `capture::genicam` for how to use it.
+    pub fn software_trigger(&self) -> Option<SoftwareTrigger> {
+        self.probe
+            .shared
+            .genicam
+            .as_ref()
+            .and_then(|link| SoftwareTrigger::new(Arc::clone(link)))
+    }
+
+    /// A `kind = "genicam"` camera's frame counts; `None` for other sources.
+    pub fn genicam_counters(&self) -> Option<GenicamCounters> {
+        self.probe
+            .shared
+            .genicam
+            .as_ref()
+            .map(|link| GenicamCounters::new(Arc::clone(link)))
     }
 
     /// Up or lost, outages and tries (for STATUS=, metrics, the status page).

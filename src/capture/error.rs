@@ -60,6 +60,32 @@ pub enum CaptureError {
         hint: &'static str,
     },
 
+    /// A GenICam camera refused a setting of the config (`kind = "genicam"`):
+    /// a person has to change the config or the camera; no retry fixes it.
+    #[error(
+        "{origin}: the camera refuses {feature} = {value}: {reason}{} — change `{key}` in the \
+         camera's config section (`arv-tool-0.8 -n CAMERA description` describes the camera's features)",
+        accepts_suffix(.accepts)
+    )]
+    CameraRefused {
+        origin: String,
+        /// The GenICam feature, e.g. "ExposureTime" or "Width".
+        feature: String,
+        /// The config key that asked for it, e.g. "exposure_us" or "features".
+        key: &'static str,
+        value: String,
+        reason: String,
+        /// What the camera accepts: its range or its list of values.
+        accepts: Option<String>,
+    },
+
+    /// The Aravis library (`libaravis-0.8.so.0`) cannot be loaded.
+    #[error(
+        "{origin} needs the Aravis library, which cannot be loaded: {reason} — install \
+         libaravis-0.8-0 (Debian/Ubuntu: `sudo apt-get install libaravis-0.8-0 aravis-tools`)"
+    )]
+    Aravis { origin: String, reason: String },
+
     /// The capture thread watching the bus could not be started.
     #[error("{origin}: cannot start the capture thread: {reason}")]
     Thread { origin: String, reason: String },
@@ -99,6 +125,12 @@ impl StreamEnd for EndOfStream {
     }
 }
 
+fn accepts_suffix(accepts: &Option<String>) -> String {
+    accepts
+        .as_ref()
+        .map_or_else(String::new, |a| format!("; the camera accepts {a}"))
+}
+
 fn debug_suffix(debug: &Option<String>) -> String {
     match debug {
         Some(debug) if !debug.is_empty() => format!(" (debug: {debug})"),
@@ -118,7 +150,10 @@ pub(crate) fn package_for(element: &str) -> &'static str {
         | "pngdec" | "pngenc" | "qtdemux" | "matroskademux" | "rtph264depay" | "rtph265depay" => {
             "gstreamer1.0-plugins-good"
         }
-        "h264parse" | "h265parse" | "jpegparse" | "pngparse" => "gstreamer1.0-plugins-bad",
+        "h264parse" | "h265parse" | "jpegparse" | "pngparse" | "bayer2rgb" => {
+            "gstreamer1.0-plugins-bad"
+        }
+        "aravissrc" => "libaravis-0.8-0 (Aravis and its GStreamer element)",
         e if e.starts_with("avdec_") => "gstreamer1.0-libav",
         e if e.starts_with("nv") => "the NVIDIA GStreamer plugins (JetPack nvidia-l4t-gstreamer)",
         _ => "the GStreamer plugin package that provides it",

@@ -7,6 +7,7 @@
 //! v4l2:     {v4l2src} [- {capsfilter} [- {decodebin}]] -+
 //! rtsp:     {rtspsrc} - {decodebin} ---------------'
 //! images:   {appsrc "src"} (RGB frames decoded file by file by `image_feeder`) - {appsink "sink"}
+//! genicam:  {aravissrc} - {capsfilter camera_caps} [- {bayer2rgb}] -+ (caps set by `genicam::prepare`)
 //! pipeline: the user's description, which must contain {appsink name=sink}
 //! ```
 //!
@@ -52,6 +53,10 @@ pub(crate) fn describe(kind: &SourceKind) -> String {
             framerate,
         } => format!("CSI camera {sensor_id} ({width}x{height}@{framerate})"),
         SourceKind::Pipeline { .. } => "[source] pipeline".to_string(),
+        SourceKind::Genicam(g) => match &g.camera {
+            Some(camera) => format!("GenICam camera {camera}"),
+            None => "GenICam camera (the first found)".to_string(),
+        },
     }
 }
 
@@ -80,6 +85,11 @@ pub(crate) fn hint(kind: &SourceKind) -> &'static str {
              (`sudo systemctl status nvargus-daemon`), and that the sensor offers the width, height and \
              framerate asked for (`gst-launch-1.0 nvarguscamerasrc num-buffers=1 ! fakesink` lists its modes)"
         }
+        SourceKind::Genicam(_) => {
+            "check the camera is powered and reachable (`sealcheck cameras` lists what Aravis finds) \
+             and the `camera` key; for GigE Vision, that the camera's IP address is in this machine's \
+             subnet and that no other program (a vendor viewer) holds the camera"
+        }
         SourceKind::Pipeline { .. } => {
             "check the `pipeline` key in [source]: try it with gst-launch-1.0 (appsink replaced by fakesink), \
              and make it deliver video/x-raw,format=RGB to appsink name=sink"
@@ -91,7 +101,7 @@ pub(crate) fn hint(kind: &SourceKind) -> &'static str {
 pub(crate) fn start_verb(kind: &SourceKind) -> &'static str {
     match kind {
         SourceKind::File { .. } | SourceKind::Images { .. } => "read",
-        SourceKind::V4l2 { .. } | SourceKind::Csi { .. } => "opened",
+        SourceKind::V4l2 { .. } | SourceKind::Csi { .. } | SourceKind::Genicam(_) => "opened",
         SourceKind::Rtsp { .. } => "reached",
         SourceKind::Test { .. } | SourceKind::Pipeline { .. } => "started",
     }
@@ -198,6 +208,16 @@ pub(crate) fn create_pipeline(
             "nvarguscamerasrc name=src ! capsfilter name=camera_caps ! nvvidconv ! \
              video/x-raw,format=BGRx ! {RGB_TAIL} sync=false"
         ),
+        SourceKind::Genicam(g) => {
+            let demosaic = if g.pixel_format == crate::config::GenicamPixelFormat::Bayer {
+                "bayer2rgb ! "
+            } else {
+                ""
+            };
+            format!(
+                "aravissrc name=src ! capsfilter name=camera_caps ! {demosaic}{RGB_TAIL} sync=false"
+            )
+        }
         SourceKind::Pipeline { description, .. } => description.clone(),
     };
 
@@ -328,6 +348,15 @@ fn configure_source(
             // From a string: the property's integer type is the plugin's business.
             element("src")?.set_property_from_str("sensor-id", &sensor_id.to_string());
             element("camera_caps")?.set_property("caps", csi_caps(*width, *height, *framerate));
+        }
+        SourceKind::Genicam(g) => {
+            let src = element("src")?;
+            match g.packet_size {
+                Some(size) => src.set_property("packet-size", size as i32),
+                None => src.set_property("auto-packet-size", true),
+            }
+            // Last: setting the name opens the camera (aravissrc does so at once).
+            src.set_property("camera-name", g.camera.as_deref());
         }
     }
     Ok(())

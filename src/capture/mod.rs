@@ -9,6 +9,8 @@
 //!         live source:    error, EOS or frozen → NULL, wait (backoff), rebuild (`recover`); stop → End(Stopped)
 //! ```
 //!
+//! `device_list` is `sealcheck cameras`; `genicam` is the industrial-camera source (Aravis): its setup at each open,
+//! its software trigger and frame counts, and the camera list.
 //! `camera` is the running source (`Capture`) and its thread, `open` starts one
 //! pipeline, `launch` turns `[source]` into a pipeline, `frame_sink` is the appsink
 //! callback, `bus` watches the pipeline, `recover` rebuilds a lost live source,
@@ -21,8 +23,10 @@
 mod bus;
 mod camera;
 mod decode;
+mod device_list;
 mod error;
 mod frame_sink;
+mod genicam;
 mod image_feeder;
 mod launch;
 mod library;
@@ -37,7 +41,12 @@ mod teardown;
 
 pub use camera::Capture;
 pub use decode::decode_image_file;
+pub use device_list::{CameraList, V4l2Device, list_cameras};
 pub use error::{CaptureError, EndOfStream};
+pub use genicam::{
+    GenicamCameraInfo, GenicamCounters, GenicamSettings, SoftwareTrigger, TriggerError,
+    list_genicam_cameras,
+};
 pub use library::gstreamer_version;
 pub use replay::{Replay, load_frames};
 pub use rings::{CameraRings, CaptureEvent, RingConsumer, RingProducer};

@@ -14,12 +14,13 @@ use gstreamer_app as gst_app;
 use super::bus::{self, BusEvent};
 use super::error::CaptureError;
 use super::frame_sink::FrameSink;
+use super::genicam;
 use super::image_feeder;
 use super::launch;
 use super::library::init;
 use super::state::CaptureShared;
 use super::teardown;
-use crate::config::SourceConfig;
+use crate::config::{GenicamSource, SourceConfig, SourceKind};
 
 /// Longest a stored source (file, images, test) may take to preroll at start.
 const PREROLL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,10 +49,22 @@ pub(crate) fn open_pipeline(
     init()?;
     let kind = &source.kind;
     let hint = launch::hint(kind);
+    if matches!(kind, SourceKind::Genicam(_)) {
+        genicam::available().map_err(|reason| CaptureError::Aravis {
+            origin: shared.origin.clone(),
+            reason,
+        })?;
+    }
     let (pipeline, appsink) = launch::create_pipeline(kind, &shared.origin)?;
     let bus = pipeline
         .bus()
         .ok_or_else(|| start_error(kind, &shared.origin, "the pipeline has no bus".into()))?;
+    if let SourceKind::Genicam(config) = kind
+        && let Err(e) = set_up_camera(config, &pipeline, &bus, shared)
+    {
+        let _ = pipeline.set_state(gst::State::Null);
+        return Err(e);
+    }
     let mut sink = FrameSink::new(Arc::clone(shared));
     let eos = {
         let (shared, bus) = (Arc::clone(shared), bus.clone());
@@ -114,6 +127,36 @@ pub(crate) fn open_pipeline(
     })
 }
 
+/// `aravissrc` opened the camera when its name was set: check and apply the
+/// config (a refusal names the feature), keep the camera for the software
+/// trigger and count its frames. No camera: the element's reason, as a start
+/// error (a live source waits for it).
+fn set_up_camera(
+    config: &GenicamSource,
+    pipeline: &gst::Pipeline,
+    bus: &gst::Bus,
+    shared: &Arc<CaptureShared>,
+) -> Result<(), CaptureError> {
+    let kind = SourceKind::Genicam(config.clone());
+    let src = pipeline.by_name("src").ok_or_else(|| {
+        start_error(
+            &kind,
+            &shared.origin,
+            "the pipeline has no aravissrc".into(),
+        )
+    })?;
+    let Some(camera) = genicam::Camera::of_element(&src) else {
+        let reason = first_error(bus).unwrap_or_else(|| "Aravis found no such camera".to_string());
+        return Err(start_error(&kind, &shared.origin, reason));
+    };
+    let camera = genicam::prepare(config, pipeline, camera, &shared.origin)?;
+    if let Some(link) = &shared.genicam {
+        link.set_camera(Some(camera));
+        link.watch(&src);
+    }
+    Ok(())
+}
+
 /// An image sequence's files are decoded one by one by `image_feeder`,
 /// which needs the pipeline out of NULL before it pushes.
 fn start_feeder(
@@ -121,7 +164,7 @@ fn start_feeder(
     pipeline: &gst::Pipeline,
     shared: &Arc<CaptureShared>,
 ) -> Result<Option<JoinHandle<()>>, CaptureError> {
-    let crate::config::SourceKind::Images {
+    let SourceKind::Images {
         location,
         framerate,
     } = &source.kind
@@ -239,7 +282,7 @@ fn bus_reason(element: &str, message: &str, debug: Option<&str>) -> String {
     }
 }
 
-fn start_error(kind: &crate::config::SourceKind, origin: &str, reason: String) -> CaptureError {
+fn start_error(kind: &SourceKind, origin: &str, reason: String) -> CaptureError {
     CaptureError::Start {
         origin: origin.to_string(),
         verb: launch::start_verb(kind),

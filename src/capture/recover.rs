@@ -43,6 +43,9 @@ const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(5);
 const MIN_FRAME_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default frame timeout while the caps name no fixed rate.
 const UNKNOWN_RATE_FRAME_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default frame timeout of a triggered camera (`kind = "genicam"` with a
+/// trigger): a line may stand still for a shift.
+const TRIGGERED_FRAME_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// How often the wait between tries looks at the stop and shutdown flags.
 const WAIT_SLICE: Duration = Duration::from_millis(20);
 
@@ -80,7 +83,13 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
         return;
     };
     let hint = launch::hint(&source.kind);
+    let triggered = source.kind.is_triggered();
     let frame_timeout = |since_first_frame: bool| {
+        // A triggered camera sends frames only when triggered: silence is no
+        // frozen camera (a dead one ends its stream by itself: `aravissrc`).
+        if triggered {
+            return recovery.frame_timeout.unwrap_or(TRIGGERED_FRAME_TIMEOUT);
+        }
         let steady = recovery.frame_timeout.unwrap_or_else(|| {
             shared
                 .frame_interval()
@@ -178,6 +187,11 @@ fn teardown(pipeline: &gst::Pipeline, shared: &Arc<CaptureShared>) {
     // Stopped or abandoned (counted and logged there), the next pipeline is built.
     let _ = teardown::stop_pipeline(pipeline, shared, "the source was lost");
     shared.set_pipeline(None);
+    // A GigE Vision camera's control channel is released with its last reference.
+    if let Some(link) = &shared.genicam {
+        link.set_camera(None);
+        link.log_counts("at the loss");
+    }
     shared.ready_for_rebuild();
 }
 

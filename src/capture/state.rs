@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use gstreamer as gst;
 
 use super::error::EndOfStream;
+use super::genicam::GenicamLink;
 use super::rings::{CaptureEvent, RingProducer};
 use super::status::SourceStatus;
 use crate::config::{OverflowPolicy, SourceRecovery};
@@ -74,6 +75,8 @@ pub(crate) struct CaptureShared {
     /// (`retire_pipeline`), so an abandoned pipeline whose blocked element
     /// wakes up later delivers nothing into the next pipeline's stream.
     generation: AtomicU64,
+    /// A `kind = "genicam"` source's camera and frame counts.
+    pub(crate) genicam: Option<Arc<GenicamLink>>,
 }
 
 impl CaptureShared {
@@ -109,6 +112,7 @@ impl CaptureShared {
             logged_frame_size: AtomicU64::new(0),
             pipeline: Mutex::new(None),
             generation: AtomicU64::new(0),
+            genicam: None,
         }
     }
 
@@ -289,6 +293,10 @@ impl CaptureShared {
             EndOfStream::Stopped => {
                 log::info!(target: "sealcheck::capture", source = self.origin.as_str(), frames = self.frames_delivered(); "capture stopped")
             }
+        }
+        if let Some(link) = &self.genicam {
+            link.set_camera(None);
+            link.log_counts("at the end of capture");
         }
         producer.push(CaptureEvent::End(end));
         self.ended.store(true, Ordering::Release);

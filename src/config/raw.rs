@@ -303,6 +303,25 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
+    /// A number in `range` or the string "auto": `Some(None)` for "auto",
+    /// `Some(Some(n))` for a number, `None` when absent or wrong (recorded).
+    pub fn float_or_auto(&self, key: &str, range: RangeInclusive<f64>) -> Option<Option<f64>> {
+        let v = self.value(key)?;
+        let expected = format!(
+            "a number from {} to {} or \"auto\"",
+            range.start(),
+            range.end()
+        );
+        match v.get_ref() {
+            DeValue::String(s) if s.as_ref() == "auto" => Some(None),
+            DeValue::Float(_) | DeValue::Integer(_) => self.float_in(key, range, None).map(Some),
+            _ => {
+                self.wrong(v, key, &expected);
+                None
+            }
+        }
+    }
+
     pub fn bool_or(&self, key: &str, default: bool) -> bool {
         let Some(v) = self.value(key) else {
             return default;

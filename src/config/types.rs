@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::genicam::GenicamSource;
+
 /// Largest batch `[inference] max_batch` may ask for; also the default's cap
 /// (one frame per camera, up to this).
 pub const MAX_BATCH: usize = 64;
@@ -95,6 +97,8 @@ pub enum SourceKind {
     /// A raw `gst-launch` description ending in `appsink name=sink`; `live`
     /// (`[source] live = true`) makes it a camera: drops by default, recovers.
     Pipeline { description: String, live: bool },
+    /// An industrial camera (GigE Vision, USB3 Vision) through Aravis' `aravissrc`.
+    Genicam(GenicamSource),
 }
 
 impl SourceKind {
@@ -107,7 +111,14 @@ impl SourceKind {
             SourceKind::Rtsp { .. } => "rtsp",
             SourceKind::Csi { .. } => "csi",
             SourceKind::Pipeline { .. } => "pipeline",
+            SourceKind::Genicam(_) => "genicam",
         }
+    }
+
+    /// A camera that sends a frame only when triggered (`kind = "genicam"`
+    /// with `trigger` other than "off"): no frame for a while is no fault.
+    pub fn is_triggered(&self) -> bool {
+        matches!(self, SourceKind::Genicam(g) if g.trigger != super::genicam::GenicamTrigger::Off)
     }
 
     /// Live sources drop frames by default; stored ones apply backpressure.
@@ -117,6 +128,7 @@ impl SourceKind {
             SourceKind::V4l2 { .. }
                 | SourceKind::Rtsp { .. }
                 | SourceKind::Csi { .. }
+                | SourceKind::Genicam(_)
                 | SourceKind::Pipeline { live: true, .. }
         )
     }

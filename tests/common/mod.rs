@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 mod child;
+pub mod genicam;
 pub mod http;
 pub mod mqtt;
 pub mod plc;

@@ -69,7 +69,9 @@ pub(super) fn read_cameras(
 }
 
 fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
-    const KINDS: [&str; 7] = ["test", "file", "images", "v4l2", "rtsp", "pipeline", "csi"];
+    const KINDS: [&str; 8] = [
+        "test", "file", "images", "v4l2", "rtsp", "pipeline", "csi", "genicam",
+    ];
     let kind_index = s.choice("kind", &KINDS, None);
     let kind = kind_index.and_then(|kind| read_source_kind(s, files, kind));
     let default_overflow = if kind.as_ref().is_some_and(SourceKind::is_live) {
@@ -189,6 +191,7 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
                 latency_ms: latency_ms? as u32,
             }
         }
+        7 => return super::genicam::read_genicam(s),
         6 => {
             let sensor_id = s.int_in("sensor_id", 0..=7, Some(0));
             let width = s.int_in("width", 16..=7680, Some(1920));

@@ -14,6 +14,7 @@ mod decision;
 mod document;
 mod evaluate;
 mod files;
+mod genicam;
 mod host;
 mod inference;
 mod models;
