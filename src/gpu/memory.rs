@@ -175,6 +175,12 @@ impl<T: DeviceValue> PinnedBuffer<T> {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
+    /// The first value, for code that hands the block out as raw memory
+    /// (`host_slots`: a ring slot's bytes).
+    pub(crate) fn host_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
     /// The device address of this memory, if it was allocated mapped.
     pub fn mapped_device_ptr(&self) -> Option<u64> {
         self.mapped

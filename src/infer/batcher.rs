@@ -106,6 +106,13 @@ pub trait BatchPath<S: FrameSource> {
 
     /// The source closed: how the loop ends.
     fn closed(&mut self) -> Self::End;
+
+    /// Gives back to `source` what the path kept of frames it was handed
+    /// and no longer needs (the device path's ring slots, once the GPU has
+    /// read them). Called after `idle`, `run` and `pass_on`; never waits.
+    fn hand_back(&mut self, source: &mut S) {
+        let _ = source;
+    }
 }
 
 /// Gathers frames into batches for one path, and counts the batches.
@@ -129,12 +136,14 @@ impl Batcher {
                     if let ControlFlow::Break(end) = path.pass_on(other) {
                         return end;
                     }
+                    path.hand_back(source);
                     continue;
                 }
                 Next::Idle => {
                     if let ControlFlow::Break(end) = path.idle() {
                         return end;
                     }
+                    path.hand_back(source);
                     continue;
                 }
                 Next::Closed => return path.closed(),
@@ -163,11 +172,13 @@ impl Batcher {
                 Ok(made) => self.counts.record(made),
                 Err(end) => return end,
             }
+            path.hand_back(source);
             // What stopped the gathering keeps its place behind the batch.
-            if let Some(other) = after
-                && let ControlFlow::Break(end) = path.pass_on(other)
-            {
-                return end;
+            if let Some(other) = after {
+                if let ControlFlow::Break(end) = path.pass_on(other) {
+                    return end;
+                }
+                path.hand_back(source);
             }
             if closed {
                 return path.closed();

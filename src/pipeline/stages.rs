@@ -104,7 +104,8 @@ pub(super) fn start_stages(
     (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
-    let (producers, consumer, deadlines) = camera_rings(config, lines)?;
+    let slot_memory = crate::frame_bytes::SlotMemory::new();
+    let (producers, consumer, deadlines) = camera_rings(config, lines, &slot_memory)?;
     // Room for the most work records a run may make (see `work_records`
     // below, decided once the engine tells how it batches).
     let most_records = work_records(config.inference.max_batch);
@@ -123,7 +124,7 @@ pub(super) fn start_stages(
         free_rx,
         to_output.clone(),
         (liveness, models, &pixel_demand, &batch_counts),
-        warm_up,
+        (warm_up, slot_memory),
     )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
@@ -265,17 +266,20 @@ pub(super) fn start_stages(
 }
 
 /// One ring per camera, each with its own pool and drop policy; one
-/// reader takes from all of them (`ring::RingSet`). Each camera's deadline
-/// thread starts here too, fed by its ring's producer.
+/// reader takes from all of them (`ring::RingSet`). The slots grow from
+/// `slot_memory` (page-locked once the device path installs its
+/// allocator). Each camera's deadline thread starts here too, fed by its
+/// ring's producer.
 fn camera_rings(
     config: &Config,
     lines: &[Arc<Line>],
+    slot_memory: &crate::frame_bytes::SlotMemory,
 ) -> Result<(Vec<RingProducer>, CameraRings, Vec<DeadlineThread>), PipelineError> {
     let mut producers = Vec::with_capacity(config.cameras.len());
     let mut consumers = Vec::with_capacity(config.cameras.len());
     let mut deadlines = Vec::with_capacity(config.cameras.len());
     for (index, (camera, line)) in config.cameras.iter().zip(lines).enumerate() {
-        let (producer, consumer) = ring::frame_ring(camera.source.pool_size);
+        let (producer, consumer) = ring::frame_ring_in(camera.source.pool_size, slot_memory);
         let mut producer = producer.for_camera(index as CameraIndex);
         // Each part's deadline clock starts as capture hands the frame on.
         let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
