@@ -39,7 +39,7 @@ pub enum HostPlacement {
 }
 
 /// One block of host memory from a `HostAllocator`, freed on drop.
-pub trait HostBlock: Send {
+pub trait HostBlock: Send + Sync {
     /// The block's first byte; valid for `capacity()` bytes while the block lives.
     fn as_ptr(&self) -> *mut u8;
     fn capacity(&self) -> usize;
@@ -257,6 +257,12 @@ impl PartialEq for FrameBytes {
 
 impl PartialEq<Vec<u8>> for FrameBytes {
     fn eq(&self, other: &Vec<u8>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for FrameBytes {
+    fn eq(&self, other: &[u8; N]) -> bool {
         self.as_slice() == other.as_slice()
     }
 }
