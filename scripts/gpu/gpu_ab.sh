@@ -62,5 +62,7 @@ done
 for b in "${BINS[@]}"; do
     echo "${EXTRA:-defaults} $b: frames/s $(grep -h '^throughput' "$LOGS/ab_$b.log" | awk '{print $2}' | tr '\n' ' ')"
     echo "${EXTRA:-defaults} $b: GPU ms p50 pre/seg/cls $(grep -hE '^  (preprocess|segment|classify) ' "$LOGS/ab_$b.log" | awk '{print $2}' | paste -sd' ')"
+    # The device thread's span line (binaries from issue 30 on), one per run.
+    grep -h "GPU time per batch" "$LOGS/ab_$b.log" | sed -e 's/.*spans="\{0,1\}//' -e 's/"\{0,1\} *$//' -e "s/^/$b spans: /"
 done
 rm -rf config/gpu_ab.toml "$LOGS"
