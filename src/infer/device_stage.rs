@@ -879,9 +879,11 @@ mod tests {
                 work.mask.fill(f32::from(first));
             }
             Ok(GpuTimings {
+                upload_ms: 0.5,
                 preprocess_ms: 1.0,
                 segment_ms: 2.0,
                 classify_ms: 3.0,
+                batch_ms: 7.0,
             })
         }
         fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
