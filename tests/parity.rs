@@ -518,7 +518,7 @@ fn main() -> ExitCode {
                     .max(differing as f64 / geometry.mask_len() as f64);
                 worst = worst.max(error);
                 worst_mask = worst_mask.max(mask);
-                let decided = decide(&work, config.classifier.defect_class, &config.decision);
+                let decided = decide(work, config.classifier.defect_class, &config.decision);
                 let expected = decide(want, config.classifier.defect_class, &config.decision);
                 // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
                 #[allow(clippy::neg_cmp_op_on_partial_ord)]

@@ -160,7 +160,8 @@ pub struct DeviceStarted {
 /// mode with the channels it gets back.
 pub struct DeviceStartFailed {
     pub error: DeviceFrameError,
-    pub stage: Option<DeviceStage>,
+    /// Boxed: the channels are many, and an error travels by value.
+    pub stage: Option<Box<DeviceStage>>,
 }
 
 /// The device thread's channels.
@@ -197,7 +198,7 @@ impl DeviceStage {
     ) -> Result<(JoinHandle<EndOfStream>, DeviceStarted), DeviceStartFailed> {
         let config = config.clone();
         let frames_in_flight = config.inference.frames_in_flight;
-        type Start = Result<DeviceStarted, (DeviceFrameError, Option<DeviceStage>)>;
+        type Start = Result<DeviceStarted, (DeviceFrameError, Option<Box<DeviceStage>>)>;
         let (started_tx, started_rx) = bounded::<Start>(1);
         let handle = std::thread::Builder::new()
             .name("device".to_string())
@@ -252,7 +253,7 @@ impl DeviceStage {
                 Err(e) => {
                     // `auto` may go on in host mode: hand the channels back.
                     let back =
-                        (plan == DevicePlan::Auto && e.is_engine_unavailable()).then_some(self);
+                        (plan == DevicePlan::Auto && e.is_engine_unavailable()).then(|| Box::new(self));
                     let _ = started_tx.send(Err((e, back)));
                     EndOfStream::Stopped
                 }

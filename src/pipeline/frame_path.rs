@@ -110,6 +110,7 @@ pub(super) fn open_frame_path(
                 }) => {
                     log::info!(target: "sealcheck::pipeline", error:% = error;
                         "auto: no GPU engine for the device path; choosing a host-mode engine");
+                    let stage = *stage;
                     (stage.input, stage.free_work)
                 }
                 Err(DeviceStartFailed { error, .. }) => {

@@ -70,11 +70,12 @@ impl GpuPreprocessor {
         let number = self.staged;
         self.staged += 1;
         let mapped = self.options.frame_transfer == FrameTransfer::Mapped;
-        let in_place = match (placement, mapped) {
-            (HostPlacement::Mapped { .. }, true) => true,
-            (HostPlacement::Pinned | HostPlacement::Mapped { .. }, false) => true,
-            _ => false,
-        };
+        // Mapped: only mapped bytes can be read in place by the kernel;
+        // copied: any page-locked bytes can be uploaded from.
+        let in_place = matches!(
+            (placement, mapped),
+            (HostPlacement::Mapped { .. }, _) | (HostPlacement::Pinned, false)
+        );
         match self.queue_frame(frame, placement, (index, bytes, k), in_place) {
             Ok(()) => {}
             Err(e) => {
