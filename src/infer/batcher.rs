@@ -25,7 +25,11 @@
 //! - every frame taken from the source is handed to the path exactly once
 //!   (`add`), and every batch begun is run once (`run`), even when the
 //!   source closes while it is gathered; only a path that ends the loop
-//!   itself (its output is gone) leaves what it was not handed.
+//!   itself (its output is gone) leaves what it was not handed;
+//! - a path that keeps part of a frame after `add` (the device path keeps a
+//!   ring slot until the GPU has read it) gets the source back in
+//!   `hand_back` after every `idle`, `run` and `pass_on`, so nothing is kept
+//!   longer than the next of those.
 //!
 //! The batch sizes a path must warm up before its first camera frame are
 //! `warm_up_sizes`: one list for every path.
