@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
+use crate::frame_bytes::{FrameBytes, SlotMemory};
 use crate::model_id::ModelIds;
 
 /// Byte order of the pixels in a captured frame. Capture converts to `Rgb`;
@@ -151,8 +152,10 @@ pub struct FrameSlot {
     /// Bytes from one row to the next (at least `width * bytes_per_pixel`).
     pub stride: usize,
     pub layout: PixelLayout,
-    /// Capacity is reserved at start; `len()` is `stride * height` of the current frame.
-    pub data: Vec<u8>,
+    /// Grows to the frame size on the first frame; `len()` is `stride *
+    /// height` of the current frame. Page-locked when the device path runs
+    /// (`crate::frame_bytes`).
+    pub data: FrameBytes,
 }
 
 impl FrameSlot {
@@ -163,7 +166,15 @@ impl FrameSlot {
             height: 0,
             stride: 0,
             layout: PixelLayout::Rgb,
-            data: Vec::with_capacity(bytes),
+            data: FrameBytes::heap(bytes),
+        }
+    }
+
+    /// An empty slot whose bytes grow from `memory` (a ring's pool).
+    pub fn in_memory(memory: SlotMemory) -> Self {
+        FrameSlot {
+            data: FrameBytes::in_memory(memory),
+            ..Self::with_capacity(0)
         }
     }
 

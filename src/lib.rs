@@ -66,6 +66,7 @@ pub mod fault;
 #[path = "fault_stub.rs"]
 pub mod fault;
 pub mod frame;
+pub mod frame_bytes;
 pub mod gpu;
 pub mod infer;
 pub mod inspect;

@@ -47,6 +47,6 @@ mod tests;
 
 pub use consumer::RingConsumer;
 pub use event::{Popped, RingEvent, StreamEnd};
-pub use pool::{frame_ring, frame_ring_with_capacity};
+pub use pool::{frame_ring, frame_ring_in, frame_ring_with_capacity};
 pub use producer::{RingProducer, StopHandle};
 pub use set::RingSet;

@@ -12,6 +12,8 @@
 //! | tensorrt (device) | the device runner: kernels + engines on one stream | 2e-2 (fp16) |
 //! | onnxruntime-cuda (device, batches of 4) | the runner judging 4 frames per batch (`models/*_batch.onnx`) | 1e-3 |
 //! | tensorrt (device, batches of 4) | the same on TensorRT, a profile up to 4 | 2e-2 (fp16) |
+//! | onnxruntime-cuda (device, page-locked slots, batches of 1/4/8) | frames in page-locked ring-slot memory from the path's allocator, uploaded straight from it on the upload stream | 1e-3 |
+//! | onnxruntime-cuda (device, mapped slots, batches of 1/4/8) | `zero_copy = true`: mapped slots the frame kernel reads in place (over PCIe on a discrete GPU) | 1e-3 |
 //!
 //! The batch cases hold each frame of a batch against the same reference
 //! as one frame alone: a batch of N gives every frame its batch-1 verdict.
@@ -32,6 +34,7 @@ use std::process::ExitCode;
 use sealcheck::config::{self, ComputeDevice, Config};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameSlot, FrameWork, ImageView, TensorGeometry};
+use sealcheck::frame_bytes::{FrameBytes, HostPlacement, SlotMemory};
 use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, open_path};
 use sealcheck::infer::onnxruntime::OrtBackend;
 use sealcheck::infer::{InferenceBackend, geometry, infer_frame, tract::TractBackend};
@@ -115,7 +118,11 @@ impl FramePath for DeviceBatch {
         let path = self.0.as_mut();
         let staged: Vec<Result<(), String>> = frames
             .iter()
-            .map(|frame| path.stage(*frame, true).map_err(|e| e.to_string()))
+            .map(|frame| {
+                path.stage(*frame, HostPlacement::Pageable, true)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })
             .collect();
         if let Err(e) = path.launch() {
             return vec![Err(e.to_string()); frames.len()];
@@ -128,6 +135,64 @@ impl FramePath for DeviceBatch {
                 path.complete(work).map(drop).map_err(|e| e.to_string())
             })
             .collect()
+    }
+}
+
+/// The device path reading its frames where a camera's ring slot holds
+/// them: page-locked memory from the path's own slot allocator (mapped with
+/// `zero_copy = true`), uploaded from in place or read by the kernel in
+/// place; the frames of a batch in slots of their own, as in the ring.
+struct DeviceSlots {
+    path: Box<dyn DeviceFramePath>,
+    slots: Vec<FrameBytes>,
+}
+
+impl FramePath for DeviceSlots {
+    fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String> {
+        self.run_batch(&[frame], std::slice::from_mut(work))
+            .remove(0)
+    }
+
+    fn run_batch(
+        &mut self,
+        frames: &[ImageView<'_>],
+        works: &mut [FrameWork],
+    ) -> Vec<Result<(), String>> {
+        let path = self.path.as_mut();
+        let mut staged = Vec::with_capacity(frames.len());
+        let mut numbers = Vec::new();
+        for (frame, slot) in frames.iter().zip(&mut self.slots) {
+            slot.clear();
+            slot.extend_from_slice(frame.data);
+            let view = ImageView { data: &slot[..], ..*frame };
+            staged.push(match path.stage(view, slot.placement(), true) {
+                Ok(Some(number)) => {
+                    numbers.push(number);
+                    Ok(())
+                }
+                Ok(None) => Err(format!("a {:?} slot was copied, not read in place", slot.placement())),
+                Err(e) => Err(e.to_string()),
+            });
+        }
+        if let Err(e) = path.launch() {
+            return vec![Err(e.to_string()); frames.len()];
+        }
+        let mut results: Vec<Result<(), String>> = staged
+            .into_iter()
+            .zip(works)
+            .map(|(staged, work)| {
+                staged?;
+                path.complete(work).map(drop).map_err(|e| e.to_string())
+            })
+            .collect();
+        // The batch is complete: the GPU must be past every read of its
+        // slots (the hand-back to capture relies on it).
+        match path.reads_done() {
+            Ok(done) if numbers.iter().all(|n| *n < done) => {}
+            Ok(done) => results[0] = Err(format!("reads_done {done} after the batch, staged {numbers:?}")),
+            Err(e) => results[0] = Err(e.to_string()),
+        }
+        results
     }
 }
 
@@ -150,7 +215,7 @@ struct Case {
 /// Frames per batch in the batch cases.
 const BATCH: usize = 4;
 
-const CASES: [Case; 7] = [
+const CASES: [Case; 13] = [
     Case {
         name: "onnxruntime-cpu",
         tolerance: 1e-3,
@@ -192,6 +257,42 @@ const CASES: [Case; 7] = [
         tolerance: 2e-2,
         open: |cfg, _| device_batches(cfg, DevicePlan::TensorRt),
         batch: BATCH,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, page-locked slots, batches of 1)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 1, false),
+        batch: 1,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, page-locked slots, batches of 4)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 4, false),
+        batch: 4,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, page-locked slots, batches of 8)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 8, false),
+        batch: 8,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, mapped slots, batches of 1)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 1, true),
+        batch: 1,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, mapped slots, batches of 4)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 4, true),
+        batch: 4,
+    },
+    Case {
+        name: "onnxruntime-cuda (device, mapped slots, batches of 8)",
+        tolerance: 1e-3,
+        open: |cfg, _| device_slots(cfg, 8, true),
+        batch: 8,
     },
 ];
 
@@ -263,6 +364,42 @@ fn device_batches(cfg: &Config, plan: DevicePlan) -> Opened {
         Err(e) if e.is_engine_unavailable() => Opened::Skip(e.to_string()),
         Err(e) => Opened::Fail(e.to_string()),
     }
+}
+
+/// The ONNX Runtime device path on the dynamic-batch models, sized for
+/// batches of `batch`, its frames in page-locked slots from its own
+/// allocator (mapped with `zero_copy`).
+fn device_slots(cfg: &Config, batch: usize, zero_copy: bool) -> Opened {
+    let mut cfg = cfg.clone();
+    for (path, batched) in [
+        (&mut cfg.segmentation.path, "seg_batch.onnx"),
+        (&mut cfg.classifier.path, "cls_batch.onnx"),
+    ] {
+        *path = path.with_file_name(batched);
+    }
+    cfg.inference.max_batch = batch;
+    cfg.inference.zero_copy = Some(zero_copy);
+    let opened = match open_path(&cfg, DevicePlan::OnnxRuntimeCuda) {
+        Ok(opened) if opened.path.max_batch() == batch => opened,
+        Ok(opened) => {
+            return Opened::Fail(format!(
+                "the path judges at most {} frame(s) at once with max_batch = {batch}",
+                opened.path.max_batch()
+            ));
+        }
+        Err(e) if e.is_engine_unavailable() => return Opened::Skip(e.to_string()),
+        Err(e) => return Opened::Fail(e.to_string()),
+    };
+    let Some(allocator) = opened.path.slot_allocator() else {
+        return Opened::Fail("the device path gives no page-locked slot memory".to_string());
+    };
+    let memory = SlotMemory::new();
+    memory.install(allocator);
+    let slots: Vec<FrameBytes> = (0..batch).map(|_| FrameBytes::in_memory(memory.clone())).collect();
+    Opened::Ready(Box::new(DeviceSlots {
+        path: opened.path,
+        slots,
+    }))
 }
 
 /// The source tree: the current folder when it is one (a binary carried to
@@ -381,7 +518,7 @@ fn main() -> ExitCode {
                     .max(differing as f64 / geometry.mask_len() as f64);
                 worst = worst.max(error);
                 worst_mask = worst_mask.max(mask);
-                let decided = decide(&work, config.classifier.defect_class, &config.decision);
+                let decided = decide(work, config.classifier.defect_class, &config.decision);
                 let expected = decide(want, config.classifier.defect_class, &config.decision);
                 // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
                 #[allow(clippy::neg_cmp_op_on_partial_ord)]

@@ -6,7 +6,8 @@
 #   scripts/gpu/gpu_ab.sh [BINARY...]             (default: sealcheck_base sealcheck)
 #       frames/s and GPU ms p50 (preprocess/segment/classify) of each binary, RUNS rounds
 #       (default 3) of FRAMES frames (default 10000); EXTRA, when set, is added under
-#       [inference.onnxruntime] (an A/B of one setting).
+#       [inference.onnxruntime] (an A/B of one setting); INFERENCE, when set, is added
+#       under [inference] (e.g. INFERENCE='zero_copy = true').
 #   THREADS=1 scripts/gpu/gpu_ab.sh [BINARY...]
 #       the same runs (default 2 rounds of 4000 frames), sampling each thread's CPU time
 #       (/proc/PID/task/*/stat, every 50 ms) and printing it per run, name/tid with its
@@ -23,6 +24,7 @@ mkdir -p results
 eval "$(scripts/gpu/gpu_carry_ort.sh env)"
 sed -e 's|^backend = .*|backend = "onnxruntime"\ndevice = "cuda"\npreprocess = "cuda"|' \
     -e 's|^results = .*|results = "../results/gpu_ab.jsonl"|' config/demo.toml >config/gpu_ab.toml
+[ -n "${INFERENCE:-}" ] && sed -i "s|^preprocess = .*|&\n$INFERENCE|" config/gpu_ab.toml
 [ -n "${EXTRA:-}" ] && printf '\n[inference.onnxruntime]\n%s\n' "$EXTRA" >>config/gpu_ab.toml
 tck=$(getconf CLK_TCK)
 
@@ -60,5 +62,7 @@ done
 for b in "${BINS[@]}"; do
     echo "${EXTRA:-defaults} $b: frames/s $(grep -h '^throughput' "$LOGS/ab_$b.log" | awk '{print $2}' | tr '\n' ' ')"
     echo "${EXTRA:-defaults} $b: GPU ms p50 pre/seg/cls $(grep -hE '^  (preprocess|segment|classify) ' "$LOGS/ab_$b.log" | awk '{print $2}' | paste -sd' ')"
+    # The device thread's span line (binaries from issue 30 on), one per run.
+    grep -h "GPU time per batch" "$LOGS/ab_$b.log" | sed -e 's/.*spans="\{0,1\}//' -e 's/"\{0,1\} *$//' -e "s/^/$b spans: /"
 done
 rm -rf config/gpu_ab.toml "$LOGS"

@@ -7,8 +7,9 @@
 #   a  `sealcheck run` on the sample clip, preprocess = "cpu" vs "cuda"
 #      (ONNX Runtime CPU inference): same verdict on every frame (issue 4);
 #      and the full GPU path as shipped (ONNX Runtime CUDA, CUDA graphs, two
-#      frames in flight) against the same CPU run; each run's log must say
-#      "model opened" once per model
+#      frames in flight) against the same CPU run, and the same with
+#      zero_copy = true (mapped ring slots read in place: the Jetson's path);
+#      each run's log must say "model opened" once per model
 #   b  tests/parity.rs: every inference path the machine has (ONNX Runtime CPU,
 #      CUDA host, CUDA device path) vs tract, on every clip frame
 #   c  `sealcheck bench --frames $FRAMES`, 3 runs each: the full GPU path
@@ -55,16 +56,18 @@ for step in $steps; do
         config pre_cpu onnxruntime cpu cpu
         config pre_cuda onnxruntime cpu cuda
         config full_gpu onnxruntime cuda cuda
-        for v in pre_cpu pre_cuda full_gpu; do
+        config full_gpu_mapped onnxruntime cuda cuda
+        sed -i 's|^preprocess = .*|&\nzero_copy = true|' config/gpu_full_gpu_mapped.toml
+        for v in pre_cpu pre_cuda full_gpu full_gpu_mapped; do
             rm -f "results/gpu_$v.jsonl"
             timeout 200 "$BIN/sealcheck" run --config "config/gpu_$v.toml" >"$OUT/a_$v.log" 2>&1
             echo "exit $?" >>"$OUT/a_$v.log"
         done
         # Each model opened once per run (issue 11), the device path included.
-        for v in pre_cpu pre_cuda full_gpu; do
+        for v in pre_cpu pre_cuda full_gpu full_gpu_mapped; do
             echo "$v: \"model opened\" lines: $(grep -c 'model opened' "$OUT/a_$v.log") (2 expected)" >>"$OUT/a_compare.txt"
         done
-        for other in pre_cuda full_gpu; do
+        for other in pre_cuda full_gpu full_gpu_mapped; do
             $PY - results/gpu_pre_cpu.jsonl "results/gpu_$other.jsonl" "$other" >>"$OUT/a_compare.txt" 2>&1 <<'EOF'
 import json, sys
 def load(p):

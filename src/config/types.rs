@@ -254,6 +254,12 @@ pub struct InferenceConfig {
     /// Longest the inference stage waits for more frames to fill a batch
     /// (`batch_wait_us`; zero: take what is ready, never wait).
     pub batch_wait: Duration,
+    /// `[inference] zero_copy`: on the device path, ring slots are mapped
+    /// page-locked memory that the frame kernel reads in place (no upload).
+    /// `None` (not given): on where the GPU shares the host's memory
+    /// (`CU_DEVICE_ATTRIBUTE_INTEGRATED`: a Jetson), off on a discrete GPU,
+    /// where the slots are page-locked and uploaded on a stream of their own.
+    pub zero_copy: Option<bool>,
     /// `[inference] precision` for ONNX Runtime: `fp16` runs the `_fp16`
     /// files beside the named models (`fp16_sibling`; the paths in
     /// `segmentation`/`classifier` are already those files).

@@ -119,6 +119,10 @@ pub struct PinnedBuffer<T: DeviceValue> {
 // Send); the raw pointer is only dereferenced through &self / &mut self.
 unsafe impl<T: DeviceValue> Send for PinnedBuffer<T> {}
 
+// SAFETY: as a Vec<T>: a shared reference only reads (`as_slice`), and
+// every write needs `&mut self`; T: DeviceValue is plain data.
+unsafe impl<T: DeviceValue> Sync for PinnedBuffer<T> {}
+
 impl<T: DeviceValue> PinnedBuffer<T> {
     /// Allocates `len` values, zeroed. With `mapped`, kernels can read it in
     /// place through `mapped_device_ptr` (zero-copy; the right choice on a
@@ -173,6 +177,12 @@ impl<T: DeviceValue> PinnedBuffer<T> {
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only access
         // from the host.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// The first value, for code that hands the block out as raw memory
+    /// (`host_slots`: a ring slot's bytes).
+    pub(crate) fn host_ptr(&self) -> *mut T {
+        self.ptr
     }
 
     /// The device address of this memory, if it was allocated mapped.

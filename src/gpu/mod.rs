@@ -32,6 +32,8 @@ mod driver;
 #[cfg(feature = "cuda")]
 mod error;
 #[cfg(feature = "cuda")]
+mod host_slots;
+#[cfg(feature = "cuda")]
 pub mod kernels;
 #[cfg(feature = "cuda")]
 pub mod memory;
@@ -42,6 +44,8 @@ pub mod stream;
 pub use context::{BUILT_IN, GpuContext};
 #[cfg(feature = "cuda")]
 pub use error::GpuError;
+#[cfg(feature = "cuda")]
+pub use host_slots::PinnedSlots;
 #[cfg(feature = "cuda")]
 pub use kernels::{Kernel, KernelSet};
 #[cfg(feature = "cuda")]

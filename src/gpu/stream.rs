@@ -65,6 +65,27 @@ impl Stream {
             .map_err(GpuError::driver("cuStreamSynchronize"))
     }
 
+    /// Makes the work queued on this stream from now on wait until `event`'s
+    /// last record has completed (on another stream, typically), without the
+    /// host waiting.
+    pub fn wait_for(&self, event: &Event) -> Result<(), GpuError> {
+        self.gpu.bind()?;
+        debug_assert!(
+            Arc::ptr_eq(&self.gpu, &event.gpu),
+            "event and stream of different contexts"
+        );
+        // SAFETY: both are live and of the same context (checked in debug
+        // builds); an event never recorded counts as complete.
+        unsafe {
+            result::stream::wait_event(
+                self.raw,
+                event.raw,
+                cudarc::driver::sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(GpuError::driver("cuStreamWaitEvent"))
+    }
+
     /// Queues a copy of `src` (host memory) into `dst` starting at value `at`.
     ///
     /// # Safety
@@ -221,6 +242,18 @@ impl Event {
         // (both were made from the same GpuContext, checked in debug builds).
         unsafe { result::event::record(self.raw, stream.raw()) }
             .map_err(GpuError::driver("cuEventRecord"))
+    }
+
+    /// Whether the work before the last `record` has run (`cuEventQuery`;
+    /// an event never recorded is complete). Never blocks.
+    pub fn is_complete(&self) -> Result<bool, GpuError> {
+        self.gpu.bind()?;
+        // SAFETY: the event is live.
+        match unsafe { result::event::query(self.raw) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(GpuError::driver("cuEventQuery")(e)),
+        }
     }
 
     /// Blocks until the work before the last `record` has run.

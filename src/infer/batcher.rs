@@ -25,7 +25,11 @@
 //! - every frame taken from the source is handed to the path exactly once
 //!   (`add`), and every batch begun is run once (`run`), even when the
 //!   source closes while it is gathered; only a path that ends the loop
-//!   itself (its output is gone) leaves what it was not handed.
+//!   itself (its output is gone) leaves what it was not handed;
+//! - a path that keeps part of a frame after `add` (the device path keeps a
+//!   ring slot until the GPU has read it) gets the source back in
+//!   `hand_back` after every `idle`, `run` and `pass_on`, so nothing is kept
+//!   longer than the next of those.
 //!
 //! The batch sizes a path must warm up before its first camera frame are
 //! `warm_up_sizes`: one list for every path.
@@ -108,6 +112,13 @@ pub trait BatchPath<S: FrameSource> {
 
     /// The source closed: how the loop ends.
     fn closed(&mut self) -> Self::End;
+
+    /// Gives back to `source` what the path kept of frames it was handed
+    /// and no longer needs (the device path's ring slots, once the GPU has
+    /// read them). Called after `idle`, `run` and `pass_on`; never waits.
+    fn hand_back(&mut self, source: &mut S) {
+        let _ = source;
+    }
 }
 
 /// Gathers frames into batches for one path, and counts the batches.
@@ -131,12 +142,14 @@ impl Batcher {
                     if let ControlFlow::Break(end) = path.pass_on(other) {
                         return end;
                     }
+                    path.hand_back(source);
                     continue;
                 }
                 Next::Idle => {
                     if let ControlFlow::Break(end) = path.idle() {
                         return end;
                     }
+                    path.hand_back(source);
                     continue;
                 }
                 Next::Closed => return path.closed(),
@@ -165,11 +178,13 @@ impl Batcher {
                 Ok(made) => self.counts.record(made),
                 Err(end) => return end,
             }
+            path.hand_back(source);
             // What stopped the gathering keeps its place behind the batch.
-            if let Some(other) = after
-                && let ControlFlow::Break(end) = path.pass_on(other)
-            {
-                return end;
+            if let Some(other) = after {
+                if let ControlFlow::Break(end) = path.pass_on(other) {
+                    return end;
+                }
+                path.hand_back(source);
             }
             if closed {
                 return path.closed();

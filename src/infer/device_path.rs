@@ -25,17 +25,25 @@ use super::device_error::DeviceFrameError;
 use super::model_role::ModelRole;
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
+use crate::frame_bytes::{HostAllocator, HostPlacement};
 use crate::gpu::{DeviceTensor, GpuContext, Stream, TensorElement};
 
-/// GPU milliseconds of each part of a frame, from CUDA events on the stream.
+/// GPU milliseconds of each part of a frame's batch, from CUDA events.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GpuTimings {
-    /// Frame upload plus the frame kernel.
+    /// The batch's uploads on the upload stream, from the first frame's copy
+    /// being queued to the last one's end (0 when mapped: no upload).
+    pub upload_ms: f64,
+    /// On the compute stream, from the batch's turn to its last frame
+    /// kernel: waiting for the uploads not yet done, plus the frame kernels.
     pub preprocess_ms: f64,
     /// Segmentation model plus the mask kernel and the count copy.
     pub segment_ms: f64,
     /// Classifier model plus the logits copy.
     pub classify_ms: f64,
+    /// The whole batch on the GPU: from its first upload queued to its
+    /// results on the host (overlaps the batch before it).
+    pub batch_ms: f64,
 }
 
 /// Bytes a frame moves between host and device.
@@ -78,12 +86,40 @@ pub trait DeviceFramePath {
         1
     }
 
-    /// Copies `frame` into pinned staging and queues its upload and
+    /// Queues `frame`'s upload (or, mapped, its in-place read) and
     /// preprocessing as the next frame of the batch being built (at most
-    /// `max_batch`). `frame` may be reused as soon as this returns. A failed
-    /// stage leaves the frame out of the batch. `host_mask`: also bring the
-    /// seal mask back to the host (for the archive and the live view).
-    fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError>;
+    /// `max_batch`); `placement` says where its bytes live. A failed stage
+    /// leaves the frame out of the batch. `host_mask`: also bring the seal
+    /// mask back to the host (for the archive and the live view).
+    ///
+    /// Returns `Some(n)` when the GPU reads `frame`'s own (page-locked)
+    /// bytes after this returns: they must stay valid and unwritten until
+    /// `reads_done` is above `n`. `None`: `frame` may be reused at once
+    /// (heap bytes are copied into staging first).
+    fn stage(
+        &mut self,
+        frame: ImageView<'_>,
+        placement: HostPlacement,
+        host_mask: bool,
+    ) -> Result<Option<u64>, DeviceFrameError>;
+
+    /// Every frame staged with a number below this one has been read by
+    /// the GPU (its upload or its in-place kernel is done). Never blocks.
+    fn reads_done(&mut self) -> Result<u64, DeviceFrameError> {
+        Ok(u64::MAX)
+    }
+
+    /// Blocks until the GPU has read every frame staged so far.
+    fn wait_reads(&mut self) -> Result<(), DeviceFrameError> {
+        Ok(())
+    }
+
+    /// Where the cameras' ring slots should get their memory so that this
+    /// path reads frames in place (page-locked, mapped with `zero_copy`);
+    /// `None`: heap memory will do.
+    fn slot_allocator(&self) -> Option<Arc<dyn HostAllocator>> {
+        None
+    }
 
     /// Queues both models and the copies back for the frames staged since
     /// the last launch, as one batch, and returns at once (nothing staged:
@@ -92,9 +128,9 @@ pub trait DeviceFramePath {
     /// to complete.
     fn launch(&mut self) -> Result<(), DeviceFrameError>;
 
-    /// One frame as a batch of its own: `stage` then `launch`.
+    /// One frame from heap memory as a batch of its own: `stage` then `launch`.
     fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
-        self.stage(frame, host_mask)?;
+        self.stage(frame, HostPlacement::Pageable, host_mask)?;
         self.launch()
     }
 

@@ -8,8 +8,12 @@
 //!
 //! ```text
 //! stage (each frame of a batch, k = 0, 1, ..):
-//!          [begin, first frame] H2D + frame kernel into frame k's tensors
-//! launch:  [preprocessed] -> engine: segmentation of frames 0..n
+//!          upload stream: [upload begin, first frame] H2D straight from the
+//!            frame's page-locked ring slot (none when mapped)
+//!          compute stream: [begin, first frame] wait for the upload, frame
+//!            kernel into frame k's tensors
+//! launch:  upload stream: [uploaded]
+//!          compute stream: [preprocessed] -> engine: segmentation of frames 0..n
 //!          -> a mask kernel per frame + counts D2H [masked]
 //!          -> engine: classifier of frames 0..n
 //!          -> logits D2H (+ masks D2H, for frames the host wants) [done]
@@ -22,8 +26,14 @@
 //! (the tensors' capacity, or 1 where the engine's models have a batch of
 //! one). Up to `IN_FLIGHT` batches may be on the stream: each has its own
 //! ticket (pinned results and events), so the host stages batch N+1 while
-//! the GPU runs batch N. The device tensors are shared: on one stream,
-//! batch N+1's kernels start only after batch N's last copy out of them.
+//! the GPU runs batch N, and batch N+1's uploads (on their own stream) run
+//! while batch N computes. The device tensors are shared: on the compute
+//! stream, batch N+1's frame kernels start only after batch N's last copy
+//! out of them.
+//!
+//! A frame read from its ring slot in place is the caller's to keep until
+//! the GPU is past it: `stage` returns its number, `reads_done` tells
+//! (`device_stage` hands the slot back to capture then).
 //!
 //! A model swap on reload changes only the engine: the stream, tensors,
 //! tickets, events and GPU preprocessor stay. The new engine is opened and
@@ -48,10 +58,12 @@ use super::device_path::{
 use super::model_role::ModelRole;
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
+use crate::frame_bytes::{HostAllocator, HostPlacement};
 use crate::gpu::{
-    DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, Stream, TensorElement,
+    DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, PinnedSlots, Stream,
+    TensorElement,
 };
-use crate::preprocess::gpu::{GpuPreprocessor, widen_mask};
+use crate::preprocess::gpu::{FrameTransfer, GpuPreprocessor, widen_mask};
 
 /// Batches on the stream at once: the host stages one while the GPU runs the other.
 pub const IN_FLIGHT: usize = 2;
@@ -71,8 +83,11 @@ struct Ticket {
     mask_bytes: Vec<Option<PinnedBuffer<u8>>>,
     /// Whether frame k copies its mask back.
     host_mask: Vec<bool>,
-    /// Before the first frame, after preprocessing, after the masks, at the end.
+    /// Before the first frame, after preprocessing, after the masks, at the
+    /// end (compute stream).
     events: [Event; 4],
+    /// Before the first frame's upload and after the last one's (upload stream).
+    upload_events: [Event; 2],
 }
 
 /// A GPU engine and the GPU preprocessor on one stream.
@@ -143,6 +158,7 @@ impl DeviceRunner {
                 mask_bytes: (0..capacity).map(|_| None).collect(),
                 host_mask: vec![false; capacity],
                 events: [event()?, event()?, event()?, event()?],
+                upload_events: [event()?, event()?],
             })
         };
         let tickets = [ticket()?, ticket()?];
@@ -202,8 +218,16 @@ impl DeviceRunner {
     /// Queues the models, masks and copies back of the `frames` frames
     /// staged on ticket `index`, ending with its `done` event.
     fn queue_batch(&mut self, index: usize, frames: usize) -> Result<(), DeviceFrameError> {
-        let stream = self.preprocessor.stream();
         let ticket = &mut self.tickets[index];
+        ticket.upload_events[1]
+            .record(self.preprocessor.upload_stream())
+            .map_err(gpu_error("record an event"))?;
+        let stream = self.preprocessor.stream();
+        // Already implied by each frame's own wait; said once more so the
+        // timing event is complete whenever `done` is (read_frame).
+        stream
+            .wait_for(&ticket.upload_events[1])
+            .map_err(gpu_error("order the batch after its uploads"))?;
         let [_, preprocessed, masked, done] = &mut ticket.events;
         preprocessed
             .record(stream)
@@ -268,7 +292,12 @@ impl DeviceFramePath for DeviceRunner {
         self.capacity.min(self.engine.max_batch()).max(1)
     }
 
-    fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
+    fn stage(
+        &mut self,
+        frame: ImageView<'_>,
+        placement: HostPlacement,
+        host_mask: bool,
+    ) -> Result<Option<u64>, DeviceFrameError> {
         let index = self.staging_ticket()?;
         let max_batch = self.max_batch();
         let ticket = &mut self.tickets[index];
@@ -282,16 +311,37 @@ impl DeviceFramePath for DeviceRunner {
             ticket.events[0]
                 .record(self.preprocessor.stream())
                 .map_err(gpu_error("record an event"))?;
+            ticket.upload_events[0]
+                .record(self.preprocessor.upload_stream())
+                .map_err(gpu_error("record an event"))?;
         }
-        self.preprocessor
-            .enqueue_frame_at(frame, k)
+        let read = self
+            .preprocessor
+            .enqueue_frame_at(frame, placement, k)
             .map_err(|source| DeviceFrameError::Preprocess {
                 action: "queue the frame kernel",
                 source,
             })?;
         ticket.host_mask[k] = host_mask;
         ticket.frames = k + 1;
-        Ok(())
+        Ok(read)
+    }
+
+    fn reads_done(&mut self) -> Result<u64, DeviceFrameError> {
+        self.preprocessor
+            .reads_done()
+            .map_err(gpu_error("ask whether a frame's upload is done"))
+    }
+
+    fn wait_reads(&mut self) -> Result<(), DeviceFrameError> {
+        self.preprocessor
+            .wait_reads()
+            .map_err(gpu_error("wait for the frames' uploads"))
+    }
+
+    fn slot_allocator(&self) -> Option<Arc<dyn HostAllocator>> {
+        let mapped = self.preprocessor.options().frame_transfer == FrameTransfer::Mapped;
+        Some(Arc::new(PinnedSlots::new(&self.gpu, mapped)))
     }
 
     fn launch(&mut self) -> Result<(), DeviceFrameError> {
@@ -392,6 +442,7 @@ fn read_frame(
         widen_mask(bytes.as_slice(), &mut work.mask);
     }
     let [begin, preprocessed, masked, done] = &ticket.events;
+    let [upload_begin, uploaded] = &ticket.upload_events;
     let ms = |later: &Event, earlier: &Event| -> Result<f64, DeviceFrameError> {
         Ok(f64::from(
             later
@@ -399,10 +450,14 @@ fn read_frame(
                 .map_err(gpu_error("read a timing event"))?,
         ))
     };
+    // `uploaded` is recorded at launch, before `done`, on a stream the
+    // compute stream waited for: complete once `done` is.
     Ok(GpuTimings {
+        upload_ms: ms(uploaded, upload_begin)?,
         preprocess_ms: ms(preprocessed, begin)?,
         segment_ms: ms(masked, preprocessed)?,
         classify_ms: ms(done, masked)?,
+        batch_ms: ms(done, upload_begin)?,
     })
 }
 
@@ -411,6 +466,10 @@ impl Drop for DeviceRunner {
         // No swap opener may use the stream from here on (this waits for
         // one in progress).
         self.lease.end();
+        if let Err(e) = self.preprocessor.upload_stream().synchronize() {
+            self.gpu
+                .record_drop_error("synchronizing the device runner's upload stream", e);
+        }
         // The engine points into buffers freed after it: nothing may be
         // freed while queued work can still touch them.
         if let Err(e) = self.preprocessor.stream().synchronize() {

@@ -4,11 +4,22 @@
 //! threads.
 //!
 //! ```text
-//! ring slot --host copy--> pinned staging (slot recycled here)
-//!   stream: H2D -> frame kernel -> segmentation -> mask kernel -> classifier
+//! ring slot (page-locked; mapped with zero_copy) --held until the GPU read it--> back to capture
+//!   upload stream:  H2D straight from the slot (none when mapped)
+//!   compute stream: frame kernel (reads the upload, or the mapped slot in place)
+//!           -> segmentation -> mask kernel -> classifier
 //!           -> D2H: classifier logits + mask pixel count (<= 64 bytes)
-//!   host: one wait -> StageMessage::Inspect(work) to the output stage
+//!   host: one wait per batch -> StageMessage::Inspect(work) to the output stage
 //! ```
+//!
+//! The ring slots get their page-locked memory from the path
+//! (`DeviceFramePath::slot_allocator`), installed in the run's
+//! `SlotMemory` once the path is open and before capture starts. A slot
+//! the GPU reads in place is kept here (`DeviceBatches::reading`) until the
+//! path says the GPU is past it (`reads_done`: the slot's upload, or its
+//! in-place kernel, completed), then handed back to capture
+//! (`BatchPath::hand_back`); at the end every read is waited for and every
+//! slot handed back before the path is dropped.
 //!
 //! Which engine, and whether this stage runs at all, is decided from the
 //! config (`device_plan`) before any engine is opened; the thread opens the
@@ -59,6 +70,7 @@ use crate::config::Config;
 use crate::frame::{
     FailedStage, FrameSlot, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry,
 };
+use crate::frame_bytes::{HostPlacement, SlotMemory};
 use crate::model_id::ModelIds;
 
 // The device path's vocabulary and its opening, for the pipeline and the
@@ -117,7 +129,8 @@ pub fn warm_up_path(
         for _ in 0..WARM_UP_ROUNDS {
             for _ in 0..depth {
                 for _ in 0..batch {
-                    path.stage(frame, host_mask)
+                    // Heap bytes: copied into staging, nothing held.
+                    path.stage(frame, HostPlacement::Pageable, host_mask)
                         .map_err(failed("queue a frame"))?;
                 }
                 path.launch().map_err(failed("queue a batch"))?;
@@ -148,7 +161,8 @@ pub struct DeviceStarted {
 /// mode with the channels it gets back.
 pub struct DeviceStartFailed {
     pub error: DeviceFrameError,
-    pub stage: Option<DeviceStage>,
+    /// Boxed: the channels are many, and an error travels by value.
+    pub stage: Option<Box<DeviceStage>>,
 }
 
 /// The device thread's channels.
@@ -167,6 +181,9 @@ pub struct DeviceStage {
     pub pixel_demand: Arc<PixelDemand>,
     /// Batches made and the frames in them, for the run summary and `bench`.
     pub batch_counts: Arc<BatchCounts>,
+    /// Where the cameras' ring slots grow their memory: the path's
+    /// page-locked allocator is installed here once it is open.
+    pub slot_memory: SlotMemory,
 }
 
 impl DeviceStage {
@@ -182,13 +199,20 @@ impl DeviceStage {
     ) -> Result<(JoinHandle<EndOfStream>, DeviceStarted), DeviceStartFailed> {
         let config = config.clone();
         let frames_in_flight = config.inference.frames_in_flight;
-        type Start = Result<DeviceStarted, (DeviceFrameError, Option<DeviceStage>)>;
+        type Start = Result<DeviceStarted, (DeviceFrameError, Option<Box<DeviceStage>>)>;
         let (started_tx, started_rx) = bounded::<Start>(1);
         let handle = std::thread::Builder::new()
             .name("device".to_string())
             .spawn(move || match open_path(&config, plan) {
                 Ok(mut opened) => {
                     let kind = opened.path.kind();
+                    // Before capture starts (it waits for this thread's start
+                    // message): every slot's first frame lands in page-locked memory.
+                    if let Some(allocator) = opened.path.slot_allocator() {
+                        self.slot_memory.install(allocator);
+                        log::info!(target: "sealcheck::pipeline", zero_copy = config.inference.zero_copy.map_or("default", |z| if z { "true" } else { "false" });
+                            "device stage: ring slots in page-locked memory, read by the GPU where capture wrote them");
+                    }
                     let started = Instant::now();
                     let frame = WarmUpFrame::new(warm_up, &opened.geometry);
                     let frame = frame.view();
@@ -230,7 +254,7 @@ impl DeviceStage {
                 Err(e) => {
                     // `auto` may go on in host mode: hand the channels back.
                     let back =
-                        (plan == DevicePlan::Auto && e.is_engine_unavailable()).then_some(self);
+                        (plan == DevicePlan::Auto && e.is_engine_unavailable()).then(|| Box::new(self));
                     let _ = started_tx.send(Err((e, back)));
                     EndOfStream::Stopped
                 }
@@ -270,6 +294,7 @@ impl DeviceStage {
             swaps,
             pixel_demand,
             batch_counts,
+            slot_memory: _,
         } = self;
         let depth = path.max_in_flight().min(frames_in_flight).max(1);
         let mut batches = DeviceBatches {
@@ -284,8 +309,16 @@ impl DeviceStage {
             models,
             swaps,
             pixel_demand,
+            reading: VecDeque::with_capacity((depth + 1) * batching.max_batch.max(1)),
+            spans: super::gpu_spans::GpuSpans::default(),
         };
         let end = Batcher::new(batching, batch_counts).run(&mut input, &mut batches);
+        // Nothing may read a slot once it is back with capture, or freed.
+        batches.hand_back_all(&mut input);
+        if let Some(spans) = batches.spans.summary() {
+            log::info!(target: "sealcheck::pipeline", spans = spans.as_str();
+                "device stage: GPU time per batch, from CUDA events");
+        }
         // A swap prepared too late is dropped here, while the path (whose
         // stream a prepared engine may name) still exists.
         for late in batches.swaps.try_iter() {
@@ -315,6 +348,13 @@ struct DeviceBatches<'p> {
     models: Arc<ModelIds>,
     swaps: Receiver<DeviceSwap>,
     pixel_demand: Arc<PixelDemand>,
+    /// Ring slots the GPU may still read (uploaded from, or read in place),
+    /// with their staging numbers, oldest first: handed back to capture once
+    /// `reads_done` passes them, never before.
+    #[allow(clippy::vec_box)]
+    reading: VecDeque<(u64, Box<FrameSlot>)>,
+    /// The completed batches' GPU spans, logged at the end.
+    spans: super::gpu_spans::GpuSpans,
 }
 
 impl BatchPath<PartRings> for DeviceBatches<'_> {
@@ -359,7 +399,8 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
     }
 
     /// Stages `slot`'s frame as the next of the batch being built (its work
-    /// record joins `on_gpu`) and gives the slot back to capture.
+    /// record joins `on_gpu`); the slot goes back to capture at once when
+    /// its bytes were copied, else once the GPU has read them.
     fn add(&mut self, rings: &mut PartRings, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
         let mut work = match self.free_work.try_recv() {
             Ok(work) => work,
@@ -377,23 +418,50 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
         };
         work.reset(slot.meta);
         work.models = Some(Arc::clone(&self.models));
-        // The pinned copy is the only host pass over the frame (a
-        // second only while the archive or the live view wants it, or
-        // for a frame due to the shadow); the slot goes back to capture
-        // as soon as they are made.
+        // No host pass over the frame: the GPU reads the page-locked slot
+        // (a copy only while the archive or the live view wants it, or for
+        // a frame due to the shadow).
         let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
-        let staged = self.path.stage(slot.image(), host_copy);
+        let placement = slot.data.placement();
+        let staged = self.path.stage(slot.image(), placement, host_copy);
         // After the stage: the GPU works on the frame while it is copied.
         if host_copy {
             work.pixels.copy_from(&slot);
         }
-        rings.recycle(slot);
-        // A failed stage leaves the frame out of the batch: its error marks it.
-        if let Err(e) = staged {
-            work.error = Some((e.failed_stage(), e.to_string()));
+        match staged {
+            Ok(Some(number)) => self.reading.push_back((number, slot)),
+            Ok(None) => rings.recycle(slot),
+            // A failed stage leaves the frame out of the batch: its error
+            // marks it. Nothing of it is left on the GPU.
+            Err(e) => {
+                work.error = Some((e.failed_stage(), e.to_string()));
+                rings.recycle(slot);
+            }
         }
         self.on_gpu.stage(work);
+        self.hand_back(rings);
         ControlFlow::Continue(())
+    }
+
+    /// The slots the GPU has finished reading go back to capture, oldest
+    /// first (reads end in staging order).
+    fn hand_back(&mut self, rings: &mut PartRings) {
+        if self.reading.is_empty() {
+            return;
+        }
+        let done = match self.path.reads_done() {
+            Ok(done) => done,
+            Err(e) => {
+                // Kept until the end (`hand_back_all` waits for every read).
+                log::warn!(target: "sealcheck::pipeline", error:% = e; "could not ask the GPU whether a frame's upload is done; its ring slot is kept");
+                return;
+            }
+        };
+        while self.reading.front().is_some_and(|(n, _)| *n < done) {
+            if let Some((_, slot)) = self.reading.pop_front() {
+                rings.recycle(slot);
+            }
+        }
     }
 
     fn gathered(&self) -> usize {
@@ -435,6 +503,20 @@ fn stopped_unless(alive: bool) -> ControlFlow<EndOfStream> {
 }
 
 impl DeviceBatches<'_> {
+    /// At the end of the run: waits until the GPU has read every slot it
+    /// holds, then hands them all back.
+    fn hand_back_all(&mut self, rings: &mut PartRings) {
+        if self.reading.is_empty() {
+            return;
+        }
+        if let Err(e) = self.path.wait_reads() {
+            log::error!(target: "sealcheck::pipeline", error:% = e; "waiting for the frames' uploads at the end failed");
+        }
+        for (_, slot) in self.reading.drain(..) {
+            rings.recycle(slot);
+        }
+    }
+
     /// Swaps in new models before frame `seq` when a swap is waiting: the
     /// frames on the GPU are completed by the old engine first, so none is
     /// lost or judged twice; frames from `seq` on carry the new ids. `false`
@@ -483,7 +565,9 @@ impl DeviceBatches<'_> {
     /// results on, in the order they were staged; `false` when the output
     /// stage is gone.
     fn finish_oldest(&mut self) -> bool {
-        for _ in 0..self.on_gpu.oldest_batch() {
+        let frames = self.on_gpu.oldest_batch();
+        let mut timed = false;
+        for _ in 0..frames {
             let Some(mut work) = self.on_gpu.works.pop_front() else {
                 break;
             };
@@ -492,6 +576,11 @@ impl DeviceBatches<'_> {
             if work.error.is_none() {
                 match self.path.complete(&mut work) {
                     Ok(t) => {
+                        if !timed {
+                            // Every frame of a batch carries the batch's spans.
+                            self.spans.record(&t, frames);
+                            timed = true;
+                        }
                         work.timings.preprocess_ms = t.preprocess_ms;
                         work.timings.segment_ms = t.segment_ms;
                         work.timings.classify_ms = t.classify_ms;
@@ -603,6 +692,7 @@ mod tests {
     use crate::infer::device_path::{BoundTensors, DeviceEngine, SwapSite};
     use crate::infer::model_role::ModelRole;
     use crate::ring::frame_ring;
+    use crate::frame_bytes::SlotMemory;
 
     const ONE_AT_A_TIME: BatchPolicy = BatchPolicy {
         max_batch: 1,
@@ -684,6 +774,12 @@ mod tests {
         /// When the frame with this first byte is submitted, this swap is
         /// sent (a reload finishing while frames are on the GPU).
         swap_on: Option<(u8, Sender<DeviceSwap>, DeviceSwap)>,
+        /// `Some`: frames are read in place, like page-locked ring slots,
+        /// and the reads end late: only the first `released` frames staged
+        /// are read (the test moves it; the stand-in for the slots' events).
+        released: Option<Arc<AtomicU64>>,
+        /// Frames staged so far (each one's staging number).
+        staged: u64,
     }
 
     impl FakeDevicePath {
@@ -701,6 +797,8 @@ mod tests {
                 batch_sizes: Vec::new(),
                 generation: Arc::default(),
                 swap_on: None,
+                released: None,
+                staged: 0,
             }
         }
     }
@@ -715,7 +813,12 @@ mod tests {
         fn max_batch(&self) -> usize {
             self.max_batch
         }
-        fn stage(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
+        fn stage(
+            &mut self,
+            frame: ImageView<'_>,
+            _placement: HostPlacement,
+            host_mask: bool,
+        ) -> Result<Option<u64>, DeviceFrameError> {
             assert!(
                 self.queued.len() < self.depth,
                 "a batch staged while the most batches are in flight"
@@ -728,12 +831,26 @@ mod tests {
             if first == 0xDD {
                 return Err(DeviceFrameError::Unsupported("a frame refused at staging"));
             }
+            let number = self.staged;
+            self.staged += 1;
             let generation = self.generation.load(Ordering::SeqCst);
             self.staging.push((first, generation, host_mask));
             if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
                 && let Some((_, to_stage, swap)) = self.swap_on.take()
             {
                 to_stage.send(swap).unwrap();
+            }
+            Ok(self.released.is_some().then_some(number))
+        }
+        fn reads_done(&mut self) -> Result<u64, DeviceFrameError> {
+            Ok(match &self.released {
+                Some(released) => released.load(Ordering::SeqCst).min(self.staged),
+                None => u64::MAX,
+            })
+        }
+        fn wait_reads(&mut self) -> Result<(), DeviceFrameError> {
+            if let Some(released) = &self.released {
+                released.fetch_max(self.staged, Ordering::SeqCst);
             }
             Ok(())
         }
@@ -764,9 +881,11 @@ mod tests {
                 work.mask.fill(f32::from(first));
             }
             Ok(GpuTimings {
+                upload_ms: 0.5,
                 preprocess_ms: 1.0,
                 segment_ms: 2.0,
                 classify_ms: 3.0,
+                batch_ms: 7.0,
             })
         }
         fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
@@ -843,6 +962,7 @@ mod tests {
             swaps: swap_rx,
             pixel_demand: Arc::default(),
             batch_counts: Arc::default(),
+            slot_memory: SlotMemory::new(),
         };
         (producer, stage, free_tx, out_rx, swap_tx)
     }
@@ -1188,5 +1308,191 @@ mod tests {
         );
         assert!(!error.is_engine_unavailable(), "auto must not hide it");
         assert!(message.contains("a failing frame"), "{message}");
+    }
+
+    /// Takes a free slot without waiting: `None` while every slot is out.
+    fn free_slot(producer: &mut crate::capture::RingProducer) -> Option<Box<FrameSlot>> {
+        producer.acquire_slot(OverflowPolicy::Drop)
+    }
+
+    /// Waits up to 5 s for a slot to come back to capture.
+    fn slot_back_within_5s(producer: &mut crate::capture::RingProducer) -> Box<FrameSlot> {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(slot) = free_slot(producer) {
+                return slot;
+            }
+            assert!(Instant::now() < until, "the slot never came back");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_slot_is_never_handed_back_to_capture_while_the_gpu_still_reads_it() {
+        // Two slots, both frames staged and judged, but the GPU's reads of
+        // their bytes (the stand-in for the slots' upload events) end late.
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 4);
+        let released = Arc::new(AtomicU64::new(0));
+        let mut path = FakeDevicePath::new(2);
+        path.released = Some(Arc::clone(&released));
+        let handle = std::thread::spawn(move || stage.run(&mut path, 2, ONE_AT_A_TIME));
+        tiny_frame(&mut producer, 0, 10);
+        tiny_frame(&mut producer, 1, 11);
+        for seq in 0..2u64 {
+            let StageMessage::Inspect(work) = out_rx.recv_timeout(Duration::from_secs(10)).unwrap()
+            else {
+                panic!("expected an inspected frame");
+            };
+            assert_eq!(work.meta.seq, seq);
+            free_tx.send(work).unwrap();
+        }
+        // Both results are out, and the stage has idled since (it hands
+        // slots back after each idle wait): still no slot is free.
+        std::thread::sleep(IDLE_WAIT + Duration::from_millis(100));
+        assert!(
+            free_slot(&mut producer).is_none(),
+            "a slot went back to capture while the GPU still read it"
+        );
+        // The first frame's read ends: its slot, and only it, comes back.
+        released.store(1, Ordering::SeqCst);
+        let first = slot_back_within_5s(&mut producer);
+        assert_eq!(first.data[0], 10, "the slot of the frame read first");
+        assert!(free_slot(&mut producer).is_none(), "the second is still read");
+        released.store(2, Ordering::SeqCst);
+        let second = slot_back_within_5s(&mut producer);
+        assert_eq!(second.data[0], 11);
+        drop((first, second));
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        assert!(matches!(
+            out_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            StageMessage::End
+        ));
+        assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
+    }
+
+    #[test]
+    fn at_the_end_every_read_is_waited_for_and_every_slot_handed_back() {
+        let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(3, 4);
+        let released = Arc::new(AtomicU64::new(0));
+        let mut path = FakeDevicePath::new(2);
+        path.released = Some(Arc::clone(&released));
+        for seq in 0..3u64 {
+            tiny_frame(&mut producer, seq, 20 + seq as u8);
+        }
+        producer.push(CaptureEvent::End(EndOfStream::Finished));
+        let handle = std::thread::spawn(move || {
+            let end = stage.run(&mut path, 2, ONE_AT_A_TIME);
+            (end, path.staged)
+        });
+        let seen = results_until_the_end(&out_rx, &free_tx);
+        let (end, staged) = handle.join().unwrap();
+        assert_eq!(end, EndOfStream::Finished);
+        assert_eq!(seen.len(), 3);
+        assert_eq!(
+            released.load(Ordering::SeqCst),
+            staged,
+            "the stage waited for every read before handing the slots back"
+        );
+    }
+
+    /// Test double for page-locked memory: heap blocks that count how many
+    /// are alive and how many were made.
+    struct CountingHostMemory {
+        live: Arc<AtomicU64>,
+        made: Arc<AtomicU64>,
+    }
+
+    struct CountedBlock {
+        bytes: Box<[u8]>,
+        live: Arc<AtomicU64>,
+    }
+
+    impl crate::frame_bytes::HostBlock for CountedBlock {
+        fn as_ptr(&self) -> *mut u8 {
+            self.bytes.as_ptr().cast_mut()
+        }
+        fn capacity(&self) -> usize {
+            self.bytes.len()
+        }
+        fn placement(&self) -> HostPlacement {
+            HostPlacement::Pinned
+        }
+    }
+
+    impl Drop for CountedBlock {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    impl crate::frame_bytes::HostAllocator for CountingHostMemory {
+        fn allocate(
+            &self,
+            bytes: usize,
+        ) -> Result<Box<dyn crate::frame_bytes::HostBlock>, String> {
+            self.live.fetch_add(1, Ordering::SeqCst);
+            self.made.fetch_add(1, Ordering::SeqCst);
+            Ok(Box::new(CountedBlock {
+                bytes: vec![0; bytes].into_boxed_slice(),
+                live: Arc::clone(&self.live),
+            }))
+        }
+    }
+
+    #[test]
+    fn slot_memory_is_kept_across_a_model_swap_and_freed_when_the_device_path_is_torn_down() {
+        let (live, made) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let memory = SlotMemory::new();
+        let (producer, consumer) = crate::ring::frame_ring_in(3, &memory);
+        let (mut producer, stage, free_tx, out_rx, swap_tx) = {
+            let (_, mut stage, free_tx, out_rx, swap_tx) = stage_over_ring(3, 8);
+            stage.input = PartRings::free(crate::capture::CameraRings::new(vec![consumer]));
+            stage.slot_memory = memory.clone();
+            (producer, stage, free_tx, out_rx, swap_tx)
+        };
+        // What the device thread does once its path is open.
+        assert!(memory.install(Arc::new(CountingHostMemory {
+            live: Arc::clone(&live),
+            made: Arc::clone(&made),
+        })));
+        let released = Arc::new(AtomicU64::new(u64::MAX));
+        let mut path = FakeDevicePath::new(2);
+        path.released = Some(released);
+        let generation = Arc::clone(&path.generation);
+        path.swap_on = Some((
+            13,
+            swap_tx,
+            DeviceSwap {
+                engine: Box::new(FakeCandidate {
+                    generation: 1,
+                    bound: generation,
+                }),
+                models: ids("new-seg", "new-cls"),
+                on_swapped: None,
+            },
+        ));
+        let handle = std::thread::spawn(move || stage.run(&mut path, 2, ONE_AT_A_TIME));
+        let feeder = std::thread::spawn(move || {
+            for seq in 0..8u64 {
+                tiny_frame(&mut producer, seq, 10 + seq as u8);
+            }
+            producer.push(CaptureEvent::End(EndOfStream::Finished));
+            producer
+        });
+        let seen = results_until_the_end(&out_rx, &free_tx);
+        assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
+        let producer = feeder.join().unwrap();
+        assert_eq!(seen.len(), 8);
+        assert_eq!(seen[7].1, 1017, "the new engine judged the last frame: {seen:?}");
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            3,
+            "each of the 3 slots got its block once, the swap made none"
+        );
+        assert_eq!(live.load(Ordering::SeqCst), 3);
+        // The device path and the ring are torn down: every block is freed.
+        drop(producer);
+        drop(out_rx);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "a slot's block outlived the ring");
     }
 }

@@ -46,6 +46,7 @@ pub mod device_path;
 pub mod device_runner;
 pub mod device_stage;
 pub mod engine_choice;
+mod gpu_spans;
 mod error;
 mod host_stage;
 mod model_io;

@@ -55,8 +55,9 @@ pub(super) enum FramePath {
 }
 
 /// Starts the device thread when the config asks for device mode (it warms
-/// up on frames of `warm_up` size before it reports), or opens the host
-/// engine and preprocessor; either way each model is opened once.
+/// up on frames of `warm_up` size before it reports, and installs its
+/// page-locked allocator in `slot_memory`), or opens the host engine and
+/// preprocessor; either way each model is opened once.
 /// `auto` whose GPU engines cannot run here goes on in host mode.
 pub(super) fn open_frame_path(
     config: &Config,
@@ -69,7 +70,7 @@ pub(super) fn open_frame_path(
         &Arc<crate::frame::PixelDemand>,
         &Arc<infer::BatchCounts>,
     ),
-    warm_up: infer::WarmUpSize,
+    (warm_up, slot_memory): (infer::WarmUpSize, crate::frame_bytes::SlotMemory),
 ) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
     let (consumer, free_rx) = match infer::device_stage::device_plan(config) {
         None => (consumer, free_rx),
@@ -84,6 +85,7 @@ pub(super) fn open_frame_path(
                 swaps: swap_rx,
                 pixel_demand: Arc::clone(pixel_demand),
                 batch_counts: Arc::clone(batch_counts),
+                slot_memory,
             };
             match stage.spawn(config, plan, warm_up) {
                 Ok((thread, started)) => {
@@ -109,6 +111,7 @@ pub(super) fn open_frame_path(
                 }) => {
                     log::info!(target: "sealcheck::pipeline", error:% = error;
                         "auto: no GPU engine for the device path; choosing a host-mode engine");
+                    let stage = *stage;
                     (stage.input, stage.free_work)
                 }
                 Err(DeviceStartFailed { error, .. }) => {

@@ -105,7 +105,8 @@ pub(super) fn start_stages(
     (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
-    let (producers, rings, deadlines) = camera_rings(config, lines, desks)?;
+    let slot_memory = crate::frame_bytes::SlotMemory::new();
+    let (producers, rings, deadlines) = camera_rings(config, lines, desks, &slot_memory)?;
     // In `plc` mode the frame path reads parts: frames claimed by triggers.
     let consumer = if desks.is_empty() {
         PartRings::free(rings)
@@ -135,7 +136,7 @@ pub(super) fn start_stages(
         free_rx,
         to_output.clone(),
         (liveness, models, &pixel_demand, &batch_counts),
-        warm_up,
+        (warm_up, slot_memory),
     )?;
     log::info!(target: "sealcheck::pipeline", backend = engine.name.as_str(), reason = engine.reason.as_str(); "inference backend chosen");
     // The archive and the page's live view, sized for the masks of these models.
@@ -277,19 +278,22 @@ pub(super) fn start_stages(
 }
 
 /// One ring per camera, each with its own pool and drop policy; one
-/// reader takes from all of them (`ring::RingSet`). Each camera's deadline
-/// thread starts here too, fed by its ring's producer, or in `plc` mode
-/// (`desks` not empty) by its trigger desk as it accepts each trigger.
+/// reader takes from all of them (`ring::RingSet`). The slots grow from
+/// `slot_memory` (page-locked once the device path installs its
+/// allocator). Each camera's deadline thread starts here too, fed by its
+/// ring's producer, or in `plc` mode (`desks` not empty) by its trigger
+/// desk as it accepts each trigger.
 fn camera_rings(
     config: &Config,
     lines: &[Arc<Line>],
     desks: &[Arc<TriggerDesk>],
+    slot_memory: &crate::frame_bytes::SlotMemory,
 ) -> Result<(Vec<RingProducer>, CameraRings, Vec<DeadlineThread>), PipelineError> {
     let mut producers = Vec::with_capacity(config.cameras.len());
     let mut consumers = Vec::with_capacity(config.cameras.len());
     let mut deadlines = Vec::with_capacity(config.cameras.len());
     for (index, (camera, line)) in config.cameras.iter().zip(lines).enumerate() {
-        let (producer, consumer) = ring::frame_ring(camera.source.pool_size);
+        let (producer, consumer) = ring::frame_ring_in(camera.source.pool_size, slot_memory);
         let mut producer = producer.for_camera(index as CameraIndex);
         let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
             .map_err(|e| PipelineError::Spawn("deadline", e))?;

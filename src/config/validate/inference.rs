@@ -40,6 +40,9 @@ pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConf
         Some(0)
     };
     let batch_wait_us = s.int_in("batch_wait_us", 0..=100_000, Some(0));
+    // Not given: mapped on a GPU that shares the host's memory (decided
+    // once the GPU is open).
+    let zero_copy = s.has("zero_copy").then(|| s.bool_or("zero_copy", false));
     let precision = s
         .choice("precision", &["fp32", "fp16"], Some(0))
         .map(|i| [EnginePrecision::Fp32, EnginePrecision::Fp16][i]);
@@ -73,6 +76,7 @@ pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConf
         frames_in_flight: frames_in_flight? as usize,
         max_batch: max_batch? as usize,
         batch_wait: Duration::from_micros(batch_wait_us? as u64),
+        zero_copy,
         precision: precision?,
         tensorrt: tensorrt?,
         onnxruntime: onnxruntime?,

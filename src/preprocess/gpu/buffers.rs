@@ -99,13 +99,47 @@ impl TensorValue for u16 {
     }
 }
 
-/// One page-locked frame staging slot.
+/// One place a staged frame goes through on its way to the frame kernel.
+/// A batch's frames take places in turn (`frame_slots` of them, two
+/// batches' worth), so the next batch is staged while the GPU still works
+/// on the one before.
 #[derive(Debug)]
-pub(super) struct FrameSlot {
-    pub(super) pinned: PinnedBuffer<u8>,
-    /// Recorded after the GPU's last use of `pinned` (the copy, or in mapped
-    /// mode the kernel); waited on before the host writes the slot again.
-    pub(super) released: Event,
+pub(super) struct StagingSlot {
+    /// Page-locked copy of a frame that came from heap memory (the
+    /// warm-up's, or a ring slot without page-locked memory); mapped in
+    /// mapped mode. Allocated at its first use.
+    pub(super) staging: Option<PinnedBuffer<u8>>,
+    /// Where an uploaded frame lands (copy mode). Allocated at its first
+    /// use, grown for a larger frame.
+    pub(super) device: Option<DeviceBuffer<u8>>,
+    /// Upload stream, after the frame's copy: the frame kernel waits for
+    /// it; in copy mode, the end of the GPU's reads of the host bytes.
+    pub(super) uploaded: Event,
+    /// Compute stream, after the frame kernel: the next upload into
+    /// `device` waits for it; in mapped mode, the end of the GPU's reads of
+    /// the host bytes.
+    pub(super) consumed: Event,
+}
+
+impl StagingSlot {
+    pub(super) fn new(gpu: &Arc<GpuContext>) -> Result<Self, GpuError> {
+        Ok(StagingSlot {
+            staging: None,
+            device: None,
+            uploaded: Event::new(gpu, false)?,
+            consumed: Event::new(gpu, false)?,
+        })
+    }
+}
+
+/// A staged frame whose host bytes the GPU may still read: its staging
+/// number, its `StagingSlot`, and which of its events ends the reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PendingRead {
+    pub(super) number: u64,
+    pub(super) slot: usize,
+    /// `true`: `consumed` (mapped: the kernel reads in place); else `uploaded`.
+    pub(super) by_kernel: bool,
 }
 
 /// Resize tables of one output, on the device.

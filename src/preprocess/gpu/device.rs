@@ -1,14 +1,27 @@
-//! Device mode (GPU inference backends): a frame staged in a page-locked
-//! slot, copied (or mapped) to the device and turned into both models'
-//! inputs by the frame kernel; then, after the engine, the mask kernels, the
-//! pixel counts and the masks queued back to the host. Nothing here waits
-//! but `wait_mask_pixels` and a slot still in use.
+//! Device mode (GPU inference backends): a frame uploaded straight from its
+//! page-locked ring slot on the upload stream (or read in place when
+//! mapped; heap frames through a page-locked staging copy), turned into both
+//! models' inputs by the frame kernel on the compute stream; then, after
+//! the engine, the mask kernels, the pixel counts and the masks queued back
+//! to the host. Nothing here waits but `wait_mask_pixels` and a staging
+//! slot still in use.
+//!
+//! ```text
+//! upload stream:  wait consumed[j] -> H2D slot -> device[j] -> record uploaded[j]
+//! compute stream: wait uploaded[j] -> frame kernel(device[j]) -> record consumed[j]
+//!                 (mapped: frame kernel(slot's device address) -> consumed[j])
+//! ```
+//!
+//! The caller's frame is read until `uploaded[j]` (copy) or `consumed[j]`
+//! (mapped) completes: `enqueue_frame_at` returns its staging number and
+//! `reads_done` says when the GPU is past it.
 
-use super::buffers::{TensorBuffer, check_len};
+use super::buffers::{PendingRead, TensorBuffer, check_len};
 use super::options::FrameTransfer;
 use super::preprocessor::GpuPreprocessor;
 use super::tables::ChannelAffine;
 use crate::frame::ImageView;
+use crate::frame_bytes::HostPlacement;
 use crate::gpu::kernels::{self, FrameParams, Kernel, ResizeTarget};
 use crate::gpu::{DeviceBuffer, GpuError, PinnedBuffer};
 use crate::preprocess::error::{FramePreprocessError, PreprocessError};
@@ -16,19 +29,30 @@ use crate::preprocess::error::{FramePreprocessError, PreprocessError};
 impl GpuPreprocessor {
     /// Device mode: queues the frame's transfer and the frame kernel, which
     /// fills the segmentation input and channels 0..2 of the classifier input.
-    /// Returns once the frame is staged; waits only if the staging slot is
-    /// still in use by the GPU (more frames queued than slots).
+    /// `frame` is heap memory: it is copied into page-locked staging first
+    /// and may be reused as soon as this returns.
     pub fn enqueue_frame(&mut self, frame: ImageView<'_>) -> Result<(), FramePreprocessError> {
-        self.enqueue_frame_at(frame, 0)
+        self.enqueue_frame_at(frame, HostPlacement::Pageable, 0)
+            .map(drop)
     }
 
-    /// As `enqueue_frame`, writing frame `k` of the batch (`k` below
-    /// `batch_frames`).
+    /// Device mode: frame `k` of the batch (`k` below `batch_frames`), whose
+    /// bytes live as `placement` says. Page-locked bytes are read where they
+    /// are: uploaded straight from them on the upload stream (copy mode), or
+    /// read in place by the kernel (mapped mode, mapped bytes); heap bytes
+    /// go through a page-locked staging copy first.
+    ///
+    /// Returns the frame's staging number when the GPU still reads
+    /// `frame`'s bytes after this returns: they must stay valid and
+    /// unwritten until `reads_done` passes that number. `None`: `frame` may
+    /// be reused at once. Waits only when a staging slot's previous frame
+    /// is still being read (more frames staged than slots).
     pub fn enqueue_frame_at(
         &mut self,
         frame: ImageView<'_>,
+        placement: HostPlacement,
         k: usize,
-    ) -> Result<(), FramePreprocessError> {
+    ) -> Result<Option<u64>, FramePreprocessError> {
         self.gpu.bind()?;
         let batch = self.options.batch_frames.max(1);
         if k >= batch {
@@ -40,26 +64,108 @@ impl GpuPreprocessor {
             .into());
         }
         let bytes = checked_frame_bytes(&frame)?;
-        let slot_index = self.next_slot;
+        let index = self.next_slot;
         self.next_slot = (self.next_slot + 1) % self.slots.len();
-        self.slots[slot_index].released.synchronize()?;
-        if self.slots[slot_index].pinned.len() < bytes {
-            self.grow_frame_buffers(bytes)?;
-        }
-        let slot = &mut self.slots[slot_index];
-        slot.pinned.as_mut_slice()[..bytes].copy_from_slice(&frame.data[..bytes]);
-        let frame_ptr = match self.options.frame_transfer {
-            FrameTransfer::Copy => {
-                // SAFETY: the slot is not written again before its `released`
-                // event (recorded below, after this copy) completes; `frame`
-                // lives as long as `self`, whose Drop synchronizes the stream.
-                unsafe {
-                    self.stream
-                        .upload(&slot.pinned.as_slice()[..bytes], &self.frame, 0)?
-                };
-                self.frame.device_ptr()
+        self.wait_slot_reads(index)?;
+        let number = self.staged;
+        self.staged += 1;
+        let mapped = self.options.frame_transfer == FrameTransfer::Mapped;
+        // Mapped: only mapped bytes can be read in place by the kernel;
+        // copied: any page-locked bytes can be uploaded from.
+        let in_place = matches!(
+            (placement, mapped),
+            (HostPlacement::Mapped { .. }, _) | (HostPlacement::Pinned, false)
+        );
+        match self.queue_frame(frame, placement, (index, bytes, k), in_place) {
+            Ok(()) => {}
+            Err(e) => {
+                // Whatever was queued may still read the frame: let it end,
+                // so nothing is pending for a frame that failed.
+                let _ = self.upload.synchronize();
+                let _ = self.stream.synchronize();
+                return Err(e);
             }
-            FrameTransfer::Mapped => slot.pinned.mapped_device_ptr().ok_or(GpuError::Unmapped)?,
+        }
+        self.pending_reads.push_back(PendingRead {
+            number,
+            slot: index,
+            by_kernel: mapped,
+        });
+        Ok(in_place.then_some(number))
+    }
+
+    /// How many frames of those staged so far the GPU has finished reading
+    /// (every staging number below it). Never blocks.
+    pub fn reads_done(&mut self) -> Result<u64, GpuError> {
+        while let Some(read) = self.pending_reads.front().copied() {
+            let slot = &self.slots[read.slot];
+            let event = if read.by_kernel {
+                &slot.consumed
+            } else {
+                &slot.uploaded
+            };
+            if !event.is_complete()? {
+                return Ok(read.number);
+            }
+            self.pending_reads.pop_front();
+        }
+        Ok(self.staged)
+    }
+
+    /// Blocks until the GPU has read every frame staged so far.
+    pub fn wait_reads(&mut self) -> Result<(), GpuError> {
+        self.upload.synchronize()?;
+        self.stream.synchronize()?;
+        self.pending_reads.clear();
+        Ok(())
+    }
+
+    /// Waits until no pending read uses staging slot `index` (its earlier
+    /// frames read, oldest first).
+    fn wait_slot_reads(&mut self, index: usize) -> Result<(), GpuError> {
+        while self.pending_reads.iter().any(|read| read.slot == index) {
+            let Some(read) = self.pending_reads.pop_front() else {
+                break;
+            };
+            let slot = &self.slots[read.slot];
+            if read.by_kernel {
+                slot.consumed.synchronize()?;
+            } else {
+                slot.uploaded.synchronize()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues staging slot `index`'s transfer of `frame` (`bytes` long) and
+    /// the frame kernel writing batch frame `k`. `in_place`: the GPU reads
+    /// `frame`'s own (page-locked) bytes, else a staging copy.
+    fn queue_frame(
+        &mut self,
+        frame: ImageView<'_>,
+        placement: HostPlacement,
+        (index, bytes, k): (usize, usize, usize),
+        in_place: bool,
+    ) -> Result<(), FramePreprocessError> {
+        let mapped = self.options.frame_transfer == FrameTransfer::Mapped;
+        if !in_place {
+            let slot = &mut self.slots[index];
+            if slot.staging.as_ref().is_none_or(|s| s.len() < bytes) {
+                // No read of it is pending (`wait_slot_reads`).
+                slot.staging = Some(PinnedBuffer::new(&self.gpu, bytes, mapped)?);
+            }
+            if let Some(staging) = &mut slot.staging {
+                staging.as_mut_slice()[..bytes].copy_from_slice(&frame.data[..bytes]);
+            }
+        }
+        let frame_ptr = if mapped {
+            match (in_place, placement, &self.slots[index].staging) {
+                (true, HostPlacement::Mapped { device_ptr }, _) => device_ptr,
+                (false, _, Some(staging)) => staging.mapped_device_ptr().ok_or(GpuError::Unmapped)?,
+                _ => return Err(GpuError::Unmapped.into()),
+            }
+        } else {
+            self.queue_upload(frame, index, bytes, in_place)?
         };
         let params = FrameParams {
             frame: frame_ptr,
@@ -84,17 +190,63 @@ impl GpuPreprocessor {
         };
         let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);
         let grid = kernels::frame_grid(self.geometry.seg_hw, self.geometry.cls_hw);
-        // SAFETY: the frame holds `bytes` = stride*(h-1) + row bytes, all the
-        // kernel reads for a frame of in_w x in_h; the outputs start at frame
-        // k < batch_frames (checked) of tensors holding batch_frames frames of
-        // the geometry the grid is made of; all are owned by `self`, whose
-        // Drop synchronizes the stream, and the slot is released only after
-        // this launch.
+        // SAFETY: the frame the kernel reads holds `bytes` = stride*(h-1) +
+        // row bytes, all it reads for a frame of in_w x in_h (the device
+        // copy, the staging copy, or the caller's mapped bytes, which the
+        // caller keeps until `reads_done` passes this frame, recorded by
+        // `consumed` below); the outputs start at frame k < batch_frames
+        // (checked) of tensors holding batch_frames frames of the geometry
+        // the grid is made of; all are owned by `self`, whose Drop
+        // synchronizes both streams.
         unsafe {
             self.kernels
                 .launch(kernel, grid, kernels::FRAME_BLOCK, &self.stream, &params)?
         };
-        Ok(self.slots[slot_index].released.record(&self.stream)?)
+        Ok(self.slots[index].consumed.record(&self.stream)?)
+    }
+
+    /// Copy mode: queues the upload of `frame` (its own page-locked bytes
+    /// with `in_place`, else the staging slot's copy) into the staging
+    /// slot's device buffer on the upload stream, after the previous kernel
+    /// that read that buffer, and makes the compute stream wait for it.
+    /// Returns the device address of the uploaded frame.
+    fn queue_upload(
+        &mut self,
+        frame: ImageView<'_>,
+        index: usize,
+        bytes: usize,
+        in_place: bool,
+    ) -> Result<u64, GpuError> {
+        let slot = &mut self.slots[index];
+        if slot.device.as_ref().is_none_or(|d| d.len() < bytes) {
+            // The previous kernel reading it must be done before it is freed.
+            slot.consumed.synchronize()?;
+            slot.device = Some(DeviceBuffer::new(&self.gpu, bytes)?);
+        }
+        let (Some(device), src) = (
+            &slot.device,
+            if in_place {
+                &frame.data[..bytes]
+            } else {
+                match &slot.staging {
+                    Some(staging) => &staging.as_slice()[..bytes],
+                    None => return Err(GpuError::Unmapped),
+                }
+            },
+        ) else {
+            return Err(GpuError::Unmapped);
+        };
+        self.upload.wait_for(&slot.consumed)?;
+        // SAFETY: `src` is page-locked (the caller's slot, which it keeps
+        // unwritten until `reads_done` passes this frame, i.e. until
+        // `uploaded` below completes; or this staging slot, not written again
+        // before then, `wait_slot_reads`); `device` is owned by `self`, whose
+        // Drop synchronizes the upload stream, and is not freed before the
+        // kernel reading it completes (`consumed`).
+        unsafe { self.upload.upload(src, device, 0)? };
+        slot.uploaded.record(&self.upload)?;
+        self.stream.wait_for(&slot.uploaded)?;
+        Ok(device.device_ptr())
     }
 
     /// Device mode: queues the mask kernels on the segmentation logits (the
@@ -166,24 +318,6 @@ impl GpuPreprocessor {
     pub fn wait_mask_pixels(&mut self) -> Result<u64, GpuError> {
         self.frame_done.synchronize()?;
         Ok(self.host_count.as_slice()[0])
-    }
-
-    /// A frame larger than any before: every slot (and the device frame)
-    /// grows to `bytes`. Waits for the GPU first.
-    fn grow_frame_buffers(&mut self, bytes: usize) -> Result<(), GpuError> {
-        log::info!(
-            "GPU frame buffers grow to {bytes} bytes per frame (a larger frame than configured)"
-        );
-        self.stream.synchronize()?;
-        let mapped = self.options.frame_transfer == FrameTransfer::Mapped;
-        for slot in &mut self.slots {
-            slot.pinned = PinnedBuffer::new(&self.gpu, bytes, mapped)?;
-        }
-        if !mapped {
-            self.frame = DeviceBuffer::new(&self.gpu, bytes)?;
-        }
-        self.options.max_frame_bytes = bytes;
-        Ok(())
     }
 }
 

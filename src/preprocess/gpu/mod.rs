@@ -5,8 +5,8 @@
 //! `gpu_stub.rs` stands in without it.
 //!
 //! Two ways to use it:
-//! - Device mode (GPU inference backends): `enqueue_frame` queues the frame's
-//!   upload and the frame kernel and returns; the engine reads `seg_input()`
+//! - Device mode (GPU inference backends): `enqueue_frame_at` queues the
+//!   frame's upload (or in-place read) and the frame kernel and returns; the engine reads `seg_input()`
 //!   and writes `seg_logits()` on the same `stream()`; `enqueue_mask` queues
 //!   the mask kernels and the copy of the pixel count; `wait_mask_pixels`
 //!   is the one wait of the frame. Nothing else synchronizes.
@@ -15,11 +15,15 @@
 //!   slices exactly like the CPU `Preprocessor::frame_to_tensors` and
 //!   `logits_to_mask` + `Preprocessor::mask_to_classifier_channel`.
 //!
-//! Frames are staged through a small pool of page-locked slots so the
-//! host-to-device copy is asynchronous; each slot has an event, recorded after
-//! the GPU's last use of the slot, that the host waits on before reusing it.
-//! With `FrameTransfer::Mapped` (for a Jetson, whose GPU shares DRAM with the
-//! CPU) the kernel reads the slot in place and no copy is made at all.
+//! A frame in page-locked memory (a camera's ring slot once the device path
+//! runs, `crate::frame_bytes`) is uploaded straight from where capture wrote
+//! it, on an upload stream of its own, so a batch uploads while the one
+//! before it computes; with `FrameTransfer::Mapped` (`[inference]
+//! zero_copy`, by default on a GPU that shares DRAM with the CPU: a Jetson)
+//! the kernel reads it in place and nothing is copied at all. Heap frames go
+//! through a page-locked staging copy first. Each staging slot has events
+//! that order the two streams and tell when the GPU has finished reading a
+//! frame (`reads_done`), before which the caller must not reuse its memory.
 //!
 //! Its files: `preprocessor.rs` (the type, its construction and what it
 //! tells the engines), `device.rs` (device mode), `host.rs` (host mode),

@@ -19,6 +19,15 @@ pub enum FrameTransfer {
 }
 
 impl FrameTransfer {
+    /// `[inference] zero_copy` as given, else as `for_gpu` decides.
+    pub fn for_config(zero_copy: Option<bool>, gpu: &GpuContext) -> Self {
+        match zero_copy {
+            Some(true) => FrameTransfer::Mapped,
+            Some(false) => FrameTransfer::Copy,
+            None => Self::for_gpu(gpu),
+        }
+    }
+
     /// Mapped on a GPU that shares the host's memory (a Jetson: one pass over
     /// the frame saved), copied on a discrete one.
     pub fn for_gpu(gpu: &GpuContext) -> Self {
@@ -40,11 +49,13 @@ pub struct GpuOptions {
     /// Class index of the seal in the segmentation logits.
     pub mask_class: usize,
     pub frame_transfer: FrameTransfer,
-    /// Page-locked frame slots: 2 lets the host stage frame N+1 while the GPU
-    /// still reads frame N.
+    /// Staging slots frames go through in turn (each with its events, and a
+    /// device copy of the frame in copy mode): 2 lets the host stage frame
+    /// N+1 while the GPU still reads frame N.
     pub frame_slots: usize,
-    /// Bytes reserved per frame slot at start (stride x height); a larger
-    /// frame (a caps change) grows the slots once.
+    /// Bytes a frame may take (stride x height) before a staging slot's
+    /// buffers are allocated larger; they are allocated at their first use,
+    /// for the frame at hand, and grown for a larger one (a caps change).
     pub max_frame_bytes: usize,
     /// Frames the device tensors hold back to back (the largest batch an
     /// engine judges at once); 1 without batching.

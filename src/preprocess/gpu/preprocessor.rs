@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use super::buffers::{FrameSlot, HostStaging, ResizeTables, TensorBuffer};
+use std::collections::VecDeque;
+
+use super::buffers::{HostStaging, PendingRead, ResizeTables, StagingSlot, TensorBuffer};
 use super::options::{FrameTransfer, GpuOptions, MAX_TENSOR_SIDE};
 use super::tables::{self, ChannelAffine, MaskAffine};
 use crate::config::{Config, Normalization};
@@ -27,6 +29,10 @@ pub struct GpuPreprocessor {
     pub(super) gpu: Arc<GpuContext>,
     pub(super) kernels: KernelSet,
     pub(super) stream: Stream,
+    /// Frames' host-to-device copies (copy mode), apart from `stream` so a
+    /// batch uploads while the batch before it computes; ordered against
+    /// `stream` by each staging slot's events.
+    pub(super) upload: Stream,
     pub(super) geometry: TensorGeometry,
     pub(super) options: GpuOptions,
     pub(super) seg_affine: ChannelAffine,
@@ -37,10 +43,12 @@ pub struct GpuPreprocessor {
     /// kernel computes its taps itself, so a new frame size needs nothing).
     pub(super) mask_tables: ResizeTables,
 
-    pub(super) slots: Vec<FrameSlot>,
+    pub(super) slots: Vec<StagingSlot>,
     pub(super) next_slot: usize,
-    /// Where a copied frame lands (unused with `FrameTransfer::Mapped`).
-    pub(super) frame: DeviceBuffer<u8>,
+    /// Frames staged so far (`enqueue_frame_at`), each one's number.
+    pub(super) staged: u64,
+    /// Staged frames whose host bytes the GPU may still read, oldest first.
+    pub(super) pending_reads: VecDeque<PendingRead>,
 
     pub(super) seg_input: TensorBuffer,
     pub(super) cls_input: TensorBuffer,
@@ -116,20 +124,14 @@ impl GpuPreprocessor {
                 classes: geometry.seg_classes,
             });
         }
-        let mapped = options.frame_transfer == FrameTransfer::Mapped;
-        let frame_bytes = options.max_frame_bytes.max(1);
         let batch = options.batch_frames.max(1);
         let slots = (0..options.frame_slots.max(1))
-            .map(|_| {
-                Ok(FrameSlot {
-                    pinned: PinnedBuffer::new(gpu, frame_bytes, mapped)?,
-                    released: Event::new(gpu, false)?,
-                })
-            })
+            .map(|_| StagingSlot::new(gpu))
             .collect::<Result<Vec<_>, GpuError>>()?;
         let mut gpu_pre = GpuPreprocessor {
             gpu: Arc::clone(gpu),
             kernels: KernelSet::load(gpu)?,
+            upload: Stream::new(gpu)?,
             stream,
             geometry,
             options,
@@ -137,9 +139,10 @@ impl GpuPreprocessor {
             cls_affine: ChannelAffine::from_normalization(&cls),
             mask_affine: MaskAffine::new(mask_mean, mask_std),
             mask_tables: ResizeTables::new(gpu, geometry.cls_hw)?,
+            pending_reads: VecDeque::with_capacity(slots.len()),
             slots,
             next_slot: 0,
-            frame: DeviceBuffer::new(gpu, if mapped { 1 } else { frame_bytes })?,
+            staged: 0,
             seg_input: TensorBuffer::new(
                 gpu,
                 options.input_element,
@@ -173,8 +176,9 @@ impl GpuPreprocessor {
     /// queuing on `stream`: the one place it is built from the config (host
     /// mode in `FramePreprocessor::open`, and the device path's runner).
     /// `elements`: the engine's input and segmentation-logits element types.
-    /// Frames are mapped on a GPU that shares host memory, copied otherwise.
-    /// `batch_frames`: the largest batch (1 in host mode); the frame slots
+    /// Frames are mapped with `[inference] zero_copy` (by default on a GPU
+    /// that shares host memory), copied otherwise (`FrameTransfer::for_config`).
+    /// `batch_frames`: the largest batch (1 in host mode); the staging slots
     /// are two batches' worth, so staging a batch never waits for the GPU
     /// to finish reading the one before.
     pub fn from_config(
@@ -189,7 +193,7 @@ impl GpuPreprocessor {
             input_element,
             logits_element,
             mask_class: config.segmentation.mask_class,
-            frame_transfer: FrameTransfer::for_gpu(stream.gpu()),
+            frame_transfer: FrameTransfer::for_config(config.inference.zero_copy, stream.gpu()),
             frame_slots: 2 * batch_frames,
             batch_frames,
             ..GpuOptions::default()
@@ -223,6 +227,12 @@ impl GpuPreprocessor {
         &self.stream
     }
 
+    /// The stream frames are uploaded on (copy mode); the frame kernels on
+    /// `stream` wait for their upload.
+    pub fn upload_stream(&self) -> &Stream {
+        &self.upload
+    }
+
     /// The Bx3xHsxWs segmentation input (written by `enqueue_frame_at`),
     /// B = `batch_frames`.
     pub fn seg_input(&self) -> DeviceTensor {
@@ -246,6 +256,12 @@ impl Drop for GpuPreprocessor {
     fn drop(&mut self) {
         // Queued copies and kernels use the buffers about to be freed: let
         // them finish first.
+        if let Err(e) = self.upload.synchronize() {
+            self.gpu.record_drop_error(
+                "synchronizing the upload stream before freeing its buffers",
+                e,
+            );
+        }
         if let Err(e) = self.stream.synchronize() {
             self.gpu.record_drop_error(
                 "synchronizing the preprocessing stream before freeing its buffers",
