@@ -133,7 +133,7 @@ fn take_results(addr: SocketAddr, unit: u8, count: usize, quiet: Duration) -> Ve
 fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everywhere() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let broker = Broker::start(dir.path(), "");
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
     let port = free_port();
     let delay_ms = 20.0;

@@ -52,7 +52,7 @@ for step in ${*:-ab cams verify tests}; do
         ;;
     tests)
         # model_swap finds the tree where it was built and the binary under target/ci.
-        mkdir -p /work target/ci && ln -sfn "$PWD" /work/wt-30 && ln -sf "$B/sealcheck" target/ci/sealcheck
+        mkdir -p /work target/ci && ln -sfn "$PWD" /work/main && ln -sf "$B/sealcheck" target/ci/sealcheck
         OUT=$OUT/verify scripts/gpu/gpu_verify_ort.sh b
         grep -E "^(ok|FAILED|FAIL|SKIPPED)|exit" "$OUT/verify/b_parity.log"
         timeout 120 "$B/gpu_parity" >"$OUT/gpu_parity.log" 2>&1; echo "gpu_parity exit $?"
