@@ -187,8 +187,15 @@ fn plc_side(addr: SocketAddr, rate: f64, parts: u64) -> Result<PlcSide, PartsBen
     let every = Duration::from_secs_f64(1.0 / rate.max(0.001));
     let start = Instant::now();
     let mut sent = Vec::with_capacity(parts as usize);
+    // Parts do not come in step with the camera: each trigger is moved by
+    // up to a quarter period either way (a fixed pseudo-random sequence),
+    // so the wait for the next frame covers the whole frame interval.
+    let mut jitter = 0x2545_f491_u32;
     for part in 0..parts {
-        thread::sleep((start + every * part as u32).saturating_duration_since(Instant::now()));
+        jitter = jitter.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let shift = every.mul_f64(f64::from(jitter >> 8) / f64::from(1u32 << 24) * 0.5);
+        let due = (start + every * part as u32 + every / 4).checked_sub(shift).unwrap_or(start);
+        thread::sleep(due.saturating_duration_since(Instant::now()));
         sent.push(trigger_one(&mut trigger, part as u32).map_err(plc_error)?);
     }
     let results = results.join().map_err(|_| plc_error("result thread panicked".into()))?;

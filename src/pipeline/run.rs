@@ -151,6 +151,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (EndOfStream::Stopped, liveness.finished())
     };
     stages.capture.shutdown();
+    // In `plc` mode each deadline clock is fed by its desk: no trigger
+    // comes any more, so its feed goes and the thread ends after the last part.
+    for desk in &desks {
+        desk.end_deadline_clock();
+    }
     join_deadlines(stages.deadlines, &lines);
     let mqtt = mqtt.map(|m| m.finish(MQTT_FLUSH));
     let line_counts = line_stats.snapshot();

@@ -102,6 +102,14 @@ impl TriggerDesk {
         self.lock().deadline = Some(feed);
     }
 
+    /// No trigger is taken any more (the run ends): the deadline clock's
+    /// feed goes, so its thread ends once every part is claimed or late.
+    pub fn end_deadline_clock(&self) {
+        let mut waiting = self.lock();
+        waiting.closed = true;
+        waiting.deadline = None;
+    }
+
     /// How the desk learns whether its camera streams (set once, at start).
     pub fn set_streaming_probe(&self, probe: impl Fn() -> bool + Send + Sync + 'static) {
         let _ = self.streaming.set(Box::new(probe));
