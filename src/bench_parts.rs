@@ -57,6 +57,9 @@ pub struct PartsReport {
     pub trigger_to_frame: LatencyHistogram,
     pub frame_to_verdict: LatencyHistogram,
     pub trigger_to_results_valid: LatencyHistogram,
+    /// From the part's frame's capture to ResultsValid as the PLC saw it
+    /// (counted from the PLC's Trigger write, so a little over).
+    pub frame_to_results_valid: LatencyHistogram,
     /// Per reason, from the result lines of the measured parts.
     pub reasons: std::collections::BTreeMap<String, u64>,
     /// The Modbus server thread's CPU time over the wall time, in percent.
@@ -66,7 +69,12 @@ pub struct PartsReport {
 }
 
 /// Runs the bench: `warmup` parts first (left out), then `parts` parts at `rate` per second.
-pub fn run(config: &Config, rate: f64, parts: u64, warmup: u64) -> Result<PartsReport, PartsBenchError> {
+pub fn run(
+    config: &Config,
+    rate: f64,
+    parts: u64,
+    warmup: u64,
+) -> Result<PartsReport, PartsBenchError> {
     let mut config = config.clone();
     config.trigger.mode = TriggerMode::Plc;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -85,7 +93,10 @@ pub fn run(config: &Config, rate: f64, parts: u64, warmup: u64) -> Result<PartsR
     modbus.listen = addr;
     modbus.handshake = true;
     config.modbus = Some(modbus);
-    let results_path = std::env::temp_dir().join(format!("sealcheck-bench-parts-{}.jsonl", std::process::id()));
+    let results_path = std::env::temp_dir().join(format!(
+        "sealcheck-bench-parts-{}.jsonl",
+        std::process::id()
+    ));
     let _ = std::fs::remove_file(&results_path);
     config.output.results = results_path.clone();
     config.output.log_verdicts = false;
@@ -95,7 +106,10 @@ pub fn run(config: &Config, rate: f64, parts: u64, warmup: u64) -> Result<PartsR
     let pipeline = thread::Builder::new()
         .name("bench-run".into())
         .spawn(move || pipeline::run(config, context))
-        .map_err(|e| PartsBenchError::Plc { addr, message: e.to_string() })?;
+        .map_err(|e| PartsBenchError::Plc {
+            addr,
+            message: e.to_string(),
+        })?;
 
     let started = Instant::now();
     let measured = plc_side(addr, rate, parts + warmup);
@@ -118,19 +132,26 @@ pub fn run(config: &Config, rate: f64, parts: u64, warmup: u64) -> Result<PartsR
         trigger_to_frame: LatencyHistogram::default(),
         frame_to_verdict: LatencyHistogram::default(),
         trigger_to_results_valid: LatencyHistogram::default(),
+        frame_to_results_valid: LatencyHistogram::default(),
         reasons: Default::default(),
         modbus_cpu_pct: modbus_cpu.map(|cpu| cpu / wall.as_secs_f64() * 100.0),
         wall,
         summary,
     };
+    let frame_ms: std::collections::HashMap<u64, f64> = lines
+        .iter()
+        .filter_map(|l| Some((l["part_id"].as_u64()?, l["trigger_ms"]["frame"].as_f64()?)))
+        .collect();
     for (part_id, seen) in results {
         let Some(Some(at)) = sent.get(part_id as usize) else {
             continue;
         };
         if u64::from(part_id) >= warmup {
-            report
-                .trigger_to_results_valid
-                .record(seen.saturating_duration_since(*at).as_secs_f64() * 1e3);
+            let to_valid = seen.saturating_duration_since(*at).as_secs_f64() * 1e3;
+            report.trigger_to_results_valid.record(to_valid);
+            if let Some(frame) = frame_ms.get(&u64::from(part_id)) {
+                report.frame_to_results_valid.record(to_valid - frame);
+            }
         }
     }
     for line in &lines {
@@ -159,14 +180,15 @@ fn plc_side(addr: SocketAddr, rate: f64, parts: u64) -> Result<PlcSide, PartsBen
     let connect = || -> Result<sync::Context, PartsBenchError> {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let tried = sync::tcp::connect_slave_with_timeout(addr, Slave(1), Some(Duration::from_secs(5)))
-                .map_err(|e| e.to_string())
-                .and_then(|mut ctx| match ctx.read_discrete_inputs(0, 2) {
-                    Ok(Ok(bits)) if bits[0] => Ok(ctx),
-                    Ok(Ok(_)) => Err("not Online yet".to_string()),
-                    Ok(Err(e)) => Err(format!("exception {e:?}")),
-                    Err(e) => Err(e.to_string()),
-                });
+            let tried =
+                sync::tcp::connect_slave_with_timeout(addr, Slave(1), Some(Duration::from_secs(5)))
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut ctx| match ctx.read_discrete_inputs(0, 2) {
+                        Ok(Ok(bits)) if bits[0] => Ok(ctx),
+                        Ok(Ok(_)) => Err("not Online yet".to_string()),
+                        Ok(Err(e)) => Err(format!("exception {e:?}")),
+                        Err(e) => Err(e.to_string()),
+                    });
             match tried {
                 Ok(ctx) => return Ok(ctx),
                 Err(message) if Instant::now() >= deadline => {
@@ -187,18 +209,19 @@ fn plc_side(addr: SocketAddr, rate: f64, parts: u64) -> Result<PlcSide, PartsBen
     let every = Duration::from_secs_f64(1.0 / rate.max(0.001));
     let start = Instant::now();
     let mut sent = Vec::with_capacity(parts as usize);
-    // Parts do not come in step with the camera: each trigger is moved by
-    // up to a quarter period either way (a fixed pseudo-random sequence),
-    // so the wait for the next frame covers the whole frame interval.
-    let mut jitter = 0x2545_f491_u32;
+    // Parts do not come in step with the camera: the trigger period is
+    // longer by 1/parts, so over the run the triggers sweep one whole
+    // period against the frames (the wait for the next frame covers the
+    // frame interval) and no two come closer than the period.
+    let stretch = 1.0 + 1.0 / parts.max(1) as f64;
     for part in 0..parts {
-        jitter = jitter.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-        let shift = every.mul_f64(f64::from(jitter >> 8) / f64::from(1u32 << 24) * 0.5);
-        let due = (start + every * part as u32 + every / 4).checked_sub(shift).unwrap_or(start);
+        let due = start + every.mul_f64(part as f64 * stretch);
         thread::sleep(due.saturating_duration_since(Instant::now()));
         sent.push(trigger_one(&mut trigger, part as u32).map_err(plc_error)?);
     }
-    let results = results.join().map_err(|_| plc_error("result thread panicked".into()))?;
+    let results = results
+        .join()
+        .map_err(|_| plc_error("result thread panicked".into()))?;
     Ok((sent, results.map_err(plc_error)?))
 }
 
@@ -209,17 +232,24 @@ fn trigger_one(ctx: &mut sync::Context, id: u32) -> Result<Option<Instant>, Stri
         .map_err(|x| e(&x))?
         .map_err(|x| format!("{x:?}"))?;
     let sent = Instant::now();
-    ctx.write_single_coil(1, true).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+    ctx.write_single_coil(1, true)
+        .map_err(|x| e(&x))?
+        .map_err(|x| format!("{x:?}"))?;
     let mut acked = None;
     while sent.elapsed() < Duration::from_millis(500) {
-        let bits = ctx.read_discrete_inputs(2, 1).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+        let bits = ctx
+            .read_discrete_inputs(2, 1)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?;
         if bits[0] {
             acked = Some(sent);
             break;
         }
         thread::sleep(POLL);
     }
-    ctx.write_single_coil(1, false).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+    ctx.write_single_coil(1, false)
+        .map_err(|x| e(&x))?
+        .map_err(|x| format!("{x:?}"))?;
     Ok(acked)
 }
 
@@ -229,20 +259,34 @@ fn take_results(mut ctx: sync::Context, parts: u64) -> Result<Vec<(u32, Instant)
     let mut got = Vec::with_capacity(parts as usize);
     let mut last = Instant::now();
     while (got.len() as u64) < parts && last.elapsed() < RESULT_WAIT {
-        let valid = ctx.read_discrete_inputs(3, 1).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+        let valid = ctx
+            .read_discrete_inputs(3, 1)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?;
         if !valid[0] {
             thread::sleep(POLL);
             continue;
         }
         let seen = Instant::now();
         last = seen;
-        let r = ctx.read_input_registers(2, 2).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+        let r = ctx
+            .read_input_registers(2, 2)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?;
         got.push(((u32::from(r[0]) << 16) | u32::from(r[1]), seen));
-        ctx.write_single_coil(2, true).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
-        while ctx.read_discrete_inputs(3, 1).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?[0] {
+        ctx.write_single_coil(2, true)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?;
+        while ctx
+            .read_discrete_inputs(3, 1)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?[0]
+        {
             thread::sleep(POLL);
         }
-        ctx.write_single_coil(2, false).map_err(|x| e(&x))?.map_err(|x| format!("{x:?}"))?;
+        ctx.write_single_coil(2, false)
+            .map_err(|x| e(&x))?
+            .map_err(|x| format!("{x:?}"))?;
     }
     Ok(got)
 }
@@ -290,7 +334,8 @@ impl PartsReport {
              triggered {}, acknowledged {}, results seen on Modbus {}\n\
              trigger -> frame:         {}\n\
              frame -> verdict:         {}\n\
-             trigger -> ResultsValid:  {} (a PLC polling every 1 ms)\n",
+             trigger -> ResultsValid:  {} (a PLC polling every 1 ms)\n\
+             frame -> ResultsValid:    {}\n",
             self.parts,
             self.rate,
             self.warmup,
@@ -301,6 +346,7 @@ impl PartsReport {
             q(&self.trigger_to_frame),
             q(&self.frame_to_verdict),
             q(&self.trigger_to_results_valid),
+            q(&self.frame_to_results_valid),
         );
         out.push_str(&format!("reasons: {:?}\n", self.reasons));
         if let Some(cpu) = self.modbus_cpu_pct {

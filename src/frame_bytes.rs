@@ -93,7 +93,10 @@ pub struct FrameBytes {
 
 enum Store {
     Heap(Vec<u8>),
-    Block { block: Box<dyn HostBlock>, len: usize },
+    Block {
+        block: Box<dyn HostBlock>,
+        len: usize,
+    },
 }
 
 impl FrameBytes {
@@ -166,7 +169,9 @@ impl FrameBytes {
                     self.store = Store::Block { block, len };
                     return;
                 }
-                Ok(_) => log::warn!("a host block smaller than asked for: the slot stays on the heap"),
+                Ok(_) => {
+                    log::warn!("a host block smaller than asked for: the slot stays on the heap")
+                }
                 Err(e) => {
                     log::warn!(error:% = e, bytes = needed; "no page-locked memory for a ring slot: it stays on the heap (the GPU path copies it first)");
                     // No further attempts for this slot.
@@ -198,7 +203,11 @@ impl FrameBytes {
                 // SAFETY: `reserve_exact` above made room for `len +
                 // bytes.len()` bytes; the source is a distinct slice.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), block.as_ptr().add(*len), bytes.len())
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        block.as_ptr().add(*len),
+                        bytes.len(),
+                    )
                 };
                 *len += bytes.len();
             }
@@ -360,10 +369,18 @@ mod tests {
         bytes.reserve_exact(8);
         bytes.extend_from_slice(&[0; 8]);
         assert_eq!(allocator.made.load(Ordering::SeqCst), 2);
-        assert_eq!(live.load(Ordering::SeqCst), 1, "the smaller block was freed");
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            1,
+            "the smaller block was freed"
+        );
         let copy = bytes.clone();
         assert_eq!(copy.placement(), HostPlacement::Pageable);
         drop(bytes);
-        assert_eq!(live.load(Ordering::SeqCst), 0, "the slot's drop frees its block");
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            0,
+            "the slot's drop frees its block"
+        );
     }
 }

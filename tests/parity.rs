@@ -164,13 +164,19 @@ impl FramePath for DeviceSlots {
         for (frame, slot) in frames.iter().zip(&mut self.slots) {
             slot.clear();
             slot.extend_from_slice(frame.data);
-            let view = ImageView { data: &slot[..], ..*frame };
+            let view = ImageView {
+                data: &slot[..],
+                ..*frame
+            };
             staged.push(match path.stage(view, slot.placement(), true) {
                 Ok(Some(number)) => {
                     numbers.push(number);
                     Ok(())
                 }
-                Ok(None) => Err(format!("a {:?} slot was copied, not read in place", slot.placement())),
+                Ok(None) => Err(format!(
+                    "a {:?} slot was copied, not read in place",
+                    slot.placement()
+                )),
                 Err(e) => Err(e.to_string()),
             });
         }
@@ -189,7 +195,11 @@ impl FramePath for DeviceSlots {
         // slots (the hand-back to capture relies on it).
         match path.reads_done() {
             Ok(done) if numbers.iter().all(|n| *n < done) => {}
-            Ok(done) => results[0] = Err(format!("reads_done {done} after the batch, staged {numbers:?}")),
+            Ok(done) => {
+                results[0] = Err(format!(
+                    "reads_done {done} after the batch, staged {numbers:?}"
+                ))
+            }
             Err(e) => results[0] = Err(e.to_string()),
         }
         results
@@ -395,7 +405,9 @@ fn device_slots(cfg: &Config, batch: usize, zero_copy: bool) -> Opened {
     };
     let memory = SlotMemory::new();
     memory.install(allocator);
-    let slots: Vec<FrameBytes> = (0..batch).map(|_| FrameBytes::in_memory(memory.clone())).collect();
+    let slots: Vec<FrameBytes> = (0..batch)
+        .map(|_| FrameBytes::in_memory(memory.clone()))
+        .collect();
     Opened::Ready(Box::new(DeviceSlots {
         path: opened.path,
         slots,

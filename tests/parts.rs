@@ -68,7 +68,11 @@ fn trigger(addr: SocketAddr, id: u32) -> (u16, String) {
 
 /// Fires `ids` at `rate` per second, each on its own thread (an answer
 /// waits for the result); returns (id, status, answer) in id order.
-fn fire(addr: SocketAddr, ids: std::ops::Range<u32>, every: Duration) -> Vec<(u32, u16, serde_json::Value)> {
+fn fire(
+    addr: SocketAddr,
+    ids: std::ops::Range<u32>,
+    every: Duration,
+) -> Vec<(u32, u16, serde_json::Value)> {
     let start = Instant::now();
     let handles: Vec<_> = ids
         .enumerate()
@@ -108,20 +112,37 @@ fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
     let (code, _, stderr) = service.finish(Duration::from_secs(30));
     assert_eq!(code, 0, "{stderr}");
     let lines = part_lines(dir.path(), 4711);
-    let ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
-    assert_eq!(ids, (4711..4771).collect::<Vec<u64>>(), "every part once, in trigger order");
+    let ids: Vec<u64> = lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (4711..4771).collect::<Vec<u64>>(),
+        "every part once, in trigger order"
+    );
     let mut seqs: Vec<u64> = lines
         .iter()
-        .map(|l| l["seq"].as_u64().unwrap_or_else(|| panic!("no frame judged: {l}")))
+        .map(|l| {
+            l["seq"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no frame judged: {l}"))
+        })
         .collect();
     seqs.dedup();
     assert_eq!(seqs.len(), lines.len(), "no frame judged twice");
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "frames in order: {seqs:?}");
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "frames in order: {seqs:?}"
+    );
     // The part's frame: the first captured at or after trigger + delay_ms,
     // so within one frame interval after that moment (capture times are
     // taken as the appsink gets each frame: a scheduling delay shows).
     let interval = 1000.0 / f64::from(fps);
-    let waits: Vec<f64> = lines.iter().map(|l| l["trigger_ms"]["frame"].as_f64().unwrap()).collect();
+    let waits: Vec<f64> = lines
+        .iter()
+        .map(|l| l["trigger_ms"]["frame"].as_f64().unwrap())
+        .collect();
     for (line, wait) in lines.iter().zip(&waits) {
         assert!(
             *wait >= delay_ms && *wait <= delay_ms + interval + 5.0,
@@ -167,7 +188,10 @@ fn triggers_without_a_frame_fail_no_frame_in_time_and_a_second_trigger_on_one_fr
     // The pairs: a judged frame then `overrun`, or `no_frame` for each
     // (one may still get the frame if it comes between their waits' ends).
     for pair in answers.chunks(2) {
-        let r: Vec<&str> = pair.iter().map(|a| a.2["reason"].as_str().unwrap()).collect();
+        let r: Vec<&str> = pair
+            .iter()
+            .map(|a| a.2["reason"].as_str().unwrap())
+            .collect();
         let judged = |r: &str| !matches!(r, "no_frame" | "overrun");
         assert!(
             (judged(r[0]) && r[1] == "overrun")
@@ -176,8 +200,18 @@ fn triggers_without_a_frame_fail_no_frame_in_time_and_a_second_trigger_on_one_fr
             (pair[0].0, pair[1].0)
         );
     }
-    assert!(reasons.contains_key("overrun") && reasons.contains_key("no_frame"), "{reasons:?}");
+    assert!(
+        reasons.contains_key("overrun") && reasons.contains_key("no_frame"),
+        "{reasons:?}"
+    );
     let lines = part_lines(dir.path(), 5000);
-    let ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
-    assert_eq!(ids, (5000..5024).collect::<Vec<u64>>(), "every part once, in trigger order");
+    let ids: Vec<u64> = lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (5000..5024).collect::<Vec<u64>>(),
+        "every part once, in trigger order"
+    );
 }

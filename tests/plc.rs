@@ -36,7 +36,14 @@ const FPS: u32 = 30;
 /// A config in `dir`: `cameras` (a `[source]` or `[cameras.*]` tables), plc
 /// mode with `trigger` keys, `[modbus]` on `port` with `modbus` keys, and
 /// `extra` sections.
-fn write_config(dir: &Path, cameras: &str, trigger: &str, port: u16, modbus: &str, extra: &str) -> PathBuf {
+fn write_config(
+    dir: &Path,
+    cameras: &str,
+    trigger: &str,
+    port: u16,
+    modbus: &str,
+    extra: &str,
+) -> PathBuf {
     let text = format!(
         r#"{cameras}
 
@@ -86,14 +93,22 @@ fn start(config: &Path, addr: SocketAddr, units: &[u8]) -> Sealcheck {
     let deadline = Instant::now() + Duration::from_secs(60);
     for unit in units {
         loop {
-            assert!(service.is_running(), "sealcheck exited:\n{}", service.stderr());
+            assert!(
+                service.is_running(),
+                "sealcheck exited:\n{}",
+                service.stderr()
+            );
             if let Ok(mut plc) = Plc::try_connect(addr, *unit)
                 && plc.bits().online
             {
                 plc.enable(true);
                 break;
             }
-            assert!(Instant::now() < deadline, "unit {unit} never Online:\n{}", service.stderr());
+            assert!(
+                Instant::now() < deadline,
+                "unit {unit} never Online:\n{}",
+                service.stderr()
+            );
             thread::sleep(Duration::from_millis(50));
         }
     }
@@ -156,7 +171,12 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
     let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
     assert_eq!(got, ids, "results on Modbus, in order");
     for r in &results {
-        assert!(r.reason_code <= 3, "part {}: reason code {}", r.part_id, r.reason_code);
+        assert!(
+            r.reason_code <= 3,
+            "part {}: reason code {}",
+            r.part_id,
+            r.reason_code
+        );
         assert!(!r.late, "part {} late", r.part_id);
     }
     service.signal("INT");
@@ -165,10 +185,20 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
     // The results file: every part once, in order, each its own frame, the
     // first frame captured at or after trigger + delay_ms.
     let lines = result_lines(&dir.path().join("results.jsonl"));
-    let file_ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
-    assert_eq!(file_ids, ids.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(), "results file");
+    let file_ids: Vec<u64> = lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        file_ids,
+        ids.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(),
+        "results file"
+    );
     let mut seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
-    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "no frame judged twice: {seqs:?}");
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "no frame judged twice: {seqs:?}"
+    );
     seqs.dedup();
     assert_eq!(seqs.len(), ids.len());
     let interval = 1000.0 / f64::from(FPS);
@@ -238,10 +268,19 @@ fn a_flood_of_triggers_gets_one_result_per_accepted_trigger_and_the_server_stays
     let (code, _, stderr) = service.finish(Duration::from_secs(30));
     assert_eq!(code, 0, "{stderr}");
     let lines = result_lines(&dir.path().join("results.jsonl"));
-    let ids: Vec<u64> = lines.iter().map(|l| l["part_id"].as_u64().unwrap()).collect();
-    assert_eq!(ids, accepted, "one result per accepted trigger, in order ({tried} tried)");
+    let ids: Vec<u64> = lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids, accepted,
+        "one result per accepted trigger, in order ({tried} tried)"
+    );
     let judged: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
-    assert!(judged.windows(2).all(|w| w[0] < w[1]), "no frame judged twice");
+    assert!(
+        judged.windows(2).all(|w| w[0] < w[1]),
+        "no frame judged twice"
+    );
 }
 
 #[test]
@@ -259,13 +298,24 @@ fn two_cameras_are_units_1_and_2_and_keep_their_parts_apart() {
     let service = start(&config, addr, &[1, 2]);
     let top = thread::spawn(move || take_results(addr, 1, 20, Duration::from_secs(10)));
     let side = thread::spawn(move || take_results(addr, 2, 20, Duration::from_secs(10)));
-    let t1 = thread::spawn(move || trigger_all(addr, 1, (1..21).collect(), Duration::from_millis(60)));
-    let t2 = thread::spawn(move || trigger_all(addr, 2, (501..521).collect(), Duration::from_millis(60)));
+    let t1 =
+        thread::spawn(move || trigger_all(addr, 1, (1..21).collect(), Duration::from_millis(60)));
+    let t2 = thread::spawn(move || {
+        trigger_all(addr, 2, (501..521).collect(), Duration::from_millis(60))
+    });
     assert_eq!(t1.join().unwrap(), (1..21).collect::<Vec<u32>>());
     assert_eq!(t2.join().unwrap(), (501..521).collect::<Vec<u32>>());
     let ids = |r: Vec<PlcResult>| r.iter().map(|r| r.part_id).collect::<Vec<u32>>();
-    assert_eq!(ids(top.join().unwrap()), (1..21).collect::<Vec<u32>>(), "unit 1: the top camera's parts");
-    assert_eq!(ids(side.join().unwrap()), (501..521).collect::<Vec<u32>>(), "unit 2: the side camera's parts");
+    assert_eq!(
+        ids(top.join().unwrap()),
+        (1..21).collect::<Vec<u32>>(),
+        "unit 1: the top camera's parts"
+    );
+    assert_eq!(
+        ids(side.join().unwrap()),
+        (501..521).collect::<Vec<u32>>(),
+        "unit 2: the side camera's parts"
+    );
     // Unit 3 is no camera of this station.
     let mut stranger = Plc::connect(addr, 3);
     assert!(

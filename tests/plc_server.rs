@@ -711,7 +711,11 @@ fn server_cpu_percent(poll: Duration, run: Duration) -> (f64, usize, f64) {
     line.stop();
     drop(server);
     let per_second = requests as f64 / wall.as_secs_f64();
-    (100.0 * cpu.as_secs_f64() / wall.as_secs_f64(), results, per_second)
+    (
+        100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
+        results,
+        per_second,
+    )
 }
 
 /// docs/PERFORMANCE.md, "Modbus server": the goal is at most 1% of a

@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
-use crate::frame::{FrameSlot, FrameWork, StageMessage};
 use crate::capture::EndOfStream;
+use crate::frame::{FrameSlot, FrameWork, StageMessage};
 use crate::ring::Popped;
 use crate::trigger::PartRings;
 

@@ -65,13 +65,13 @@ use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use super::batcher::{BatchPath, Batcher, IDLE_WAIT, NotAFrame, warm_up_sizes};
 use super::warm_up::{WarmUpFrame, WarmUpSize};
 use crate::capture::EndOfStream;
-use crate::trigger::PartRings;
 use crate::config::Config;
 use crate::frame::{
     FailedStage, FrameSlot, FrameWork, ImageView, PixelDemand, StageMessage, TensorGeometry,
 };
 use crate::frame_bytes::{HostPlacement, SlotMemory};
 use crate::model_id::ModelIds;
+use crate::trigger::PartRings;
 
 // The device path's vocabulary and its opening, for the pipeline and the
 // model swap, which see the device path only through this stage.
@@ -687,12 +687,12 @@ mod tests {
     use crate::capture::CaptureEvent;
     use crate::config::OverflowPolicy;
     use crate::frame::{PixelLayout, TensorGeometry};
+    use crate::frame_bytes::SlotMemory;
     use crate::gpu::Stream;
     use crate::infer::backend::BackendKind;
     use crate::infer::device_path::{BoundTensors, DeviceEngine, SwapSite};
     use crate::infer::model_role::ModelRole;
     use crate::ring::frame_ring;
-    use crate::frame_bytes::SlotMemory;
 
     const ONE_AT_A_TIME: BatchPolicy = BatchPolicy {
         max_batch: 1,
@@ -1357,7 +1357,10 @@ mod tests {
         released.store(1, Ordering::SeqCst);
         let first = slot_back_within_5s(&mut producer);
         assert_eq!(first.data[0], 10, "the slot of the frame read first");
-        assert!(free_slot(&mut producer).is_none(), "the second is still read");
+        assert!(
+            free_slot(&mut producer).is_none(),
+            "the second is still read"
+        );
         released.store(2, Ordering::SeqCst);
         let second = slot_back_within_5s(&mut producer);
         assert_eq!(second.data[0], 11);
@@ -1426,10 +1429,7 @@ mod tests {
     }
 
     impl crate::frame_bytes::HostAllocator for CountingHostMemory {
-        fn allocate(
-            &self,
-            bytes: usize,
-        ) -> Result<Box<dyn crate::frame_bytes::HostBlock>, String> {
+        fn allocate(&self, bytes: usize) -> Result<Box<dyn crate::frame_bytes::HostBlock>, String> {
             self.live.fetch_add(1, Ordering::SeqCst);
             self.made.fetch_add(1, Ordering::SeqCst);
             Ok(Box::new(CountedBlock {
@@ -1483,7 +1483,10 @@ mod tests {
         assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
         let producer = feeder.join().unwrap();
         assert_eq!(seen.len(), 8);
-        assert_eq!(seen[7].1, 1017, "the new engine judged the last frame: {seen:?}");
+        assert_eq!(
+            seen[7].1, 1017,
+            "the new engine judged the last frame: {seen:?}"
+        );
         assert_eq!(
             made.load(Ordering::SeqCst),
             3,
@@ -1493,6 +1496,10 @@ mod tests {
         // The device path and the ring are torn down: every block is freed.
         drop(producer);
         drop(out_rx);
-        assert_eq!(live.load(Ordering::SeqCst), 0, "a slot's block outlived the ring");
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            0,
+            "a slot's block outlived the ring"
+        );
     }
 }

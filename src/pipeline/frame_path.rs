@@ -10,7 +10,6 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 use super::error::PipelineError;
 use crate::capture::EndOfStream;
-use crate::trigger::PartRings;
 use crate::config::Config;
 use crate::frame::{FrameWork, StageMessage, TensorGeometry};
 use crate::infer;
@@ -21,6 +20,7 @@ use crate::line::ModelIds;
 use crate::model_swap::RunningEngine;
 use crate::preprocess::FramePreprocessor;
 use crate::service::Liveness;
+use crate::trigger::PartRings;
 
 /// The engine a run uses and why, for the log and the summary.
 pub(super) struct ChosenEngine {

@@ -70,7 +70,10 @@ pub(super) fn http_waiters(config: &Config, desks: &[Arc<TriggerDesk>]) -> Vec<A
     if !config.trigger.http || desks.is_empty() {
         return Vec::new();
     }
-    desks.iter().map(|_| Arc::new(PartWaiters::default())).collect()
+    desks
+        .iter()
+        .map(|_| Arc::new(PartWaiters::default()))
+        .collect()
 }
 
 /// Hands the HTTP trigger its desks and waiters (when it is on and the
@@ -106,4 +109,22 @@ pub(super) fn serve_http_trigger(
             .collect(),
         wait,
     });
+}
+
+/// A GenICam camera with `trigger = "software"` is fired for each accepted
+/// part: the one frame it sends back is that part's. A fire that fails
+/// (the camera is being reopened) leaves the part to fail `no_frame`.
+pub(super) fn fire_software_triggers(
+    desks: &[Arc<TriggerDesk>],
+    triggers: Vec<Option<crate::capture::SoftwareTrigger>>,
+) {
+    for (desk, trigger) in desks.iter().zip(triggers) {
+        let Some(trigger) = trigger else { continue };
+        desk.set_on_accept(move |part| {
+            if let Err(e) = trigger.fire() {
+                log::warn!(target: "sealcheck::trigger", part_id = part.id, error = e.to_string().as_str();
+                    "the camera's software trigger failed: part {} will fail no_frame", part.id);
+            }
+        });
+    }
 }

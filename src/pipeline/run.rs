@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Sender, bounded, select};
 
 use super::context::RunContext;
-use super::parts;
 use super::error::PipelineError;
+use super::parts;
 use super::reload::reload;
 use super::run_info::run_info;
 use super::stages::{Stages, start_stages};
@@ -99,6 +99,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     for (desk, probe) in desks.iter().zip(stages.capture.camera_streaming_probes()) {
         desk.set_streaming_probe(probe);
     }
+    parts::fire_software_triggers(&desks, stages.capture.camera_software_triggers());
     let run_started = Instant::now();
     announce_running(&config, &context, &report, &stages, &telemetry, &desks);
     parts::set_ready(&desks, true);

@@ -196,12 +196,31 @@ impl StationSources {
             .iter()
             .map(|camera| -> Box<dyn Fn() -> bool + Send + Sync> {
                 match &camera.source {
+                    // A software-triggered camera sends nothing until fired,
+                    // so its pipeline may never report streaming before a
+                    // trigger: it is online while its source is up.
+                    FrameSource::Capture(c) if c.software_trigger().is_some() => {
+                        let status = c.source_status();
+                        Box::new(move || status.is_up())
+                    }
                     FrameSource::Capture(c) => {
                         let probe = c.health_probe();
                         Box::new(move || probe.is_streaming())
                     }
                     FrameSource::Replay(_) => Box::new(|| true),
                 }
+            })
+            .collect()
+    }
+
+    /// Each camera's software trigger, in camera order: `Some` for a
+    /// GenICam camera with `trigger = "software"`.
+    pub(super) fn camera_software_triggers(&self) -> Vec<Option<crate::capture::SoftwareTrigger>> {
+        self.cameras
+            .iter()
+            .map(|camera| match &camera.source {
+                FrameSource::Capture(c) => c.software_trigger(),
+                FrameSource::Replay(_) => None,
             })
             .collect()
     }

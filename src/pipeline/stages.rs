@@ -30,8 +30,8 @@ use crate::ring;
 use crate::service::Liveness;
 use crate::shadow::{self, ShadowAgreement, ShadowControl};
 use crate::stats::{ResultCounters, RunStats};
-use crate::trigger::{PartRings, TriggerDesk};
 use crate::status::{OperatorTaps, RunReport, StatusFeed};
+use crate::trigger::{PartRings, TriggerDesk};
 
 /// The started stages of one run.
 pub(super) struct Stages {

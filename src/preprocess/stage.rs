@@ -8,9 +8,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::device::FramePreprocessor;
 use crate::capture::EndOfStream;
-use crate::trigger::PartRings;
 use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
 use crate::ring::Popped;
+use crate::trigger::PartRings;
 
 /// Fills `work`'s segmentation input and the RGB channels of its classifier
 /// input from `frame`. A failure marks the frame (it will fail with `error`).

@@ -147,7 +147,10 @@ fn router(telemetry: Arc<Telemetry>) -> Router {
         .route("/api/status", get(api_status))
         .route("/api/live.jpg", get(live_jpeg))
         .route("/archive/{*path}", get(archive_file))
-        .route("/api/trigger", axum::routing::post(super::trigger_api::trigger))
+        .route(
+            "/api/trigger",
+            axum::routing::post(super::trigger_api::trigger),
+        )
         .fallback(not_found)
         .with_state(telemetry)
         .layer(axum::middleware::from_fn(guard))

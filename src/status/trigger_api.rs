@@ -59,10 +59,18 @@ pub(super) async fn trigger(
             .find(|(n, _, _)| n.as_deref() == Some(name.as_str())),
     };
     let Some((name, desk, waiters)) = camera else {
-        let names: Vec<&str> = api.cameras.iter().filter_map(|(n, _, _)| n.as_deref()).collect();
+        let names: Vec<&str> = api
+            .cameras
+            .iter()
+            .filter_map(|(n, _, _)| n.as_deref())
+            .collect();
         return (
             StatusCode::NOT_FOUND,
-            format!("no camera {:?}; the cameras are: {}\n", query.camera.unwrap_or_default(), names.join(", ")),
+            format!(
+                "no camera {:?}; the cameras are: {}\n",
+                query.camera.unwrap_or_default(),
+                names.join(", ")
+            ),
         )
             .into_response();
     };
@@ -71,7 +79,10 @@ pub(super) async fn trigger(
     let part = match desk.trigger(u64::from(id)) {
         Ok(part) => part,
         Err(refused) => {
-            return (StatusCode::SERVICE_UNAVAILABLE, format!("trigger refused: {refused}\n"))
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("trigger refused: {refused}\n"),
+            )
                 .into_response();
         }
     };

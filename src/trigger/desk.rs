@@ -23,7 +23,9 @@ pub const BACKLOG: usize = 64;
 pub enum Refused {
     #[error("the station is not online (starting, stopping, or its camera is not streaming)")]
     Offline,
-    #[error("{BACKLOG} triggers are already waiting for frames; the camera or the frame path is behind")]
+    #[error(
+        "{BACKLOG} triggers are already waiting for frames; the camera or the frame path is behind"
+    )]
     Backlog,
 }
 
@@ -46,6 +48,8 @@ impl Pending {
 
 /// Whether the station may take triggers: told by the pipeline.
 type OnlineProbe = Box<dyn Fn() -> bool + Send + Sync>;
+/// What happens at once for an accepted part (firing the camera).
+type AcceptHook = Box<dyn Fn(&Part) + Send + Sync>;
 
 /// One camera's trigger desk, shared by the servers (requests) and the
 /// frame path (matching).
@@ -57,6 +61,9 @@ pub struct TriggerDesk {
     ready: AtomicBool,
     /// The camera streams (capture's probe); unset = streaming.
     streaming: OnceLock<OnlineProbe>,
+    /// Called with each accepted part, after the desk's lock is released:
+    /// a software-triggered camera's TriggerSoftware (set once, at start).
+    on_accept: OnceLock<AcceptHook>,
     accepted: AtomicU64,
     /// Frames no trigger claimed (not judged; `plc` mode).
     pub(super) passed_over: AtomicU64,
@@ -87,6 +94,7 @@ impl TriggerDesk {
             }),
             ready: AtomicBool::new(false),
             streaming: OnceLock::new(),
+            on_accept: OnceLock::new(),
             accepted: AtomicU64::new(0),
             passed_over: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -113,6 +121,13 @@ impl TriggerDesk {
     /// How the desk learns whether its camera streams (set once, at start).
     pub fn set_streaming_probe(&self, probe: impl Fn() -> bool + Send + Sync + 'static) {
         let _ = self.streaming.set(Box::new(probe));
+    }
+
+    /// What to do at once for each accepted part, e.g. fire a GenICam
+    /// camera's TriggerSoftware (set once, at start). The frame that comes
+    /// back is the first after the trigger: the part's, by the usual rule.
+    pub fn set_on_accept(&self, hook: impl Fn(&Part) + Send + Sync + 'static) {
+        let _ = self.on_accept.set(Box::new(hook));
     }
 
     /// The service is ready (after READY=1) or no longer (stopping).
@@ -181,7 +196,11 @@ impl TriggerDesk {
         if let Some(feed) = &mut waiting.deadline {
             feed.delivered(&self.part_meta(part, trigger));
         }
+        drop(waiting);
         self.accepted.fetch_add(1, Ordering::Relaxed);
+        if let Some(hook) = self.on_accept.get() {
+            hook(&part);
+        }
         Ok(part)
     }
 

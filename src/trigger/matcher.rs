@@ -35,7 +35,11 @@ pub struct FrameClaim {
 }
 
 /// Applies the rule to a frame captured at `captured`.
-pub fn claim(waiting: &mut VecDeque<Pending>, captured: Instant, frame_wait: Duration) -> FrameClaim {
+pub fn claim(
+    waiting: &mut VecDeque<Pending>,
+    captured: Instant,
+    frame_wait: Duration,
+) -> FrameClaim {
     let mut out = FrameClaim::default();
     while let Some(front) = waiting.front()
         && front.moment + frame_wait < captured
@@ -147,7 +151,10 @@ mod tests {
         assert!(expire(&mut q, t0 + WAIT, WAIT).is_empty());
         assert_eq!(next_expiry(&q, WAIT), Some(t0 + WAIT + CAPTURE_GRACE));
         let gone = expire(&mut q, t0 + WAIT + CAPTURE_GRACE, WAIT);
-        assert_eq!(gone.iter().map(|p| p.part.number).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(
+            gone.iter().map(|p| p.part.number).collect::<Vec<_>>(),
+            vec![0]
+        );
         assert_eq!(q.len(), 1);
         assert_eq!(expire(&mut q, t0 + ms(200), WAIT).len(), 1);
         assert_eq!(next_expiry(&q, WAIT), None);

@@ -136,7 +136,8 @@ impl PartRings {
                 }
             };
             for pending in gone {
-                self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+                self.ready
+                    .push_back(missed(desk, pending, PartMiss::NoFrame));
             }
         }
     }
@@ -162,7 +163,8 @@ impl PartRings {
                         waiting.queue.drain(..).collect()
                     };
                     for pending in gone {
-                        self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+                        self.ready
+                            .push_back(missed(desk, pending, PartMiss::NoFrame));
                     }
                 }
                 self.ready.push_back(event.popped());
@@ -175,7 +177,8 @@ impl PartRings {
         };
         let claim = claim(&mut desk.waiting().queue, captured, triggers.frame_wait);
         for pending in claim.no_frame {
-            self.ready.push_back(missed(desk, pending, PartMiss::NoFrame));
+            self.ready
+                .push_back(missed(desk, pending, PartMiss::NoFrame));
         }
         match (event, claim.claimed_by) {
             (RingEvent::Frame(mut slot), Some(by)) => {
@@ -194,10 +197,11 @@ impl PartRings {
                     part: by.part,
                     ..meta
                 };
-                self.ready.push_back(Popped::Marker(StageMessage::NotInspected {
-                    first,
-                    count: 1,
-                }));
+                self.ready
+                    .push_back(Popped::Marker(StageMessage::NotInspected {
+                        first,
+                        count: 1,
+                    }));
                 self.pass_over(camera, count - 1);
             }
             (RingEvent::Failed { meta, message }, Some(by)) => {
@@ -206,7 +210,10 @@ impl PartRings {
                     ..meta
                 };
                 self.ready
-                    .push_back(Popped::Marker(StageMessage::CaptureFailed { meta, message }));
+                    .push_back(Popped::Marker(StageMessage::CaptureFailed {
+                        meta,
+                        message,
+                    }));
             }
             (RingEvent::Dropped { count, .. }, None) => self.pass_over(camera, count),
             (RingEvent::Failed { .. }, None) => self.pass_over(camera, 1),
@@ -217,7 +224,8 @@ impl PartRings {
         };
         let desk = &triggers.desks[usize::from(camera)];
         for pending in claim.overrun {
-            self.ready.push_back(missed(desk, pending, PartMiss::Overrun));
+            self.ready
+                .push_back(missed(desk, pending, PartMiss::Overrun));
         }
     }
 
@@ -267,7 +275,9 @@ mod tests {
 
     /// Capture delivers frame `seq`, captured now.
     fn deliver(producer: &mut Producer, seq: u64) {
-        let mut slot = producer.acquire_slot(OverflowPolicy::Drop).expect("a free slot");
+        let mut slot = producer
+            .acquire_slot(OverflowPolicy::Drop)
+            .expect("a free slot");
         slot.meta = FrameMeta::now(seq);
         producer.push(RingEvent::Frame(slot));
     }
@@ -325,7 +335,10 @@ mod tests {
         desk.trigger(2).unwrap();
         deliver(&mut producer, 0);
         assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(0, 1)));
-        assert_eq!(next(&mut rings, WAIT), Some(Got::Missed(2, PartMiss::Overrun)));
+        assert_eq!(
+            next(&mut rings, WAIT),
+            Some(Got::Missed(2, PartMiss::Overrun))
+        );
     }
 
     #[test]
@@ -359,7 +372,13 @@ mod tests {
         let (mut producer, mut rings, desk) = station();
         desk.trigger(1).unwrap();
         producer.push(RingEvent::End(EndOfStream::Finished));
-        assert_eq!(next(&mut rings, WAIT), Some(Got::Missed(1, PartMiss::NoFrame)));
-        assert!(matches!(rings.pop(WAIT), Some(Popped::End(EndOfStream::Finished))));
+        assert_eq!(
+            next(&mut rings, WAIT),
+            Some(Got::Missed(1, PartMiss::NoFrame))
+        );
+        assert!(matches!(
+            rings.pop(WAIT),
+            Some(Popped::End(EndOfStream::Finished))
+        ));
     }
 }

@@ -198,4 +198,3 @@ impl Drop for Subscriber {
         let _ = self.client.try_disconnect();
     }
 }
-

@@ -12,7 +12,11 @@ pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
         .choice("mode", &["free", "plc"], Some(0))
         .map(|i| [TriggerMode::Free, TriggerMode::Plc][i]);
     let delay_ms = s.int_in("delay_ms", 0..=10_000, Some(0));
-    let frame_wait_ms = s.int_in("frame_wait_ms", 1..=60_000, Some(DEFAULT_FRAME_WAIT_MS as i64));
+    let frame_wait_ms = s.int_in(
+        "frame_wait_ms",
+        1..=60_000,
+        Some(DEFAULT_FRAME_WAIT_MS as i64),
+    );
     let http = s.bool_or("http", false);
     s.finish();
     let mode = mode?;

@@ -161,7 +161,9 @@ impl GpuPreprocessor {
         let frame_ptr = if mapped {
             match (in_place, placement, &self.slots[index].staging) {
                 (true, HostPlacement::Mapped { device_ptr }, _) => device_ptr,
-                (false, _, Some(staging)) => staging.mapped_device_ptr().ok_or(GpuError::Unmapped)?,
+                (false, _, Some(staging)) => {
+                    staging.mapped_device_ptr().ok_or(GpuError::Unmapped)?
+                }
                 _ => return Err(GpuError::Unmapped.into()),
             }
         } else {
