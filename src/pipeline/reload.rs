@@ -182,6 +182,12 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
     if old.status != new.status {
         changed.push("status");
     }
+    if old.trigger != new.trigger {
+        changed.push("trigger");
+    }
+    if old.modbus != new.modbus {
+        changed.push("modbus");
+    }
     changed
 }
 
