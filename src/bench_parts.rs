@@ -92,6 +92,8 @@ pub fn run(
     });
     modbus.listen = addr;
     modbus.handshake = true;
+    // The bench's PLC is this process, on loopback.
+    modbus.allow = Vec::new();
     config.modbus = Some(modbus);
     let results_path = std::env::temp_dir().join(format!(
         "sealcheck-bench-parts-{}.jsonl",
