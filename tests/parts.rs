@@ -103,6 +103,18 @@ fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
     let dir = tempfile::tempdir().unwrap();
     let (fps, delay_ms) = (30u32, 20.0);
     let (service, addr) = start_station(dir.path(), fps, "delay_ms = 20\n");
+    // No trigger: the live view still shows the camera, its frames unjudged.
+    let _ = common::http::get(addr, "/api/live.jpg");
+    thread::sleep(Duration::from_millis(300));
+    let live = common::http::get(addr, "/api/live.jpg");
+    assert_eq!(live.status, 200, "{}", live.text());
+    assert!(
+        live.headers
+            .to_ascii_lowercase()
+            .contains("x-sealcheck-verdict: none"),
+        "a frame no trigger claimed is shown unjudged: {}",
+        live.headers
+    );
     let answers = fire(addr, 4711..4771, Duration::from_millis(100));
     for (id, status, answer) in &answers {
         assert_eq!(*status, 200, "part {id}: {answer}");

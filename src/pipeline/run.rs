@@ -91,7 +91,15 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (&stats, &results, &shadow_agreement),
         &liveness,
         reload_rx,
-        (&lines, &models, &desks),
+        (
+            &lines,
+            &models,
+            &desks,
+            // The page's live view shows frames no trigger claimed too.
+            operators
+                .as_ref()
+                .map(|t| Arc::clone(&t.live) as Arc<dyn crate::trigger::UnjudgedFrames>),
+        ),
         (status_feed, &report),
         Arc::clone(&pixel_demand),
     )?;

@@ -31,7 +31,7 @@ use crate::service::Liveness;
 use crate::shadow::{self, ShadowAgreement, ShadowControl};
 use crate::stats::{ResultCounters, RunStats};
 use crate::status::{OperatorTaps, RunReport, StatusFeed};
-use crate::trigger::{PartRings, TriggerDesk};
+use crate::trigger::{PartRings, TriggerDesk, UnjudgedFrames};
 
 /// The started stages of one run.
 pub(super) struct Stages {
@@ -101,7 +101,12 @@ pub(super) fn start_stages(
     ),
     liveness: &Liveness,
     reload: Receiver<LiveSettings>,
-    (lines, models, desks): (&[Arc<Line>], &Arc<ModelIds>, &[Arc<TriggerDesk>]),
+    (lines, models, desks, unjudged): (
+        &[Arc<Line>],
+        &Arc<ModelIds>,
+        &[Arc<TriggerDesk>],
+        Option<Arc<dyn UnjudgedFrames>>,
+    ),
     (status_feed, report): (Box<dyn StatusFeed>, &Arc<RunReport>),
     pixel_demand: Arc<PixelDemand>,
 ) -> Result<(Stages, ChosenEngine), PipelineError> {
@@ -117,6 +122,7 @@ pub(super) fn start_stages(
             config.trigger.frame_wait,
             liveness.clone(),
         )
+        .show_unjudged(unjudged)
     };
     // Room for the most work records a run may make (see `work_records`
     // below, decided once the engine tells how it batches).

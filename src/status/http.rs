@@ -276,11 +276,19 @@ async fn live_jpeg(State(t): State<Arc<Telemetry>>, Query(query): Query<LiveQuer
             }
             h.insert(
                 "x-sealcheck-verdict",
-                HeaderValue::from_static(frame.verdict.as_str()),
+                HeaderValue::from_static(if frame.judged {
+                    frame.verdict.as_str()
+                } else {
+                    "none"
+                }),
             );
             h.insert(
                 "x-sealcheck-reason",
-                HeaderValue::from_static(frame.reason.as_str()),
+                HeaderValue::from_static(if frame.judged {
+                    frame.reason.as_str()
+                } else {
+                    "not_judged"
+                }),
             );
             response
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::archive::{encode_rgb, mask_to_frame, packed_rgb, tint_mask};
 use crate::config::ImageFormat;
 use crate::decision::{Decision, Reason, Verdict};
-use crate::frame::{FailedStage, FramePixels, FrameWork, PixelDemand};
+use crate::frame::{FailedStage, FramePixels, FrameSlot, FrameWork, PixelDemand};
 
 /// At most this often a new frame is taken for the page (2 per second).
 const MIN_INTERVAL: Duration = Duration::from_millis(500);
@@ -24,6 +24,9 @@ const MIN_INTERVAL: Duration = Duration::from_millis(500);
 struct LatestFrame {
     seq: u64,
     captured_at: SystemTime,
+    /// False for a frame no trigger claimed (`[trigger] mode = "plc"`):
+    /// shown, never judged (`verdict`, `reason` then mean nothing).
+    judged: bool,
     verdict: Verdict,
     reason: Reason,
     pixels: FramePixels,
@@ -38,6 +41,8 @@ struct LatestFrame {
 pub struct LiveJpeg {
     pub seq: u64,
     pub captured_at: SystemTime,
+    /// False for a frame no trigger claimed: no verdict to show.
+    pub judged: bool,
     pub verdict: Verdict,
     pub reason: Reason,
     pub jpeg: Arc<Vec<u8>>,
@@ -88,6 +93,7 @@ impl LiveView {
         let frame = latest.get_or_insert_with(|| LatestFrame {
             seq: 0,
             captured_at: SystemTime::UNIX_EPOCH,
+            judged: true,
             verdict: d.verdict,
             reason: d.reason,
             pixels: FramePixels::default(),
@@ -97,6 +103,7 @@ impl LiveView {
         });
         frame.seq = work.meta.seq;
         frame.captured_at = work.meta.captured_at;
+        frame.judged = true;
         frame.verdict = d.verdict;
         frame.reason = d.reason;
         frame.pixels.clone_from_pixels(&work.pixels);
@@ -119,6 +126,52 @@ impl LiveView {
         // Pixels are copied for every camera while any page waits: stop
         // only when no other camera is still waiting (checked after, so a
         // request made meanwhile turns the copying back on).
+        self.demand.live_served();
+        if cameras.iter().any(|c| c.wanted.load(Ordering::SeqCst)) {
+            self.demand.request_live();
+        }
+        true
+    }
+
+    /// A frame no trigger claimed (`[trigger] mode = "plc"`), offered by
+    /// the frame path before it goes back to capture: taken, without a
+    /// mask or verdict, only when a page asked for its camera, so the
+    /// page shows the camera while no part comes (a stopped line, a
+    /// camera being aligned). Never waits.
+    pub fn offer_unjudged(&self, frame: &FrameSlot) -> bool {
+        if !self.demand.live_requested() {
+            return false;
+        }
+        let Ok(cameras) = self.cameras.try_lock() else {
+            return false;
+        };
+        let Some(camera) = cameras.get(usize::from(frame.meta.camera)) else {
+            return false;
+        };
+        if !camera.wanted.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Ok(mut latest) = camera.latest.try_lock() else {
+            return false;
+        };
+        let taken = latest.get_or_insert_with(|| LatestFrame {
+            seq: 0,
+            captured_at: SystemTime::UNIX_EPOCH,
+            judged: false,
+            verdict: Verdict::Fail,
+            reason: Reason::NotInspected,
+            pixels: FramePixels::default(),
+            mask: Vec::new(),
+            mask_hw: (0, 0),
+            taken: Instant::now(),
+        });
+        taken.seq = frame.meta.seq;
+        taken.captured_at = frame.meta.captured_at;
+        taken.judged = false;
+        taken.pixels.copy_from(frame);
+        taken.mask.clear();
+        taken.taken = Instant::now();
+        camera.wanted.store(false, Ordering::SeqCst);
         self.demand.live_served();
         if cameras.iter().any(|c| c.wanted.load(Ordering::SeqCst)) {
             self.demand.request_live();
@@ -171,12 +224,19 @@ impl LiveView {
         let live = LiveJpeg {
             seq: frame.seq,
             captured_at: frame.captured_at,
+            judged: frame.judged,
             verdict: frame.verdict,
             reason: frame.reason,
             jpeg: Arc::new(jpeg),
         };
         *encoded = Some(live.clone());
         Some(live)
+    }
+}
+
+impl crate::trigger::UnjudgedFrames for LiveView {
+    fn offer(&self, frame: &FrameSlot) {
+        self.offer_unjudged(frame);
     }
 }
 
@@ -244,5 +304,26 @@ mod tests {
         assert_eq!(two.seq, 3);
         assert!(two.jpeg.starts_with(&[0xFF, 0xD8]));
         assert!(live.jpeg(0).is_none());
+    }
+
+    #[test]
+    fn a_frame_no_trigger_claimed_is_shown_unjudged_when_a_page_asks() {
+        let demand = Arc::new(PixelDemand::default());
+        let live = LiveView::new(Arc::clone(&demand));
+        let mut slot = FrameSlot::with_capacity(12);
+        slot.meta = FrameMeta::now(7);
+        (slot.width, slot.height, slot.stride) = (2, 2, 6);
+        slot.data.extend_from_slice(&[200; 12]);
+        assert!(!live.offer_unjudged(&slot), "nobody asked");
+        assert!(live.jpeg(0).is_none());
+        assert!(live.offer_unjudged(&slot));
+        let shown = live.jpeg(0).unwrap();
+        assert_eq!((shown.seq, shown.judged), (7, false));
+        // A judged frame afterwards is shown judged.
+        std::thread::sleep(MIN_INTERVAL);
+        assert!(live.jpeg(0).is_some(), "asks for a newer frame");
+        assert!(live.offer(&work(0, 9), &ok(), (2, 2)));
+        let judged = live.jpeg(0).unwrap();
+        assert_eq!((judged.seq, judged.judged), (9, true));
     }
 }

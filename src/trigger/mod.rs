@@ -23,5 +23,5 @@ mod waiters;
 
 pub use desk::{BACKLOG, Pending, Refused, TriggerDesk};
 pub use matcher::CAPTURE_GRACE;
-pub use rings::PartRings;
+pub use rings::{PartRings, UnjudgedFrames};
 pub use waiters::{PartWaiters, verdict_of};

@@ -30,6 +30,12 @@ use crate::service::Liveness;
 /// wake the frame path).
 const TRIGGER_LOOK: Duration = Duration::from_millis(10);
 
+/// Where a frame no trigger claimed may still be shown (the page's live
+/// view): called before the frame goes back to capture; must not wait.
+pub trait UnjudgedFrames: Send + Sync {
+    fn offer(&self, frame: &FrameSlot);
+}
+
 /// The rings, with each camera's triggers in `plc` mode.
 pub struct PartRings {
     rings: CameraRings,
@@ -43,6 +49,8 @@ struct Triggers {
     desks: Vec<Arc<TriggerDesk>>,
     frame_wait: Duration,
     liveness: Liveness,
+    /// The live view, for frames no trigger claims.
+    unjudged: Option<Arc<dyn UnjudgedFrames>>,
 }
 
 impl PartRings {
@@ -69,9 +77,19 @@ impl PartRings {
                 desks,
                 frame_wait,
                 liveness,
+                unjudged: None,
             }),
             ready: VecDeque::new(),
         }
+    }
+
+    /// Frames no trigger claims are offered to `view` (the live view)
+    /// before they go back to capture.
+    pub fn show_unjudged(mut self, view: Option<Arc<dyn UnjudgedFrames>>) -> PartRings {
+        if let Some(triggers) = &mut self.triggers {
+            triggers.unjudged = view;
+        }
+        self
     }
 
     /// Gives a frame's slot back to its camera's capture.
@@ -186,6 +204,9 @@ impl PartRings {
                 self.ready.push_back(Popped::Frame(slot));
             }
             (RingEvent::Frame(slot), None) => {
+                if let Some(view) = &triggers.unjudged {
+                    view.offer(&slot);
+                }
                 desk.passed_over.fetch_add(1, Ordering::Relaxed);
                 triggers.liveness.frame_passed_over();
                 self.rings.recycle(slot);
