@@ -86,6 +86,12 @@ impl Part {
         }
     }
 
+    /// The id a trigger named (`plc` mode); `None` in `free` mode, where
+    /// the id is only the frame's `seq` and outputs leave it out.
+    pub fn triggered_id(&self) -> Option<u64> {
+        self.trigger.map(|_| self.id)
+    }
+
     /// When the part's clock starts: its trigger, else its frame's capture.
     pub fn started(&self, meta: &FrameMeta) -> (SystemTime, Instant) {
         match self.trigger {

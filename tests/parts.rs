@@ -97,6 +97,14 @@ fn part_lines(dir: &Path, from: u64) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The part ids of `lines`, in file order.
+fn part_ids(lines: &[serde_json::Value]) -> Vec<u64> {
+    lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
     let _serial = serial();
@@ -124,10 +132,7 @@ fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
     let (code, _, stderr) = service.finish(Duration::from_secs(30));
     assert_eq!(code, 0, "{stderr}");
     let lines = part_lines(dir.path(), 4711);
-    let ids: Vec<u64> = lines
-        .iter()
-        .map(|l| l["part_id"].as_u64().unwrap())
-        .collect();
+    let ids = part_ids(&lines);
     assert_eq!(
         ids,
         (4711..4771).collect::<Vec<u64>>(),
@@ -217,10 +222,7 @@ fn triggers_without_a_frame_fail_no_frame_in_time_and_a_second_trigger_on_one_fr
         "{reasons:?}"
     );
     let lines = part_lines(dir.path(), 5000);
-    let ids: Vec<u64> = lines
-        .iter()
-        .map(|l| l["part_id"].as_u64().unwrap())
-        .collect();
+    let ids = part_ids(&lines);
     assert_eq!(
         ids,
         (5000..5024).collect::<Vec<u64>>(),

@@ -293,7 +293,9 @@ fn two_cameras_are_units_1_and_2_and_keep_their_parts_apart() {
         camera_source(),
         common::test_camera("snow", FPS)
     );
-    let config = write_config(dir.path(), &cameras, "", port, "", "");
+    // Four PLC connections at once (two per unit), besides the ones the
+    // start-up check just closed: above the default cap of 4.
+    let config = write_config(dir.path(), &cameras, "", port, "max_connections = 8", "");
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let service = start(&config, addr, &[1, 2]);
     let top = thread::spawn(move || take_results(addr, 1, 20, Duration::from_secs(10)));

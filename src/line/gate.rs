@@ -147,15 +147,10 @@ impl Line {
     /// frame are not known here: the free-mode guess, `number`).
     fn send_late(&self, number: u64, meta: &FrameMeta, deadline: Option<PartDeadline>) {
         self.stats.late.fetch_add(1, Ordering::Relaxed);
-        let part = if number == meta.part.number {
-            meta.part
+        let (seq, part) = if number == meta.part.number {
+            (meta.seq, meta.part)
         } else {
-            crate::frame::Part::free(number)
-        };
-        let seq = if number == meta.part.number {
-            meta.seq
-        } else {
-            number
+            (number, crate::frame::Part::free(number))
         };
         self.send(&LineVerdict {
             seq,

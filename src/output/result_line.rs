@@ -93,7 +93,7 @@ impl ResultLine<'_> {
         ResultLine {
             camera: None,
             seq: meta.part.framed.then_some(meta.seq),
-            part_id: trigger.map(|_| meta.part.id),
+            part_id: meta.part.triggered_id(),
             triggered: trigger.map(|t| t.at),
             ts: meta.captured_at,
             verdict: decision.verdict.as_str(),

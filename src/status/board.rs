@@ -204,7 +204,7 @@ impl StatusBoard {
             s.rejects[s.rejects_next] = Some(Reject {
                 camera: meta.camera,
                 seq: meta.seq,
-                part_id: meta.part.trigger.map(|_| meta.part.id),
+                part_id: meta.part.triggered_id(),
                 captured_at: meta.captured_at,
                 reason: d.reason,
                 defect_prob: d.defect_prob,
@@ -214,7 +214,7 @@ impl StatusBoard {
         }
         s.last = Some(LastResult {
             seq: meta.seq,
-            part_id: meta.part.trigger.map(|_| meta.part.id),
+            part_id: meta.part.triggered_id(),
             captured_at: meta.captured_at,
             verdict: d.verdict,
             reason: d.reason,

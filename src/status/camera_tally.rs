@@ -85,7 +85,7 @@ impl CameraTally {
         self.by_reason[reason_index] += 1;
         self.last = Some(LastResult {
             seq: meta.seq,
-            part_id: meta.part.trigger.map(|_| meta.part.id),
+            part_id: meta.part.triggered_id(),
             captured_at: meta.captured_at,
             verdict: d.verdict,
             reason: d.reason,

@@ -16,7 +16,7 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
     let message = VerdictMessage {
         seq: v.part.framed.then_some(v.seq),
         part: v.part.id,
-        part_id: trigger.map(|_| v.part.id),
+        part_id: v.part.triggered_id(),
         camera: v.camera.as_deref(),
         ts: v.captured_at,
         triggered: trigger.map(|t| t.at),
