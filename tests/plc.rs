@@ -115,6 +115,44 @@ fn start(config: &Path, addr: SocketAddr, units: &[u8]) -> Sealcheck {
     service
 }
 
+/// ReasonCode `overrun` (docs/INTEGRATION.md).
+const OVERRUN: u16 = 8;
+
+/// Milliseconds since the epoch of a result line's RFC 3339 time.
+fn epoch_ms(line: &serde_json::Value, key: &str) -> f64 {
+    let text = line[key].as_str().unwrap_or_else(|| panic!("{key} in {line}"));
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|e| panic!("{key} {text:?}: {e}"));
+    (t.unix_timestamp_nanos() / 1_000_000) as f64
+}
+
+/// Each `overrun` follows the part that took its frame, and that frame was
+/// captured at or after the overrun trigger's moment (trigger + `delay_ms`):
+/// two moments before one frame, as the rule says (src/trigger/matcher.rs).
+/// The file's times are whole milliseconds: 2 ms of slack.
+fn overruns_are_the_rules(lines: &[serde_json::Value], delay_ms: f64) {
+    let mut last_judged: Option<&serde_json::Value> = None;
+    for line in lines {
+        if line["reason"] != "overrun" {
+            if !line["seq"].is_null() {
+                last_judged = Some(line);
+            }
+            continue;
+        }
+        let judged = last_judged
+            .unwrap_or_else(|| panic!("overrun with no part before it: {line}"));
+        let moment = epoch_ms(line, "triggered") + delay_ms;
+        let captured = epoch_ms(judged, "ts");
+        assert!(
+            captured + 2.0 >= moment,
+            "part {} overran part {} though its frame was captured {:.0} ms before the moment",
+            line["part_id"],
+            judged["part_id"],
+            moment - captured
+        );
+    }
+}
+
 /// Triggers `ids` on `unit`, one every `every`, the full handshake each;
 /// returns the ids the station acknowledged.
 fn trigger_all(addr: SocketAddr, unit: u8, ids: Vec<u32>, every: Duration) -> Vec<u32> {
@@ -170,9 +208,12 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
     // Modbus: every part once, in trigger order.
     let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
     assert_eq!(got, ids, "results on Modbus, in order");
+    // Judged (0 to 3), or `overrun` (8): a trigger the station accepted
+    // late (a 2-core runner's stall) can land within one frame of the last;
+    // the results file must then show the rule made it so (below).
     for r in &results {
         assert!(
-            r.reason_code <= 3,
+            r.reason_code <= 3 || r.reason_code == OVERRUN,
             "part {}: reason code {}",
             r.part_id,
             r.reason_code
@@ -194,15 +235,24 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
         ids.iter().map(|&i| u64::from(i)).collect::<Vec<_>>(),
         "results file"
     );
-    let mut seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    overruns_are_the_rules(&lines, delay_ms);
+    let judged: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["reason"] != "overrun").collect();
+    let mut seqs: Vec<u64> = judged.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
         "no frame judged twice: {seqs:?}"
     );
     seqs.dedup();
-    assert_eq!(seqs.len(), ids.len());
+    assert_eq!(seqs.len(), judged.len());
+    assert!(
+        judged.len() * 10 >= ids.len() * 9,
+        "only {} of {} parts judged",
+        judged.len(),
+        ids.len()
+    );
     let interval = 1000.0 / f64::from(FPS);
-    for line in &lines {
+    for line in &judged {
         let wait = line["trigger_ms"]["frame"].as_f64().unwrap();
         assert!(
             wait >= delay_ms && wait <= delay_ms + interval + 5.0,
@@ -211,8 +261,9 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
         );
     }
     // Modbus's ResultSeq is the judged frame's seq.
+    // (0 for a part without a frame.)
     for (r, line) in results.iter().zip(&lines) {
-        assert_eq!(u64::from(r.result_seq), line["seq"].as_u64().unwrap());
+        assert_eq!(u64::from(r.result_seq), line["seq"].as_u64().unwrap_or(0));
     }
     // MQTT: the same parts, once each, in order.
     let deadline = Instant::now() + Duration::from_secs(10);
