@@ -120,7 +120,9 @@ const OVERRUN: u16 = 8;
 
 /// Milliseconds since the epoch of a result line's RFC 3339 time.
 fn epoch_ms(line: &serde_json::Value, key: &str) -> f64 {
-    let text = line[key].as_str().unwrap_or_else(|| panic!("{key} in {line}"));
+    let text = line[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} in {line}"));
     let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|e| panic!("{key} {text:?}: {e}"));
     (t.unix_timestamp_nanos() / 1_000_000) as f64
@@ -139,8 +141,8 @@ fn overruns_are_the_rules(lines: &[serde_json::Value], delay_ms: f64) {
             }
             continue;
         }
-        let judged = last_judged
-            .unwrap_or_else(|| panic!("overrun with no part before it: {line}"));
+        let judged =
+            last_judged.unwrap_or_else(|| panic!("overrun with no part before it: {line}"));
         let moment = epoch_ms(line, "triggered") + delay_ms;
         let captured = epoch_ms(judged, "ts");
         assert!(
