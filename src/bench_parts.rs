@@ -60,6 +60,9 @@ pub struct PartsReport {
     /// From the part's frame's capture to ResultsValid as the PLC saw it
     /// (counted from the PLC's Trigger write, so a little over).
     pub frame_to_results_valid: LatencyHistogram,
+    /// The judged parts' stage times (the result lines' `latency_ms`):
+    /// preprocess, segment, classify.
+    pub stages: [LatencyHistogram; 3],
     /// Per reason, from the result lines of the measured parts.
     pub reasons: std::collections::BTreeMap<String, u64>,
     /// The Modbus server thread's CPU time over the wall time, in percent.
@@ -135,6 +138,7 @@ pub fn run(
         frame_to_verdict: LatencyHistogram::default(),
         trigger_to_results_valid: LatencyHistogram::default(),
         frame_to_results_valid: LatencyHistogram::default(),
+        stages: Default::default(),
         reasons: Default::default(),
         modbus_cpu_pct: modbus_cpu.map(|cpu| cpu / wall.as_secs_f64() * 100.0),
         wall,
@@ -167,6 +171,15 @@ pub fn run(
         if let (Some(frame), Some(verdict)) = (frame, verdict) {
             report.trigger_to_frame.record(frame);
             report.frame_to_verdict.record(verdict - frame);
+        }
+        for (histogram, key) in report
+            .stages
+            .iter_mut()
+            .zip(["preprocess", "segment", "classify"])
+        {
+            if let Some(ms) = line["latency_ms"][key].as_f64() {
+                histogram.record(ms);
+            }
         }
     }
     Ok(report)
@@ -350,6 +363,12 @@ impl PartsReport {
             q(&self.trigger_to_results_valid),
             q(&self.frame_to_results_valid),
         );
+        for (name, h) in ["preprocess", "segment", "classify"]
+            .iter()
+            .zip(&self.stages)
+        {
+            out.push_str(&format!("  of which {name:<10} {}\n", q(h)));
+        }
         out.push_str(&format!("reasons: {:?}\n", self.reasons));
         if let Some(cpu) = self.modbus_cpu_pct {
             out.push_str(&format!(
