@@ -162,6 +162,9 @@ pub struct FrameSlot {
     /// height` of the current frame. Page-locked when the device path runs
     /// (`crate::frame_bytes`).
     pub data: FrameBytes,
+    /// When capture finished copying the frame in (`None`: a producer
+    /// that does not say).
+    pub in_slot: Option<Instant>,
 }
 
 impl FrameSlot {
@@ -173,6 +176,7 @@ impl FrameSlot {
             stride: 0,
             layout: PixelLayout::Rgb,
             data: FrameBytes::heap(bytes),
+            in_slot: None,
         }
     }
 
@@ -240,6 +244,23 @@ pub struct StageTimings {
     pub preprocess_ms: f64,
     pub segment_ms: f64,
     pub classify_ms: f64,
+    /// When the frame passed the host's hand-overs, for the run's frame
+    /// spans (`output::FrameSpans`).
+    pub stamps: HostStamps,
+}
+
+/// When a frame passed each hand-over on the host (monotonic clock); `None`
+/// where its path does not stamp (only the device path stamps them all).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostStamps {
+    /// Capture's copy into the ring slot was done (`FrameSlot::in_slot`).
+    pub in_slot: Option<Instant>,
+    /// Its stage took it from the ring.
+    pub taken: Option<Instant>,
+    /// Its batch was put on the GPU.
+    pub launched: Option<Instant>,
+    /// Its results were on the host.
+    pub done: Option<Instant>,
 }
 
 /// Where in a frame's path something failed; becomes reason `error` (fail safe).

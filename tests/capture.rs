@@ -92,6 +92,7 @@ fn receive(
                         stride: slot.stride,
                         layout: slot.layout,
                         data: slot.data.clone(),
+                        in_slot: slot.in_slot,
                     });
                     consumer.recycle(slot);
                     got.frames.push(copy);

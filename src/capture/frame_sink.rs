@@ -131,6 +131,7 @@ impl FrameSink {
                     meta.captured_at = std::time::SystemTime::now();
                 }
                 plane.copy_into(&mut slot);
+                slot.in_slot = Some(Instant::now());
                 slot.meta = meta;
                 producer.push(CaptureEvent::Frame(slot));
             }

@@ -44,6 +44,7 @@ pub fn load_frames(source: &SourceConfig, max: usize) -> Result<Vec<FrameSlot>, 
                     stride: slot.stride,
                     layout: slot.layout,
                     data: slot.data.clone(),
+                    in_slot: slot.in_slot,
                 });
                 consumer.recycle(slot);
             }

@@ -402,6 +402,7 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
     /// record joins `on_gpu`); the slot goes back to capture at once when
     /// its bytes were copied, else once the GPU has read them.
     fn add(&mut self, rings: &mut PartRings, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
+        let taken = Instant::now();
         let mut work = match self.free_work.try_recv() {
             Ok(work) => work,
             Err(_) => {
@@ -417,6 +418,8 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
             }
         };
         work.reset(slot.meta);
+        work.timings.stamps.in_slot = slot.in_slot;
+        work.timings.stamps.taken = Some(taken);
         work.models = Some(Arc::clone(&self.models));
         // No host pass over the frame: the GPU reads the page-locked slot
         // (a copy only while the archive or the live view wants it, or for
@@ -470,6 +473,7 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
 
     fn run(&mut self) -> Result<BatchRuns, EndOfStream> {
         let launched = self.path.launch();
+        self.on_gpu.stamp_staged_launched(Instant::now());
         Ok(self.on_gpu.launched(launched.err().as_ref()))
     }
 
@@ -584,6 +588,7 @@ impl DeviceBatches<'_> {
                         work.timings.preprocess_ms = t.preprocess_ms;
                         work.timings.segment_ms = t.segment_ms;
                         work.timings.classify_ms = t.classify_ms;
+                        work.timings.stamps.done = Some(Instant::now());
                         if let Err(e) = super::model_io::check_classifier_output(&work.cls_logits) {
                             work.error = Some((FailedStage::Classify, e.to_string()));
                         }
@@ -638,6 +643,14 @@ impl OnGpu {
     /// Frames in the batch being staged.
     fn staged(&self) -> usize {
         self.staging
+    }
+
+    /// Stamps the batch being staged as put on the GPU at `at`.
+    fn stamp_staged_launched(&mut self, at: Instant) {
+        let first = self.works.len() - self.staging;
+        for work in self.works.range_mut(first..) {
+            work.timings.stamps.launched = Some(at);
+        }
     }
 
     fn stage(&mut self, work: Box<FrameWork>) {

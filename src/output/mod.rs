@@ -5,6 +5,7 @@
 //! Results are written in capture order (the channel preserves it) and every
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
+mod frame_spans;
 mod pending;
 mod result_line;
 mod results_file;

@@ -3,10 +3,11 @@
 //! is due), the counts and the taps, and its work record back.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 
+use super::frame_spans::FrameSpans;
 use super::pending::PendingLines;
 use super::result_line::{FrameLatencies, format_output_line};
 use super::results_file::{OutputError, ResultSink};
@@ -94,6 +95,7 @@ impl OutputStage {
         let mut line = String::with_capacity(512);
         let mut pending = PendingLines::default();
         let mut written = 0u64;
+        let mut frame_spans = FrameSpans::default();
         let input = self.input.clone();
         let verdicts = self
             .shadow
@@ -128,7 +130,11 @@ impl OutputStage {
                     let thresholds = self.settings.decision_of(work.meta.camera);
                     let decision = decision::decide(&work, self.defect_class, thresholds);
                     let t = &work.timings;
-                    let total = work.meta.captured_instant.elapsed().as_secs_f64() * 1e3;
+                    let now = Instant::now();
+                    let total = now.duration_since(work.meta.captured_instant).as_secs_f64() * 1e3;
+                    if work.meta.seq >= self.measure_from_seq {
+                        frame_spans.record(&work.meta, &t.stamps, now);
+                    }
                     let latencies = [t.preprocess_ms, t.segment_ms, t.classify_ms, total];
                     if let Some((stage, message)) = &work.error {
                         log::warn!(target: "sealcheck::verdict", camera = self.camera_label(work.meta.camera), seq = work.meta.seq, stage = stage.as_str(), error = message.as_str(); "frame failed in {}: {message}", stage.as_str());
@@ -196,6 +202,7 @@ impl OutputStage {
             }
             self.write_pending(&mut pending, false)?;
         }
+        frame_spans.log();
         self.finish_shadow(&mut pending, &verdicts)?;
         // Lines that never reached the file are counted in the sink's status.
         self.sink.close();

@@ -80,6 +80,7 @@ fn drain(consumer: &mut RingConsumer<TestEnd>, recycle: bool) -> Vec<RingEvent<T
                     stride: 0,
                     layout: slot.layout,
                     data: slot.data.clone(),
+                    in_slot: slot.in_slot,
                 })));
                 consumer.recycle(slot);
             }
@@ -210,6 +211,7 @@ fn drop_policy_loses_no_frame_with_a_slow_consumer() {
                 stride: 0,
                 layout: slot.layout,
                 data: slot.data.clone(),
+                in_slot: slot.in_slot,
             })));
             consumer.recycle(slot);
         } else {
@@ -292,6 +294,7 @@ fn block_policy_waits_for_a_recycled_slot() {
                 stride: 0,
                 layout: slot.layout,
                 data: slot.data.clone(),
+                in_slot: slot.in_slot,
             });
             let held = std::mem::replace(slot, copy);
             consumer.recycle(held);
