@@ -3,9 +3,12 @@
 //!
 //! ```text
 //! pipeline: SlotMemory (one per run, empty) ──▶ every camera's ring slots
-//! device thread, once its GPU path is open: SlotMemory::install(pinned allocator)
-//! capture, a slot's first frame (or a larger one): FrameBytes grows from the
-//!   allocator installed then (page-locked, portable, maybe mapped), else the heap
+//! device thread, once its GPU path is open: SlotMemory::install(pinned allocator),
+//!   then, where the frame size is known before the start, SlotMemory::prepare:
+//!   a block for every slot, allocated there and then (not by capture's first frames)
+//! capture, a slot's first frame (or a larger one): FrameBytes takes a prepared
+//!   block, else grows from the allocator installed then (page-locked, portable,
+//!   maybe mapped), else the heap
 //! device path: HostPlacement of the slot -> upload straight from it, or a
 //!   kernel reading it in place (mapped); the slot goes back to capture only
 //!   once the GPU has finished reading it (`infer::device_stage`)
@@ -24,7 +27,8 @@
 //!   are done, so a freed block is never read by the GPU.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Where a slot's bytes live, as the GPU sees them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +61,11 @@ pub trait HostAllocator: Send + Sync {
 #[derive(Clone, Default)]
 pub struct SlotMemory {
     allocator: Arc<OnceLock<Arc<dyn HostAllocator>>>,
+    /// Slots made to grow from this memory (`FrameBytes::in_memory`).
+    slots: Arc<AtomicUsize>,
+    /// Blocks allocated ahead by `prepare`, each taken by one slot's first
+    /// growth; the rest are freed with the last clone.
+    prepared: Arc<Mutex<Vec<Box<dyn HostBlock>>>>,
 }
 
 impl fmt::Debug for SlotMemory {
@@ -82,6 +91,33 @@ impl SlotMemory {
 
     fn allocator(&self) -> Option<&Arc<dyn HostAllocator>> {
         self.allocator.get()
+    }
+
+    /// Allocates, now, a block of `bytes` for every slot made so far that
+    /// has none waiting (with the installed allocator), so that capture's
+    /// first frames find their memory ready: allocating page-locked memory
+    /// takes milliseconds, and on the capture threads it delayed a run's
+    /// first frames and the GPU's work beside them. Returns the blocks
+    /// allocated; none without an allocator.
+    pub fn prepare(&self, bytes: usize) -> Result<usize, String> {
+        let Some(allocator) = self.allocator() else {
+            return Ok(0);
+        };
+        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let wanted = self.slots.load(Ordering::Relaxed);
+        let mut made = 0;
+        while prepared.len() < wanted {
+            prepared.push(allocator.allocate(bytes.max(1))?);
+            made += 1;
+        }
+        Ok(made)
+    }
+
+    /// A prepared block of at least `bytes`, if one waits.
+    fn take_prepared(&self, bytes: usize) -> Option<Box<dyn HostBlock>> {
+        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let at = prepared.iter().position(|b| b.capacity() >= bytes)?;
+        Some(prepared.swap_remove(at))
     }
 }
 
@@ -110,6 +146,7 @@ impl FrameBytes {
 
     /// Empty, growing from `memory` once something is written.
     pub fn in_memory(memory: SlotMemory) -> Self {
+        memory.slots.fetch_add(1, Ordering::Relaxed);
         FrameBytes {
             memory,
             store: Store::Heap(Vec::new()),
@@ -160,7 +197,11 @@ impl FrameBytes {
             return;
         }
         if let Some(allocator) = self.memory.allocator() {
-            match allocator.allocate(needed.max(1)) {
+            let block = match self.memory.take_prepared(needed) {
+                Some(block) => Ok(block),
+                None => allocator.allocate(needed.max(1)),
+            };
+            match block {
                 Ok(block) if block.capacity() >= needed => {
                     let len = self.len();
                     // SAFETY: the new block holds at least `needed >= len`
@@ -382,5 +423,39 @@ mod tests {
             0,
             "the slot's drop frees its block"
         );
+    }
+
+    #[test]
+    fn prepared_blocks_are_allocated_before_the_first_frames_and_taken_by_them() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let allocator = Arc::new(CountingAllocator {
+            live: Arc::clone(&live),
+            made: AtomicUsize::new(0),
+        });
+        let memory = SlotMemory::new();
+        let mut slots: Vec<FrameBytes> = (0..3)
+            .map(|_| FrameBytes::in_memory(memory.clone()))
+            .collect();
+        // Nothing to allocate from yet.
+        assert_eq!(memory.prepare(16), Ok(0));
+        assert!(memory.install(allocator.clone()));
+        assert_eq!(memory.prepare(16), Ok(3), "a block per slot");
+        assert_eq!(memory.prepare(16), Ok(0), "each slot has its block waiting");
+        assert_eq!(live.load(Ordering::SeqCst), 3);
+        // The first frames take them: nothing more is allocated.
+        for (k, slot) in slots.iter_mut().take(2).enumerate() {
+            slot.extend_from_slice(&[k as u8; 12]);
+            assert_eq!(slot.placement(), HostPlacement::Pinned);
+            assert_eq!(&slot[..], &[k as u8; 12]);
+        }
+        assert_eq!(allocator.made.load(Ordering::SeqCst), 3);
+        // A frame larger than the prepared blocks gets its own; the waiting
+        // block stays until the memory is dropped.
+        slots[2].extend_from_slice(&[7; 20]);
+        assert_eq!(allocator.made.load(Ordering::SeqCst), 4);
+        drop(slots);
+        assert_eq!(live.load(Ordering::SeqCst), 1, "the block no slot took");
+        drop(memory);
+        assert_eq!(live.load(Ordering::SeqCst), 0);
     }
 }

@@ -212,6 +212,7 @@ impl DeviceStage {
                         self.slot_memory.install(allocator);
                         log::info!(target: "sealcheck::pipeline", zero_copy = config.inference.zero_copy.map_or("default", |z| if z { "true" } else { "false" });
                             "device stage: ring slots in page-locked memory, read by the GPU where capture wrote them");
+                        prepare_slots(&self.slot_memory, warm_up);
                     }
                     let started = Instant::now();
                     let frame = WarmUpFrame::new(warm_up, &opened.geometry);
@@ -494,6 +495,27 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
     /// The rings never close: their end comes as `NotAFrame::End`.
     fn closed(&mut self) -> EndOfStream {
         EndOfStream::Stopped
+    }
+}
+
+/// Allocates every ring slot's page-locked memory now, before capture
+/// starts, where the source's frame size is known (`WarmUpSize::Source`):
+/// otherwise each slot allocates it at its first frame, on capture's
+/// thread, and a run's first frames waited for it (8 cameras on the H100:
+/// frames 0 to 12 of each camera up to 40 ms, docs/PERFORMANCE-gpu-pipeline.md).
+fn prepare_slots(memory: &SlotMemory, size: WarmUpSize) {
+    let Some(bytes) = size.rgb_frame_bytes() else {
+        log::info!(target: "sealcheck::pipeline",
+            "device stage: the frame size is not known before the start; each ring slot allocates its page-locked memory at its first frame");
+        return;
+    };
+    let started = Instant::now();
+    match memory.prepare(bytes) {
+        Ok(blocks) => log::info!(target: "sealcheck::pipeline", slots = blocks, bytes = bytes,
+            ms = started.elapsed().as_secs_f64() * 1e3;
+            "device stage: every ring slot's page-locked memory allocated before the start"),
+        Err(e) => log::warn!(target: "sealcheck::pipeline", error = e.as_str(), bytes = bytes;
+            "device stage: page-locked memory for the ring slots could not all be allocated before the start; the rest allocate it at their first frame"),
     }
 }
 
@@ -1463,11 +1485,21 @@ mod tests {
             stage.slot_memory = memory.clone();
             (producer, stage, free_tx, out_rx, swap_tx)
         };
-        // What the device thread does once its path is open.
+        // What the device thread does once its path is open: the allocator,
+        // then a block for each slot, as the source's 2x1 frames need
+        // (rows padded to 8 bytes).
         assert!(memory.install(Arc::new(CountingHostMemory {
             live: Arc::clone(&live),
             made: Arc::clone(&made),
         })));
+        prepare_slots(
+            &memory,
+            WarmUpSize::Source {
+                width: 2,
+                height: 1,
+            },
+        );
+        assert_eq!(made.load(Ordering::SeqCst), 3, "prepared before the start");
         let released = Arc::new(AtomicU64::new(u64::MAX));
         let mut path = FakeDevicePath::new(2);
         path.released = Some(released);
@@ -1503,7 +1535,7 @@ mod tests {
         assert_eq!(
             made.load(Ordering::SeqCst),
             3,
-            "each of the 3 slots got its block once, the swap made none"
+            "each of the 3 slots took its prepared block, the frames and the swap made none"
         );
         assert_eq!(live.load(Ordering::SeqCst), 3);
         // The device path and the ring are torn down: every block is freed.

@@ -48,10 +48,11 @@ pub fn warm_up(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarmUpSize {
     /// The size the source will deliver: `[source]` width and height
-    /// (test, CSI), the width and height in a V4L2 `caps`, a replay's frames.
+    /// (test, CSI), the width and height in a V4L2 `caps`, an image
+    /// sequence's first file, a replay's frames.
     Source { width: usize, height: usize },
-    /// The config does not say (a file, RTSP, an image sequence, a launch
-    /// line, V4L2 without a size in `caps`): the segmentation model's input
+    /// The config does not say (a file, RTSP, a launch line, V4L2 without a
+    /// size in `caps`, an unreadable first image): the segmentation model's input
     /// size. The engines' warm-up does not depend on the frame size; only the
     /// preprocessor's tables are then made again at the first camera frame.
     ModelInput,
@@ -74,7 +75,26 @@ impl WarmUpSize {
                 (Some(width), Some(height)) => WarmUpSize::Source { width, height },
                 _ => WarmUpSize::ModelInput,
             },
+            // The first file's header (an unreadable one fails at capture's start).
+            SourceKind::Images { location, .. } => {
+                match imagesize::size(crate::config::image_file(location, 0)) {
+                    Ok(size) => sized(size.width as u32, size.height as u32),
+                    Err(_) => WarmUpSize::ModelInput,
+                }
+            }
             _ => WarmUpSize::ModelInput,
+        }
+    }
+
+    /// The bytes of one RGB frame of the source's size as capture stores
+    /// it (GStreamer pads RGB rows to 4 bytes); `None` where the size is
+    /// not known before the start.
+    pub fn rgb_frame_bytes(&self) -> Option<usize> {
+        match *self {
+            WarmUpSize::Source { width, height } if width > 0 && height > 0 => {
+                Some((width * 3).next_multiple_of(4) * height)
+            }
+            _ => None,
         }
     }
 
@@ -205,6 +225,33 @@ pub fn warm_up_host(
 mod tests {
     use super::*;
     use crate::infer::test_engines::{CountingEngine, GEOMETRY, plain_preprocessor};
+
+    #[test]
+    fn an_image_sequence_is_sized_by_its_first_file_and_frames_by_padded_rgb_rows() {
+        let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/demo_clip");
+        let images = |location: std::path::PathBuf| SourceKind::Images {
+            location,
+            framerate: 30,
+        };
+        let size = WarmUpSize::of_source(&images(clip.join("frame_%05d.jpg")));
+        assert_eq!(
+            size,
+            WarmUpSize::Source {
+                width: 1280,
+                height: 720
+            }
+        );
+        assert_eq!(size.rgb_frame_bytes(), Some(1280 * 3 * 720));
+        let missing = WarmUpSize::of_source(&images(clip.join("none_%05d.jpg")));
+        assert_eq!(missing, WarmUpSize::ModelInput);
+        assert_eq!(missing.rgb_frame_bytes(), None);
+        // Rows of 3 * 641 = 1923 bytes are padded to 1924.
+        let odd = WarmUpSize::Source {
+            width: 641,
+            height: 2,
+        };
+        assert_eq!(odd.rgb_frame_bytes(), Some(1924 * 2));
+    }
 
     #[test]
     fn a_warm_up_that_fails_names_the_engine_and_the_step() {
