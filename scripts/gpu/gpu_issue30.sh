@@ -10,12 +10,15 @@
 #          as fast as they go, max_batch 1, 2, 4, 8, and batch-1 models), c (4 cameras in
 #          one process against 4 processes) and f once (8 GStreamer cameras at 30 frames/s
 #          through `sealcheck run`); and 8 cameras at max_batch 8 on the mapped path
+#   line   `gpu_cameras.sh f` alone (8 GStreamer cameras at 30 frames/s through `sealcheck run`,
+#          batch-1 and batch models), each of $BINS in turn, $ROUNDS rounds; with each run's
+#          GPU spans and host frame spans (`frame spans on the host`) and its result lines
 #   verify `gpu_verify_ort.sh a` (new binary): CPU, CUDA preprocessing, the full GPU path and
 #          the mapped full GPU path, verdicts on all 300 clip frames
 #   tests  parity (every clip frame; the page-locked and mapped slot cases at batch 1, 4, 8),
 #          gpu_parity, model_swap's device-path swaps, `gpu_cameras.sh e`, the archive check
 #
-#   OUT=dir scripts/gpu/gpu_issue30.sh [ab] [cams] [verify] [tests]
+#   OUT=dir scripts/gpu/gpu_issue30.sh [ab] [cams] [line] [verify] [tests]
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -45,6 +48,17 @@ for step in ${*:-ab cams verify tests}; do
             2>"$OUT/mapped8.log" | python3 scripts/bench/bench_line.py "mapped, 8 cameras, max_batch 8" | tee -a "$OUT/cams.txt"
         rm -f config/gpu_mapped8.toml
         grep -h "GPU time per batch" "$OUT"/cams_sealcheck_*/*.log "$OUT/mapped8.log" >"$OUT/spans.txt" 2>/dev/null
+        ;;
+    line)
+        for r in $(seq 1 "$ROUNDS"); do
+            for b in ${BINS:-sealcheck_base sealcheck}; do
+                d=$OUT/line_${b}_$r
+                mkdir -p "$d"
+                BIN=$B/$b OUT=$d scripts/gpu/gpu_cameras.sh f 2>&1 | sed "s/^/$b r$r: /" | tee -a "$OUT/line.txt"
+                grep -h "frame spans on the host\|GPU time per batch" "$d"/*.log | sed "s/^/$b r$r: /" >>"$OUT/line.txt"
+                cp results/gpu_line8_*.jsonl "$d/"
+            done
+        done
         ;;
     verify)
         OUT=$OUT/verify scripts/gpu/gpu_verify_ort.sh a
