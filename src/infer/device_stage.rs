@@ -63,6 +63,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use super::backend::BackendKind;
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use super::batcher::{BatchPath, Batcher, IDLE_WAIT, NotAFrame, warm_up_sizes};
+use super::on_gpu::OnGpu;
 use super::warm_up::{WarmUpFrame, WarmUpSize};
 use crate::capture::EndOfStream;
 use crate::config::Config;
@@ -594,7 +595,7 @@ impl DeviceBatches<'_> {
         let frames = self.on_gpu.oldest_batch();
         let mut timed = false;
         for _ in 0..frames {
-            let Some(mut work) = self.on_gpu.works.pop_front() else {
+            let Some(mut work) = self.on_gpu.pop_oldest() else {
                 break;
             };
             // An error here is the stage's or the launch's: that frame never
@@ -625,92 +626,6 @@ impl DeviceBatches<'_> {
             }
         }
         true
-    }
-}
-
-/// The frames handed to the path, in the order they were staged: the
-/// batches launched (oldest first), then the batch being staged.
-///
-/// Invariant: `works` holds exactly `sum(launched) + staging` records, and
-/// the frames of launched batches without an error are exactly those the
-/// path has to complete, in the same order.
-struct OnGpu {
-    // The work records travel boxed through the stage channels.
-    #[allow(clippy::vec_box)]
-    works: VecDeque<Box<FrameWork>>,
-    /// Work records of each launched batch (failed frames included).
-    launched: VecDeque<usize>,
-    /// Work records of the batch being staged.
-    staging: usize,
-}
-
-impl OnGpu {
-    fn with_capacity(depth: usize, max_batch: usize) -> Self {
-        OnGpu {
-            works: VecDeque::with_capacity((depth + 1) * max_batch.max(1)),
-            launched: VecDeque::with_capacity(depth + 1),
-            staging: 0,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.works.is_empty()
-    }
-
-    /// Batches launched and not yet finished.
-    fn batches(&self) -> usize {
-        self.launched.len()
-    }
-
-    /// Frames in the batch being staged.
-    fn staged(&self) -> usize {
-        self.staging
-    }
-
-    /// Stamps the batch being staged as put on the GPU at `at`.
-    fn stamp_staged_launched(&mut self, at: Instant) {
-        let first = self.works.len() - self.staging;
-        for work in self.works.range_mut(first..) {
-            work.timings.stamps.launched = Some(at);
-        }
-    }
-
-    fn stage(&mut self, work: Box<FrameWork>) {
-        self.works.push_back(work);
-        self.staging += 1;
-    }
-
-    /// The batch being staged was launched, or its launch failed with
-    /// `failed` (its frames are marked with it: none reaches the GPU's
-    /// models). Returns the engine runs made.
-    fn launched(&mut self, failed: Option<&DeviceFrameError>) -> BatchRuns {
-        let frames = std::mem::take(&mut self.staging);
-        let batch = self.works.len() - frames..self.works.len();
-        let judged = self
-            .works
-            .range(batch.clone())
-            .filter(|w| w.error.is_none())
-            .count();
-        if let Some(e) = failed {
-            for work in self.works.range_mut(batch).filter(|w| w.error.is_none()) {
-                work.error = Some((e.failed_stage(), e.to_string()));
-            }
-        }
-        if frames > 0 {
-            self.launched.push_back(frames);
-        }
-        match (failed, judged) {
-            (None, judged) if judged > 0 => BatchRuns {
-                runs: 1,
-                frames: judged,
-            },
-            _ => BatchRuns::default(),
-        }
-    }
-
-    /// Takes the oldest launched batch: how many work records it has.
-    fn oldest_batch(&mut self) -> usize {
-        self.launched.pop_front().unwrap_or(0)
     }
 }
 

@@ -52,6 +52,7 @@ mod host_stage;
 mod model_io;
 mod model_pair;
 mod model_role;
+mod on_gpu;
 pub mod onnxruntime;
 #[cfg(test)]
 pub(crate) mod test_engines;
