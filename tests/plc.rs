@@ -10,18 +10,23 @@
 //!   result thread: ResultsValid, read, ResultsAck
 //! ```
 //!
+//! A camera that hangs is an RTSP server in a child process (`common::rtsp`,
+//! this binary re-run as `rtsp_camera_process`), stopped with SIGSTOP.
+//!
 //! Every wait is bounded; nothing talks to any address but loopback.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::mqtt::{Broker, Subscriber, TOPIC};
-use common::plc::{Plc, PlcResult};
+use common::plc::{Plc, PlcResult, TriggerRefused};
+use common::rtsp::RtspCamera;
 use common::{Sealcheck, free_port, repo, result_lines};
 
 /// One pipeline at a time: each uses every core.
@@ -278,6 +283,165 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
         .map(|(_, v)| v["part_id"].as_u64().unwrap())
         .collect();
     assert_eq!(mqtt_ids, file_ids, "MQTT verdicts");
+}
+
+/// The RTSP camera of `a_frozen_camera...` (`common::rtsp`): a no-op unless
+/// this binary is re-run as that camera.
+#[test]
+fn rtsp_camera_process() {
+    common::rtsp::serve_when_asked();
+}
+
+/// ReasonCode `no_frame`; ErrorCode "refused: offline" (docs/INTEGRATION.md).
+const NO_FRAME: u16 = 7;
+const OFFLINE: u16 = 2;
+
+/// The camera hangs mid-run: its RTSP server is stopped (SIGSTOP) for 3 s
+/// with its connection open, so frames just stop. Triggers while the
+/// station still counts the camera as streaming are accepted and fail
+/// `no_frame` at `frame_wait_ms`; once the source is declared lost
+/// (`frame_timeout_ms`), triggers are refused at the handshake (ErrorCode 2).
+/// After the camera goes on and is reopened, parts are judged again, and
+/// every accepted trigger got exactly one result, in order, on Modbus and
+/// in the results file.
+#[test]
+fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none_is_lost() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let rtsp_port = free_port();
+    let camera = RtspCamera::start(rtsp_port);
+    let port = free_port();
+    let frame_wait_ms = 200u16;
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[source]\nkind = \"rtsp\"\nurl = \"rtsp://127.0.0.1:{rtsp_port}/line\"\nlatency_ms = 0\n\
+             retry_min_ms = 200\nretry_max_ms = 1000\nframe_timeout_ms = 1000\n"
+        ),
+        &format!("frame_wait_ms = {frame_wait_ms}"),
+        port,
+        "max_connections = 8",
+        "",
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1]);
+    // Results are taken all along (the station holds 8 at most), until the
+    // triggering is over and none came for a while.
+    let triggered = Arc::new(AtomicBool::new(false));
+    let taker = {
+        let triggered = Arc::clone(&triggered);
+        thread::spawn(move || {
+            let mut plc = Plc::connect(addr, 1);
+            let (mut results, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(90));
+            while Instant::now() < deadline {
+                match plc.take_result(Duration::from_millis(500)) {
+                    Some(r) => results.push(r),
+                    None if triggered.load(Ordering::Acquire) => break,
+                    None => {}
+                }
+            }
+            results
+        })
+    };
+    let mut plc = Plc::connect(addr, 1);
+    let every = Duration::from_millis(100);
+    let mut accepted = Vec::new();
+    // Before: parts judged.
+    for id in 1..=10u32 {
+        thread::sleep(every);
+        plc.trigger(id, Duration::from_millis(500))
+            .unwrap_or_else(|e| panic!("part {id} refused: {e:?}"));
+        accepted.push(id);
+    }
+    // Part 10's frame comes within one interval (15 frames/s); then the
+    // camera hangs, and frames already on their way are in by 300 ms.
+    thread::sleep(Duration::from_millis(200));
+    camera.freeze();
+    thread::sleep(Duration::from_millis(300));
+    // Until the loss is noticed and three triggers were refused (bounded).
+    let (mut during, mut refused) = (Vec::new(), 0);
+    for id in 101..=160u32 {
+        if refused == 3 {
+            break;
+        }
+        thread::sleep(every);
+        match plc.trigger(id, Duration::from_millis(150)) {
+            Ok(()) => during.push(id),
+            Err(TriggerRefused::NoAck { error_code }) => {
+                assert_eq!(
+                    error_code, OFFLINE,
+                    "part {id} refused with ErrorCode {error_code}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    accepted.extend(&during);
+    assert!(
+        !during.is_empty() && refused > 0,
+        "{} accepted while the camera hung unnoticed, {refused} refused once it was lost:\n{}",
+        during.len(),
+        service.stderr()
+    );
+    // The camera goes on: it is reopened and parts are judged again.
+    camera.thaw();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !plc.bits().online {
+        assert!(
+            Instant::now() < deadline,
+            "never Online again:\n{}",
+            service.stderr()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    for id in 201..=210u32 {
+        thread::sleep(every);
+        plc.trigger(id, Duration::from_millis(500))
+            .unwrap_or_else(|e| panic!("part {id} refused after the camera came back: {e:?}"));
+        accepted.push(id);
+    }
+    triggered.store(true, Ordering::Release);
+    let results = taker.join().unwrap();
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    // Modbus: every accepted trigger once, in trigger order.
+    let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
+    assert_eq!(got, accepted, "results on Modbus, in order");
+    for r in &results {
+        if during.contains(&r.part_id) {
+            // TriggerToResultMs is x10.
+            let ms = f64::from(r.trigger_to_result) / 10.0;
+            assert!(
+                r.reason_code == NO_FRAME
+                    && ms >= f64::from(frame_wait_ms)
+                    && ms < f64::from(frame_wait_ms) + 100.0,
+                "part {} while the camera hung: reason {} after {ms:.1} ms",
+                r.part_id,
+                r.reason_code
+            );
+        } else {
+            assert!(
+                r.reason_code <= 3,
+                "part {}: reason code {}",
+                r.part_id,
+                r.reason_code
+            );
+        }
+    }
+    // The results file says the same.
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    let file_ids: Vec<u64> = lines
+        .iter()
+        .map(|l| l["part_id"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = accepted.iter().map(|&i| u64::from(i)).collect();
+    assert_eq!(file_ids, expected, "results file");
+    for line in &lines {
+        let hung = during.contains(&(line["part_id"].as_u64().unwrap() as u32));
+        assert_eq!(line["reason"] == "no_frame", hung, "{line}");
+        assert_eq!(line["seq"].is_null(), hung, "{line}");
+    }
 }
 
 #[test]

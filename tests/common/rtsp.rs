@@ -69,6 +69,25 @@ impl RtspCamera {
         RtspCamera { child }
     }
 
+    /// The camera freezes: its process is stopped (SIGSTOP), so no frame
+    /// comes while its sockets stay open, as a hung camera does.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// A frozen camera goes on (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let status = Command::new("kill")
+            .args([which, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {which} the RTSP camera: {status}");
+    }
+
     /// The camera goes away: its process dies and its sockets close.
     pub fn kill(mut self) {
         let _ = self.child.kill();
