@@ -123,6 +123,12 @@ fn start(config: &Path, addr: SocketAddr, units: &[u8]) -> Sealcheck {
 /// ReasonCode `overrun` (docs/INTEGRATION.md).
 const OVERRUN: u16 = 8;
 
+/// The ResultSeq a result line's part shows on Modbus: its frame's `seq`,
+/// all ones for a part without a frame (docs/INTEGRATION.md).
+fn result_seq_of(line: &serde_json::Value) -> u32 {
+    line["seq"].as_u64().map_or(u32::MAX, |seq| seq as u32)
+}
+
 /// Milliseconds since the epoch of a result line's RFC 3339 time.
 fn epoch_ms(line: &serde_json::Value, key: &str) -> f64 {
     let text = line[key]
@@ -267,10 +273,9 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
             line["part_id"]
         );
     }
-    // Modbus's ResultSeq is the judged frame's seq.
-    // (0 for a part without a frame.)
+    // Modbus's ResultSeq is the judged frame's seq (all ones without a frame).
     for (r, line) in results.iter().zip(&lines) {
-        assert_eq!(u64::from(r.result_seq), line["seq"].as_u64().unwrap_or(0));
+        assert_eq!(r.result_seq, result_seq_of(line), "{line}");
     }
     // MQTT: the same parts, once each, in order.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -285,8 +290,8 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
     assert_eq!(mqtt_ids, file_ids, "MQTT verdicts");
 }
 
-/// The RTSP camera of `a_frozen_camera...` (`common::rtsp`): a no-op unless
-/// this binary is re-run as that camera.
+/// The RTSP camera of `triggers_while_the_camera_hangs_...` (`common::rtsp`):
+/// a no-op unless this binary is re-run as that camera.
 #[test]
 fn rtsp_camera_process() {
     common::rtsp::serve_when_asked();
@@ -296,8 +301,8 @@ fn rtsp_camera_process() {
 const NO_FRAME: u16 = 7;
 const OFFLINE: u16 = 2;
 
-/// The camera hangs mid-run: its RTSP server is stopped (SIGSTOP) for 3 s
-/// with its connection open, so frames just stop. Triggers while the
+/// The camera hangs mid-run: its RTSP server is stopped (SIGSTOP) for a
+/// few seconds with its connection open, so frames just stop. Triggers while the
 /// station still counts the camera as streaming are accepted and fail
 /// `no_frame` at `frame_wait_ms`; once the source is declared lost
 /// (`frame_timeout_ms`), triggers are refused at the handshake (ErrorCode 2).
@@ -437,10 +442,11 @@ fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none
         .collect();
     let expected: Vec<u64> = accepted.iter().map(|&i| u64::from(i)).collect();
     assert_eq!(file_ids, expected, "results file");
-    for line in &lines {
+    for (line, r) in lines.iter().zip(&results) {
         let hung = during.contains(&(line["part_id"].as_u64().unwrap() as u32));
         assert_eq!(line["reason"] == "no_frame", hung, "{line}");
         assert_eq!(line["seq"].is_null(), hung, "{line}");
+        assert_eq!(r.result_seq, result_seq_of(line), "{line}");
     }
 }
 
