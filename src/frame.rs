@@ -86,8 +86,21 @@ impl Part {
         }
     }
 
-    /// The id a trigger named (`plc` mode); `None` in `free` mode, where
-    /// the id is only the frame's `seq` and outputs leave it out.
+    /// The part of frame `seq` of a camera triggered on its own input line
+    /// (`camera` mode): its id is the count of the camera's frames, and its
+    /// trigger is the frame's capture (the first moment sealcheck sees).
+    pub fn counted(seq: u64, at: SystemTime, instant: Instant) -> Part {
+        Part {
+            number: seq,
+            id: seq + 1,
+            trigger: Some(TriggerTime { at, instant }),
+            framed: true,
+        }
+    }
+
+    /// The id a trigger named (`plc` mode) or the camera counted (`camera`
+    /// mode); `None` in `free` mode, where the id is only the frame's `seq`
+    /// and outputs leave it out.
     pub fn triggered_id(&self) -> Option<u64> {
         self.trigger.map(|_| self.id)
     }
@@ -136,11 +149,14 @@ impl FrameMeta {
             // The run's first frame keeps its part (a trigger may have claimed it).
             return *self;
         }
-        FrameMeta {
-            seq: self.seq + k,
-            part: Part::free(self.seq + k),
-            ..*self
-        }
+        let seq = self.seq + k;
+        // Only `free` and `camera` mode expand a run of drops (`plc` mode
+        // passes them over), so a part with a trigger here is a counted one.
+        let part = match self.part.trigger {
+            Some(_) => Part::counted(seq, self.captured_at, self.captured_instant),
+            None => Part::free(seq),
+        };
+        FrameMeta { seq, part, ..*self }
     }
 
     /// When the result's clock starts: the trigger in `plc` mode, else capture.

@@ -778,3 +778,22 @@ fn fp16_precision_runs_the_fp16_files_and_needs_them() {
             .any(|p| p.key == "inference.precision" && p.message.contains("tract")),
     );
 }
+
+#[test]
+fn trigger_mode_camera_takes_modbus_but_no_http_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let camera =
+        format!("{VALID}\n[trigger]\nmode = \"camera\"\n\n[modbus]\nlisten = \"127.0.0.1:5020\"\n");
+    let loaded = config::load(&write_config(dir.path(), &camera)).unwrap();
+    assert_eq!(loaded.trigger.mode, config::TriggerMode::Camera);
+    assert!(loaded.modbus.is_some());
+    let problems = problems_of(&format!(
+        "{VALID}\n[trigger]\nmode = \"camera\"\nhttp = true\n"
+    ));
+    let http = problems.iter().find(|p| p.key == "trigger.http").unwrap();
+    assert!(http.message.contains("\"camera\""), "{}", http.message);
+    // [modbus] in free mode names both modes that serve a PLC.
+    let problems = problems_of(&format!("{VALID}\n[modbus]\nlisten = \"127.0.0.1:5020\"\n"));
+    let mode = problems.iter().find(|p| p.key == "trigger.mode").unwrap();
+    assert!(mode.message.contains("\"camera\""), "{}", mode.message);
+}

@@ -450,6 +450,67 @@ fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none
     }
 }
 
+/// ErrorCode "refused: the camera triggers itself" (docs/INTEGRATION.md).
+const BY_CAMERA: u16 = 5;
+
+/// `[trigger] mode = "camera"`: a camera triggered on its own input line (a
+/// live test camera stands in for one) makes every frame a part whose id is
+/// the count of the camera's frames. The PLC reads them over Modbus in
+/// order (ResultPartId 1, 2, 3, ...), its own trigger is refused with
+/// ErrorCode 5 (TriggerReady stays low), and the results file carries the
+/// same ids, each its frame's `seq` + 1.
+#[test]
+fn a_camera_triggered_on_its_input_line_numbers_the_parts_the_plc_reads() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(
+        dir.path(),
+        &format!("[source]\n{}", common::test_camera("ball", 10)),
+        "",
+        port,
+        // Room for every result until the PLC reads them (10 a second).
+        "buffer = 64\nmax_connections = 8",
+        "",
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("mode = \"plc\"", "mode = \"camera\"")).unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1]);
+    let mut plc = Plc::connect(addr, 1);
+    assert!(!plc.bits().trigger_ready, "TriggerReady in camera mode");
+    match plc.trigger(999, Duration::from_millis(200)) {
+        Err(TriggerRefused::NoAck { error_code }) => assert_eq!(error_code, BY_CAMERA),
+        Ok(()) => panic!("a PLC trigger was taken in camera mode"),
+    }
+    let results = take_results(addr, 1, 20, Duration::from_secs(5));
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
+    assert_eq!(
+        got,
+        (1..=20).collect::<Vec<u32>>(),
+        "parts on Modbus, by count"
+    );
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    assert!(lines.len() >= 20, "{} result lines", lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        let seq = line["seq"].as_u64().unwrap();
+        assert_eq!(seq, k as u64, "{line}");
+        assert_eq!(line["part_id"].as_u64(), Some(seq + 1), "{line}");
+    }
+    for (r, line) in results.iter().zip(&lines) {
+        assert!(
+            r.reason_code <= 3,
+            "part {}: reason code {}",
+            r.part_id,
+            r.reason_code
+        );
+        assert_eq!(r.result_seq, result_seq_of(line), "{line}");
+    }
+}
+
 #[test]
 fn a_flood_of_triggers_gets_one_result_per_accepted_trigger_and_the_server_stays_up() {
     let _serial = serial();

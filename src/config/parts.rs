@@ -14,6 +14,11 @@ pub enum TriggerMode {
     /// A part is a trigger request carrying a part id (Modbus, HTTP); the
     /// first frame captured at or after the trigger plus `delay_ms` is its frame.
     Plc,
+    /// The camera is triggered on its own input line (a photo-eye): every
+    /// frame it sends is a part, whose id is the count of the camera's
+    /// frames (its `seq` + 1). The PLC reads the results (Modbus), pairing
+    /// them by that count; it sends no triggers.
+    Camera,
 }
 
 impl TriggerMode {
@@ -21,6 +26,7 @@ impl TriggerMode {
         match self {
             TriggerMode::Free => "free",
             TriggerMode::Plc => "plc",
+            TriggerMode::Camera => "camera",
         }
     }
 }

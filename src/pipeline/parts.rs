@@ -1,4 +1,5 @@
-//! Parts in `[trigger] mode = "plc"`: each camera's trigger desk, made
+//! Parts in `[trigger] mode = "plc"` (and `"camera"`, whose desks only say
+//! whether the station is online): each camera's trigger desk, made
 //! before the stages (the frame path reads their triggers), told when the
 //! station is online, and handed to what takes triggers (Modbus, HTTP),
 //! with each camera's verdicts for the HTTP trigger's answer.
@@ -13,13 +14,32 @@ use crate::plc::Station;
 use crate::status::{Telemetry, TriggerApi};
 use crate::trigger::{PartWaiters, TriggerDesk};
 
-/// One desk per camera in `plc` mode, in camera order; none in `free` mode.
+/// One desk per camera in `plc` mode, in camera order; in `camera` mode
+/// one per camera too, which only says whether the station is online and
+/// refuses every trigger (the camera's input line triggers); none in `free` mode.
 pub(super) fn trigger_desks(config: &Config) -> Vec<Arc<TriggerDesk>> {
+    let cameras = 0..config.cameras.len() as CameraIndex;
     match config.trigger.mode {
         TriggerMode::Free => Vec::new(),
-        TriggerMode::Plc => (0..config.cameras.len())
-            .map(|index| Arc::new(TriggerDesk::new(index as CameraIndex, config.trigger.delay)))
+        TriggerMode::Plc => cameras
+            .map(|index| Arc::new(TriggerDesk::new(index, config.trigger.delay)))
             .collect(),
+        TriggerMode::Camera => cameras
+            .map(|index| Arc::new(TriggerDesk::triggered_by_camera(index)))
+            .collect(),
+    }
+}
+
+/// The desks the frame path pairs frames with: `plc` mode's. None in
+/// `camera` mode, where every frame is a part (`Part::counted`) and the
+/// desks only serve the Modbus stations.
+pub(super) fn matched_desks<'a>(
+    config: &Config,
+    desks: &'a [Arc<TriggerDesk>],
+) -> &'a [Arc<TriggerDesk>] {
+    match config.trigger.mode {
+        TriggerMode::Plc => desks,
+        TriggerMode::Free | TriggerMode::Camera => &[],
     }
 }
 

@@ -94,7 +94,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (
             &lines,
             &models,
-            &desks,
+            parts::matched_desks(&config, &desks),
             // The page's live view shows frames no trigger claimed too.
             operators
                 .as_ref()

@@ -22,6 +22,8 @@ enum FrameSource {
 struct CameraFeed {
     name: Option<String>,
     kind: &'static str,
+    /// Sends a frame only when triggered (`SourceKind::is_triggered`).
+    triggered: bool,
     source: FrameSource,
 }
 
@@ -84,6 +86,7 @@ impl StationSources {
             cameras.push(CameraFeed {
                 name: camera.name.clone(),
                 kind: camera.source.kind.name(),
+                triggered: camera.source.kind.is_triggered(),
                 source,
             });
         }
@@ -196,10 +199,11 @@ impl StationSources {
             .iter()
             .map(|camera| -> Box<dyn Fn() -> bool + Send + Sync> {
                 match &camera.source {
-                    // A software-triggered camera sends nothing until fired,
-                    // so its pipeline may never report streaming before a
-                    // trigger: it is online while its source is up.
-                    FrameSource::Capture(c) if c.software_trigger().is_some() => {
+                    // A triggered camera (software or input line) sends
+                    // nothing until triggered, so its pipeline may never
+                    // report streaming before a trigger: it is online while
+                    // its source is up.
+                    FrameSource::Capture(c) if camera.triggered => {
                         let status = c.source_status();
                         Box::new(move || status.is_up())
                     }

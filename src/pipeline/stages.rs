@@ -301,6 +301,9 @@ fn camera_rings(
     for (index, (camera, line)) in config.cameras.iter().zip(lines).enumerate() {
         let (producer, consumer) = ring::frame_ring_in(camera.source.pool_size, slot_memory);
         let mut producer = producer.for_camera(index as CameraIndex);
+        if config.trigger.mode == crate::config::TriggerMode::Camera {
+            producer = producer.parts_counted_by_camera();
+        }
         let (mut deadline_feed, deadline) = crate::line::deadline::start(Arc::clone(line))
             .map_err(|e| PipelineError::Spawn("deadline", e))?;
         match desks.get(index) {

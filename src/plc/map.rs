@@ -67,6 +67,9 @@ pub enum ErrorCode {
     /// A result came while `[modbus] buffer` results waited for the PLC: it
     /// was not presented (the results file and MQTT still have it).
     BufferFull = 4,
+    /// A Trigger rising edge in `[trigger] mode = "camera"`, where the
+    /// camera's input line triggers each part: refused.
+    TriggerByCamera = 5,
 }
 
 impl ErrorCode {

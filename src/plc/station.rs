@@ -234,6 +234,7 @@ impl Station {
                 state.raise(match refused {
                     Refused::Offline => ErrorCode::TriggerOffline,
                     Refused::Backlog => ErrorCode::TriggerBacklog,
+                    Refused::ByCamera => ErrorCode::TriggerByCamera,
                 });
                 drop(state);
                 log::debug!(target: "sealcheck::plc", unit = self.unit, part_id = id;
@@ -300,7 +301,10 @@ impl State {
     fn raise(&mut self, code: ErrorCode) {
         let refusal = matches!(
             code,
-            ErrorCode::TriggerDisabled | ErrorCode::TriggerOffline | ErrorCode::TriggerBacklog
+            ErrorCode::TriggerDisabled
+                | ErrorCode::TriggerOffline
+                | ErrorCode::TriggerBacklog
+                | ErrorCode::TriggerByCamera
         );
         if !(refusal && self.error == ErrorCode::BufferFull) {
             self.error = code;

@@ -2,7 +2,7 @@
 //! `StreamEnd` a producer ends with, and `Popped`, an event as the stage
 //! after the ring takes it.
 
-use crate::frame::{CameraIndex, FrameMeta, FrameSlot, StageMessage};
+use crate::frame::{CameraIndex, FrameMeta, FrameSlot, Part, StageMessage};
 
 /// Why a stream ended, as the producer's side tells it (for the camera's frames,
 /// `capture::EndOfStream`). The ring only makes one itself, `stopped()`, when
@@ -53,6 +53,16 @@ impl<End> RingEvent<End> {
             }
             RingEvent::End(_) => {}
         }
+    }
+
+    /// `camera` mode: the event's part is the camera-counted one of its `seq`.
+    pub(super) fn stamp_counted_part(&mut self) {
+        let meta = match self {
+            RingEvent::Frame(slot) => &mut slot.meta,
+            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => meta,
+            RingEvent::End(_) => return,
+        };
+        meta.part = Part::counted(meta.seq, meta.captured_at, meta.captured_instant);
     }
 
     /// The one conversion of markers to stage messages, for every stage that

@@ -66,6 +66,7 @@ fn ring_of<End: StreamEnd>(
         ended: false,
         on_delivery: None,
         camera: 0,
+        counted_parts: false,
     };
     let consumer = RingConsumer {
         full: full_cons,

@@ -39,6 +39,8 @@ pub struct RingProducer<End: StreamEnd> {
     pub(super) on_delivery: Option<DeliveryObserver>,
     /// Stamped on every event's meta as it is pushed (`for_camera`).
     pub(super) camera: CameraIndex,
+    /// Every event's part is the camera-counted one (`parts_counted_by_camera`).
+    pub(super) counted_parts: bool,
 }
 
 impl<End: StreamEnd> std::fmt::Debug for RingProducer<End> {
@@ -95,6 +97,9 @@ impl<End: StreamEnd> RingProducer<End> {
     /// - `End` flushes pending drops and ends the stream; later events are ignored.
     pub fn push(&mut self, mut event: RingEvent<End>) {
         event.stamp_camera(self.camera);
+        if self.counted_parts {
+            event.stamp_counted_part();
+        }
         if self.ended {
             if let RingEvent::Frame(slot) = event {
                 self.spare = Some(slot);
@@ -154,6 +159,14 @@ impl<End: StreamEnd> RingProducer<End> {
     /// every event pushed from now on carries it in its meta.
     pub fn for_camera(mut self, camera: CameraIndex) -> Self {
         self.camera = camera;
+        self
+    }
+
+    /// `[trigger] mode = "camera"`: each frame is a part the camera
+    /// triggered, its id the count of the camera's frames (`Part::counted`),
+    /// stamped as it is pushed (before `on_delivery` sees it).
+    pub fn parts_counted_by_camera(mut self) -> Self {
+        self.counted_parts = true;
         self
     }
 

@@ -147,6 +147,33 @@ fn end_comes_after_pending_drops() {
 }
 
 #[test]
+fn a_camera_triggered_producer_counts_every_frame_and_drop_as_a_part() {
+    let (producer, mut consumer) = frame_ring(1);
+    let mut producer = producer.parts_counted_by_camera();
+    assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));
+    for seq in 1..4 {
+        assert!(!deliver(&mut producer, seq, OverflowPolicy::Drop));
+    }
+    producer.push(RingEvent::End(TestEnd::Finished));
+    let events = drain(&mut consumer, false);
+    let RingEvent::Frame(slot) = &events[0] else {
+        panic!("{events:?}")
+    };
+    let part = slot.meta.part;
+    assert_eq!((part.number, part.id), (0, 1), "the first frame is part 1");
+    assert_eq!(part.triggered_id(), Some(1));
+    assert_eq!(part.started(&slot.meta).1, slot.meta.captured_instant);
+    let RingEvent::Dropped { meta, count: 3 } = &events[1] else {
+        panic!("{events:?}")
+    };
+    // Each frame of the run is its own part, counted on.
+    let ids: Vec<Option<u64>> = (0..3)
+        .map(|k| meta.nth_of_run(k).part.triggered_id())
+        .collect();
+    assert_eq!(ids, [Some(2), Some(3), Some(4)]);
+}
+
+#[test]
 fn a_pending_run_of_drops_can_be_flushed_without_a_next_frame() {
     let (mut producer, mut consumer) = frame_ring(1);
     assert!(deliver(&mut producer, 0, OverflowPolicy::Drop));

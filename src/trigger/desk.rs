@@ -27,6 +27,10 @@ pub enum Refused {
         "{BACKLOG} triggers are already waiting for frames; the camera or the frame path is behind"
     )]
     Backlog,
+    #[error(
+        "the camera is triggered on its own input line ([trigger] mode = \"camera\"): a PLC's trigger is not taken"
+    )]
+    ByCamera,
 }
 
 /// An accepted trigger waiting for its frame.
@@ -68,6 +72,9 @@ pub struct TriggerDesk {
     /// Frames no trigger claimed (not judged; `plc` mode).
     pub(super) passed_over: AtomicU64,
     refused: AtomicU64,
+    /// `camera` mode: the camera's input line triggers; the desk only says
+    /// whether the station is online and refuses every trigger.
+    by_camera: bool,
 }
 
 pub(super) struct Waiting {
@@ -98,6 +105,16 @@ impl TriggerDesk {
             accepted: AtomicU64::new(0),
             passed_over: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            by_camera: false,
+        }
+    }
+
+    /// The desk of a camera triggered on its own input line (`camera`
+    /// mode): online as any desk, every trigger refused (`Refused::ByCamera`).
+    pub fn triggered_by_camera(camera: CameraIndex) -> TriggerDesk {
+        TriggerDesk {
+            by_camera: true,
+            ..TriggerDesk::new(camera, Duration::ZERO)
         }
     }
 
@@ -143,7 +160,7 @@ impl TriggerDesk {
     /// A trigger would be accepted now (Modbus `TriggerReady`, without the
     /// PLC's own TriggerEnable).
     pub fn ready(&self) -> bool {
-        self.online() && self.lock().queue.len() < BACKLOG
+        !self.by_camera && self.online() && self.lock().queue.len() < BACKLOG
     }
 
     /// Triggers accepted so far (Modbus `AcquisitionCount`, mod 65536).
@@ -169,6 +186,9 @@ impl TriggerDesk {
             self.refused.fetch_add(1, Ordering::Relaxed);
             Err(why)
         };
+        if self.by_camera {
+            return refuse(Refused::ByCamera);
+        }
         if !self.online() {
             return refuse(Refused::Offline);
         }

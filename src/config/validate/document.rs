@@ -89,7 +89,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     {
         root.section("trigger").problem(
             "mode",
-            "[modbus] takes triggers from a PLC: set [trigger] mode = \"plc\" (or remove [modbus])",
+            "[modbus] serves a PLC its parts: set [trigger] mode = \"plc\" (the PLC triggers) or \"camera\" (the camera's input line triggers), or remove [modbus]",
         );
     }
     let inference = inference.map(|mut inference| {

@@ -9,8 +9,8 @@ use crate::config::raw::Section;
 /// `[trigger]`; absent = free running. `None`: a problem was recorded.
 pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
     let mode = s
-        .choice("mode", &["free", "plc"], Some(0))
-        .map(|i| [TriggerMode::Free, TriggerMode::Plc][i]);
+        .choice("mode", &["free", "plc", "camera"], Some(0))
+        .map(|i| [TriggerMode::Free, TriggerMode::Plc, TriggerMode::Camera][i]);
     let delay_ms = s.int_in("delay_ms", 0..=10_000, Some(0));
     let frame_wait_ms = s.int_in(
         "frame_wait_ms",
@@ -20,10 +20,13 @@ pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
     let http = s.bool_or("http", false);
     s.finish();
     let mode = mode?;
-    if http && mode == TriggerMode::Free {
+    if http && mode != TriggerMode::Plc {
         s.problem(
             "http",
-            "an HTTP trigger needs mode = \"plc\" (in \"free\" mode every frame is a part already)",
+            format!(
+                "an HTTP trigger needs mode = \"plc\" (in \"{}\" mode every frame is a part already)",
+                mode.as_str()
+            ),
         );
         return None;
     }
