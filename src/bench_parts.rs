@@ -6,7 +6,7 @@
 //!   (`delay_ms` plus the wait for the next frame);
 //! - frame → verdict: from that capture to the verdict (the result line);
 //! - trigger → ResultsValid: as a PLC polling every millisecond sees it,
-//!   from the moment its Trigger write was acknowledged;
+//!   from just before its Trigger write;
 //! - the Modbus server thread's CPU time over the run.
 //!
 //! ```text

@@ -93,12 +93,12 @@ impl SlotMemory {
         self.allocator.get()
     }
 
-    /// Allocates, now, a block of `bytes` for every slot made so far that
-    /// has none waiting (with the installed allocator), so that capture's
-    /// first frames find their memory ready: allocating page-locked memory
-    /// takes milliseconds, and on the capture threads it delayed a run's
-    /// first frames and the GPU's work beside them. Returns the blocks
-    /// allocated; none without an allocator.
+    /// Allocates, now, blocks of `bytes` (with the installed allocator)
+    /// until one waits for every slot made so far; call it before capture
+    /// starts, so that capture's first frames find their memory ready:
+    /// allocating page-locked memory takes milliseconds, and on the capture
+    /// threads it delayed a run's first frames and the GPU's work beside
+    /// them. Returns the blocks allocated; none without an allocator.
     pub fn prepare(&self, bytes: usize) -> Result<usize, String> {
         let Some(allocator) = self.allocator() else {
             return Ok(0);
@@ -113,11 +113,16 @@ impl SlotMemory {
         Ok(made)
     }
 
-    /// A prepared block of at least `bytes`, if one waits.
+    /// A slot's first growth takes one prepared block: the block, when it
+    /// holds `bytes`; else it is freed here (the frames are larger than the
+    /// size known before the start), so no block stays pinned unused.
     fn take_prepared(&self, bytes: usize) -> Option<Box<dyn HostBlock>> {
-        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
-        let at = prepared.iter().position(|b| b.capacity() >= bytes)?;
-        Some(prepared.swap_remove(at))
+        let block = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()?;
+        (block.capacity() >= bytes).then_some(block)
     }
 }
 
@@ -449,12 +454,13 @@ mod tests {
             assert_eq!(&slot[..], &[k as u8; 12]);
         }
         assert_eq!(allocator.made.load(Ordering::SeqCst), 3);
-        // A frame larger than the prepared blocks gets its own; the waiting
-        // block stays until the memory is dropped.
+        // A frame larger than the prepared blocks gets its own, and the
+        // prepared block it cannot use is freed at once.
         slots[2].extend_from_slice(&[7; 20]);
         assert_eq!(allocator.made.load(Ordering::SeqCst), 4);
+        assert_eq!(live.load(Ordering::SeqCst), 3, "no block pinned unused");
         drop(slots);
-        assert_eq!(live.load(Ordering::SeqCst), 1, "the block no slot took");
+        assert_eq!(live.load(Ordering::SeqCst), 0);
         drop(memory);
         assert_eq!(live.load(Ordering::SeqCst), 0);
     }

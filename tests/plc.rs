@@ -358,9 +358,21 @@ fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none
             .unwrap_or_else(|e| panic!("part {id} refused: {e:?}"));
         accepted.push(id);
     }
-    // Part 10's frame comes within one interval (15 frames/s); then the
-    // camera hangs, and frames already on their way are in by 300 ms.
-    thread::sleep(Duration::from_millis(200));
+    // Part 10 is judged (its frame came) before the camera hangs; frames
+    // already on their way are in by 300 ms after.
+    let results_file = dir.path().join("results.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !result_lines(&results_file)
+        .iter()
+        .any(|l| l["part_id"] == 10 && !l["seq"].is_null())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "part 10 never judged:\n{}",
+            service.stderr()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
     camera.freeze();
     thread::sleep(Duration::from_millis(300));
     // Until the loss is noticed and three triggers were refused (bounded).
@@ -435,7 +447,7 @@ fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none
         }
     }
     // The results file says the same.
-    let lines = result_lines(&dir.path().join("results.jsonl"));
+    let lines = result_lines(&results_file);
     let file_ids: Vec<u64> = lines
         .iter()
         .map(|l| l["part_id"].as_u64().unwrap())

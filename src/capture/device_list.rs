@@ -152,10 +152,4 @@ impl CameraList {
         }
         out
     }
-
-    /// Whether any camera was found.
-    pub fn is_empty(&self) -> bool {
-        self.v4l2.as_ref().map_or(true, Vec::is_empty)
-            && self.genicam.as_ref().map_or(true, Vec::is_empty)
-    }
 }

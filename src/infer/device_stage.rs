@@ -475,8 +475,9 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
 
     fn run(&mut self) -> Result<BatchRuns, EndOfStream> {
         let launched = self.path.launch();
-        self.on_gpu.stamp_staged_launched(Instant::now());
-        Ok(self.on_gpu.launched(launched.err().as_ref()))
+        Ok(self
+            .on_gpu
+            .launched(launched.err().as_ref(), Instant::now()))
     }
 
     /// Sends on a marker, or the end, once every frame before it is judged.
@@ -1401,8 +1402,7 @@ mod tests {
             (producer, stage, free_tx, out_rx, swap_tx)
         };
         // What the device thread does once its path is open: the allocator,
-        // then a block for each slot, as the source's 2x1 frames need
-        // (rows padded to 8 bytes).
+        // then a block for each slot, as the source's 2x1 frames need.
         assert!(memory.install(Arc::new(CountingHostMemory {
             live: Arc::clone(&live),
             made: Arc::clone(&made),

@@ -71,7 +71,7 @@ mod tests {
             spans.record(&t, 4);
         }
         let line = spans.summary().unwrap();
-        assert!(line.contains("upload 0.105/0.105/0.100"), "{line}");
+        assert!(line.contains("upload 0.100/0.100/0.100"), "{line}");
         assert!(line.contains("preprocess 0.505/0.995/1.000"), "{line}");
         assert!(line.contains("100 batches, mean 4.00 frames"), "{line}");
     }

@@ -48,25 +48,20 @@ impl OnGpu {
         self.staging
     }
 
-    /// Stamps the batch being staged as put on the GPU at `at`.
-    pub(super) fn stamp_staged_launched(&mut self, at: Instant) {
-        let first = self.works.len() - self.staging;
-        for work in self.works.range_mut(first..) {
-            work.timings.stamps.launched = Some(at);
-        }
-    }
-
     pub(super) fn stage(&mut self, work: Box<FrameWork>) {
         self.works.push_back(work);
         self.staging += 1;
     }
 
-    /// The batch being staged was launched, or its launch failed with
-    /// `failed` (its frames are marked with it: none reaches the GPU's
+    /// The batch being staged was launched at `at`, or its launch failed
+    /// with `failed` (its frames are marked with it: none reaches the GPU's
     /// models). Returns the engine runs made.
-    pub(super) fn launched(&mut self, failed: Option<&DeviceFrameError>) -> BatchRuns {
+    pub(super) fn launched(&mut self, failed: Option<&DeviceFrameError>, at: Instant) -> BatchRuns {
         let frames = std::mem::take(&mut self.staging);
         let batch = self.works.len() - frames..self.works.len();
+        for work in self.works.range_mut(batch.clone()) {
+            work.timings.stamps.launched = Some(at);
+        }
         let judged = self
             .works
             .range(batch.clone())

@@ -87,12 +87,12 @@ impl WarmUpSize {
     }
 
     /// The bytes of one RGB frame of the source's size as capture stores
-    /// it (GStreamer pads RGB rows to 4 bytes); `None` where the size is
-    /// not known before the start.
+    /// it in a ring slot (rows packed, `RgbPlane::copy_into`); `None` where
+    /// the size is not known before the start.
     pub fn rgb_frame_bytes(&self) -> Option<usize> {
         match *self {
             WarmUpSize::Source { width, height } if width > 0 && height > 0 => {
-                Some((width * 3).next_multiple_of(4) * height)
+                Some(width * 3 * height)
             }
             _ => None,
         }
@@ -227,7 +227,7 @@ mod tests {
     use crate::infer::test_engines::{CountingEngine, GEOMETRY, plain_preprocessor};
 
     #[test]
-    fn an_image_sequence_is_sized_by_its_first_file_and_frames_by_padded_rgb_rows() {
+    fn an_image_sequence_is_sized_by_its_first_file_and_frames_by_packed_rgb_rows() {
         let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/demo_clip");
         let images = |location: std::path::PathBuf| SourceKind::Images {
             location,
@@ -245,12 +245,12 @@ mod tests {
         let missing = WarmUpSize::of_source(&images(clip.join("none_%05d.jpg")));
         assert_eq!(missing, WarmUpSize::ModelInput);
         assert_eq!(missing.rgb_frame_bytes(), None);
-        // Rows of 3 * 641 = 1923 bytes are padded to 1924.
+        // A slot's rows are packed: 3 * 641 = 1923 bytes, no padding.
         let odd = WarmUpSize::Source {
             width: 641,
             height: 2,
         };
-        assert_eq!(odd.rgb_frame_bytes(), Some(1924 * 2));
+        assert_eq!(odd.rgb_frame_bytes(), Some(1923 * 2));
     }
 
     #[test]

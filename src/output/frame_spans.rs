@@ -13,7 +13,8 @@
 
 use std::time::Instant;
 
-use crate::frame::{FrameMeta, HostStamps};
+use super::result_line::ms_between;
+use crate::frame::{CameraIndex, FrameMeta, HostStamps};
 use crate::stats::SpanHistogram;
 
 const NAMES: [&str; 6] = ["copy", "ring", "staging", "gpu", "output", "total"];
@@ -22,15 +23,15 @@ const WORST: usize = 5;
 
 pub struct FrameSpans {
     spans: SpanHistogram<6>,
-    /// The `WORST` frames of the longest total, slowest first.
-    worst: [(u64, [f64; 6]); WORST],
+    /// The `WORST` frames of the longest total, slowest first: (camera, seq, spans).
+    worst: [(CameraIndex, u64, [f64; 6]); WORST],
 }
 
 impl Default for FrameSpans {
     fn default() -> Self {
         FrameSpans {
             spans: SpanHistogram::new(NAMES),
-            worst: [(0, [0.0; 6]); WORST],
+            worst: [(0, 0, [0.0; 6]); WORST],
         }
     }
 }
@@ -44,8 +45,7 @@ impl FrameSpans {
         else {
             return;
         };
-        let ms =
-            |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64() * 1e3;
+        let ms = ms_between;
         let arrived = meta.captured_instant;
         let spans = [
             ms(arrived, in_slot),
@@ -56,9 +56,9 @@ impl FrameSpans {
             ms(arrived, now),
         ];
         self.spans.record(spans);
-        if let Some(at) = self.worst.iter().position(|(_, w)| spans[5] > w[5]) {
+        if let Some(at) = self.worst.iter().position(|(_, _, w)| spans[5] > w[5]) {
             self.worst[at..].rotate_right(1);
-            self.worst[at] = (meta.seq, spans);
+            self.worst[at] = (meta.camera, meta.seq, spans);
         }
     }
 
@@ -67,8 +67,9 @@ impl FrameSpans {
             return;
         };
         let mut worst = String::new();
-        for (seq, w) in self.worst.iter().filter(|(_, w)| w[5] > 0.0) {
-            worst.push_str(&format!("seq {seq}:"));
+        for (camera, seq, w) in self.worst.iter().filter(|(_, _, w)| w[5] > 0.0) {
+            // The camera by index ([cameras.*] in file order): seq counts per camera.
+            worst.push_str(&format!("camera {camera} seq {seq}:"));
             for (name, ms) in NAMES.iter().zip(w) {
                 worst.push_str(&format!(" {name} {ms:.3}"));
             }
@@ -100,19 +101,19 @@ mod tests {
         };
         spans.record(&meta, &stamps, at(1_110));
         let line = spans.spans.summary().unwrap();
-        // p50 and p99: the 5 µs bucket's upper edge; max: the span itself.
+        // One frame: p50, p99 and max are the span itself.
         for part in [
-            "copy 0.305/0.305/0.302",
-            "ring 0.105/0.105/0.102",
-            "staging 0.105/0.105/0.102",
-            "gpu 0.505/0.505/0.502",
-            "output 0.105/0.105/0.102",
-            "total 1.115/1.115/1.110",
+            "copy 0.302/0.302/0.302",
+            "ring 0.102/0.102/0.102",
+            "staging 0.102/0.102/0.102",
+            "gpu 0.502/0.502/0.502",
+            "output 0.102/0.102/0.102",
+            "total 1.110/1.110/1.110",
         ] {
             assert!(line.contains(part), "{part} in {line}");
         }
-        assert_eq!(spans.worst[0].0, 0);
-        assert!((spans.worst[0].1[5] - 1.110).abs() < 1e-9);
+        assert_eq!(spans.worst[0].1, 0);
+        assert!((spans.worst[0].2[5] - 1.110).abs() < 1e-9);
         // A slower frame goes first, a faster one after it.
         let later = FrameMeta::now(7);
         spans.record(
@@ -120,7 +121,7 @@ mod tests {
             &stamps,
             later.captured_instant + Duration::from_millis(5),
         );
-        assert_eq!(spans.worst[0].0, 7);
-        assert_eq!(spans.worst[1].0, 0);
+        assert_eq!(spans.worst[0].1, 7);
+        assert_eq!(spans.worst[1].1, 0);
     }
 }

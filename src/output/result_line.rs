@@ -62,10 +62,11 @@ pub struct ResultLine<'a> {
     /// The judged frame; `null` for a triggered part no frame was judged
     /// for (`no_frame`, `overrun`).
     seq: Option<u64>,
-    /// `[trigger] mode = "plc"`: the part's id as the PLC named it.
+    /// `[trigger] mode = "plc"`: the part's id as the PLC named it;
+    /// `"camera"`: the camera's count of its frames (`seq` + 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     part_id: Option<u64>,
-    /// `plc`: when the trigger came.
+    /// `plc`: when the trigger came; `camera`: the frame's capture.
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "json_line::rfc3339_or_null"
@@ -117,7 +118,8 @@ impl ResultLine<'_> {
     }
 }
 
-fn ms_between(from: std::time::Instant, to: std::time::Instant) -> f64 {
+/// Milliseconds from `from` to `to` (0 when `to` is earlier).
+pub(super) fn ms_between(from: std::time::Instant, to: std::time::Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1e3
 }
 

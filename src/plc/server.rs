@@ -30,7 +30,7 @@ const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(60);
 /// Modbus unit ids for cameras: 1..=247 (the spec's range for devices).
 const MAX_STATIONS: usize = 247;
 
-/// The server's counters, for the status page and the tests.
+/// The server's counters (requests, connections), read by the tests.
 #[derive(Debug, Default)]
 pub struct ModbusCounters {
     pub accepted: AtomicU64,

@@ -48,7 +48,8 @@ struct State {
     last_warning: Option<Instant>,
 }
 
-/// What a trigger's rising edge turned into (for the caller's log and tests).
+/// What a trigger's rising edge turned into (for tests: the Modbus answer
+/// does not depend on it).
 /// A refusal is logged at debug only: a PLC that keeps triggering with
 /// TriggerEnable off would flood the journal; the PLC sees ErrorCode, and
 /// the desk counts refusals (`TriggerDesk::refused`, the metrics).
@@ -112,7 +113,7 @@ impl Station {
     pub fn discrete_inputs(&self) -> [bool; DISCRETE_INPUTS as usize] {
         // The desk's lock is taken apart from the station's.
         let online = self.desk.online();
-        let desk_ready = self.desk.ready();
+        let desk_ready = online && self.desk.can_take();
         let state = self.lock();
         let shown = state.shown;
         [

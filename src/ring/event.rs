@@ -45,24 +45,24 @@ pub enum Popped<End> {
 }
 
 impl<End> RingEvent<End> {
-    pub(super) fn stamp_camera(&mut self, camera: CameraIndex) {
+    /// The event's frame meta (`None` for the end).
+    fn meta_mut(&mut self) -> Option<&mut FrameMeta> {
         match self {
-            RingEvent::Frame(slot) => slot.meta.camera = camera,
-            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => {
-                meta.camera = camera
-            }
-            RingEvent::End(_) => {}
+            RingEvent::Frame(slot) => Some(&mut slot.meta),
+            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => Some(meta),
+            RingEvent::End(_) => None,
         }
     }
 
-    /// `camera` mode: the event's part is the camera-counted one of its `seq`.
-    pub(super) fn stamp_counted_part(&mut self) {
-        let meta = match self {
-            RingEvent::Frame(slot) => &mut slot.meta,
-            RingEvent::Dropped { meta, .. } | RingEvent::Failed { meta, .. } => meta,
-            RingEvent::End(_) => return,
-        };
-        meta.part = Part::counted(meta.seq, meta.captured_at, meta.captured_instant);
+    /// Stamps the event's meta as the producer pushes it: its camera, and in
+    /// `camera` mode (`counted`) its part, the camera-counted one of its `seq`.
+    pub(super) fn stamp(&mut self, camera: CameraIndex, counted: bool) {
+        if let Some(meta) = self.meta_mut() {
+            meta.camera = camera;
+            if counted {
+                meta.part = Part::counted(meta.seq, meta.captured_at, meta.captured_instant);
+            }
+        }
     }
 
     /// The one conversion of markers to stage messages, for every stage that

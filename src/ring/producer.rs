@@ -96,10 +96,7 @@ impl<End: StreamEnd> RingProducer<End> {
     /// - `Failed` likewise joins the drops when no marker fits (logged);
     /// - `End` flushes pending drops and ends the stream; later events are ignored.
     pub fn push(&mut self, mut event: RingEvent<End>) {
-        event.stamp_camera(self.camera);
-        if self.counted_parts {
-            event.stamp_counted_part();
-        }
+        event.stamp(self.camera, self.counted_parts);
         if self.ended {
             if let RingEvent::Frame(slot) = event {
                 self.spare = Some(slot);

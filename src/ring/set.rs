@@ -91,7 +91,6 @@ impl<End: StreamEnd> RingSet<End> {
         self.rings.len()
     }
 
-    /// Whether camera `camera`'s stream has ended.
     /// Whether camera `camera`'s ring holds an event not yet popped.
     pub fn is_waiting(&self, camera: CameraIndex) -> bool {
         self.rings
@@ -99,6 +98,7 @@ impl<End: StreamEnd> RingSet<End> {
             .is_some_and(|ring| ring.queued() > 0)
     }
 
+    /// Whether camera `camera`'s stream has ended.
     pub fn has_ended(&self, camera: CameraIndex) -> bool {
         self.ends
             .get(usize::from(camera))

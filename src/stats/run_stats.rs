@@ -11,27 +11,36 @@ use crate::decision::Reason;
 const BUCKET_MS: f64 = 0.05;
 const BUCKETS: usize = 40_000;
 
-/// Fixed-bucket latency histogram.
+/// Fixed-bucket latency histogram: 0.05 ms buckets up to 2 s by default
+/// (`with_buckets` for finer ones); longer samples count in the last.
 #[derive(Clone)]
 pub struct LatencyHistogram {
     counts: Vec<u32>,
+    bucket_ms: f64,
     total: u64,
     max_ms: f64,
 }
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
-        LatencyHistogram {
-            counts: vec![0; BUCKETS],
-            total: 0,
-            max_ms: 0.0,
-        }
+        LatencyHistogram::with_buckets(BUCKET_MS, BUCKETS)
     }
 }
 
 impl LatencyHistogram {
+    /// `buckets` buckets of `bucket_ms` each.
+    pub fn with_buckets(bucket_ms: f64, buckets: usize) -> Self {
+        LatencyHistogram {
+            counts: vec![0; buckets.max(1)],
+            bucket_ms,
+            total: 0,
+            max_ms: 0.0,
+        }
+    }
+
     pub fn record(&mut self, ms: f64) {
-        let bucket = ((ms.max(0.0) / BUCKET_MS) as usize).min(BUCKETS - 1);
+        let last = self.counts.len() - 1;
+        let bucket = ((ms.max(0.0) / self.bucket_ms) as usize).min(last);
         self.counts[bucket] = self.counts[bucket].saturating_add(1);
         self.total += 1;
         self.max_ms = self.max_ms.max(ms);
@@ -46,14 +55,16 @@ impl LatencyHistogram {
         self.max_ms
     }
 
-    /// The latency under which `q` (0..=1) of the samples fall, to 0.05 ms.
+    /// The latency under which `q` (0..=1) of the samples fall, to a bucket.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let rank = nearest_rank(q, self.total)?;
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c as u64;
             if seen >= rank {
-                return Some(((i + 1) as f64 * BUCKET_MS).min(self.max_ms.max(BUCKET_MS)));
+                return Some(
+                    ((i + 1) as f64 * self.bucket_ms).min(self.max_ms.max(self.bucket_ms)),
+                );
             }
         }
         Some(self.max_ms)

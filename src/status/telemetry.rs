@@ -85,17 +85,18 @@ impl Telemetry {
         })
     }
 
-    /// The latest facts; `build_info` and `model_info` in `metrics` follow
-    /// them before this returns, so a scrape after a swap names the new models.
     /// Turns `POST /api/trigger` on (once, at start).
     pub fn set_triggers(&self, api: super::TriggerApi) {
         let _ = self.triggers.set(api);
     }
 
+    /// The HTTP trigger's desks and waiters, once it is on.
     pub fn triggers(&self) -> Option<&super::TriggerApi> {
         self.triggers.get()
     }
 
+    /// The latest facts; `build_info` and `model_info` in `metrics` follow
+    /// them before this returns, so a scrape after a swap names the new models.
     pub fn facts(&self) -> RunFacts {
         let mut reader = self.facts.lock().unwrap_or_else(|p| p.into_inner());
         let facts = reader.facts.borrow_and_update().clone();

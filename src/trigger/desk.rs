@@ -118,10 +118,6 @@ impl TriggerDesk {
         }
     }
 
-    pub fn camera(&self) -> CameraIndex {
-        self.camera
-    }
-
     /// Each accepted part's deadline starts at its trigger (set once, at start).
     pub fn set_deadline_feed(&self, feed: DeadlineFeed) {
         self.lock().deadline = Some(feed);
@@ -160,7 +156,13 @@ impl TriggerDesk {
     /// A trigger would be accepted now (Modbus `TriggerReady`, without the
     /// PLC's own TriggerEnable).
     pub fn ready(&self) -> bool {
-        !self.by_camera && self.online() && self.lock().queue.len() < BACKLOG
+        self.online() && self.can_take()
+    }
+
+    /// The desk itself would take a trigger (not `camera` mode, backlog not
+    /// full), whether or not the station is online.
+    pub fn can_take(&self) -> bool {
+        !self.by_camera && self.lock().queue.len() < BACKLOG
     }
 
     /// Triggers accepted so far (Modbus `AcquisitionCount`, mod 65536).
@@ -168,7 +170,7 @@ impl TriggerDesk {
         self.accepted.load(Ordering::Relaxed)
     }
 
-    /// Triggers refused so far (offline, backlog).
+    /// Triggers refused so far (offline, backlog, `camera` mode).
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }

@@ -101,26 +101,19 @@ impl PartRings {
     /// `timeout`; `None` when nothing came. In `plc` mode, triggers whose
     /// wait ended come out as `PartMissed` markers when they are due.
     pub fn pop(&mut self, timeout: Duration) -> Option<Popped<EndOfStream>> {
-        let Some(triggers) = &self.triggers else {
+        if self.triggers.is_none() {
             return self.rings.pop(timeout).map(RingEvent::popped);
-        };
-        let frame_wait = triggers.frame_wait;
+        }
         let until = Instant::now() + timeout;
         loop {
             if let Some(event) = self.ready.pop_front() {
                 return Some(event);
             }
             let now = Instant::now();
-            self.expire_waiting(now);
+            let next_due = self.expire_waiting(now);
             if !self.ready.is_empty() {
                 continue;
             }
-            let next_due = self
-                .triggers
-                .iter()
-                .flat_map(|t| &t.desks)
-                .filter_map(|desk| next_expiry(&desk.waiting().queue, frame_wait))
-                .min();
             let wait = until
                 .saturating_duration_since(now)
                 .min(TRIGGER_LOOK)
@@ -134,11 +127,12 @@ impl PartRings {
     }
 
     /// Fails `no_frame` every trigger whose wait ended while no frame of
-    /// its camera waits in the ring (or its camera has ended).
-    fn expire_waiting(&mut self, now: Instant) {
-        let Some(triggers) = &self.triggers else {
-            return;
-        };
+    /// its camera waits in the ring (or its camera has ended). Returns when
+    /// the next wait of those cameras ends (read under the same lock); a
+    /// camera with a frame waiting is left out: the ring's pop returns at once.
+    fn expire_waiting(&mut self, now: Instant) -> Option<Instant> {
+        let triggers = self.triggers.as_ref()?;
+        let mut next_due: Option<Instant> = None;
         for (camera, desk) in triggers.desks.iter().enumerate() {
             let camera = camera as CameraIndex;
             let ended = self.rings.has_ended(camera);
@@ -147,17 +141,22 @@ impl PartRings {
             }
             let gone = {
                 let mut waiting = desk.waiting();
-                if ended {
+                let gone = if ended {
                     waiting.queue.drain(..).collect()
                 } else {
                     expire(&mut waiting.queue, now, triggers.frame_wait)
+                };
+                if let Some(due) = next_expiry(&waiting.queue, triggers.frame_wait) {
+                    next_due = Some(next_due.map_or(due, |d| d.min(due)));
                 }
+                gone
             };
             for pending in gone {
                 self.ready
                     .push_back(missed(desk, pending, PartMiss::NoFrame));
             }
         }
+        next_due
     }
 
     /// One ring event, paired with its camera's triggers.
@@ -207,8 +206,7 @@ impl PartRings {
                 if let Some(view) = &triggers.unjudged {
                     view.offer(&slot);
                 }
-                desk.passed_over.fetch_add(1, Ordering::Relaxed);
-                triggers.liveness.frame_passed_over();
+                pass_over(triggers, camera, 1);
                 self.rings.recycle(slot);
             }
             // A dropped run or a failed copy: only a claimed frame's part
@@ -223,7 +221,7 @@ impl PartRings {
                         first,
                         count: 1,
                     }));
-                self.pass_over(camera, count - 1);
+                pass_over(triggers, camera, count - 1);
             }
             (RingEvent::Failed { meta, message }, Some(by)) => {
                 let meta = FrameMeta {
@@ -236,8 +234,8 @@ impl PartRings {
                         message,
                     }));
             }
-            (RingEvent::Dropped { count, .. }, None) => self.pass_over(camera, count),
-            (RingEvent::Failed { .. }, None) => self.pass_over(camera, 1),
+            (RingEvent::Dropped { count, .. }, None) => pass_over(triggers, camera, count),
+            (RingEvent::Failed { .. }, None) => pass_over(triggers, camera, 1),
             (RingEvent::End(_), _) => unreachable!("the end returned above"),
         }
         let Some(triggers) = &self.triggers else {
@@ -249,17 +247,17 @@ impl PartRings {
                 .push_back(missed(desk, pending, PartMiss::Overrun));
         }
     }
+}
 
-    fn pass_over(&mut self, camera: CameraIndex, frames: u64) {
-        if let Some(triggers) = &self.triggers {
-            triggers.desks[usize::from(camera)]
-                .passed_over
-                .fetch_add(frames, Ordering::Relaxed);
-            for _ in 0..frames {
-                triggers.liveness.frame_passed_over();
-            }
-        }
+/// `frames` of `camera` no trigger claimed: counted, not judged.
+fn pass_over(triggers: &Triggers, camera: CameraIndex, frames: u64) {
+    if frames == 0 {
+        return;
     }
+    triggers.desks[usize::from(camera)]
+        .passed_over
+        .fetch_add(frames, Ordering::Relaxed);
+    triggers.liveness.frames_passed_over(frames);
 }
 
 /// The marker that stands for a trigger no frame was judged for.

@@ -12,7 +12,7 @@
 //!        ▼
 //!   link::GenicamLink: current camera (dropped at a loss), frame counts (probe on src)
 //!        ├── SoftwareTrigger::fire() → camera TriggerSoftware (any thread)
-//!        └── GenicamCounters: frames (the part id with trigger = "lineN"), incomplete
+//!        └── GenicamCounters: frames, incomplete (for the logs)
 //! ```
 //!
 //! `sys` is every raw call into `libaravis-0.8.so.0` (opened at run time, as

@@ -68,11 +68,8 @@ struct Api {
     feature_node_get_value_as_string: unsafe extern "C" fn(*mut c_void, ErrSlot) -> *const c_char,
 }
 
-// SAFETY: `Api` holds plain function pointers into a library that stays loaded
-// for the life of the process (it is never unloaded: the OnceLock keeps it).
-unsafe impl Send for Api {}
-// SAFETY: as above; the functions themselves are called with per-call data only.
-unsafe impl Sync for Api {}
+// `Api` is Send and Sync by itself: the library handle and plain function
+// pointers are; the library is never unloaded (the OnceLock keeps it).
 
 static API: OnceLock<Result<Api, String>> = OnceLock::new();
 
@@ -174,7 +171,7 @@ fn c(s: &str) -> Result<CString> {
 }
 
 /// A camera (an `ArvCamera`), holding one reference to it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct Camera(glib::Object);
 
 // SAFETY: a GObject's reference count is atomic, so the reference may move to

@@ -3,8 +3,9 @@
 //! `SoftwareTrigger::fire` executes the camera's `TriggerSoftware` command
 //! through the camera object of the `aravissrc` now running; the one frame the
 //! camera takes comes down the same capture as every frame. `GenicamCounters`
-//! reads the camera's frame counts: with `trigger = "lineN"` each frame is a
-//! part, and the part id is the count of that camera's triggered frames.
+//! reads the camera's frame counts (whole and incomplete frames) for the
+//! logs. With `trigger = "lineN"` under `[trigger] mode = "camera"` each frame
+//! is a part whose id is sealcheck's count, `seq` + 1 (`frame::Part::counted`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -60,13 +61,6 @@ impl SoftwareTrigger {
     pub fn fired(&self) -> u64 {
         self.link.fired.load(Ordering::Acquire)
     }
-
-    /// The camera's frame counts.
-    pub fn counters(&self) -> GenicamCounters {
-        GenicamCounters {
-            link: Arc::clone(&self.link),
-        }
-    }
 }
 
 /// A genicam camera's frame counts since start, over every reopen.
@@ -80,9 +74,8 @@ impl GenicamCounters {
         GenicamCounters { link }
     }
 
-    /// Whole frames the camera delivered. With a hardware trigger
-    /// (`trigger = "lineN"`) every frame is one triggered part: this count, at
-    /// a frame, is that part's id (the hook issue 29's `[trigger]` builds on).
+    /// Whole frames `aravissrc` delivered, over every reopen (for the logs;
+    /// a part's id in `camera` mode is sealcheck's own count, `seq` + 1).
     pub fn frames(&self) -> u64 {
         self.link.frames()
     }

@@ -210,10 +210,10 @@ impl Liveness {
         self.shared.failing_since.store(0, Ordering::Relaxed);
     }
 
-    /// A frame no trigger claimed (`[trigger] mode = "plc"`) went back to
-    /// capture unjudged: it leaves the pipeline, as it should.
-    pub fn frame_passed_over(&self) {
-        self.shared.finished.fetch_add(1, Ordering::Relaxed);
+    /// `frames` no trigger claimed (`[trigger] mode = "plc"`) went back to
+    /// capture unjudged: they leave the pipeline, as they should.
+    pub fn frames_passed_over(&self, frames: u64) {
+        self.shared.finished.fetch_add(frames, Ordering::Relaxed);
         self.mark(Stage::Output);
     }
 
