@@ -19,7 +19,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # see Cargo.toml. The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci
 
-.PHONY: all build demo demo-cameras test test-tensorrt deps python onnxruntime install uninstall demo-assets clean
+.PHONY: all build demo demo-cameras test aarch64-deps test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
 all: build
 
@@ -70,7 +70,7 @@ demo-cameras: build onnxruntime
 # builds with the `ci` profile and the dev-dependencies' features, so the dependencies
 # are built once (in the first step) and every later step builds only our crate and
 # the few crates its feature adds.
-test: deps python onnxruntime
+test: deps aarch64-deps python onnxruntime
 	# The quick checks first, so that they fail in seconds rather than after the builds.
 	scripts/ci/verify_unit.sh
 	$(PYTHON) scripts/ci/test_ci_scripts.py
@@ -78,7 +78,10 @@ test: deps python onnxruntime
 	$(PYTHON) scripts/ci/import_cycles.py
 	# Files of one job: a src/ file over 700 non-test lines fails (issue 32).
 	$(PYTHON) scripts/ci/line_limit.py
-	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 $(CARGO) test --profile $(TEST_PROFILE) --locked --no-fail-fast --features fault-injection
+	# Every test of the default build: the unit tests, the integration tests (one crate,
+	# tests/integration.rs) and the binaries of their own; each test in a process of its
+	# own, two at a time, the pipeline tests one at a time (.config/nextest.toml).
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 scripts/ci/run_tests.sh --profile $(TEST_PROFILE) --features fault-injection
 	# The frame ring's hand-over protocol under the loom model checker (builds loom's crates and sealcheck only).
 	$(CARGO) test --profile $(TEST_PROFILE) --locked --features loom --lib ring::loom_model
 	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
@@ -86,6 +89,21 @@ test: deps python onnxruntime
 	# needs no libnvinfer: it is loaded at run time). GPU tests print SKIPPED here.
 	PROFILE=$(TEST_PROFILE) PYTHON=$(CURDIR)/$(PY) CUDA_BUILD_ONLY=1 scripts/ci/ci_cuda_build.sh
 	PROFILE=$(TEST_PROFILE) scripts/ci/ci_tensorrt_check.sh
+	# The Jetson's architecture: the whole crate type-checked for aarch64 with every
+	# hardware feature (Debian's cross toolchain: `make aarch64-deps`).
+	scripts/ci/aarch64_check.sh
+
+# Debian's Rust with the aarch64 standard library and the cross compilers, for
+# scripts/ci/aarch64_check.sh (`make test`; it says why no arm64 GStreamer packages).
+AARCH64_PKGS := rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
+                g++-aarch64-linux-gnu
+aarch64-deps:
+	@if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! [ -x /usr/bin/cargo ] \
+	   || ! ls -d /usr/lib/rustlib/aarch64-unknown-linux-gnu/lib >/dev/null 2>&1; then \
+	  echo "Installing the aarch64 toolchain: $(AARCH64_PKGS)"; \
+	  $(SUDO) dpkg --add-architecture arm64 && $(SUDO) apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(AARCH64_PKGS); \
+	fi
 
 # TensorRT tests, on a machine with TensorRT and an NVIDIA GPU (a Jetson).
 test-tensorrt: deps python onnxruntime

@@ -9,7 +9,7 @@
 //! sealcheck run ([status], [mqtt], [archive]) --/metrics--> test <-- names in the rules
 //! ```
 
-mod common;
+use crate::common;
 
 use common::http::get;
 use common::{Sealcheck, repo};

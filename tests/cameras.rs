@@ -9,10 +9,9 @@
 //! camera c, d ...   ─ring─┘
 //! ```
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::rtsp::RtspCamera;
@@ -22,20 +21,6 @@ use sealcheck::decision::decide;
 use sealcheck::frame::{FrameMeta, FrameSlot, FrameWork};
 use sealcheck::infer::{self, BatchBuffers, infer_batch, infer_frame};
 use sealcheck::preprocess::cpu_preprocessor;
-
-/// One `sealcheck run` at a time: each runs inference on every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Not a test of its own: the RTSP camera of `one_camera_lost_...` (see
-/// `common::rtsp`).
-#[test]
-fn rtsp_camera_process() {
-    common::rtsp::serve_when_asked();
-}
 
 /// Clip frames `first..first + count`, renumbered from 0, into `dir/name/`:
 /// an image-sequence camera of its own.
@@ -136,7 +121,7 @@ fn assert_same_verdicts(
 
 #[test]
 fn two_cameras_each_get_their_frames_judged_as_a_single_camera_would() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (
         clip_part(dir.path(), "a", 0, 14),
@@ -175,7 +160,7 @@ fn two_cameras_each_get_their_frames_judged_as_a_single_camera_would() {
 
 #[test]
 fn four_cameras_judged_in_batches_match_batch_one_and_keep_their_own_thresholds() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let parts = [("a", 40), ("b", 80), ("c", 120), ("d", 0)];
     let frames = 10;
@@ -234,7 +219,7 @@ fn four_cameras_judged_in_batches_match_batch_one_and_keep_their_own_thresholds(
 
 #[test]
 fn a_batch_of_n_gives_every_frame_its_batch_one_result() {
-    let _serial = serial();
+    let _serial = common::serial();
     let mut backends = vec![BackendChoice::Tract];
     if common::ort_library().is_some() {
         backends.push(BackendChoice::OnnxRuntime);
@@ -343,7 +328,7 @@ fn a_batch_of_n_gives_every_frame_its_batch_one_result() {
 
 #[test]
 fn one_camera_lost_for_seconds_costs_the_other_camera_nothing() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let camera = RtspCamera::start_at(port, 5);

@@ -9,7 +9,7 @@
 //!   \--chromium: a tile per camera, the lost one's alarm, one camera's present view
 //! ```
 
-mod common;
+use crate::common;
 
 use common::http::get;
 use common::status_page::{
@@ -27,13 +27,6 @@ use std::time::Instant;
 
 #[cfg(feature = "fault-injection")]
 use sealcheck::archive::sha256_hex;
-
-/// One pipeline at a time: each uses every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// `/api/status`'s camera called `name`.
 fn camera<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
@@ -107,7 +100,7 @@ fn two_cameras_are_counted_apart_in_api_status_and_metrics_and_archived_in_their
 #[cfg(feature = "fault-injection")]
 #[test]
 fn two_cameras_are_counted_apart_in_api_status_and_metrics_and_archived_in_their_own_folders() {
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::clip_prefix(dir, "clip", 20);
@@ -371,7 +364,7 @@ fn camera_that_never_comes(dir: &Path) -> String {
 #[test]
 fn the_page_shows_a_tile_per_camera_and_names_the_lost_one_while_the_other_inspects() {
     let Some(chromium) = chromium() else { return };
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let cameras = format!(

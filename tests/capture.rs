@@ -2,7 +2,7 @@
 //! survive padded rows, the drop policy loses nothing, and a source that cannot
 //! work fails at start with an error naming it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

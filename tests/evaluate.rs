@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{labelled_clip_prefix, repo};
 
 const FRAMES: usize = 24;

@@ -17,7 +17,7 @@
 //! nothing otherwise). Every wait is bounded; the tests share no simulator and
 //! run in parallel.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -332,6 +332,15 @@ fn sealcheck_cameras_lists_the_simulator_with_its_settings() {
 // ---------------------------------------------------------------------------
 // In-process: the capture's frames themselves, inside the namespace
 
+/// The name the test harness knows `test` of this module by: its path in the
+/// test crate (`genicam::inner_line_trigger`), the crate's own name left out.
+fn test_path(test: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_crate, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    }
+}
+
 /// Re-runs this binary's test `inner` inside `ns`; it fails when the inner one
 /// fails. Returns what it printed.
 fn run_inside(ns: &Netns, inner: &str) -> String {
@@ -339,7 +348,7 @@ fn run_inside(ns: &Netns, inner: &str) -> String {
         .command("timeout")
         .arg("120")
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", inner, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_path(inner), "--nocapture", "--test-threads=1"])
         .env(INNER_ENV, inner)
         .output()
         .unwrap();

@@ -7,7 +7,7 @@
 //! ONNX Runtime: found the way the service finds it (`make test` sets
 //! ORT_DYLIB_PATH to .ort/lib); without it the ONNX Runtime tests print SKIPPED.
 
-mod common;
+use crate::common;
 
 use common::repo;
 

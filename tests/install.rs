@@ -1,7 +1,7 @@
 //! `scripts/install.sh` into a staging root (DESTDIR), and `scripts/ci/verify_unit.sh` on the
 //! unit: what `make install`, `make uninstall` and `make test` rely on.
 
-mod common;
+use crate::common;
 
 use common::repo;
 

@@ -2,7 +2,7 @@
 //! stream `JOURNAL_STREAM` names (systemd's `device:inode`), and not when
 //! stderr went elsewhere and only the variable was inherited.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

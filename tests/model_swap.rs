@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use sealcheck::model_id::model_id;
 
-mod common;
+use crate::common;
 use common::{Sealcheck, labelled_clip_prefix, repo};
 
 /// `[inference]` of the host-path run (ONNX Runtime CPU).

@@ -9,7 +9,7 @@
 //!
 //! Every wait is bounded; nothing talks to any address but loopback.
 
-mod common;
+use crate::common;
 
 use common::mqtt::{Broker, Subscriber, TOPIC, wait_until};
 use common::{Sealcheck, free_port, repo};
@@ -17,19 +17,10 @@ use common::{Sealcheck, free_port, repo};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Never printed by sealcheck: every test that uses it greps all output for it.
 const PASSWORD: &str = "pw-Zq81-never-printed";
-
-/// One sealcheck run at a time: each uses every core, and the timing checks
-/// here mean little with another pipeline competing.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
@@ -201,7 +192,7 @@ fn ms_after(a: SystemTime, b: SystemTime) -> f64 {
 
 #[test]
 fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -267,7 +258,7 @@ fn demo_clip_one_schema_valid_message_per_frame_matching_the_results_file() {
 
 #[test]
 fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let mut broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -356,7 +347,7 @@ fn broker_killed_mid_run_and_back_3s_later_nothing_arrives_after_its_deadline() 
 #[cfg(feature = "fault-injection")]
 #[test]
 fn late_fails_reach_the_line_at_the_deadline_and_late_results_stay_in_the_file() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -436,7 +427,7 @@ fn run_with_mqtt_trouble(dir: &Path, mqtt: &str, frames: u32) -> String {
 
 #[test]
 fn broker_trouble_is_explained_inspection_goes_on_and_the_password_never_shows() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let passwd = dir.path().join("passwd");
     std::fs::write(&passwd, "").unwrap();
@@ -601,7 +592,7 @@ fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -651,7 +642,7 @@ fn dropped_frames_each_get_one_not_inspected_verdict_on_the_line() {
 
 #[test]
 fn a_killed_inspector_is_offline_by_its_last_will() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -817,7 +808,7 @@ impl TestPki {
 
 #[test]
 fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::make(dir.path(), "plant", "localhost");
     let rogue = TestPki::make(dir.path(), "rogue", "localhost");
@@ -893,7 +884,7 @@ fn tls_broker_gets_every_verdict_and_a_wrong_authority_or_host_name_is_explained
 /// `require_certificate`), as plants with strict network rules run them.
 #[test]
 fn mutual_tls_broker_takes_our_certificate_and_refusals_say_what_to_set() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::make(dir.path(), "plant", "localhost");
     let rogue = TestPki::make(dir.path(), "rogue", "localhost");
@@ -1060,7 +1051,7 @@ fn bench_mqtt_latency_leaves_out_a_slow_warm_up() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn bench_mqtt_latency_leaves_out_a_slow_warm_up() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let config = bench_config(dir.path(), &broker);
@@ -1117,7 +1108,7 @@ fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped(
 #[cfg(feature = "fault-injection")]
 #[test]
 fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let config = bench_config(dir.path(), &broker);
@@ -1220,7 +1211,7 @@ fn bench_rate_is_never_exceeded_and_frames_the_pipeline_cannot_take_are_dropped(
 
 #[test]
 fn each_camera_publishes_to_its_own_topic_in_its_own_part_order() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);

@@ -7,24 +7,16 @@
 //! test threads ──POST /api/trigger?part_id=N──▶ sealcheck run (videotestsrc live) ──▶ answer + results.jsonl
 //! ```
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::http::request;
 use common::status_page::{start, status_config};
 use common::{Sealcheck, result_lines};
-
-/// One pipeline at a time: each uses every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A live 320x240 test camera at `fps`.
 fn camera(fps: u32) -> String {
@@ -107,7 +99,7 @@ fn part_ids(lines: &[serde_json::Value]) -> Vec<u64> {
 
 #[test]
 fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let (fps, delay_ms) = (30u32, 20.0);
     let (service, addr) = start_station(dir.path(), fps, "delay_ms = 20\n");
@@ -172,7 +164,7 @@ fn each_trigger_gets_one_result_of_the_first_frame_after_its_moment() {
 
 #[test]
 fn triggers_without_a_frame_fail_no_frame_in_time_and_a_second_trigger_on_one_frame_overruns() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     // A camera at 2 frames/s that a part waits 150 ms for: a trigger far
     // from the next frame gets `no_frame` (a frozen or lost camera looks

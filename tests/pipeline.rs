@@ -1,7 +1,7 @@
 //! The whole pipeline, camera to decision, on the demo clip and on bad input.
 //! Every delivered frame gets exactly one result line, in order.
 
-mod common;
+use crate::common;
 
 use common::repo;
 

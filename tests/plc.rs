@@ -15,12 +15,12 @@
 //!
 //! Every wait is bounded; nothing talks to any address but loopback.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -28,13 +28,6 @@ use common::mqtt::{Broker, Subscriber, TOPIC};
 use common::plc::{Plc, PlcResult, TriggerRefused};
 use common::rtsp::RtspCamera;
 use common::{Sealcheck, free_port, repo, result_lines};
-
-/// One pipeline at a time: each uses every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 const FPS: u32 = 30;
 
@@ -197,7 +190,7 @@ fn take_results(addr: SocketAddr, unit: u8, count: usize, quiet: Duration) -> Ve
 
 #[test]
 fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everywhere() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let broker = Broker::start(dir.path(), "allow_anonymous true");
     let subscriber = Subscriber::start(broker.port, None);
@@ -290,13 +283,6 @@ fn a_plc_runs_200_parts_at_20_per_second_and_each_is_judged_once_in_order_everyw
     assert_eq!(mqtt_ids, file_ids, "MQTT verdicts");
 }
 
-/// The RTSP camera of `triggers_while_the_camera_hangs_...` (`common::rtsp`):
-/// a no-op unless this binary is re-run as that camera.
-#[test]
-fn rtsp_camera_process() {
-    common::rtsp::serve_when_asked();
-}
-
 /// ReasonCode `no_frame`; ErrorCode "refused: offline" (docs/INTEGRATION.md).
 const NO_FRAME: u16 = 7;
 const OFFLINE: u16 = 2;
@@ -311,7 +297,7 @@ const OFFLINE: u16 = 2;
 /// in the results file.
 #[test]
 fn triggers_while_the_camera_hangs_fail_no_frame_in_time_or_are_refused_and_none_is_lost() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let rtsp_port = free_port();
     let camera = RtspCamera::start(rtsp_port);
@@ -473,7 +459,7 @@ const BY_CAMERA: u16 = 5;
 /// same ids, each its frame's `seq` + 1.
 #[test]
 fn a_camera_triggered_on_its_input_line_numbers_the_parts_the_plc_reads() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = write_config(
@@ -525,7 +511,7 @@ fn a_camera_triggered_on_its_input_line_numbers_the_parts_the_plc_reads() {
 
 #[test]
 fn a_flood_of_triggers_gets_one_result_per_accepted_trigger_and_the_server_stays_up() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = write_config(
@@ -581,7 +567,7 @@ fn a_flood_of_triggers_gets_one_result_per_accepted_trigger_and_the_server_stays
 
 #[test]
 fn two_cameras_are_units_1_and_2_and_keep_their_parts_apart() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let cameras = format!(

@@ -3,7 +3,7 @@
 //! simulator (tests/common/plc.rs) on loopback. No camera: the frame path is
 //! not part of this; tests/plc.rs runs the whole line.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};

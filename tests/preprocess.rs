@@ -5,7 +5,7 @@
 //! Run with `cargo test --release --test preprocess -- --nocapture` to see the
 //! timing of a 1280x720 frame and which Python checks ran.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

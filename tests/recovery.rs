@@ -15,14 +15,14 @@
 //! it is what a camera going away is: its sockets close. Everything listens on
 //! loopback only, and every wait is bounded.
 
-mod common;
+use crate::common;
 
 use common::rtsp::RtspCamera;
 use common::{FakeSystemd, Sealcheck, free_port, repo, result_lines as lines_of};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Pings every 200 ms: systemd would kill a service silent for 400 ms.
@@ -31,25 +31,8 @@ const WATCHDOG: Duration = Duration::from_micros(WATCHDOG_USEC);
 /// Loading the models with tract and starting the pipeline, on a slow machine.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// One `sealcheck run` at a time: each runs inference on every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 // ---------------------------------------------------------------------------
 // The RTSP camera
-
-/// Not a test of its own: when `SEALCHECK_TEST_RTSP_PORT` is set, this process
-/// is the RTSP camera of another test (`RtspCamera`) and serves until killed.
-/// Run plainly, it returns at once.
-#[test]
-fn rtsp_camera_process() {
-    common::rtsp::serve_when_asked();
-}
 
 // ---------------------------------------------------------------------------
 // systemd and the service
@@ -197,7 +180,7 @@ fn feed_30_frames_then_freeze(
 
 #[test]
 fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let port = free_port();
@@ -291,7 +274,7 @@ fn rtsp_camera_gone_for_4_s_costs_frames_not_the_process() {
 
 #[test]
 fn camera_missing_at_start_is_waited_for_after_ready() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let port = free_port();
@@ -338,7 +321,7 @@ fn camera_missing_at_start_is_waited_for_after_ready() {
 
 #[test]
 fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let before = dir.path().join("before.jsonl");
@@ -413,7 +396,7 @@ fn results_file_unwritable_for_a_while_costs_lines_not_inspection() {
 #[test]
 fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
     use std::io::Write;
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let systemd = FakeSystemd::bind(dir.path());
@@ -482,7 +465,7 @@ fn frozen_camera_is_rebuilt_within_its_frame_timeout_and_results_resume() {
 /// /healthz name the source; SIGTERM still ends the process in time.
 #[test]
 fn source_blocked_in_a_read_is_abandoned_rebuilt_then_stops_the_watchdog_and_sigterm_still_exits() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let fifo = dir.path().join("camera.fifo");

@@ -8,14 +8,13 @@
 //! Each test writes its own config into a temporary folder: the test pattern source (or the
 //! demo clip, which has real seals), the demo models on tract, results in the folder.
 
-mod common;
+use crate::common;
 
 use common::{FakeSystemd, Sealcheck, repo};
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Pings every 200 ms: systemd would kill a service silent for 400 ms.
@@ -23,16 +22,6 @@ const WATCHDOG_USEC: u64 = 400_000;
 const WATCHDOG: Duration = Duration::from_micros(WATCHDOG_USEC);
 /// Loading models with tract and building the GStreamer pipeline, on a slow machine.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// One `sealcheck run` at a time: each runs inference on every core, and the watchdog
-/// timing these tests check is only meaningful without three other pipelines competing.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// `sealcheck run` supervised by `systemd` (the test double), with `env` added.
 fn start(config: &Path, systemd: &FakeSystemd, env: &[(&str, &str)]) -> Sealcheck {
@@ -151,7 +140,7 @@ fn reason(line: &serde_json::Value) -> &str {
 
 #[test]
 fn ready_watchdog_status_then_stopping_on_sigterm_with_every_frame_written() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::TestPattern, "0.5", 5.0);
@@ -225,7 +214,7 @@ fn ready_watchdog_status_then_stopping_on_sigterm_with_every_frame_written() {
 
 #[test]
 fn sighup_applies_a_new_threshold_and_rejects_a_broken_config() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::DemoClip, "0.5", 10.0);
@@ -334,7 +323,7 @@ fn sighup_applies_a_new_threshold_and_rejects_a_broken_config() {
 
 #[test]
 fn config_error_at_start_exits_78_and_says_why_on_stderr() {
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let systemd = FakeSystemd::bind(dir.path());
     let config = write_config(dir.path(), &Source::TestPattern, "1.5", 5.0);
@@ -384,7 +373,7 @@ fn start_with_fault(
 fn stalled_inference_stops_watchdog_pings_within_one_interval() {
     const STALL_AFTER: usize = 3;
     let stall_timeout = Duration::from_secs(1);
-    let _serial = serial();
+    let _serial = common::serial();
     let (dir, systemd, mut service, ready_at) = start_with_fault(
         &Source::TestPattern,
         stall_timeout,
@@ -450,7 +439,7 @@ fn stalled_inference_stops_watchdog_pings_within_one_interval() {
 fn engine_failing_every_frame_stops_watchdog_pings_and_each_frame_keeps_its_line() {
     const FAIL_FROM: usize = 3;
     let stall_timeout = Duration::from_secs(1);
-    let _serial = serial();
+    let _serial = common::serial();
     let (dir, systemd, mut service, ready_at) = start_with_fault(
         &Source::Camera,
         stall_timeout,
@@ -576,7 +565,7 @@ fn line_threads_get_their_priority_from_the_units_nice_limit_without_a_capabilit
         ));
         return;
     }
-    let _serial = serial();
+    let _serial = common::serial();
     let unit = fs::read_to_string(repo().join("systemd/sealcheck.service")).unwrap();
     assert!(
         unit.lines().any(|l| l == "CapabilityBoundingSet="),
@@ -739,7 +728,7 @@ fn signal_and_wait(
 #[test]
 fn sigint_ends_the_process_though_the_inference_thread_never_returns() {
     const DRAIN_S: u64 = 2;
-    let _serial = serial();
+    let _serial = common::serial();
     let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_STALL_INFER_AFTER", "3"));
     let (exit, took) = signal_and_wait(&mut service, "INT", Duration::from_secs(DRAIN_S + 5));
     assert_eq!(exit.code(), Some(0), "took {took:?}:\n{}", service.stderr());
@@ -761,7 +750,7 @@ fn sigint_ends_the_process_though_the_inference_thread_never_returns() {
 #[test]
 fn sigterm_ends_the_process_though_its_shutdown_hangs() {
     const DRAIN_S: u64 = 1;
-    let _serial = serial();
+    let _serial = common::serial();
     let (_dir, mut service) = start_for_stop(DRAIN_S, ("SEALCHECK_FAULT_HANG_AFTER_STOP", "1"));
     let (exit, took) = signal_and_wait(&mut service, "TERM", Duration::from_secs(DRAIN_S + 5));
     assert_eq!(exit.code(), Some(1), "took {took:?}:\n{}", service.stderr());

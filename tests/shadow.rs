@@ -20,14 +20,13 @@
 //! swapped-class classifier is made with `python3 scripts/demo/swap_classes.py`
 //! (python with `onnx`: the repo's `.venv`).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,14 +34,6 @@ use serde_json::Value;
 use common::{Sealcheck, repo};
 use sealcheck::archive::sha256_hex;
 use sealcheck::model_id::model_id;
-
-/// One pipeline at a time: on a small machine two runs side by side would
-/// leave the shadow (nice 19) no spare capacity at all.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// How long one `sealcheck run` of a short clip may take.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
@@ -290,7 +281,7 @@ fn swapped_shadow_leaves_production_as_it_was_and_the_summary_counts_the_lines()
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let frames = 90;
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
@@ -424,7 +415,7 @@ fn int8_shadow_of_fp32_agrees() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let (frames, fps) = (40, 8);
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
@@ -515,7 +506,7 @@ fn a_corrupt_shadow_is_refused_and_production_runs_on() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let frames = 30;
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
@@ -694,7 +685,7 @@ fn every_third_frame_exactly_on_a_paced_source() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let (frames, fps) = (36, 10);
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
@@ -832,7 +823,7 @@ fn disagreements_are_archived_with_both_masks() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let frames = 30;
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", frames);
@@ -937,7 +928,7 @@ fn reload_adds_changes_and_removes_the_shadow() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 30);
     let swapped = common::swap_classes(&dir.path().join("cls_swapped.onnx"));
@@ -1096,7 +1087,7 @@ fn removing_the_shadow_on_reload_fails_no_frame_already_handed_over() {
     let Some(_) = common::ort_library() else {
         return;
     };
-    let _serial = serial();
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let clip = common::clip_prefix(dir.path(), "clip", 30);
     let source = paced(&clip, 30, 20).replace(" stop-index=29", " stop-index=29 loop=true");

@@ -8,7 +8,7 @@
 //!   \--promtool, chromium (child processes, bounded in time)
 //! ```
 
-mod common;
+use crate::common;
 
 use common::http::get;
 #[cfg(feature = "fault-injection")]
@@ -29,13 +29,6 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "fault-injection")]
 use sealcheck::archive::sha256_hex;
-
-/// One pipeline at a time: each uses every core.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A config in `dir` with `source` (the `[source]` body) and `sections`.
 fn write_config(dir: &Path, source: &str, sections: &str, stall_timeout_s: f64) -> PathBuf {
@@ -98,7 +91,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
 #[test]
 fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_file() {
     const RESULTS: usize = 24;
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     common::clip_prefix(dir, "clip", 30);
@@ -300,7 +293,7 @@ fn demo_clip_prefix_archives_every_failed_frame_and_metrics_match_the_results_fi
 /// not fit is counted as dropped.
 #[test]
 fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let archive = dir.join("archive");
@@ -389,7 +382,7 @@ fn archive_stays_under_max_mib_with_a_live_source_oldest_hours_first() {
 #[test]
 fn status_page_writes_out_why_the_line_is_not_ok() {
     let Some(chromium) = chromium() else { return };
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let source = &(common::test_camera("smpte", 10) + "live = true");
     let config = write_config(tmp.path(), source, "", 1.0);
@@ -431,7 +424,7 @@ fn status_page_writes_out_why_the_line_is_not_ok() {
 #[test]
 fn status_page_in_headless_chromium_shows_the_counters_of_api_status() {
     let Some(chromium) = chromium() else { return };
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let config = write_config(
@@ -702,7 +695,7 @@ fn shown_as(text: &str, value: Option<f64>, decimals: i32) -> bool {
 #[test]
 fn status_page_shows_the_shadow_panel_with_the_flips_of_api_status() {
     let Some(chromium) = chromium() else { return };
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let swapped = dir.join("cls_swapped.onnx");
@@ -871,7 +864,7 @@ fn status_page_shows_the_shadow_panel_with_the_flips_of_api_status() {
 /// the section.
 #[test]
 fn archive_settings_apply_on_reload() {
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let source = &(common::test_camera("ball", 10) + "overflow = \"drop\"");
@@ -951,7 +944,7 @@ fn archive_settings_apply_on_reload() {
 /// limits the stalled connection stays open and the read below times out.
 #[test]
 fn slow_or_idle_clients_are_cut_off_and_others_still_served() {
-    let _serial = serial();
+    let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let config = write_config(

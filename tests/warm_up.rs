@@ -3,7 +3,7 @@
 //! first runs being real frames). How much faster the first frames are is
 //! measured in docs/PERFORMANCE.md ("First frames of a run"), not here.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

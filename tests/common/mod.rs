@@ -1,8 +1,10 @@
-//! Helpers shared by integration tests (`mod common;` in each that needs them).
+//! Helpers shared by the integration tests (`tests/integration.rs`; `mod common;` in the
+//! test binaries of their own).
 // Each test crate uses only some of them.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 mod child;
 pub mod genicam;
@@ -13,6 +15,19 @@ pub mod rtsp;
 pub mod status_page;
 #[allow(unused_imports)] // not every test crate starts sealcheck
 pub use child::{FakeSystemd, Sealcheck};
+
+/// One pipeline at a time in this process: each `sealcheck run` uses every core, and
+/// the timing checks (the shadow's share of frames, the watchdog, deadlines, a part's
+/// frame within its interval) mean little with another pipeline competing. A test that
+/// starts one holds this guard for its whole length.
+///
+/// One lock for every file of `tests/integration.rs`, so that `cargo test --test
+/// integration` keeps the rule; `make test` runs each test in a process of its own
+/// (cargo-nextest), where the `pipeline` test group of `.config/nextest.toml` keeps it.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The source tree: the current folder when it is one (a test binary carried
 /// to a GPU machine runs from a copy there), `SEALCHECK_REPO` when set, else

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 /// When `SEALCHECK_TEST_RTSP_PORT` is set, this process is the RTSP camera of
 /// another test (`RtspCamera`) and serves until killed; otherwise it returns
-/// at once. Each test binary that uses `RtspCamera` calls it from a test named
-/// `rtsp_camera_process`, which `RtspCamera::start` re-runs.
+/// at once. tests/integration.rs calls it from its test `rtsp_camera_process`, which
+/// `RtspCamera::start` re-runs.
 pub fn serve_when_asked() {
     let Ok(port) = std::env::var("SEALCHECK_TEST_RTSP_PORT") else {
         return;
