@@ -143,6 +143,23 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
+    /// A table the file may leave out (`[mqtt]`, `[status]`, `[archive]`,
+    /// `[shadow]`, `[modbus]`), handed to `read` when it is there: `Some(None)`
+    /// when absent (off), `Some(Some(v))` when read, `None` when `read` found a
+    /// problem (recorded). Absent, the key still counts as read (an allowed key).
+    pub fn optional<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&Section<'t, 'i>) -> Option<T>,
+    ) -> Option<Option<T>> {
+        let present = self.has(key);
+        let section = self.section(key);
+        if !present {
+            return Some(None);
+        }
+        read(&section).map(Some)
+    }
+
     fn missing(&self, key: &str, what: &str) {
         let where_ = if self.name.is_empty() {
             String::new()

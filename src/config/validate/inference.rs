@@ -6,9 +6,21 @@ use std::time::Duration;
 use super::files::Files;
 use crate::config::raw::Section;
 use crate::config::types::{
-    ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, EnginePrecision, GraphOptimization,
-    InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig,
+    ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, DEFAULT_BATCH_CAP, EnginePrecision,
+    GraphOptimization, InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig,
 };
+
+/// `max_batch` not given (read as 0): one frame per camera, up to
+/// `DEFAULT_BATCH_CAP`, once the cameras are read (`None`: they had a problem).
+pub(super) fn with_default_batch(
+    mut inference: InferenceConfig,
+    cameras: Option<usize>,
+) -> InferenceConfig {
+    if inference.max_batch == 0 {
+        inference.max_batch = cameras.unwrap_or(1).clamp(1, DEFAULT_BATCH_CAP);
+    }
+    inference
+}
 
 pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
     const BACKENDS: [BackendChoice; 4] = [
