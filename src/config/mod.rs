@@ -16,8 +16,9 @@
 //! 1. its field, with a doc comment, in the section's type: `types` (`[trigger]`
 //!    and `[modbus]`: `parts`; a `kind = "genicam"` source: `genicam`);
 //! 2. its reader, `validate/<section>.rs`: one read before `s.finish()`
-//!    (`Section::int_in`, `choice`, `str_or`, ...: each records its own problems),
-//!    and the field where that reader builds the section;
+//!    (`Section::int_in`, `choice`, `str_or`, ...: each records its own problems;
+//!    a key read only when given asks `Section::given`, so it stays an allowed
+//!    key), and the field where that reader builds the section;
 //! 3. the template, `config/sealcheck.toml`: the key, set or commented out, and
 //!    what it does. `tests/config.rs`
 //!    (`the_template_names_every_key_the_config_reads_and_no_other`) fails

@@ -116,6 +116,13 @@ impl<'t, 'i> Section<'t, 'i> {
         self.table.is_some_and(|t| t.contains_key(key))
     }
 
+    /// Whether the file has `key`, which counts as read either way: for a key
+    /// read only when given, so that it is still among the allowed keys that
+    /// an unknown key's message lists.
+    pub fn given(&self, key: &str) -> bool {
+        self.value(key).is_some()
+    }
+
     /// A sub-table; a missing one reads as empty (its keys then take defaults or
     /// report themselves missing).
     pub fn section(&self, key: &str) -> Section<'t, 'i> {

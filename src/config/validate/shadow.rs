@@ -25,7 +25,7 @@ pub(super) fn read_shadow(
     };
     let segmentation = model("segmentation", "the shadow's segmentation model (.onnx)");
     let classifier = model("classifier", "the shadow's classifier model (.onnx)");
-    let backend = s.has("backend").then(|| {
+    let backend = s.given("backend").then(|| {
         s.choice(
             "backend",
             &["auto", "tensorrt", "onnxruntime", "tract"],
@@ -40,11 +40,11 @@ pub(super) fn read_shadow(
             ][i]
         })
     });
-    let device = s.has("device").then(|| {
+    let device = s.given("device").then(|| {
         s.choice("device", &["cpu", "cuda"], None)
             .map(|i| [ComputeDevice::Cpu, ComputeDevice::Cuda][i])
     });
-    let precision = s.has("precision").then(|| {
+    let precision = s.given("precision").then(|| {
         s.choice("precision", &["fp32", "fp16", "int8"], None)
             .map(|i| {
                 [
