@@ -797,3 +797,283 @@ fn trigger_mode_camera_takes_modbus_but_no_http_trigger() {
     let mode = problems.iter().find(|p| p.key == "trigger.mode").unwrap();
     assert!(mode.message.contains("\"camera\""), "{}", mode.message);
 }
+
+// The template names every key the config reads, and the config reads every
+// key the template names (issue 36). A key is named as `key = value`: on a line
+// of its own, set or commented out, under its table's header (set or commented
+// out), or on a source kind's line under [source] (`# csi: sensor_id = 0, ...`).
+// Which keys the config reads comes from the config itself: a key it did not
+// read is reported "unknown key ...; allowed keys: <the keys it read>".
+
+/// A key the template names.
+struct TemplateKey {
+    /// Dotted table, e.g. `inference.tensorrt`.
+    table: String,
+    key: String,
+    /// `key = value`, TOML.
+    text: String,
+    /// The kind whose line names it (`# csi: sensor_id = 0`), if any.
+    kind: Option<String>,
+    /// 1-based line of the template.
+    line: usize,
+}
+
+const PROBE: &str = "zz_template_probe";
+
+/// `[a.b]`, set or commented out: `a.b`.
+fn template_header(body: &str) -> Option<String> {
+    let name = body.strip_prefix('[')?.strip_suffix(']')?;
+    let dotted = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    dotted.then(|| name.to_string())
+}
+
+/// The `key = value` pairs of prose such as `sensor_id = 0, width = 1920 (a mode)`.
+fn prose_assignments(mut rest: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    while let Some(at) = rest.find(" = ") {
+        let key_start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let key = &rest[key_start..at];
+        let after = &rest[at + 3..];
+        let len = match after.strip_prefix('"') {
+            Some(quoted) => quoted.find('"').map_or(after.len(), |end| end + 2),
+            None => after
+                .find(|c: char| c.is_whitespace() || matches!(c, ',' | '`' | ')'))
+                .unwrap_or(after.len()),
+        };
+        if key.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            found.push((key.to_string(), after[..len].to_string()));
+        }
+        rest = &after[len..];
+    }
+    found
+}
+
+/// Every table (with its line) and every key the template names.
+fn read_template(text: &str, kinds: &[String]) -> (Vec<(String, usize)>, Vec<TemplateKey>) {
+    let (mut tables, mut keys) = (Vec::new(), Vec::new());
+    let mut table = String::new();
+    // A kind's line goes on in the comment lines indented under its values.
+    let mut kind: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let body = raw.trim_start().strip_prefix('#');
+        let continues = body.is_some_and(|b| b.starts_with("    "));
+        if !continues {
+            kind = None;
+        }
+        let body = body.unwrap_or(raw).trim();
+        if let Some(name) = template_header(body) {
+            table = name;
+            tables.push((table.clone(), line));
+            continue;
+        }
+        let mut push = |key: String, text: String, kind: Option<String>| {
+            keys.push(TemplateKey {
+                table: table.clone(),
+                key,
+                text,
+                kind,
+                line,
+            })
+        };
+        let in_source = table == "source" || table.starts_with("cameras.");
+        let kind_line = body.split_once(':').and_then(|(label, rest)| {
+            let label = label.strip_suffix(" only").unwrap_or(label);
+            kinds
+                .iter()
+                .find(|k| *k == label)
+                .map(|k| (k.clone(), rest))
+        });
+        let prose = match (kind.is_some(), kind_line) {
+            (true, _) => Some(body),
+            (false, Some((name, rest))) if in_source => {
+                kind = Some(name);
+                Some(rest)
+            }
+            _ => None,
+        };
+        if let Some(prose) = prose {
+            for (key, value) in prose_assignments(prose) {
+                push(key.clone(), format!("{key} = {value}"), kind.clone());
+            }
+        } else if let Ok(pair) = body.parse::<toml::Table>()
+            && pair.len() == 1
+            && !pair.values().any(toml::Value::is_table)
+        {
+            let key = pair.keys().next().unwrap().clone();
+            push(key, body.to_string(), None);
+        }
+    }
+    (tables, keys)
+}
+
+/// The unknown-key problems of a probe document: `(key, allowed keys)`.
+fn unknown_keys(doc: &str) -> Vec<(String, Vec<String>)> {
+    let problems = match config::parse(doc, &repo().join("config/probe.toml")) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.problems().to_vec(),
+    };
+    problems
+        .into_iter()
+        .filter_map(|p| {
+            let (_, allowed) = p.message.split_once("allowed keys: ")?;
+            p.message.starts_with("unknown key").then(|| {
+                let allowed = allowed.split(", ").map(str::to_string).collect();
+                (p.key, allowed)
+            })
+        })
+        .collect()
+}
+
+/// The table whose keys the template names for `table`: a camera's are
+/// [source]'s, its `decision` sub-table's are [decision]'s.
+fn template_table(table: &str) -> String {
+    match table.strip_prefix("cameras.") {
+        Some(camera) => match camera.split_once('.') {
+            Some((_, sub)) => sub.to_string(),
+            None => "source".to_string(),
+        },
+        None => table.to_string(),
+    }
+}
+
+fn key_path(table: &str, key: &str) -> String {
+    if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
+    }
+}
+
+#[test]
+fn the_template_names_every_key_the_config_reads_and_no_other() {
+    let text = std::fs::read_to_string(repo().join("config/sealcheck.toml")).unwrap();
+    // The source kinds, as the config lists them for a kind it does not know.
+    let kinds: Vec<String> = config::parse("[source]\nkind = \"zz\"\n", &repo())
+        .unwrap_err()
+        .problems()
+        .iter()
+        .find(|p| p.key == "source.kind")
+        .and_then(|p| p.message.split_once("use one of "))
+        .map(|(_, list)| list.split(", ").map(|k| k.trim_matches('"').to_string()))
+        .expect("the kinds a [source] may be")
+        .collect();
+    let (tables, keys) = read_template(&text, &kinds);
+    assert!(keys.len() > 100 && tables.len() > 15, "{} keys", keys.len());
+
+    // The names the template gives each table: its keys and its sub-tables.
+    let mut names: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for k in &keys {
+        names
+            .entry(template_table(&k.table))
+            .or_default()
+            .insert(k.key.clone());
+    }
+    for (table, _) in &tables {
+        let mut parent = String::new();
+        for name in table.split('.') {
+            names
+                .entry(template_table(&parent))
+                .or_default()
+                .insert(name.to_string());
+            parent = key_path(&parent, name);
+        }
+    }
+
+    // Probe documents: the template with every key set (cameras apart from
+    // [source], which they replace), and one [source] per kind with its line's
+    // keys; each table also holds PROBE, which the config reports with the
+    // keys it read.
+    let table_text = |table: &str, kind: Option<&str>| {
+        let mut body = format!("[{table}]\n");
+        if let Some(kind) = kind {
+            body += &format!("kind = \"{kind}\"\n");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for k in keys
+            .iter()
+            .filter(|k| k.table == table && k.kind.as_deref() == kind)
+        {
+            if seen.insert(&k.key) {
+                body += &k.text;
+                body.push('\n');
+            }
+        }
+        body + &format!("{PROBE} = 0\n")
+    };
+    let whole = |cameras: bool| {
+        let mut doc = format!("{PROBE} = 0\n");
+        for (table, _) in tables
+            .iter()
+            .filter(|(t, _)| t.starts_with("cameras.") == cameras)
+        {
+            doc += &table_text(table, None);
+        }
+        doc
+    };
+    let mut probes = vec![(whole(false), None), (whole(true), None)];
+    probes.extend(
+        kinds
+            .iter()
+            .map(|k| (table_text("source", Some(k.as_str())), Some(k.clone()))),
+    );
+
+    let mut wrong = Vec::new();
+    let mut read_tables = std::collections::BTreeSet::new();
+    for (doc, kind) in &probes {
+        for (key, allowed) in unknown_keys(doc) {
+            let Some(table) = key
+                .strip_suffix(&format!(".{PROBE}"))
+                .or_else(|| (key == PROBE).then_some(""))
+            else {
+                let line = keys
+                    .iter()
+                    .find(|k| key_path(&k.table, &k.key) == key && k.kind == *kind)
+                    .map_or(0, |k| k.line);
+                wrong.push(format!(
+                    "config/sealcheck.toml:{line}: `{key}`{} is not a key the config reads",
+                    kind.as_ref()
+                        .map_or(String::new(), |k| format!(" (kind = \"{k}\")"))
+                ));
+                continue;
+            };
+            read_tables.insert(table.to_string());
+            let named = names
+                .get(&template_table(table))
+                .cloned()
+                .unwrap_or_default();
+            for key in allowed {
+                let named_for_kind = match kind {
+                    Some(kind) => keys.iter().any(|k| {
+                        k.table == "source"
+                            && k.key == key
+                            && (k.kind.is_none() || k.kind.as_ref() == Some(kind))
+                    }),
+                    None => named.contains(&key),
+                };
+                if !named_for_kind {
+                    wrong.push(format!(
+                        "the config reads `{}`{}, which config/sealcheck.toml does not name",
+                        key_path(table, &key),
+                        kind.as_ref()
+                            .map_or(String::new(), |k| format!(" (kind = \"{k}\")"))
+                    ));
+                }
+            }
+        }
+    }
+    for (table, line) in &tables {
+        if !read_tables.contains(table) {
+            wrong.push(format!(
+                "config/sealcheck.toml:{line}: [{table}] is not a table the config reads"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -11,6 +11,22 @@
 //! - `model_files`: the FP16 and INT8 files beside a model;
 //! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
 //! - `image_sequence`: the numbered files of an image-sequence source.
+//!
+//! A key of an existing section is added in three places:
+//! 1. its field, with a doc comment, in the section's type: `types` (`[trigger]`
+//!    and `[modbus]`: `parts`; a `kind = "genicam"` source: `genicam`);
+//! 2. its reader, `validate/<section>.rs`: one read before `s.finish()`
+//!    (`Section::int_in`, `choice`, `str_or`, ...: each records its own problems;
+//!    a key read only when given asks `Section::given`, so it stays an allowed
+//!    key), and the field where that reader builds the section;
+//! 3. the template, `config/sealcheck.toml`: the key, set or commented out, and
+//!    what it does. `tests/config.rs`
+//!    (`the_template_names_every_key_the_config_reads_and_no_other`) fails
+//!    while the template and the readers disagree, either way.
+//!
+//! `raw` changes only for a kind of value no `Section` method reads yet. A new
+//! section also needs its `mod` line in `validate` and one read plus one field
+//! in `validate/document.rs`'s `read_config` (the one list of sections).
 
 mod camera_name;
 mod error;

@@ -116,6 +116,13 @@ impl<'t, 'i> Section<'t, 'i> {
         self.table.is_some_and(|t| t.contains_key(key))
     }
 
+    /// Whether the file has `key`, which counts as read either way: for a key
+    /// read only when given, so that it is still among the allowed keys that
+    /// an unknown key's message lists.
+    pub fn given(&self, key: &str) -> bool {
+        self.value(key).is_some()
+    }
+
     /// A sub-table; a missing one reads as empty (its keys then take defaults or
     /// report themselves missing).
     pub fn section(&self, key: &str) -> Section<'t, 'i> {
@@ -141,6 +148,23 @@ impl<'t, 'i> Section<'t, 'i> {
             used: RefCell::new(BTreeSet::new()),
             problems: self.problems,
         }
+    }
+
+    /// A table the file may leave out (`[mqtt]`, `[status]`, `[archive]`,
+    /// `[shadow]`, `[modbus]`), handed to `read` when it is there: `Some(None)`
+    /// when absent (off), `Some(Some(v))` when read, `None` when `read` found a
+    /// problem (recorded). Absent, the key still counts as read (an allowed key).
+    pub fn optional<T>(
+        &self,
+        key: &str,
+        read: impl FnOnce(&Section<'t, 'i>) -> Option<T>,
+    ) -> Option<Option<T>> {
+        let present = self.has(key);
+        let section = self.section(key);
+        if !present {
+            return Some(None);
+        }
+        read(&section).map(Some)
     }
 
     fn missing(&self, key: &str, what: &str) {

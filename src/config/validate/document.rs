@@ -2,6 +2,14 @@
 //! reader, and the typed `Config` assembled only when no section had a problem.
 //! Every path is resolved against the config file's folder and every file
 //! checked to exist.
+//!
+//! `read_config` is the one list of sections. Each reader reads its table on
+//! its own, records every problem it finds (`raw::Problems`) and returns
+//! `None` if it found one; a reader never stops another, so the operator sees
+//! every problem of the file at once. Only then is `Config` assembled, each
+//! field with `?`, as the readers assemble their own sections. A section the
+//! file may leave out (`[mqtt]`, `[status]`, ...) is read with
+//! `Section::optional`: `Some(None)` is off, `None` a problem.
 
 use std::path::Path;
 
@@ -11,18 +19,16 @@ use super::cameras::read_cameras;
 use super::decision::read_decision;
 use super::evaluate::read_evaluate;
 use super::files::Files;
-use super::inference::read_inference;
-use super::models::{fp16_model, read_classifier, read_segmentation};
+use super::inference::{read_inference, with_default_batch};
+use super::models::{precision_files, read_acceptance_images, read_classifier, read_segmentation};
 use super::mqtt::read_mqtt;
 use super::outputs::{read_archive, read_output, read_status};
-use super::parts::{read_modbus, read_trigger};
+use super::parts::read_parts;
 use super::service::{read_logging, read_service};
 use super::shadow::read_shadow;
 use crate::config::error::ConfigError;
 use crate::config::raw::{Problems, Section};
-use crate::config::types::{
-    ClassifierModel, Config, DEFAULT_BATCH_CAP, EnginePrecision, SegmentationModel,
-};
+use crate::config::types::Config;
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -54,115 +60,56 @@ pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
     };
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let root = Section::root(&doc, &problems);
-    let files = Files { base: &base };
+    let config = read_config(&root, &Files { base: &base }, path);
+    match config {
+        Some(config) if problems.is_empty() => Ok(config),
+        _ => Err(invalid(problems.into_vec())),
+    }
+}
 
+/// Every section, read in this order (problems at one place keep it), then
+/// the rules between sections, then the keys nobody read at the top level;
+/// `Config` is assembled last, `None` if any section had a problem.
+fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
     let decision = read_decision(&root.section("decision"), None);
-    let cameras = read_cameras(&root, &files, decision.as_ref());
-    let inference = read_inference(&root.section("inference"), &files);
+    let cameras = read_cameras(root, files, decision.as_ref());
+    let inference = read_inference(&root.section("inference"), files);
     let models = root.section("models");
-    let segmentation = read_segmentation(&models.section("segmentation"), &files);
-    let classifier = read_classifier(&models.section("classifier"), &files);
-    let acceptance_images = models.opt_str("acceptance_images").and_then(|dir| {
-        let dir = files.resolve(&dir);
-        if dir.is_dir() {
-            Some(dir)
-        } else {
-            models.problem("acceptance_images", format!("folder {} does not exist (relative paths resolve against the config file's folder); it holds labelled frames new models must pass on reload", dir.display()));
-            None
-        }
-    });
+    let segmentation = read_segmentation(&models.section("segmentation"), files);
+    let classifier = read_classifier(&models.section("classifier"), files);
+    let acceptance_images = read_acceptance_images(&models, files);
     models.finish();
-    let output = read_output(&root.section("output"), &files);
+    let output = read_output(&root.section("output"), files);
     let logging = read_logging(&root.section("logging"));
     let service = read_service(&root.section("service"));
     let evaluate = read_evaluate(&root.section("evaluate"));
-    let mqtt = root
-        .has("mqtt")
-        .then(|| read_mqtt(&root.section("mqtt"), &files));
-    let status = read_status(&root, "status");
-    let archive = read_archive(&root, "archive", &files);
-    let shadow = read_shadow(&root, "shadow", &files, inference.as_ref());
-    let trigger = read_trigger(&root.section("trigger"));
-    let modbus = read_modbus(&root, "modbus");
-    if let (Some(Some(_)), Some(t)) = (&modbus, &trigger)
-        && t.mode == crate::config::TriggerMode::Free
-    {
-        root.section("trigger").problem(
-            "mode",
-            "[modbus] serves a PLC its parts: set [trigger] mode = \"plc\" (the PLC triggers) or \"camera\" (the camera's input line triggers), or remove [modbus]",
-        );
-    }
-    let inference = inference.map(|mut inference| {
-        if inference.max_batch == 0 {
-            let cameras = cameras.as_ref().map_or(1, Vec::len);
-            inference.max_batch = cameras.clamp(1, DEFAULT_BATCH_CAP);
-        }
-        inference
-    });
-    let (segmentation, classifier) = match &inference {
-        Some(i) if i.precision == EnginePrecision::Fp16 => (
-            segmentation.and_then(|m| {
-                fp16_model(&models, "segmentation", m.path.clone())
-                    .map(|path| SegmentationModel { path, ..m })
-            }),
-            classifier.and_then(|m| {
-                fp16_model(&models, "classifier", m.path.clone())
-                    .map(|path| ClassifierModel { path, ..m })
-            }),
-        ),
-        _ => (segmentation, classifier),
-    };
+    let mqtt = root.optional("mqtt", |s| read_mqtt(s, files));
+    let status = root.optional("status", read_status);
+    let archive = root.optional("archive", |s| read_archive(s, files));
+    let shadow = root.optional("shadow", |s| read_shadow(s, files, inference.as_ref()));
+    let (trigger, modbus) = read_parts(root);
+    // Rules between sections: the batch follows the cameras, the precision picks the files.
+    let inference = inference.map(|i| with_default_batch(i, cameras.as_ref().map(Vec::len)));
+    let (segmentation, classifier) =
+        precision_files(&models, inference.as_ref(), segmentation, classifier);
     root.finish();
-
-    match (
-        cameras,
-        inference,
-        segmentation,
-        classifier,
-        decision,
-        output,
-        logging,
-        service,
-        evaluate,
-    ) {
-        (
-            Some(cameras),
-            Some(inference),
-            Some(segmentation),
-            Some(classifier),
-            Some(decision),
-            Some(output),
-            Some(logging),
-            Some(service),
-            Some(evaluate),
-        ) if problems.is_empty()
-            && !matches!(mqtt, Some(None))
-            && status.is_some()
-            && archive.is_some()
-            && shadow.is_some()
-            && trigger.is_some()
-            && modbus.is_some() =>
-        {
-            Ok(Config {
-                path: path.to_path_buf(),
-                cameras,
-                inference,
-                segmentation,
-                classifier,
-                decision,
-                output,
-                logging,
-                service,
-                evaluate,
-                acceptance_images,
-                mqtt: mqtt.flatten(),
-                status: status.flatten(),
-                archive: archive.flatten(),
-                shadow: shadow.flatten(),
-                trigger: trigger.unwrap_or_default(),
-                modbus: modbus.flatten(),
-            })
-        }
-        _ => Err(invalid(problems.into_vec())),
-    }
+    Some(Config {
+        path: path.to_path_buf(),
+        cameras: cameras?,
+        inference: inference?,
+        segmentation: segmentation?,
+        classifier: classifier?,
+        acceptance_images: acceptance_images?,
+        decision: decision?,
+        output: output?,
+        logging: logging?,
+        service: service?,
+        evaluate: evaluate?,
+        mqtt: mqtt?,
+        status: status?,
+        archive: archive?,
+        shadow: shadow?,
+        trigger: trigger?,
+        modbus: modbus?,
+    })
 }

@@ -6,9 +6,21 @@ use std::time::Duration;
 use super::files::Files;
 use crate::config::raw::Section;
 use crate::config::types::{
-    ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, EnginePrecision, GraphOptimization,
-    InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig,
+    ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, DEFAULT_BATCH_CAP, EnginePrecision,
+    GraphOptimization, InferenceConfig, MAX_BATCH, OnnxRuntimeConfig, TensorRtConfig,
 };
+
+/// `max_batch` not given (read as 0): one frame per camera, up to
+/// `DEFAULT_BATCH_CAP`, once the cameras are read (`None`: they had a problem).
+pub(super) fn with_default_batch(
+    mut inference: InferenceConfig,
+    cameras: Option<usize>,
+) -> InferenceConfig {
+    if inference.max_batch == 0 {
+        inference.max_batch = cameras.unwrap_or(1).clamp(1, DEFAULT_BATCH_CAP);
+    }
+    inference
+}
 
 pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConfig> {
     const BACKENDS: [BackendChoice; 4] = [
@@ -34,7 +46,7 @@ pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConf
     let threads = s.int_in("threads", 0..=256, Some(0));
     let frames_in_flight = s.int_in("frames_in_flight", 1..=2, Some(2));
     // 0: not given (one frame per camera, decided once the cameras are read).
-    let max_batch = if s.has("max_batch") {
+    let max_batch = if s.given("max_batch") {
         s.int_in("max_batch", 1..=MAX_BATCH as i64, None)
     } else {
         Some(0)
@@ -42,7 +54,7 @@ pub(super) fn read_inference(s: &Section, files: &Files) -> Option<InferenceConf
     let batch_wait_us = s.int_in("batch_wait_us", 0..=100_000, Some(0));
     // Not given: mapped on a GPU that shares the host's memory (decided
     // once the GPU is open).
-    let zero_copy = s.has("zero_copy").then(|| s.bool_or("zero_copy", false));
+    let zero_copy = s.given("zero_copy").then(|| s.bool_or("zero_copy", false));
     let precision = s
         .choice("precision", &["fp32", "fp16"], Some(0))
         .map(|i| [EnginePrecision::Fp32, EnginePrecision::Fp16][i]);

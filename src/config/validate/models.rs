@@ -1,15 +1,55 @@
 //! `[models]`: the segmentation and classifier sections (file, tensor
-//! names, normalisation), and the FP16 file `[inference] precision` runs.
+//! names, normalisation), `acceptance_images`, and the FP16 files
+//! `[inference] precision` runs.
 
 use std::path::PathBuf;
 
 use super::files::Files;
 use crate::config::model_files::fp16_sibling;
 use crate::config::raw::Section;
-use crate::config::types::{ClassifierModel, Normalization, SegmentationModel};
+use crate::config::types::{
+    ClassifierModel, EnginePrecision, InferenceConfig, Normalization, SegmentationModel,
+};
+
+/// `[models] acceptance_images`: `Some(None)` when absent (or not a string,
+/// recorded), `Some(Some(dir))` for a folder that exists, else a problem and `None`.
+pub(super) fn read_acceptance_images(models: &Section, files: &Files) -> Option<Option<PathBuf>> {
+    let Some(dir) = models.opt_str("acceptance_images") else {
+        return Some(None);
+    };
+    let dir = files.resolve(&dir);
+    if dir.is_dir() {
+        return Some(Some(dir));
+    }
+    models.problem("acceptance_images", format!("folder {} does not exist (relative paths resolve against the config file's folder); it holds labelled frames new models must pass on reload", dir.display()));
+    None
+}
+
+/// With `[inference] precision = "fp16"` the models judged are the FP16 files
+/// beside the named ones (each must exist); otherwise the named files.
+pub(super) fn precision_files(
+    models: &Section,
+    inference: Option<&InferenceConfig>,
+    segmentation: Option<SegmentationModel>,
+    classifier: Option<ClassifierModel>,
+) -> (Option<SegmentationModel>, Option<ClassifierModel>) {
+    match inference {
+        Some(i) if i.precision == EnginePrecision::Fp16 => (
+            segmentation.and_then(|m| {
+                fp16_model(models, "segmentation", m.path.clone())
+                    .map(|path| SegmentationModel { path, ..m })
+            }),
+            classifier.and_then(|m| {
+                fp16_model(models, "classifier", m.path.clone())
+                    .map(|path| ClassifierModel { path, ..m })
+            }),
+        ),
+        _ => (segmentation, classifier),
+    }
+}
 
 /// The FP16 file of a named model (`precision = "fp16"`), which must exist.
-pub(super) fn fp16_model(models: &Section, key: &str, fp32: PathBuf) -> Option<PathBuf> {
+fn fp16_model(models: &Section, key: &str, fp32: PathBuf) -> Option<PathBuf> {
     let fp16 = fp16_sibling(&fp32);
     if fp16.is_file() {
         return Some(fp16);

@@ -38,13 +38,8 @@ pub(super) fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
     }
 }
 
-/// `[status]`, absent = off: `Some(None)`; a problem: `None`.
-pub(super) fn read_status(root: &Section, key: &str) -> Option<Option<StatusConfig>> {
-    if !root.has(key) {
-        root.section(key);
-        return Some(None);
-    }
-    let s = root.section(key);
+/// `[status]` (read only when the file has it: absent = off).
+pub(super) fn read_status(s: &Section) -> Option<StatusConfig> {
     let listen = s.str_required(
         "listen",
         "the address and port to serve on, e.g. \"127.0.0.1:9750\" (loopback only)",
@@ -52,7 +47,7 @@ pub(super) fn read_status(root: &Section, key: &str) -> Option<Option<StatusConf
     s.finish();
     let listen = listen?;
     match listen.parse::<std::net::SocketAddr>() {
-        Ok(listen) => Some(Some(StatusConfig { listen })),
+        Ok(listen) => Some(StatusConfig { listen }),
         Err(_) => {
             s.problem(
                 "listen",
@@ -66,17 +61,8 @@ pub(super) fn read_status(root: &Section, key: &str) -> Option<Option<StatusConf
     }
 }
 
-/// `[archive]`, absent = off: `Some(None)`; a problem: `None`.
-pub(super) fn read_archive(
-    root: &Section,
-    key: &str,
-    files: &Files,
-) -> Option<Option<ArchiveConfig>> {
-    if !root.has(key) {
-        root.section(key);
-        return Some(None);
-    }
-    let s = root.section(key);
+/// `[archive]` (read only when the file has it: absent = off).
+pub(super) fn read_archive(s: &Section, files: &Files) -> Option<ArchiveConfig> {
     let dir = s.str_required("dir", "the folder archived frames are written under");
     let keep = s
         .choice("keep", &["fail", "all", "none"], Some(0))
@@ -101,11 +87,11 @@ pub(super) fn read_archive(
         );
         return None;
     }
-    Some(Some(ArchiveConfig {
+    Some(ArchiveConfig {
         dir,
         keep: keep?,
         format: format?,
         max_mib: max_mib? as u64,
         min_free_mib: min_free_mib? as u64,
-    }))
+    })
 }

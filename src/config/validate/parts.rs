@@ -6,8 +6,26 @@ use std::time::Duration;
 use crate::config::parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
 use crate::config::raw::Section;
 
+/// `[trigger]` and `[modbus]`, and the rule between them: a Modbus server
+/// needs a mode that serves a PLC. `None`: a problem was recorded; the
+/// inner `None` of `[modbus]`: the file has none (off).
+pub(super) fn read_parts(root: &Section) -> (Option<TriggerConfig>, Option<Option<ModbusConfig>>) {
+    let trigger_section = root.section("trigger");
+    let trigger = read_trigger(&trigger_section);
+    let modbus = root.optional("modbus", read_modbus);
+    if let (Some(Some(_)), Some(t)) = (&modbus, &trigger)
+        && t.mode == TriggerMode::Free
+    {
+        trigger_section.problem(
+            "mode",
+            "[modbus] serves a PLC its parts: set [trigger] mode = \"plc\" (the PLC triggers) or \"camera\" (the camera's input line triggers), or remove [modbus]",
+        );
+    }
+    (trigger, modbus)
+}
+
 /// `[trigger]`; absent = free running. `None`: a problem was recorded.
-pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
+fn read_trigger(s: &Section) -> Option<TriggerConfig> {
     let mode = s
         .choice("mode", &["free", "plc", "camera"], Some(0))
         .map(|i| [TriggerMode::Free, TriggerMode::Plc, TriggerMode::Camera][i]);
@@ -38,13 +56,8 @@ pub(super) fn read_trigger(s: &Section) -> Option<TriggerConfig> {
     })
 }
 
-/// `[modbus]`, absent = off: `Some(None)`; a problem: `None`.
-pub(super) fn read_modbus(root: &Section, key: &str) -> Option<Option<ModbusConfig>> {
-    if !root.has(key) {
-        root.section(key);
-        return Some(None);
-    }
-    let s = root.section(key);
+/// `[modbus]` (read only when the file has it: absent = off).
+fn read_modbus(s: &Section) -> Option<ModbusConfig> {
     let listen = s.str_or("listen", ModbusConfig::DEFAULT_LISTEN);
     let buffer = s.int_in("buffer", 1..=64, Some(8));
     let handshake = s.bool_or("handshake", true);
@@ -81,12 +94,12 @@ pub(super) fn read_modbus(root: &Section, key: &str) -> Option<Option<ModbusConf
         }
         Some(parsed)
     });
-    Some(Some(ModbusConfig {
+    Some(ModbusConfig {
         listen: listen?,
         buffer: buffer? as usize,
         handshake,
         allow: allow?,
         max_connections: max_connections? as usize,
         idle_timeout: Duration::from_secs(idle_timeout_s? as u64),
-    }))
+    })
 }

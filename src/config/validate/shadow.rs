@@ -7,23 +7,17 @@ use crate::config::types::{
     BackendChoice, ComputeDevice, EnginePrecision, InferenceConfig, ShadowConfig,
 };
 
-/// `[shadow]`, absent = off: `Some(None)`; a problem: `None`. Engine
+/// `[shadow]` (read only when the file has it: absent = off). Engine
 /// combinations that cannot run are refused here, naming the key, as
 /// `sealcheck evaluate` refuses the same specs.
 pub(super) fn read_shadow(
-    root: &Section,
-    key: &str,
+    s: &Section,
     files: &Files,
     inference: Option<&InferenceConfig>,
-) -> Option<Option<ShadowConfig>> {
-    if !root.has(key) {
-        root.section(key);
-        return Some(None);
-    }
-    let s = root.section(key);
+) -> Option<ShadowConfig> {
     let model = |key: &str, what: &str| {
         if s.has(key) {
-            Some(files.existing(&s, key, what))
+            Some(files.existing(s, key, what))
         } else {
             s.opt_str(key);
             None
@@ -31,7 +25,7 @@ pub(super) fn read_shadow(
     };
     let segmentation = model("segmentation", "the shadow's segmentation model (.onnx)");
     let classifier = model("classifier", "the shadow's classifier model (.onnx)");
-    let backend = s.has("backend").then(|| {
+    let backend = s.given("backend").then(|| {
         s.choice(
             "backend",
             &["auto", "tensorrt", "onnxruntime", "tract"],
@@ -46,11 +40,11 @@ pub(super) fn read_shadow(
             ][i]
         })
     });
-    let device = s.has("device").then(|| {
+    let device = s.given("device").then(|| {
         s.choice("device", &["cpu", "cuda"], None)
             .map(|i| [ComputeDevice::Cpu, ComputeDevice::Cuda][i])
     });
-    let precision = s.has("precision").then(|| {
+    let precision = s.given("precision").then(|| {
         s.choice("precision", &["fp32", "fp16", "int8"], None)
             .map(|i| {
                 [
@@ -103,7 +97,7 @@ pub(super) fn read_shadow(
                 "a TensorRT \"int8\" shadow needs [inference.tensorrt] calibration_images, a folder of typical frames from the line",
             )
         }
-        _ => Some(Some(shadow)),
+        _ => Some(shadow),
     }
 }
 
