@@ -78,20 +78,12 @@ test: deps aarch64-deps python onnxruntime
 	$(PYTHON) scripts/ci/import_cycles.py
 	# Files of one job: a src/ file over 700 non-test lines fails (issue 32).
 	$(PYTHON) scripts/ci/line_limit.py
-	# Every test of the default build: the unit tests, the integration tests (one crate,
-	# tests/integration.rs) and the binaries of their own; each test in a process of its
-	# own, two at a time, the pipeline tests one at a time (.config/nextest.toml).
-	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 scripts/ci/run_tests.sh --profile $(TEST_PROFILE) --features fault-injection
-	# The frame ring's hand-over protocol under the loom model checker (builds loom's crates and sealcheck only).
-	$(CARGO) test --profile $(TEST_PROFILE) --locked --features loom --lib ring::loom_model
-	# The GPU code compiles on every push: kernels by nvcc (from PyPI when none is
-	# installed), and the TensorRT bridge against TensorRT 10 headers (linking
-	# needs no libnvinfer: it is loaded at run time). GPU tests print SKIPPED here.
-	PROFILE=$(TEST_PROFILE) PYTHON=$(CURDIR)/$(PY) CUDA_BUILD_ONLY=1 scripts/ci/ci_cuda_build.sh
-	PROFILE=$(TEST_PROFILE) scripts/ci/ci_tensorrt_check.sh
-	# The Jetson's architecture: the whole crate type-checked for aarch64 with every
-	# hardware feature (Debian's cross toolchain: `make aarch64-deps`).
-	scripts/ci/aarch64_check.sh
+	# Every test of the default build, and beside them at nice 19 the loom model check,
+	# the `tensorrt` build (GPU code: kernels by nvcc from PyPI, the TensorRT bridge
+	# against TensorRT 10 headers; GPU tests print SKIPPED here) and the aarch64
+	# type-check; then the tests about time, each alone (the script says how).
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 PROFILE=$(TEST_PROFILE) \
+	    PYTHON=$(CURDIR)/$(PY) scripts/ci/make_test.sh
 
 # Debian's Rust with the aarch64 standard library and the cross compilers, for
 # scripts/ci/aarch64_check.sh (`make test`; it says why no arm64 GStreamer packages).

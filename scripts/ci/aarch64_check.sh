@@ -1,8 +1,10 @@
 #!/bin/sh
 # Run by: `make test` (issue 36/37); docs/CI.md and docs/JETSON.md describe it.
-# Type-checks the whole crate for the Jetson's architecture (aarch64-unknown-linux-gnu)
-# with every hardware feature (`tensorrt`, which includes `cuda`): the library and the
-# binary, with their unit tests (`--lib --bins --profile test`: `cfg(test)` code too).
+# Type-checks the whole crate (the library and the binary) for the Jetson's architecture
+# (aarch64-unknown-linux-gnu) with each hardware feature set: `tensorrt` (which includes
+# `cuda`), and `cuda` alone (the x86_64 ONNX Runtime CUDA build; `make test` builds its
+# code on x86_64 only as part of `tensorrt`, so this is where the `cuda`-only
+# combination, the GPU code with the TensorRT stub, is checked: docs/CI.md).
 # On aarch64 `c_char` is unsigned and `c_long` is still 64-bit: FFI casts that hold on
 # x86_64 can fail here, and nothing else in `make test` would see them.
 #
@@ -55,14 +57,17 @@ TENSORRT_INCLUDE_DIR=$(echo "$headers" | sed -n 's/^TENSORRT_INCLUDE_DIR=//p')
 CUDA_HOME=$(echo "$headers" | sed -n 's/^CUDA_HOME=//p')
 export TENSORRT_INCLUDE_DIR CUDA_HOME
 
-echo "aarch64_check: $("$RUSTC_AARCH64" --version), target $TARGET, features tensorrt (+cuda)"
-# rustup's rustc comes first on PATH: Debian's cargo must be told to use Debian's rustc.
-RUSTC=$RUSTC_AARCH64 \
-RUSTDOC=$(dirname "$RUSTC_AARCH64")/rustdoc \
-CARGO_TARGET_DIR=target/aarch64 \
-CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
-CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
-PKG_CONFIG_ALLOW_CROSS=1 \
-    "$CARGO_AARCH64" check --locked --target "$TARGET" --features tensorrt --lib --bins --profile test
-echo "ok: the crate type-checks for $TARGET with --features tensorrt (cuda included)"
+echo "aarch64_check: $("$RUSTC_AARCH64" --version), target $TARGET"
+for features in tensorrt cuda; do
+    echo "--- --features $features"
+    # rustup's rustc comes first on PATH: Debian's cargo must be told to use Debian's rustc.
+    RUSTC=$RUSTC_AARCH64 \
+    RUSTDOC=$(dirname "$RUSTC_AARCH64")/rustdoc \
+    CARGO_TARGET_DIR=target/aarch64 \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
+    PKG_CONFIG_ALLOW_CROSS=1 \
+        "$CARGO_AARCH64" check --locked --target "$TARGET" --features "$features" --lib --bins
+done
+echo "ok: the crate type-checks for $TARGET with --features tensorrt (cuda included) and with --features cuda"

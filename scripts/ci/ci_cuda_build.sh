@@ -9,9 +9,14 @@
 #   scripts/ci/ci_cuda_build.sh            # build + test --no-run + bench --no-run
 #   NVCC=/usr/local/cuda/bin/nvcc scripts/ci/ci_cuda_build.sh   # use a given nvcc
 #   CUDA_HOME=/usr/local/cuda scripts/ci/ci_cuda_build.sh       # or a given toolkit
-#   CUDA_BUILD_ONLY=1 scripts/ci/ci_cuda_build.sh   # make test: the crate and its binary only
+#   CUDA_BUILD_ONLY=1 scripts/ci/ci_cuda_build.sh   # the crate and its binary only
+#   CUDA_INSTALL_ONLY=1 scripts/ci/ci_cuda_build.sh # make test: nvcc only (see below)
 #
-# With CUDA_BUILD_ONLY (`make test`) the crate is built as the binary's unit test needs it
+# With CUDA_INSTALL_ONLY (`make test`, scripts/ci/feature_builds.sh) it only makes sure
+# nvcc is there: `make test` builds `cuda` code with the `tensorrt` feature (which
+# includes it) and type-checks the `cuda`-only feature set for aarch64 (docs/CI.md).
+#
+# With CUDA_BUILD_ONLY the crate is built as the binary's unit test needs it
 # (`cargo test --no-run --bins`: the library with `cuda`, main.rs compiled and linked
 # against it), not by `cargo build`: a test build takes the dev-dependencies' features too,
 # as `make test`'s other builds do, so no dependency is built a second time with other
@@ -55,7 +60,9 @@ elif [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then used=$CUDA_HO
 else used=$(command -v nvcc); fi
 echo "ci_cuda_build: using $used ($("$used" --version | tail -n 1))"
 
-if [ -n "${CUDA_BUILD_ONLY:-}" ]; then
+if [ -n "${CUDA_INSTALL_ONLY:-}" ]; then
+    exit 0
+elif [ -n "${CUDA_BUILD_ONLY:-}" ]; then
     "$CARGO" test --profile "$PROFILE" --locked --features cuda --no-run --bins
 else
     "$CARGO" build --profile "$PROFILE" --locked --features cuda

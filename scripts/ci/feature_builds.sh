@@ -1,0 +1,41 @@
+#!/bin/sh
+# Run by: scripts/ci/make_test.sh (`make test`), at nice 19 while the default build's
+# tests run (docs/CI.md says why). Everything `make test` checks besides the default
+# build's tests, none of which measures time:
+#
+#   - the frame ring's hand-over protocol under the loom model checker (builds loom's
+#     crates and our library's unit tests with `loom`);
+#   - the TensorRT check (scripts/ci/ci_tensorrt_check.sh): every target whose code the
+#     feature changes built with `tensorrt`, which includes `cuda` (kernels by nvcc from
+#     PyPI, trt_bridge against TensorRT 10 headers), its unit tests, tests/tensorrt.rs
+#     (SKIPPED here) and the readelf check. Our crate is compiled at opt-level 1 there
+#     (the dependencies are those of the default build): that step proves the code
+#     compiles and links, and its unit tests are logic, not speed;
+#   - at the same time, in its own target folder: the aarch64 type-check of the crate
+#     with `tensorrt` and with `cuda` (scripts/ci/aarch64_check.sh).
+#
+# Exits non-zero when any of them failed, after all of them ran.
+set -u
+cd "$(dirname "$0")/../.."
+CARGO=${CARGO:-cargo}
+PROFILE=${PROFILE:-ci}
+PYTHON=${PYTHON:-python3}
+
+status=0
+echo "--- nvcc (from PyPI when none is installed) and the TensorRT headers"
+PROFILE=$PROFILE PYTHON=$PYTHON CUDA_INSTALL_ONLY=1 scripts/ci/ci_cuda_build.sh || status=1
+scripts/ci/fetch_tensorrt_headers.sh >/dev/null || status=1
+
+scripts/ci/aarch64_check.sh >target/ci-aarch64.log 2>&1 &
+aarch64=$!
+
+echo "--- loom: ring::loom_model"
+"$CARGO" test --profile "$PROFILE" --locked --features loom --lib ring::loom_model || status=1
+echo "--- the TensorRT check"
+PROFILE=$PROFILE CARGO="$CARGO --config profile.$PROFILE.package.sealcheck.opt-level=1" \
+    scripts/ci/ci_tensorrt_check.sh || status=1
+
+wait "$aarch64" || status=1
+echo "--- the aarch64 type-check"
+cat target/ci-aarch64.log
+exit $status

@@ -1,0 +1,75 @@
+#!/bin/sh
+# Run by: `make test`, after its quick checks; docs/CI.md says why it runs this way
+# and what each step costs.
+#
+#   1. The default build (`--features fault-injection`): the library's and the binary's
+#      unit tests, the integration tests (one crate, tests/integration.rs) and the test
+#      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
+#      then the doc tests.
+#   2. In the background at nice 19, scripts/ci/feature_builds.sh: the loom model check,
+#      the TensorRT check (which builds the `cuda` code too) and the aarch64 type-check.
+#   3. Meanwhile, the default build's tests that do not measure time, with
+#      cargo-nextest: every test in a process of its own, two at a time, the tests that
+#      start a pipeline one at a time (.config/nextest.toml); tests/parity.rs (its own
+#      harness) from its binary.
+#   4. Once the background is done: the tests whose checks are about time (MQTT
+#      deadlines, a part's frame within its interval, the watchdog, the shadow's share
+#      of frames), each alone on the machine, as every test binary ran before.
+#
+# Without cargo-nextest every step runs one after another with `cargo test`: slower,
+# the same checks. Exits non-zero when any step failed, after all of them ran.
+set -u
+cd "$(dirname "$0")/../.."
+CARGO=${CARGO:-cargo}
+PROFILE=${PROFILE:-ci}
+FEATURES=fault-injection
+TARGETS="--lib --bins --test integration --test steady_state_alloc --test tensorrt"
+# The checks about time: see .config/nextest.toml.
+TIMED='binary(integration) & test(/^(mqtt|plc|service|shadow)::/)'
+REUSE=target/nextest-reuse
+export PROFILE
+
+step() { echo "=== make_test $(date +%T): $*"; }
+status=0
+
+if ! "$CARGO" nextest --version >/dev/null 2>&1; then
+    echo "make_test: cargo-nextest not found (cargo install cargo-nextest --locked): running every step with cargo test, one after another" >&2
+    # shellcheck disable=SC2086 # TARGETS is split on purpose
+    "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity || status=1
+    "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
+    scripts/ci/feature_builds.sh || status=1
+    exit $status
+fi
+
+step "1. the default build (--features $FEATURES)"
+mkdir -p "$REUSE"
+# shellcheck disable=SC2086
+"$CARGO" nextest list --cargo-profile "$PROFILE" --locked --features "$FEATURES" $TARGETS \
+    --list-type binaries-only --message-format json >"$REUSE/binaries.json" || exit 1
+"$CARGO" metadata --format-version 1 --locked >"$REUSE/cargo.json" || exit 1
+parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --test parity --no-run 2>&1 \
+    | sed -n 's/.*Executable tests\/parity.rs (\(.*\))$/\1/p')
+[ -x "$parity" ] || { echo "make_test: cargo named no tests/parity.rs executable" >&2; exit 1; }
+"$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
+
+step "2. in the background at nice 19: loom, the TensorRT check, the aarch64 type-check"
+nice -n 19 scripts/ci/feature_builds.sh >target/ci-feature-builds.log 2>&1 &
+background=$!
+
+# The built test binaries, run without cargo (which the background holds).
+run() {
+    "$CARGO" nextest run --binaries-metadata "$REUSE/binaries.json" \
+        --cargo-metadata "$REUSE/cargo.json" "$@"
+}
+step "3. the tests that do not measure time, beside the background"
+run -E "not ($TIMED)" || status=1
+step "3. tests/parity.rs"
+"$parity" || status=1
+
+step "4. waiting for the background"
+wait "$background" || status=1
+cat target/ci-feature-builds.log
+step "4. the tests about time, each alone"
+run -E "$TIMED" || status=1
+step "done (status $status)"
+exit $status
