@@ -60,10 +60,7 @@ impl ImageJudge {
     /// Opens the engine and preprocessing the config names.
     pub fn open(config: &Config) -> Result<Self, InspectError> {
         let selection = infer::open_backend(config)?;
-        let geometry = infer::geometry(
-            selection.backend.segmentation_io(),
-            selection.backend.classifier_io(),
-        )?;
+        let geometry = infer::geometry(selection.backend.as_ref())?;
         Ok(ImageJudge {
             frame_preprocessor: FramePreprocessor::open(config, geometry)?,
             preprocessor: cpu_preprocessor(config, geometry),

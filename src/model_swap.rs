@@ -74,7 +74,7 @@ pub trait Swappable {
 /// Host path: a whole engine for the infer thread.
 impl Swappable for Box<dyn InferenceBackend> {
     fn geometry(&self) -> Result<TensorGeometry, String> {
-        infer::geometry(self.segmentation_io(), self.classifier_io()).map_err(|e| e.to_string())
+        infer::geometry(self.as_ref()).map_err(|e| e.to_string())
     }
 
     fn warm_up(&mut self, geometry: TensorGeometry, max_batch: usize) -> Result<(), String> {

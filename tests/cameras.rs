@@ -233,7 +233,7 @@ fn a_batch_of_n_gives_every_frame_its_batch_one_result() {
         batch.classifier.path = repo().join("models/cls_batch.onnx");
         let mut one = infer::open_backend(&single).unwrap().backend;
         let mut many = infer::open_backend(&batch).unwrap().backend;
-        let geometry = infer::geometry(one.segmentation_io(), one.classifier_io()).unwrap();
+        let geometry = infer::geometry(one.as_ref()).unwrap();
         let mut preprocessor = cpu_preprocessor(&demo, geometry);
         let mask_class = demo.segmentation.mask_class;
         let frames: Vec<FrameSlot> = (0..8)

@@ -17,7 +17,7 @@ fn demo_models_have_the_production_io_contract() {
     let mut cfg = config::load(&repo().join("config/demo.toml")).unwrap();
     cfg.inference.backend = config::BackendChoice::Tract;
     let selection = infer::open_backend(&cfg).unwrap();
-    let seg = selection.backend.segmentation_io();
+    let seg = selection.backend.io(infer::ModelRole::Segmentation);
     assert_eq!(
         (seg.input_name.as_str(), seg.input_shape.as_slice()),
         ("images", &[1, 3, 640, 640][..])
@@ -26,7 +26,7 @@ fn demo_models_have_the_production_io_contract() {
         (seg.output_name.as_str(), seg.output_shape.as_slice()),
         ("logits", &[1, 2, 640, 640][..])
     );
-    let cls = selection.backend.classifier_io();
+    let cls = selection.backend.io(infer::ModelRole::Classifier);
     assert_eq!(
         (cls.input_name.as_str(), cls.input_shape.as_slice()),
         ("input", &[1, 4, 224, 512][..])

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use sealcheck::config::{self, Config};
-use sealcheck::infer::{self, BackendKind, InferError, InferenceBackend};
+use sealcheck::infer::{self, BackendKind, InferError, InferenceBackend, ModelRole};
 
 /// Writes small ONNX models with the demo's contract: seg 1x3xHxW -> 1x2xHxW
 /// (strided Conv, Relu, Conv, bilinear Resize x2), cls 1x4xHxW -> 1x2
@@ -272,21 +272,25 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
     ));
     assert_eq!(tract.kind(), BackendKind::Tract);
     assert_eq!(ort.kind(), BackendKind::OnnxRuntimeCpu);
-    assert_eq!(
-        tract.segmentation_io(),
-        ort.segmentation_io(),
-        "both engines must read the same model IO"
-    );
-    assert_eq!(tract.classifier_io(), ort.classifier_io());
-    let g = infer::geometry(tract.segmentation_io(), tract.classifier_io()).unwrap();
+    for role in ModelRole::BOTH {
+        assert_eq!(
+            tract.io(role),
+            ort.io(role),
+            "both engines must read the same model IO"
+        );
+    }
+    let g = infer::geometry(tract.as_ref()).unwrap();
 
     let mut worst = (0.0f64, 0.0f64);
     for seed in 1..=3u64 {
         let seg_in = normalized_input(g.seg_input_len(), seed);
         let (mut seg_ref, mut seg_ort) =
             (vec![0.0; g.seg_logits_len()], vec![0.0; g.seg_logits_len()]);
-        tract.segment(&seg_in, &mut seg_ref).unwrap();
-        ort.segment(&seg_in, &mut seg_ort).unwrap();
+        tract
+            .run(ModelRole::Segmentation, 1, &seg_in, &mut seg_ref)
+            .unwrap();
+        ort.run(ModelRole::Segmentation, 1, &seg_in, &mut seg_ort)
+            .unwrap();
         let seg_err = relative_error(&seg_ort, &seg_ref);
         let (mask_ref, mask_ort) = (
             argmax_mask(&seg_ref, g.seg_classes),
@@ -300,8 +304,11 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
 
         let cls_in = normalized_input(g.cls_input_len(), seed + 100);
         let (mut cls_ref, mut cls_ort) = (vec![0.0; g.cls_classes], vec![0.0; g.cls_classes]);
-        tract.classify(&cls_in, &mut cls_ref).unwrap();
-        ort.classify(&cls_in, &mut cls_ort).unwrap();
+        tract
+            .run(ModelRole::Classifier, 1, &cls_in, &mut cls_ref)
+            .unwrap();
+        ort.run(ModelRole::Classifier, 1, &cls_in, &mut cls_ort)
+            .unwrap();
         let cls_err = relative_error(&cls_ort, &cls_ref);
         println!(
             "seed {seed}: seg rel err {seg_err:.3e}, argmax differs at {differing}/{} px; cls rel err {cls_err:.3e} \
@@ -330,13 +337,24 @@ fn onnxruntime_cpu_matches_tract_on_random_inputs() {
     let mut seg_out = vec![0.0; g.seg_logits_len()];
     let mut cls_out = vec![0.0; g.cls_classes];
     for backend in [&mut tract, &mut ort] {
-        let (seg_median, seg_min) = time_ms(10, || backend.segment(&seg_in, &mut seg_out).unwrap());
-        let (cls_median, cls_min) =
-            time_ms(10, || backend.classify(&cls_in, &mut cls_out).unwrap());
+        let (seg_median, seg_min) = time_ms(10, || {
+            backend
+                .run(ModelRole::Segmentation, 1, &seg_in, &mut seg_out)
+                .unwrap()
+        });
+        let (cls_median, cls_min) = time_ms(10, || {
+            backend
+                .run(ModelRole::Classifier, 1, &cls_in, &mut cls_out)
+                .unwrap()
+        });
         // As the pipeline calls them: one model after the other, every frame.
         let (frame_median, frame_min) = time_ms(10, || {
-            backend.segment(&seg_in, &mut seg_out).unwrap();
-            backend.classify(&cls_in, &mut cls_out).unwrap();
+            backend
+                .run(ModelRole::Segmentation, 1, &seg_in, &mut seg_out)
+                .unwrap();
+            backend
+                .run(ModelRole::Classifier, 1, &cls_in, &mut cls_out)
+                .unwrap();
         });
         println!(
             "{}: segment {seg_median:.1} ms (fastest {seg_min:.1}), classify {cls_median:.1} ms (fastest {cls_min:.1}), \
@@ -367,19 +385,24 @@ fn tract_runs_small_models_and_reads_their_io() {
     let dir = tempfile::tempdir().unwrap();
     let (seg, cls) = small_models(dir.path());
     let mut backend = open(&config_for(dir.path(), &seg, &cls, "backend = \"tract\""));
-    let g = infer::geometry(backend.segmentation_io(), backend.classifier_io()).unwrap();
+    let g = infer::geometry(backend.as_ref()).unwrap();
     assert_eq!(
         (g.seg_hw, g.seg_classes, g.cls_hw, g.cls_classes),
         ((64, 96), 2, (32, 64), 2)
     );
     let mut logits = vec![0.0; g.seg_logits_len()];
     backend
-        .segment(&normalized_input(g.seg_input_len(), 1), &mut logits)
+        .run(
+            ModelRole::Segmentation,
+            1,
+            &normalized_input(g.seg_input_len(), 1),
+            &mut logits,
+        )
         .unwrap();
     assert!(logits.iter().all(|v| v.is_finite()) && logits.iter().any(|v| *v != 0.0));
     // A wrong-sized buffer is refused, not read past.
     let err = backend
-        .segment(&[0.0; 10], &mut logits)
+        .run(ModelRole::Segmentation, 1, &[0.0; 10], &mut logits)
         .unwrap_err()
         .to_string();
     assert!(
@@ -519,12 +542,9 @@ fn a_dynamic_batch_opens_on_both_engines_and_a_dynamic_height_is_a_shape_error()
     for (backend, max_batch) in backends {
         let cfg = config_for(dir.path(), &seg, &cls, backend);
         let engine = infer::open_backend(&cfg).unwrap().backend;
-        assert_eq!(
-            engine.segmentation_io().input_shape,
-            vec![1, 3, 64, 96],
-            "{backend}"
-        );
-        assert_eq!(engine.segmentation_io().batch, infer::BatchDim::Dynamic);
+        let seg = engine.io(ModelRole::Segmentation);
+        assert_eq!(seg.input_shape, vec![1, 3, 64, 96], "{backend}");
+        assert_eq!(seg.batch, infer::BatchDim::Dynamic);
         assert_eq!(engine.max_batch(), max_batch, "{backend}");
         let err = open_err(&config_for(dir.path(), &tall, &cls, backend)).to_string();
         assert!(

@@ -454,7 +454,7 @@ fn main() -> ExitCode {
         .unwrap_or(10)
         .max(1);
     let mut tract = TractBackend::open(&config).expect("tract opens the demo models");
-    let geometry = geometry(tract.segmentation_io(), tract.classifier_io()).expect("geometry");
+    let geometry = geometry(&tract).expect("geometry");
     let mut preprocessor = cpu_preprocessor(&config, geometry);
     let mask_class = config.segmentation.mask_class;
     // The reference once, for every path to be held against.

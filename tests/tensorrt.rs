@@ -45,7 +45,7 @@ mod with_tensorrt {
         BuildReason, Builder, CacheOutcome, Precision, Runtime, TensorRtBackend, TensorRtSettings,
         compiled_against, load_library, version_string,
     };
-    use sealcheck::infer::{BatchDim, InferError, InferenceBackend, ModelRole};
+    use sealcheck::infer::{BatchDim, InferenceBackend, ModelRole};
 
     fn repo() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -374,19 +374,6 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             .collect()
     }
 
-    fn run_batch(
-        backend: &mut TensorRtBackend,
-        role: ModelRole,
-        frames: usize,
-        input: &[f32],
-        logits: &mut [f32],
-    ) -> Result<(), InferError> {
-        match role {
-            ModelRole::Segmentation => backend.segment_batch(frames, input, logits),
-            ModelRole::Classifier => backend.classify_batch(frames, input, logits),
-        }
-    }
-
     /// The demo models with a dynamic batch, built for `max_batch = 4`:
     /// batches of 1, 2, 3 and 4 (and back down, so the input shape changes
     /// both ways) give every frame the logits of its own batch-of-one run.
@@ -405,7 +392,7 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             TensorRtBackend::open_with(&cfg, &settings(shared_engine_dir()), None).unwrap();
         assert!(backend.batches());
         assert_eq!(InferenceBackend::max_batch(&backend), 4);
-        for io in [backend.segmentation_io(), backend.classifier_io()] {
+        for io in ModelRole::BOTH.map(|role| backend.io(role)) {
             assert_eq!(io.batch, BatchDim::Dynamic, "{io:?}");
             assert_eq!(io.input_shape[0], 1, "one frame's shape: {io:?}");
         }
@@ -420,10 +407,7 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
         }
 
         for (role, seed) in [(ModelRole::Segmentation, 21), (ModelRole::Classifier, 22)] {
-            let io = match role {
-                ModelRole::Segmentation => backend.segmentation_io(),
-                ModelRole::Classifier => backend.classifier_io(),
-            };
+            let io = backend.io(role);
             let (in_len, out_len) = (io.input_len(), io.output_len());
             let input = inputs(4, in_len, seed);
             let mut alone = vec![f32::NAN; 4 * out_len];
@@ -431,19 +415,14 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
                 .chunks_exact(in_len)
                 .zip(alone.chunks_exact_mut(out_len))
             {
-                run_batch(&mut backend, role, 1, frame, logits).unwrap();
+                backend.run(role, 1, frame, logits).unwrap();
             }
             assert!(alone.iter().all(|v| v.is_finite()), "{role}: batch of one");
             for frames in [1, 2, 3, 4, 3, 2, 1, 4] {
                 let mut logits = vec![f32::NAN; frames * out_len];
-                run_batch(
-                    &mut backend,
-                    role,
-                    frames,
-                    &input[..frames * in_len],
-                    &mut logits,
-                )
-                .unwrap_or_else(|e| panic!("{role}, a batch of {frames}: {e}"));
+                backend
+                    .run(role, frames, &input[..frames * in_len], &mut logits)
+                    .unwrap_or_else(|e| panic!("{role}, a batch of {frames}: {e}"));
                 for (k, (got, want)) in logits
                     .chunks_exact(out_len)
                     .zip(alone.chunks_exact(out_len))
@@ -463,7 +442,8 @@ void* createNvOnnxParser_INTERNAL(void* network, void* logger, int version) { (v
             // Past the profile: a clear error, never a run on too small buffers.
             let mut logits = vec![0.0; 5 * out_len];
             let input = inputs(5, in_len, seed);
-            let err = run_batch(&mut backend, role, 5, &input, &mut logits)
+            let err = backend
+                .run(role, 5, &input, &mut logits)
                 .unwrap_err()
                 .to_string();
             println!("{role}, a batch of 5 on an engine built for 4: {err}");

@@ -1,10 +1,12 @@
 //! What an engine is to the rest of the crate: its kind, its two models'
-//! inputs and outputs, one run method for either model (`InferenceBackend`),
-//! and the checks every engine's opening ends with (the models' geometry and
-//! the class indices the decision reads).
+//! inputs and outputs, one run method for either model (`InferenceBackend`:
+//! the `ModelRole` argument picks the model, through the engine's
+//! `ModelPair::by_role`), and the checks every engine's opening ends with
+//! (the models' geometry and the class indices the decision reads).
 
 use super::error::InferError;
 use super::model_io::{self, ModelIo, ModelRole};
+use super::model_pair::ModelPair;
 use crate::config::Config;
 use crate::frame::TensorGeometry;
 
@@ -45,17 +47,23 @@ impl BackendKind {
 
 /// An engine with both models loaded. One per inference thread.
 ///
-/// An engine implements `io` and `run` once for both models (`ModelRole`);
-/// `segment`, `classify` and the rest are conveniences over them, never
-/// written by an engine.
+/// An engine implements `io` and `run` once for both models: the
+/// `ModelRole` argument picks the model, through the engine's
+/// `ModelPair::by_role` (the one place a role selects a model). Callers
+/// name the role: `run(ModelRole::Segmentation, …)`, then
+/// `run(ModelRole::Classifier, …)`.
 pub trait InferenceBackend: Send {
+    /// Which engine this is; read for log lines, error messages and the
+    /// run summary.
     fn kind(&self) -> BackendKind;
 
     /// The checked inputs and outputs of the model that plays `role`.
+    /// Called when buffers are sized and the geometry is read (`geometry`,
+    /// `checked_geometry`: at opening and at a model swap).
     fn io(&self, role: ModelRole) -> &ModelIo;
 
     /// Most frames one `run` takes at once: 1 unless both models have a
-    /// dynamic batch dimension.
+    /// dynamic batch. Called when a path sizes its batches (start, swap).
     fn max_batch(&self) -> usize {
         1
     }
@@ -64,7 +72,10 @@ pub trait InferenceBackend: Send {
     /// back to back in (segmentation: 3xHxW normalized each; classifier:
     /// 4xHxW, RGB normalized + mask), their logits back to back out. An
     /// engine that cannot batch runs them one after another. No allocation
-    /// in our code beyond what the engine does.
+    /// in our code beyond what the engine does. Called for every frame or
+    /// batch the host path judges (`batch::infer_frame`,
+    /// `batch::infer_batch`: segmentation, then the classifier) and by the
+    /// warm-ups.
     fn run(
         &mut self,
         role: ModelRole,
@@ -72,44 +83,6 @@ pub trait InferenceBackend: Send {
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), InferError>;
-
-    fn segmentation_io(&self) -> &ModelIo {
-        self.io(ModelRole::Segmentation)
-    }
-
-    fn classifier_io(&self) -> &ModelIo {
-        self.io(ModelRole::Classifier)
-    }
-
-    /// One frame through the segmentation model.
-    fn segment(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run(ModelRole::Segmentation, 1, input, logits_out)
-    }
-
-    /// One frame through the classifier.
-    fn classify(&mut self, input: &[f32], logits_out: &mut [f32]) -> Result<(), InferError> {
-        self.run(ModelRole::Classifier, 1, input, logits_out)
-    }
-
-    /// `frames` frames through the segmentation model (`run`).
-    fn segment_batch(
-        &mut self,
-        frames: usize,
-        input: &[f32],
-        logits_out: &mut [f32],
-    ) -> Result<(), InferError> {
-        self.run(ModelRole::Segmentation, frames, input, logits_out)
-    }
-
-    /// `frames` frames through the classifier (`run`).
-    fn classify_batch(
-        &mut self,
-        frames: usize,
-        input: &[f32],
-        logits_out: &mut [f32],
-    ) -> Result<(), InferError> {
-        self.run(ModelRole::Classifier, frames, input, logits_out)
-    }
 }
 
 /// Runs a batch frame by frame: `frames` equal chunks of `input` and of `output`.
@@ -131,22 +104,27 @@ pub(crate) fn one_by_one(
     Ok(())
 }
 
-/// The class indices the decision reads must exist in the models' logits.
-pub(crate) fn check_class_indices(
-    cfg: &Config,
-    backend: &dyn InferenceBackend,
-) -> Result<(), InferError> {
-    checked_geometry(cfg, backend.segmentation_io(), backend.classifier_io()).map(drop)
+/// Both models' IO, as `backend.io(role)` gives it for each role.
+fn ios(backend: &dyn InferenceBackend) -> ModelPair<&ModelIo> {
+    ModelPair::from_fn(|role| backend.io(role))
 }
 
-/// The two models' geometry, once the class indices the decision reads are
-/// known to exist in their logits; every engine's opening ends here.
+/// The engine's geometry, once the class indices the decision reads are
+/// known to exist in its models' logits; every engine's opening ends here.
 pub fn checked_geometry(
     cfg: &Config,
-    seg: &ModelIo,
-    cls: &ModelIo,
+    backend: &dyn InferenceBackend,
 ) -> Result<TensorGeometry, InferError> {
-    let geometry = geometry(seg, cls)?;
+    checked_io_geometry(cfg, ios(backend))
+}
+
+/// As `checked_geometry`, from the two models' IO (an engine that is not an
+/// `InferenceBackend`: ONNX Runtime's device sessions).
+pub fn checked_io_geometry(
+    cfg: &Config,
+    ios: ModelPair<&ModelIo>,
+) -> Result<TensorGeometry, InferError> {
+    let geometry = model_io::geometry(ios.segmentation, ios.classifier)?;
     if cfg.segmentation.mask_class >= geometry.seg_classes {
         return Err(InferError::Mismatch(format!(
             "[models.segmentation] mask_class = {} but model {} has only {} classes (0..{}); fix mask_class",
@@ -168,7 +146,8 @@ pub fn checked_geometry(
     Ok(geometry)
 }
 
-/// Tensor shapes of the two models, for sizing the per-frame buffers.
-pub fn geometry(seg: &ModelIo, cls: &ModelIo) -> Result<TensorGeometry, InferError> {
-    model_io::geometry(seg, cls)
+/// Tensor shapes of the engine's two models, for sizing the per-frame buffers.
+pub fn geometry(backend: &dyn InferenceBackend) -> Result<TensorGeometry, InferError> {
+    let ios = ios(backend);
+    model_io::geometry(ios.segmentation, ios.classifier)
 }

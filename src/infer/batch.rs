@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::backend::InferenceBackend;
+use super::model_role::ModelRole;
 use crate::frame::{FailedStage, FrameWork};
 use crate::preprocess::{Preprocessor, logits_to_mask};
 
@@ -38,7 +39,12 @@ pub fn infer_frame(
         return;
     }
     let started = Instant::now();
-    if let Err(e) = backend.segment(&work.seg_input, &mut work.seg_logits) {
+    if let Err(e) = backend.run(
+        ModelRole::Segmentation,
+        1,
+        &work.seg_input,
+        &mut work.seg_logits,
+    ) {
         work.error = Some((FailedStage::Segment, e.to_string()));
         return;
     }
@@ -48,7 +54,12 @@ pub fn infer_frame(
     let segmented = Instant::now();
     work.timings.segment_ms = (segmented - started).as_secs_f64() * 1e3;
     if let Err(e) = backend
-        .classify(&work.cls_input, &mut work.cls_logits)
+        .run(
+            ModelRole::Classifier,
+            1,
+            &work.cls_input,
+            &mut work.cls_logits,
+        )
         .and_then(|()| super::model_io::check_classifier_output(&work.cls_logits))
     {
         work.error = Some((FailedStage::Classify, e.to_string()));
@@ -168,7 +179,7 @@ fn run_chunk<W: AsMut<FrameWork>>(
     for (slot, &i) in input.chunks_exact_mut(seg_in).zip(chunk) {
         slot.copy_from_slice(&works[i].as_mut().seg_input);
     }
-    if let Err(e) = backend.segment_batch(frames, input, logits) {
+    if let Err(e) = backend.run(ModelRole::Segmentation, frames, input, logits) {
         mark(works, chunk, FailedStage::Segment, &e.to_string());
         return;
     }
@@ -184,7 +195,7 @@ fn run_chunk<W: AsMut<FrameWork>>(
     for (slot, &i) in input.chunks_exact_mut(cls_in).zip(chunk) {
         slot.copy_from_slice(&works[i].as_mut().cls_input);
     }
-    let classified = backend.classify_batch(frames, input, logits);
+    let classified = backend.run(ModelRole::Classifier, frames, input, logits);
     let (segment_ms, classify_ms) = (
         (segmented - started).as_secs_f64() * 1e3,
         segmented.elapsed().as_secs_f64() * 1e3,

@@ -193,11 +193,8 @@ impl Batcher {
     }
 }
 
-/// The batch sizes a path warms up before its first camera frame (an
-/// engine sets up each input shape at its first run): 1 ..= `max_batch`.
-pub fn warm_up_sizes(max_batch: usize) -> std::ops::RangeInclusive<usize> {
-    1..=max_batch.max(1)
-}
+/// The batch sizes every warm-up walks (defined beside the warm-ups).
+pub use super::warm_up::warm_up_sizes;
 
 /// The host infer thread's source: preprocessed frames and the markers
 /// between them, in capture order per camera.

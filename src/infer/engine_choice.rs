@@ -113,7 +113,7 @@ pub fn open_backend(cfg: &Config) -> Result<BackendSelection, InferError> {
             BackendSelection { backend, reason }
         }
     };
-    super::backend::check_class_indices(cfg, selection.backend.as_ref())?;
+    super::backend::checked_geometry(cfg, selection.backend.as_ref())?;
     Ok(selection)
 }
 

@@ -12,11 +12,13 @@
 //! ```
 //!
 //! The files, bottom up (each imports only files listed before it):
-//! - leaves: `model_role`, `error`, `model_io` (one contract check for every
-//!   engine), `backend` (`InferenceBackend`: one method a model role),
-//!   `model_pair` (both models of a host engine, the one `InferenceBackend`
-//!   impl of tract and ONNX Runtime), `device_error`, `device_path` (the GPU
-//!   device path's traits);
+//! - leaves: `model_role`, `model_pair` (`ModelPair<T>`: a `T` per role;
+//!   its `by_role` is the one place a role picks its model, and every engine
+//!   keeps its two models in one), `error`, `model_io` (one contract check
+//!   for every engine), `backend` (`InferenceBackend`: one `run(role, …)`
+//!   for either model), `host_engine` (both models of a host engine, the one
+//!   `InferenceBackend` impl of tract and ONNX Runtime), `device_error`,
+//!   `device_path` (the GPU device path's traits);
 //! - engines: `tract`, `onnxruntime` (+ `onnxruntime/device.rs`),
 //!   `tensorrt/` (+ `tensorrt/device.rs`);
 //! - `device_runner`: one stream, tensors, tickets and events for whichever
@@ -26,7 +28,9 @@
 //!   (`open_path`);
 //! - `batch` (a host batch through both models, the batch counts),
 //!   `batcher` (the one frame loop: gather, batch wait, markers after their
-//!   batch, swaps at a batch boundary, the warm-up's batch sizes), `warm_up`;
+//!   batch, swaps at a batch boundary), `warm_up` (the warm-ups, and
+//!   `warm_up_sizes`: the one list of batch sizes every warm-up walks, the
+//!   engines' swap warm-ups included);
 //! - the paths: `host_stage` (host infer thread) and `device_stage` (device
 //!   path: one thread, one stream); the shadow's is `shadow::judge`.
 //!
@@ -48,6 +52,7 @@ pub mod device_stage;
 pub mod engine_choice;
 mod error;
 mod gpu_spans;
+mod host_engine;
 mod host_stage;
 mod model_io;
 mod model_pair;
@@ -59,13 +64,14 @@ pub(crate) mod test_engines;
 pub mod tract;
 mod warm_up;
 
-pub use backend::{BackendKind, InferenceBackend, checked_geometry, geometry};
+pub use backend::{BackendKind, InferenceBackend, checked_geometry, checked_io_geometry, geometry};
 pub use batch::{BatchBuffers, BatchCounts, BatchPolicy, BatchRuns, infer_batch, infer_frame};
 pub use engine_choice::{BackendSelection, available_backends, open_backend};
 pub use error::{InferError, ORT_LIBRARY_FIX};
+pub use host_engine::{HostEngine, HostModel};
 pub use host_stage::{InferStage, ModelSwap};
 pub use model_io::{BatchDim, ModelIo, ModelRole, check_classifier_output, models_opened};
-pub use model_pair::{HostModel, ModelPair};
+pub use model_pair::ModelPair;
 pub use warm_up::{WarmUpFrame, WarmUpSize, warm_up, warm_up_host};
 
 // The TensorRT backend (src/infer/tensorrt/ over trt_bridge/); a stub that

@@ -1,89 +1,105 @@
-//! Both models of one host-path engine, as the `InferenceBackend` the infer
-//! thread calls. Every host engine (tract, ONNX Runtime) holds its two models
-//! the same way and differs only in how one model runs (`HostModel`), so the
-//! pairing is written once, here.
+//! One thing per model role: `ModelPair<T>` holds a `T` for the
+//! segmentation model and one for the classifier (an engine's models, their
+//! sessions, their IO, their calibration feeds), and `by_role` is the one
+//! place in the crate where a `ModelRole` picks its model. Every engine
+//! (`host_engine::HostEngine` for tract and ONNX Runtime,
+//! `tensorrt::TensorRtBackend`, `onnxruntime/device.rs`, the test doubles)
+//! keeps its two models in a `ModelPair` and selects through it. A leaf:
+//! it names only `model_role`.
 
-use super::backend::{BackendKind, InferenceBackend};
-use super::error::InferError;
-use super::model_io::ModelIo;
 use super::model_role::ModelRole;
 
-/// One model, opened by a host engine: its checked IO and one run.
-pub trait HostModel: Send {
-    fn io(&self) -> &ModelIo;
-
-    /// Runs the model on `input` into `output`, both sized as `io` says.
-    fn run(&mut self, input: &[f32], output: &mut [f32]) -> Result<(), InferError>;
-
-    /// Runs `frames` frames at once (inputs and outputs back to back); a
-    /// model or engine that cannot runs them one by one.
-    fn run_batch(
-        &mut self,
-        frames: usize,
-        input: &[f32],
-        output: &mut [f32],
-    ) -> Result<(), InferError> {
-        super::backend::one_by_one(frames, input, output, |i, o| self.run(i, o))
-    }
-
-    /// Whether `run_batch` runs a batch as one run (else frame by frame).
-    fn batches(&self) -> bool {
-        false
-    }
+/// A `T` for each of the two models. Walked segmentation first
+/// (`ModelRole::BOTH`), the order the models run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelPair<T> {
+    pub segmentation: T,
+    pub classifier: T,
 }
 
-/// The segmentation and classifier models of one engine.
-pub struct ModelPair<M> {
-    kind: BackendKind,
-    segmentation: M,
-    classifier: M,
-}
-
-impl<M: HostModel> ModelPair<M> {
-    pub fn new(kind: BackendKind, segmentation: M, classifier: M) -> Self {
+impl<T> ModelPair<T> {
+    /// The pair `f` makes, segmentation first.
+    pub fn from_fn(mut f: impl FnMut(ModelRole) -> T) -> Self {
+        let segmentation = f(ModelRole::Segmentation);
         ModelPair {
-            kind,
             segmentation,
-            classifier,
+            classifier: f(ModelRole::Classifier),
         }
     }
-}
 
-impl<M: HostModel> InferenceBackend for ModelPair<M> {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
-
-    fn io(&self, role: ModelRole) -> &ModelIo {
+    /// The model that plays `role`: the one role→model selection.
+    pub fn by_role(&self, role: ModelRole) -> &T {
         match role {
-            ModelRole::Segmentation => self.segmentation.io(),
-            ModelRole::Classifier => self.classifier.io(),
+            ModelRole::Segmentation => &self.segmentation,
+            ModelRole::Classifier => &self.classifier,
         }
     }
 
-    fn max_batch(&self) -> usize {
-        if self.segmentation.batches() && self.classifier.batches() {
-            crate::config::MAX_BATCH
-        } else {
-            1
-        }
-    }
-
-    fn run(
-        &mut self,
-        role: ModelRole,
-        frames: usize,
-        input: &[f32],
-        logits_out: &mut [f32],
-    ) -> Result<(), InferError> {
-        let model = match role {
+    /// The model that plays `role`, to run or rebind it (as `by_role`).
+    pub fn by_role_mut(&mut self, role: ModelRole) -> &mut T {
+        match role {
             ModelRole::Segmentation => &mut self.segmentation,
             ModelRole::Classifier => &mut self.classifier,
-        };
-        if frames == 1 {
-            model.run(input, logits_out)
-        } else {
-            model.run_batch(frames, input, logits_out)
         }
+    }
+
+    /// Each model through `f` with its role, segmentation first.
+    pub fn map<U>(self, mut f: impl FnMut(ModelRole, T) -> U) -> ModelPair<U> {
+        let segmentation = f(ModelRole::Segmentation, self.segmentation);
+        ModelPair {
+            segmentation,
+            classifier: f(ModelRole::Classifier, self.classifier),
+        }
+    }
+
+    /// As `map`, stopping at the first error (the classifier is then not
+    /// passed to `f`).
+    pub fn try_map<U, E>(
+        self,
+        mut f: impl FnMut(ModelRole, T) -> Result<U, E>,
+    ) -> Result<ModelPair<U>, E> {
+        let segmentation = f(ModelRole::Segmentation, self.segmentation)?;
+        Ok(ModelPair {
+            segmentation,
+            classifier: f(ModelRole::Classifier, self.classifier)?,
+        })
+    }
+
+    pub fn as_ref(&self) -> ModelPair<&T> {
+        ModelPair {
+            segmentation: &self.segmentation,
+            classifier: &self.classifier,
+        }
+    }
+
+    /// Each role's `T` beside its `U`.
+    pub fn zip<U>(self, other: ModelPair<U>) -> ModelPair<(T, U)> {
+        ModelPair {
+            segmentation: (self.segmentation, other.segmentation),
+            classifier: (self.classifier, other.classifier),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_role_picks_its_own_model_and_pairs_are_walked_segmentation_first() {
+        let mut pair = ModelPair::from_fn(|role| role.as_str().len());
+        assert_eq!(*pair.by_role(ModelRole::Segmentation), "segmentation".len());
+        assert_eq!(*pair.by_role(ModelRole::Classifier), "classifier".len());
+        *pair.by_role_mut(ModelRole::Classifier) = 0;
+        assert_eq!(pair.classifier, 0);
+        let mut order = Vec::new();
+        let mapped = pair.map(|role, n| {
+            order.push(role);
+            n + 1
+        });
+        assert_eq!(order, ModelRole::BOTH);
+        assert_eq!(mapped.classifier, 1);
+        let failed: Result<ModelPair<()>, ModelRole> = mapped.try_map(|role, _| Err(role));
+        assert_eq!(failed, Err(ModelRole::Segmentation));
     }
 }

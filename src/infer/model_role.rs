@@ -11,6 +11,10 @@ pub enum ModelRole {
 }
 
 impl ModelRole {
+    /// Both roles in the order the models run: segmentation, then the
+    /// classifier (which reads the segmentation's mask).
+    pub const BOTH: [ModelRole; 2] = [ModelRole::Segmentation, ModelRole::Classifier];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ModelRole::Segmentation => "segmentation",

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::backend::{BackendKind, InferenceBackend};
 use super::error::InferError;
 use super::model_io::{BatchDim, ModelIo, ModelRole};
+use super::model_pair::ModelPair;
 use crate::config::Normalization;
 use crate::frame::TensorGeometry;
 use crate::preprocess::Preprocessor;
@@ -42,16 +43,18 @@ pub fn plain_preprocessor() -> Preprocessor {
 /// Test double: an engine whose segmentation answers 0.5 everywhere and
 /// whose classifier answers `cls_logits` for every frame.
 pub struct FixedOutputEngine {
-    seg: ModelIo,
-    cls: ModelIo,
+    /// Each role's IO, picked by `ModelPair::by_role` as in every engine.
+    ios: ModelPair<ModelIo>,
     cls_logits: [f32; 2],
 }
 
 impl FixedOutputEngine {
     pub fn answering(cls_logits: [f32; 2]) -> Self {
         FixedOutputEngine {
-            seg: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
-            cls: io(vec![1, 4, 4, 8], vec![1, 2]),
+            ios: ModelPair {
+                segmentation: io(vec![1, 3, 4, 4], vec![1, 2, 4, 4]),
+                classifier: io(vec![1, 4, 4, 8], vec![1, 2]),
+            },
             cls_logits,
         }
     }
@@ -62,11 +65,10 @@ impl InferenceBackend for FixedOutputEngine {
         BackendKind::Tract
     }
     fn io(&self, role: ModelRole) -> &ModelIo {
-        match role {
-            ModelRole::Segmentation => &self.seg,
-            ModelRole::Classifier => &self.cls,
-        }
+        self.ios.by_role(role)
     }
+    /// What each role answers: the segmentation's logits everywhere 0.5,
+    /// the classifier's `cls_logits` for every frame.
     fn run(
         &mut self,
         role: ModelRole,

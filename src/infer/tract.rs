@@ -7,17 +7,19 @@ use tract_onnx::prelude::*;
 
 use super::backend::BackendKind;
 use super::error::InferError;
+use super::host_engine::{HostEngine, HostModel};
 use super::model_io::{
     DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
-use super::model_pair::{HostModel, ModelPair};
+use super::model_pair::ModelPair;
 use crate::config::Config;
 
 const ENGINE: &str = "tract";
 
-/// Both models, loaded, optimized and ready to run.
-pub type TractBackend = ModelPair<TractModel>;
+/// Both models, loaded, optimized and ready to run: a `HostEngine`, in which
+/// a role picks its model with `ModelPair::by_role`.
+pub type TractBackend = HostEngine<TractModel>;
 
 impl TractBackend {
     pub fn open(cfg: &Config) -> Result<Self, InferError> {
@@ -26,7 +28,13 @@ impl TractBackend {
         }
         let segmentation = TractModel::load(&ModelSpec::segmentation(&cfg.segmentation))?;
         let classifier = TractModel::load(&ModelSpec::classifier(&cfg.classifier))?;
-        Ok(ModelPair::new(BackendKind::Tract, segmentation, classifier))
+        Ok(HostEngine::new(
+            BackendKind::Tract,
+            ModelPair {
+                segmentation,
+                classifier,
+            },
+        ))
     }
 }
 

@@ -1,19 +1,31 @@
 //! The start-up warm-up: an engine's first runs allocate and tune, and a
 //! preprocessor sizes its tables on the first frame of a size, so before
 //! READY=1 a mid-grey frame of the size the source will deliver goes once
-//! through every work record and every batch size
-//! (`batcher::warm_up_sizes`), so the first camera frame is judged as fast
-//! as the hundredth. Warm-up frames take no `seq` and never reach the
-//! output stage. `warm_up` is a model swap's (zeros, every batch size),
-//! `WarmUpFrame` the device path's too (`device_stage::warm_up_path`).
+//! through every work record and every batch size (`warm_up_sizes`), so
+//! the first camera frame is judged as fast as the hundredth. Warm-up
+//! frames take no `seq` and never reach the output stage. `warm_up` is a
+//! model swap's (zeros, every batch size), `WarmUpFrame` the device path's
+//! too (`device_stage::warm_up_path`).
+//!
+//! `warm_up_sizes` is the one list of batch sizes: the host path's and the
+//! device path's start-up warm-ups, the host swap (`warm_up`) and the
+//! device swaps (`TensorRtBackend::warm_up_batches`, ONNX Runtime's
+//! `OrtCandidate::warm_up`) all walk it.
 
 use super::backend::InferenceBackend;
 use super::batch::{BatchBuffers, infer_batch, infer_frame};
-use super::batcher::warm_up_sizes;
 use super::error::InferError;
+use super::model_role::ModelRole;
 use crate::config::SourceKind;
 use crate::frame::{FailedStage, FrameWork, ImageView, PixelLayout, TensorGeometry};
 use crate::preprocess::{FramePreprocessor, Preprocessor};
+
+/// The batch sizes a path warms up before its first camera frame, and a
+/// swap before its new models' first (an engine sets up each input shape at
+/// its first run): 1 ..= `max_batch`.
+pub fn warm_up_sizes(max_batch: usize) -> std::ops::RangeInclusive<usize> {
+    1..=max_batch.max(1)
+}
 
 /// Runs both models on zeros at each batch size 1..=`max_batch` the engine
 /// takes (`warm_up_sizes`): the first run of an engine (and of each input
@@ -30,12 +42,14 @@ pub fn warm_up(
     let (seg_input, cls_input) = (vec![0.0; most * seg_in], vec![0.0; most * cls_in]);
     let (mut seg_logits, mut cls_logits) = (vec![0.0; most * seg_out], vec![0.0; most * cls_out]);
     for frames in warm_up_sizes(most) {
-        backend.segment_batch(
+        backend.run(
+            ModelRole::Segmentation,
             frames,
             &seg_input[..frames * seg_in],
             &mut seg_logits[..frames * seg_out],
         )?;
-        backend.classify_batch(
+        backend.run(
+            ModelRole::Classifier,
             frames,
             &cls_input[..frames * cls_in],
             &mut cls_logits[..frames * cls_out],

@@ -124,10 +124,7 @@ pub(super) fn open_frame_path(
         }
     };
     let selection = infer::open_backend(config)?;
-    let geometry = infer::geometry(
-        selection.backend.segmentation_io(),
-        selection.backend.classifier_io(),
-    )?;
+    let geometry = infer::geometry(selection.backend.as_ref())?;
     let frame_preprocessor = FramePreprocessor::open(config, geometry)?;
     let engine = ChosenEngine {
         name: selection.backend.kind().as_str().to_string(),

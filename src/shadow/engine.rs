@@ -144,12 +144,8 @@ pub fn open(
         },
     };
     let mut selection = infer::open_backend(&config).map_err(|e| refuse("open", e.to_string()))?;
-    let shadow_geometry = infer::checked_geometry(
-        &config,
-        selection.backend.segmentation_io(),
-        selection.backend.classifier_io(),
-    )
-    .map_err(|e| refuse("contract", e.to_string()))?;
+    let shadow_geometry = infer::checked_geometry(&config, selection.backend.as_ref())
+        .map_err(|e| refuse("contract", e.to_string()))?;
     if shadow_geometry != geometry {
         let segmentation_differs = (shadow_geometry.seg_hw, shadow_geometry.seg_classes)
             != (geometry.seg_hw, geometry.seg_classes);

@@ -143,15 +143,12 @@ pub fn check(config: &Config) -> Result<Option<String>, ShadowRefused> {
         key: "[models]",
         detail: format!("production's models, whose shapes the shadow must match: {e}"),
     })?;
-    let geometry = crate::infer::geometry(
-        production.backend.segmentation_io(),
-        production.backend.classifier_io(),
-    )
-    .map_err(|e| ShadowRefused {
-        step: "contract",
-        key: "[models]",
-        detail: e.to_string(),
-    })?;
+    let geometry =
+        crate::infer::geometry(production.backend.as_ref()).map_err(|e| ShadowRefused {
+            step: "contract",
+            key: "[models]",
+            detail: e.to_string(),
+        })?;
     drop(production);
     let opened = super::engine::open(config, shadow, geometry)?;
     Ok(Some(opened.backend.kind().as_str().to_string()))

@@ -42,6 +42,8 @@ use crate::infer::device_path::{
 };
 use crate::infer::device_runner::DeviceRunner;
 use crate::infer::model_io::{BatchDim, ModelIo, ModelRole, ModelSpec};
+use crate::infer::model_pair::ModelPair;
+use crate::infer::warm_up::warm_up_sizes;
 
 /// One batch size's binding: the tensors' first `frames` frames.
 struct BatchBinding {
@@ -194,9 +196,10 @@ impl BoundSession {
         self.batches.len()
     }
 
-    /// Runs each batch size once and waits for the session's stream (a
-    /// warm-up on scratch buffers). No CUDA graph is recorded here: a graph
-    /// would keep the scratch buffers' addresses.
+    /// Runs each batch size once (`warm_up_sizes` of the bound batches) and
+    /// waits for the session's stream (a warm-up on scratch buffers). No
+    /// CUDA graph is recorded here: a graph would keep the scratch buffers'
+    /// addresses.
     fn run_each_batch_and_wait(&mut self) -> Result<(), DeviceFrameError> {
         let role = self.role;
         let fail = |e: ort::Error| DeviceFrameError::Ort {
@@ -206,7 +209,9 @@ impl BoundSession {
         };
         let mut options = RunOptions::new().map_err(fail)?;
         options.set(CUDA_GRAPH_ID, "-1").map_err(fail)?;
-        for batch in &self.batches {
+        // `batches[b - 1]` is the binding for a batch of `b` frames.
+        let sizes = warm_up_sizes(self.max_batch());
+        for batch in sizes.filter_map(|frames| self.batches.get(frames - 1)) {
             self.session
                 .run_binding_with_options(&batch.binding, &options)
                 .map(drop)
@@ -253,10 +258,10 @@ impl BoundSession {
 /// (`kOrtRunOptionsConfigCudaGraphAnnotation`; -1: no graph).
 const CUDA_GRAPH_ID: &str = "gpu_graph_id";
 
-/// Both sessions, bound to the device runner's tensors.
+/// Both sessions, bound to the device runner's tensors; a role picks its
+/// session with `ModelPair::by_role`.
 pub struct OrtDeviceEngine {
-    segmentation: BoundSession,
-    classifier: BoundSession,
+    sessions: ModelPair<BoundSession>,
 }
 
 // SAFETY: the sessions and bindings are used only from the thread that owns
@@ -274,30 +279,31 @@ impl DeviceEngine for OrtDeviceEngine {
     }
 
     fn max_batch(&self) -> usize {
-        self.segmentation
+        self.sessions
+            .segmentation
             .max_batch()
-            .min(self.classifier.max_batch())
+            .min(self.sessions.classifier.max_batch())
     }
 
-    /// The sessions compute on the stream they were created with (the
-    /// runner's), so `stream` is not needed here.
+    /// `role` picks its session (`ModelPair::by_role_mut`). The sessions
+    /// compute on the stream they were created with (the runner's), so
+    /// `stream` is not needed here.
     fn enqueue(
         &mut self,
         role: ModelRole,
         _stream: &Stream,
         frames: usize,
     ) -> Result<(), DeviceFrameError> {
-        match role {
-            ModelRole::Segmentation => self.segmentation.enqueue(frames),
-            ModelRole::Classifier => self.classifier.enqueue(frames),
-        }
+        self.sessions.by_role_mut(role).enqueue(frames)
     }
 }
 
 /// Both models' sessions and IO, not bound to any buffers.
-struct OrtSessions {
-    segmentation: (Session, ModelIo),
-    classifier: (Session, ModelIo),
+type OrtSessions = ModelPair<(Session, ModelIo)>;
+
+/// Both models' IO, for `checked_io_geometry`.
+fn ios(sessions: &OrtSessions) -> ModelPair<&ModelIo> {
+    sessions.as_ref().map(|_, (_, io)| io)
 }
 
 /// Binds both sessions to the runner's tensors.
@@ -309,35 +315,25 @@ unsafe fn bind_engine(
     sessions: OrtSessions,
     tensors: BoundTensors,
 ) -> Result<OrtDeviceEngine, DeviceFrameError> {
-    let OrtSessions {
-        segmentation: (seg_session, seg_io),
-        classifier: (cls_session, cls_io),
-    } = sessions;
-    // SAFETY: forwarded from this function's contract.
-    let segmentation = unsafe {
-        BoundSession::bind(
-            seg_session,
-            &seg_io,
-            ModelRole::Segmentation,
-            gpu,
-            (tensors.seg_input, tensors.seg_logits),
-            tensors.frames,
-        )?
+    let role_tensors = ModelPair {
+        segmentation: (tensors.seg_input, tensors.seg_logits),
+        classifier: (tensors.cls_input, tensors.cls_logits),
     };
-    // SAFETY: as above.
-    let classifier = unsafe {
-        BoundSession::bind(
-            cls_session,
-            &cls_io,
-            ModelRole::Classifier,
-            gpu,
-            (tensors.cls_input, tensors.cls_logits),
-            tensors.frames,
-        )?
-    };
-    Ok(OrtDeviceEngine {
-        segmentation,
-        classifier,
+    // Segmentation first, each session to its role's tensors.
+    let sessions = sessions
+        .zip(role_tensors)
+        .try_map(|role, ((session, io), role_tensors)| {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { BoundSession::bind(session, &io, role, gpu, role_tensors, tensors.frames) }
+        })?;
+    Ok(OrtDeviceEngine { sessions })
+}
+
+/// Opens both models' CUDA sessions on `compute`, segmentation first.
+fn open_sessions(cfg: &Config, compute: ComputeStream) -> Result<OrtSessions, DeviceFrameError> {
+    Ok(ModelPair {
+        segmentation: open_cuda_session(cfg, &ModelSpec::segmentation(&cfg.segmentation), compute)?,
+        classifier: open_cuda_session(cfg, &ModelSpec::classifier(&cfg.classifier), compute)?,
     })
 }
 
@@ -350,17 +346,10 @@ impl DeviceModelsOpener for OrtOpener {
     fn open(&self, cfg: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError> {
         self.site.stream.with(|raw| {
             let compute = ComputeStream(raw as *mut std::ffi::c_void);
-            let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
-            let cls_spec = ModelSpec::classifier(&cfg.classifier);
-            let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
-            let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-            let geometry =
-                crate::infer::backend::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+            let sessions = open_sessions(cfg, compute)?;
+            let geometry = crate::infer::backend::checked_io_geometry(cfg, ios(&sessions))?;
             Ok(Box::new(OrtCandidate {
-                sessions: Some(OrtSessions {
-                    segmentation,
-                    classifier,
-                }),
+                sessions: Some(sessions),
                 geometry,
                 site: self.site.clone(),
             }) as Box<dyn DeviceCandidate>)
@@ -387,10 +376,7 @@ impl DeviceCandidate for OrtCandidate {
     fn warm_up(&mut self) -> Result<(), DeviceFrameError> {
         let (site, sessions) = (&self.site, &mut self.sessions);
         site.stream.with(|_| {
-            let OrtSessions {
-                segmentation,
-                classifier,
-            } = sessions
+            let taken = sessions
                 .take()
                 .ok_or_else(|| DeviceFrameError::Swap("the new sessions were lost".to_string()))?;
             let (g, frames) = (self.geometry, site.frames.max(1));
@@ -405,49 +391,38 @@ impl DeviceCandidate for OrtCandidate {
                 len: buffer.len(),
                 element: TensorElement::F32,
             };
-            let buffers = [
-                scratch(frames * g.seg_input_len())?,
-                scratch(frames * g.seg_logits_len())?,
-                scratch(frames * g.cls_input_len())?,
-                scratch(frames * g.cls_classes)?,
-            ];
-            let mut warmed = Vec::with_capacity(2);
-            for ((session, io), role, (input, output)) in [
-                (
-                    segmentation,
-                    ModelRole::Segmentation,
-                    (&buffers[0], &buffers[1]),
+            let buffers = ModelPair {
+                segmentation: (
+                    scratch(frames * g.seg_input_len())?,
+                    scratch(frames * g.seg_logits_len())?,
                 ),
-                (
-                    classifier,
-                    ModelRole::Classifier,
-                    (&buffers[2], &buffers[3]),
+                classifier: (
+                    scratch(frames * g.cls_input_len())?,
+                    scratch(frames * g.cls_classes)?,
                 ),
-            ] {
-                // SAFETY: the scratch buffers outlive the bound session,
-                // which is taken apart (`into_session`) after its run, which
-                // waits for the stream.
-                let mut bound = unsafe {
-                    BoundSession::bind(
-                        session,
-                        &io,
-                        role,
-                        &site.gpu,
-                        (tensor(input), tensor(output)),
-                        frames,
-                    )?
-                };
-                bound.run_each_batch_and_wait()?;
-                warmed.push((bound.into_session(), io));
-            }
-            let classifier = warmed.pop();
-            let segmentation = warmed.pop();
-            if let (Some(segmentation), Some(classifier)) = (segmentation, classifier) {
-                *sessions = Some(OrtSessions {
-                    segmentation,
-                    classifier,
-                });
-            }
+            };
+            // Segmentation first, each session on its role's scratch buffers.
+            let warmed =
+                taken
+                    .zip(buffers.as_ref())
+                    .try_map(|role, ((session, io), (input, output))| {
+                        // SAFETY: the scratch buffers outlive the bound session,
+                        // which is taken apart (`into_session`) after its run,
+                        // which waits for the stream.
+                        let mut bound = unsafe {
+                            BoundSession::bind(
+                                session,
+                                &io,
+                                role,
+                                &site.gpu,
+                                (tensor(input), tensor(output)),
+                                frames,
+                            )?
+                        };
+                        bound.run_each_batch_and_wait()?;
+                        Ok::<_, DeviceFrameError>((bound.into_session(), io))
+                    })?;
+            *sessions = Some(warmed);
             Ok(())
         })
     }
@@ -499,20 +474,13 @@ pub fn open(cfg: &Config) -> Result<Box<dyn DeviceFramePath>, DeviceFrameError> 
         action: "create a CUDA stream",
         source,
     })?;
-    let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
-    let cls_spec = ModelSpec::classifier(&cfg.classifier);
     let compute = ComputeStream(stream.raw() as *mut std::ffi::c_void);
-    let segmentation = open_cuda_session(cfg, &seg_spec, compute)?;
-    let classifier = open_cuda_session(cfg, &cls_spec, compute)?;
-    let geometry = crate::infer::backend::checked_geometry(cfg, &segmentation.1, &classifier.1)?;
+    let sessions = open_sessions(cfg, compute)?;
+    let geometry = crate::infer::backend::checked_io_geometry(cfg, ios(&sessions))?;
     let f32s = (TensorElement::F32, TensorElement::F32);
-    let frames = match (segmentation.1.batch, classifier.1.batch) {
+    let frames = match (sessions.segmentation.1.batch, sessions.classifier.1.batch) {
         (BatchDim::Dynamic, BatchDim::Dynamic) => cfg.inference.max_batch.max(1),
         _ => 1,
-    };
-    let sessions = OrtSessions {
-        segmentation,
-        classifier,
     };
     let runner = DeviceRunner::open(cfg, stream, geometry, f32s, frames, |tensors| {
         // SAFETY: the runner owns the bound tensors and frees them only after

@@ -1,5 +1,6 @@
 //! Host mode: both models as ONNX Runtime sessions (`OrtBackend`, a
-//! `ModelPair` of `OrtModel`s), on the CPU or the CUDA provider. The input
+//! `HostEngine` over a `ModelPair` of `OrtModel`s, in which a role picks its
+//! model with `ModelPair::by_role`), on the CPU or the CUDA provider. The input
 //! slice is lent to ONNX Runtime without a copy and the output lands in a
 //! tensor allocated once per model (and batch size), then is copied out.
 
@@ -14,13 +15,14 @@ use super::session::{ENGINE, create_session, declared, device_engine_name};
 use crate::config::{ComputeDevice, Config, OnnxRuntimeConfig};
 use crate::infer::backend::BackendKind;
 use crate::infer::error::InferError;
+use crate::infer::host_engine::{HostEngine, HostModel};
 use crate::infer::model_io::{
     BatchDim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened, resolve_model_io,
 };
-use crate::infer::model_pair::{HostModel, ModelPair};
+use crate::infer::model_pair::ModelPair;
 
 /// Both models as ONNX Runtime sessions, on the CPU or the CUDA provider.
-pub type OrtBackend = ModelPair<OrtModel>;
+pub type OrtBackend = HostEngine<OrtModel>;
 
 impl OrtBackend {
     /// Opens both models on `device`; CUDA must register or this fails
@@ -43,7 +45,13 @@ impl OrtBackend {
         };
         log::info!(library:% = runtime.library.display(), version = runtime.version.as_str(), backend = kind.as_str(),
             settings:? = settings; "ONNX Runtime sessions ready");
-        Ok(ModelPair::new(kind, segmentation, classifier))
+        Ok(HostEngine::new(
+            kind,
+            ModelPair {
+                segmentation,
+                classifier,
+            },
+        ))
     }
 }
 

@@ -1,8 +1,10 @@
 //! The TensorRT backend: both engines (from the cache, or built), their
-//! device buffers, and host mode (`InferenceBackend::segment` / `classify`
-//! and their `_batch` forms: host input -> pinned -> device -> engine ->
-//! device -> pinned -> host output). Device mode binds the same engines to
-//! the device runner's tensors (`device.rs`).
+//! device buffers, and host mode (`InferenceBackend::run`: host input ->
+//! pinned -> device -> engine -> device -> pinned -> host output). Device
+//! mode binds the same engines to the device runner's tensors
+//! (`device.rs`). The two engines are a `ModelPair<ModelEngine>`: every
+//! method that takes a `ModelRole` picks its engine with
+//! `ModelPair::by_role`.
 //!
 //! Batches: a model whose ONNX input has a symbolic first dimension is built
 //! with one optimization profile, 1 .. `[inference] max_batch` frames
@@ -35,15 +37,17 @@ use crate::infer::model_io::{
     BatchDim, DeclaredTensor, Dim, ModelIo, ModelRole, ModelSpec, check_buffers, record_opened,
     resolve_model_io,
 };
+use crate::infer::model_pair::ModelPair;
+use crate::infer::warm_up::warm_up_sizes;
 
 pub(super) const ENGINE: &str = "TensorRT";
 
 /// Both engines, their device buffers, and the stream host-mode calls use.
 pub struct TensorRtBackend {
-    // Drop order: the models (contexts, engines, buffers) after `Drop`
-    // synchronized the stream, then the stream, then the context.
-    segmentation: ModelEngine,
-    classifier: ModelEngine,
+    // Drop order: the models (contexts, engines, buffers; segmentation
+    // first) after `Drop` synchronized the stream, then the stream, then
+    // the context.
+    models: ModelPair<ModelEngine>,
     stream: Stream,
     gpu: Arc<GpuContext>,
     library: LibraryInfo,
@@ -65,10 +69,13 @@ impl TensorRtBackend {
         settings: &TensorRtSettings,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<Self, TrtError> {
-        let seg_spec = ModelSpec::segmentation(&cfg.segmentation);
-        let cls_spec = ModelSpec::classifier(&cfg.classifier);
-        seg_spec.require_file()?;
-        cls_spec.require_file()?;
+        let specs = ModelPair {
+            segmentation: ModelSpec::segmentation(&cfg.segmentation),
+            classifier: ModelSpec::classifier(&cfg.classifier),
+        };
+        for role in ModelRole::BOTH {
+            specs.by_role(role).require_file()?;
+        }
         let library = load_library()?;
         log::info!(target: "sealcheck::tensorrt", library = library.nvinfer_path.as_str(),
             version = version_string(library.library_version).as_str(),
@@ -90,17 +97,13 @@ impl TensorRtBackend {
             cancel,
             max_batch: cfg.inference.max_batch,
         };
-        let segmentation = session.open_model(
-            &seg_spec,
-            calibration.feed_for(ModelRole::Segmentation, &gpu, settings)?,
-        )?;
-        let classifier = session.open_model(
-            &cls_spec,
-            calibration.feed_for(ModelRole::Classifier, &gpu, settings)?,
-        )?;
+        // Segmentation first, then the classifier, each with its role's
+        // calibration feed.
+        let models = specs.try_map(|role, spec| {
+            session.open_model(&spec, calibration.feed_for(role, &gpu, settings)?)
+        })?;
         Ok(TensorRtBackend {
-            segmentation,
-            classifier,
+            models,
             stream,
             gpu,
             library,
@@ -127,29 +130,21 @@ impl TensorRtBackend {
 
     /// The engine file of each model and whether it came from the cache.
     pub fn engines(&self) -> [(ModelRole, &Path, &CacheOutcome); 2] {
-        [
-            (
-                ModelRole::Segmentation,
-                self.segmentation.engine_path.as_path(),
-                &self.segmentation.outcome,
-            ),
-            (
-                ModelRole::Classifier,
-                self.classifier.engine_path.as_path(),
-                &self.classifier.outcome,
-            ),
-        ]
+        ModelRole::BOTH.map(|role| {
+            let model = self.models.by_role(role);
+            (role, model.engine_path.as_path(), &model.outcome)
+        })
     }
 
     /// The engine file of `role`'s model, for messages.
     pub fn engine_path(&self, role: ModelRole) -> &Path {
-        &self.model(role).engine_path
+        &self.models.by_role(role).engine_path
     }
 
     /// Element type each engine wants at its input and output, for sizing
     /// the GPU preprocessor's tensors (f32 for engines built from f32 ONNX).
     pub fn io_elements(&self, role: ModelRole) -> (TensorElement, TensorElement) {
-        let model = self.model(role);
+        let model = self.models.by_role(role);
         (model.input_element, model.output_element)
     }
 
@@ -157,8 +152,8 @@ impl TensorRtBackend {
     /// dynamic batch): then a device runner sizes its tensors for
     /// `max_batch` frames.
     pub fn batches(&self) -> bool {
-        self.segmentation.io.batch == BatchDim::Dynamic
-            && self.classifier.io.batch == BatchDim::Dynamic
+        self.models.segmentation.io.batch == BatchDim::Dynamic
+            && self.models.classifier.io.batch == BatchDim::Dynamic
     }
 
     /// Device mode: points `role`'s engine at tensors another owner (the GPU
@@ -178,7 +173,7 @@ impl TensorRtBackend {
         output: DeviceTensor,
         frames: usize,
     ) -> Result<(), TrtError> {
-        let model = self.model_mut(role);
+        let model = self.models.by_role_mut(role);
         let frames = frames.max(1);
         let (input_len, output_len) = (model.io.input_len(), model.io.output_len());
         model.check_device_tensor("input", &input, model.input_element, input_len, frames)?;
@@ -208,22 +203,24 @@ impl TensorRtBackend {
         stream: usize,
         frames: usize,
     ) -> Result<(), TrtError> {
-        let model = self.model_mut(role);
+        let model = self.models.by_role_mut(role);
         // SAFETY: forwarded from this function's contract.
         unsafe { model.enqueue(stream, frames) }
     }
 
-    /// Runs each batch size 1..=`max_batch` of both engines once on this
-    /// backend's own buffers, so that no batch of a new size pays its shape
-    /// setup (and lazily loaded kernels) on the line; nothing for engines
-    /// with a batch of one. Leaves both engines bound to the own buffers:
-    /// call it before `bind_device`, never on an engine a runner holds.
+    /// Runs each batch size of both engines once (`warm_up_sizes` of the
+    /// engine's profile maximum, segmentation first) on this backend's own
+    /// buffers, so that no batch of a new size pays its shape setup (and
+    /// lazily loaded kernels) on the line; nothing for engines with a batch
+    /// of one. Leaves both engines bound to the own buffers: call it before
+    /// `bind_device`, never on an engine a runner holds.
     pub fn warm_up_batches(&mut self) -> Result<(), TrtError> {
         if !self.batches() {
             return Ok(());
         }
         let stream = &self.stream;
-        for model in [&mut self.segmentation, &mut self.classifier] {
+        for role in ModelRole::BOTH {
+            let model = self.models.by_role_mut(role);
             model.bind_own()?;
             // SAFETY: our own buffers, alive as long as `self`; the stream is
             // synchronized below before anything else touches them.
@@ -231,7 +228,7 @@ impl TensorRtBackend {
                 stream
                     .fill_bytes(&model.input, 0)
                     .map_err(TrtError::gpu("clear the warm-up input"))?;
-                for frames in 1..=model.max_frames {
+                for frames in warm_up_sizes(model.max_frames) {
                     model.enqueue(stream.raw() as usize, frames)?;
                 }
             }
@@ -243,22 +240,8 @@ impl TensorRtBackend {
 
     /// Points both engines back at this backend's own buffers (host mode).
     pub fn bind_own_buffers(&mut self) -> Result<(), TrtError> {
-        self.segmentation.bind_own()?;
-        self.classifier.bind_own()
-    }
-
-    fn model(&self, role: ModelRole) -> &ModelEngine {
-        match role {
-            ModelRole::Segmentation => &self.segmentation,
-            ModelRole::Classifier => &self.classifier,
-        }
-    }
-
-    fn model_mut(&mut self, role: ModelRole) -> &mut ModelEngine {
-        match role {
-            ModelRole::Segmentation => &mut self.segmentation,
-            ModelRole::Classifier => &mut self.classifier,
-        }
+        self.models.segmentation.bind_own()?;
+        self.models.classifier.bind_own()
     }
 
     /// Host mode: `frames` frames (1 ..= the engine's batch) in one run.
@@ -270,10 +253,7 @@ impl TensorRtBackend {
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
         let stream = &self.stream;
-        let model = match role {
-            ModelRole::Segmentation => &mut self.segmentation,
-            ModelRole::Classifier => &mut self.classifier,
-        };
+        let model = self.models.by_role_mut(role);
         if frames == 1 {
             check_buffers(role, &model.io, input, logits_out)?;
         } else {
@@ -297,7 +277,7 @@ impl TensorRtBackend {
         input: &[f32],
         logits_out: &mut [f32],
     ) -> Result<(), InferError> {
-        if frames > 1 && self.model(role).io.batch == BatchDim::Dynamic {
+        if frames > 1 && self.models.by_role(role).io.batch == BatchDim::Dynamic {
             self.run_host(role, frames, input, logits_out)
         } else {
             one_by_one(frames, input, logits_out, |i, o| {
@@ -325,20 +305,26 @@ impl InferenceBackend for TensorRtBackend {
         BackendKind::TensorRt
     }
 
+    /// `role` picks its engine with `ModelPair::by_role`.
     fn io(&self, role: ModelRole) -> &ModelIo {
-        &self.model(role).io
+        &self.models.by_role(role).io
     }
 
     /// The engines' profile maximum (`[inference] max_batch` when they were
     /// opened) when both models have a dynamic batch, else 1.
     fn max_batch(&self) -> usize {
         if self.batches() {
-            self.segmentation.max_frames.min(self.classifier.max_frames)
+            self.models
+                .segmentation
+                .max_frames
+                .min(self.models.classifier.max_frames)
         } else {
             1
         }
     }
 
+    /// Host mode: `role` picks its engine (`run_batch`, through
+    /// `ModelPair::by_role`).
     fn run(
         &mut self,
         role: ModelRole,

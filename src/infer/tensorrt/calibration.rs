@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::gpu::GpuContext;
 use crate::infer::backend::InferenceBackend;
 use crate::infer::model_io::ModelRole;
+use crate::infer::model_pair::ModelPair;
 
 /// Image files a calibration set may contain.
 const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "bmp"];
@@ -81,11 +82,10 @@ pub fn calibration_digest(images: &[PathBuf]) -> Result<String, TrtError> {
 pub(super) struct CalibrationPlan {
     images: Vec<PathBuf>,
     digest: Option<String>,
-    /// INT8 only: one sample maker per model (taken when its feed is made)
-    /// and the length of each model's input.
-    segmentation: Option<SampleMaker>,
-    classifier: Option<SampleMaker>,
-    lengths: (usize, usize),
+    /// INT8 only: each model's sample maker (taken when its feed is made)
+    /// and the length of its input; `feed_for`'s role picks it with
+    /// `ModelPair::by_role_mut`.
+    makers: ModelPair<Option<(SampleMaker, usize)>>,
 }
 
 /// A feed and the key field it implies.
@@ -102,20 +102,16 @@ impl CalibrationPlan {
             return Ok(CalibrationPlan {
                 images: Vec::new(),
                 digest: None,
-                segmentation: None,
-                classifier: None,
-                lengths: (0, 0),
+                makers: ModelPair::default(),
             });
         };
         let images = calibration_images(folder)?;
         let digest = Some(calibration_digest(&images)?);
-        let (segmentation, classifier, lengths) = sample_makers(cfg)?;
+        let makers = sample_makers(cfg)?.map(|_, maker| Some(maker));
         Ok(CalibrationPlan {
             images,
             digest,
-            segmentation: Some(segmentation),
-            classifier: Some(classifier),
-            lengths,
+            makers,
         })
     }
 
@@ -125,11 +121,7 @@ impl CalibrationPlan {
         gpu: &Arc<GpuContext>,
         settings: &TensorRtSettings,
     ) -> Result<ModelCalibration, TrtError> {
-        let (maker, len) = match role {
-            ModelRole::Segmentation => (self.segmentation.take(), self.lengths.0),
-            ModelRole::Classifier => (self.classifier.take(), self.lengths.1),
-        };
-        let Some(maker) = maker else {
+        let Some((maker, len)) = self.makers.by_role_mut(role).take() else {
             return Ok(ModelCalibration {
                 feed: CalibrationFeed::none(),
                 digest: None,
@@ -151,16 +143,16 @@ impl CalibrationPlan {
     }
 }
 
-/// Sample makers for both models from sealcheck's own CPU preprocessing; the
-/// classifier's mask channel comes from the CPU reference segmentation
-/// (tract), exactly as `infer_frame` computes it.
-fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usize)), TrtError> {
+/// Sample makers for both models from sealcheck's own CPU preprocessing,
+/// each with the length of its model's input; the classifier's mask channel
+/// comes from the CPU reference segmentation (tract), exactly as
+/// `infer_frame` computes it.
+fn sample_makers(cfg: &Config) -> Result<ModelPair<(SampleMaker, usize)>, TrtError> {
     use crate::frame::{FrameSlot, FrameWork};
     use crate::preprocess::{Preprocessor, logits_to_mask};
 
     let mut reference = crate::infer::tract::TractBackend::open(cfg)?;
-    let geometry =
-        crate::infer::backend::geometry(reference.segmentation_io(), reference.classifier_io())?;
+    let geometry = crate::infer::backend::geometry(&reference)?;
     let new_preprocessor = || {
         Preprocessor::new(
             cfg.segmentation.normalization,
@@ -201,7 +193,12 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
         prepare(&mut cls_pre, &mut cls_slot, &mut cls_work, image)?;
         let work = &mut cls_work;
         reference
-            .segment(&work.seg_input, &mut work.seg_logits)
+            .run(
+                ModelRole::Segmentation,
+                1,
+                &work.seg_input,
+                &mut work.seg_logits,
+            )
             .map_err(|e| e.to_string())?;
         work.mask_pixels = logits_to_mask(
             &work.seg_logits,
@@ -213,11 +210,10 @@ fn sample_makers(cfg: &Config) -> Result<(SampleMaker, SampleMaker, (usize, usiz
         sample.copy_from_slice(&work.cls_input);
         Ok(())
     });
-    Ok((
-        segmentation,
-        classifier,
-        (geometry.seg_input_len(), geometry.cls_input_len()),
-    ))
+    Ok(ModelPair {
+        segmentation: (segmentation, geometry.seg_input_len()),
+        classifier: (classifier, geometry.cls_input_len()),
+    })
 }
 
 #[cfg(test)]

@@ -70,7 +70,9 @@ impl DeviceEngine for TrtDeviceEngine {
 
     /// A batch of 2 or more on engines with a batch of one is an error
     /// (`max_batch` is 1 there); the backend checks `frames` again against
-    /// what the bound tensors hold before TensorRT sees it.
+    /// what the bound tensors hold before TensorRT sees it, and picks
+    /// `role`'s engine (`TensorRtBackend::enqueue`, through
+    /// `ModelPair::by_role_mut`).
     fn enqueue(
         &mut self,
         role: ModelRole,
@@ -109,11 +111,7 @@ pub fn device_runner(
     cfg: &Config,
     mut backend: TensorRtBackend,
 ) -> Result<DeviceRunner, DeviceFrameError> {
-    let geometry = crate::infer::backend::checked_geometry(
-        cfg,
-        backend.segmentation_io(),
-        backend.classifier_io(),
-    )?;
+    let geometry = crate::infer::backend::checked_geometry(cfg, &backend)?;
     let (seg_in, seg_out) = backend.io_elements(ModelRole::Segmentation);
     let (cls_in, _) = backend.io_elements(ModelRole::Classifier);
     if seg_in != cls_in {
@@ -191,11 +189,7 @@ struct TrtOpener {
 impl DeviceModelsOpener for TrtOpener {
     fn open(&self, cfg: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError> {
         let backend = TensorRtBackend::open(cfg)?;
-        let geometry = crate::infer::backend::checked_geometry(
-            cfg,
-            backend.segmentation_io(),
-            backend.classifier_io(),
-        )?;
+        let geometry = crate::infer::backend::checked_geometry(cfg, &backend)?;
         let elements = (
             backend.io_elements(ModelRole::Segmentation).0,
             backend.io_elements(ModelRole::Segmentation).1,
