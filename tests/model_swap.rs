@@ -13,9 +13,9 @@
 //! machine, from a copy of the source tree (the current folder):
 //!
 //! ```text
-//! cargo test --release --features cuda --test model_swap --no-run   # here; names the binary
+//! cargo test --release --features cuda --test integration --no-run   # here; names the binary
 //! SEALCHECK_BIN=/path/to/sealcheck ORT_DYLIB_PATH=/path/to/libonnxruntime.so \
-//!     ./model_swap-<hash> --nocapture --test-threads=1 device_path
+//!     ./integration-<hash> --nocapture --test-threads=1 model_swap::device_path
 //! ```
 
 use std::net::SocketAddr;

@@ -723,7 +723,7 @@ fn server_cpu_percent(poll: Duration, run: Duration) -> (f64, usize, f64) {
 /// Modbus poll); with a 1 ms poll (the bench's latency PLC) the figure is
 /// printed, not held (1.6% on the loaded 2-core machine: see the docs).
 /// Run with `cargo test --profile ci --features fault-injection --test
-/// plc_server -- --ignored --nocapture modbus_server_cpu`.
+/// integration -- --ignored --nocapture plc_server::modbus_server_cpu`.
 #[test]
 #[ignore = "a measurement (10 s per poll rate); docs/PERFORMANCE.md"]
 fn modbus_server_cpu_at_10_parts_per_second() {

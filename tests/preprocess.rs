@@ -2,7 +2,7 @@
 //! here (the product has one implementation, this is its judge), hand-checked
 //! values, OpenCV through python3, and the .npy writer read back by NumPy.
 //!
-//! Run with `cargo test --release --test preprocess -- --nocapture` to see the
+//! Run with `cargo test --release --test integration preprocess:: -- --nocapture` to see the
 //! timing of a 1280x720 frame and which Python checks ran.
 
 use crate::common;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run by hand on a lent GPU, for docs/PERFORMANCE-gpu-pipeline.md ("Issue 30"); no make target.
 # After `scripts/gpu/gpu_carry_ort.sh receive` carried sealcheck_base (the binary before the
-# issue) and sealcheck (this tree), and for step `tests` also parity, gpu_parity, model_swap
-# (test binaries built with --features cuda). Every A/B runs the two binaries in turn.
+# issue) and sealcheck (this tree), and for step `tests` also parity, gpu_parity and
+# integration (test binaries built with --features cuda; `integration` holds model_swap's
+# tests since issue 36). Every A/B runs the two binaries in turn.
 #
 #   ab     one camera, batch-1 models (`gpu_ab.sh`, FRAMES=1000, RUNS=5), then the mapped
 #          path (zero_copy = true) of the new binary, 2 runs
@@ -71,7 +72,7 @@ for step in ${*:-ab cams verify tests}; do
         grep -E "^(ok|FAILED|FAIL|SKIPPED)|exit" "$OUT/verify/b_parity.log"
         timeout 120 "$B/gpu_parity" >"$OUT/gpu_parity.log" 2>&1; echo "gpu_parity exit $?"
         tail -4 "$OUT/gpu_parity.log"
-        SEALCHECK_BIN=$B/sealcheck timeout 240 "$B/model_swap" --test-threads=1 device_path >"$OUT/model_swap.log" 2>&1
+        SEALCHECK_BIN=$B/sealcheck timeout 240 "$B/integration" --test-threads=1 model_swap::device_path >"$OUT/model_swap.log" 2>&1
         echo "model_swap exit $?"; grep -E "^test |test result|SKIPPED" "$OUT/model_swap.log"
         BIN=$B/sealcheck OUT=$OUT/cams_e scripts/gpu/gpu_cameras.sh e 2>&1 | tee "$OUT/e.txt"
         OUT=$OUT/archive scripts/gpu/gpu_archive_check.sh 2>&1 | tee "$OUT/archive.txt"
