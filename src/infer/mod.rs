@@ -11,12 +11,27 @@
 //! shadow: hand-over ─────────▶ Batcher ──▶ shadow::judge (infer_batch)
 //! ```
 //!
+//! The device frame's way, in full (`device_stage` says more):
+//!
+//! ```text
+//! pipeline::stages: spawn("device", DeviceStage::thread's body)
+//!   device_stage/start.rs: engine_choice::open_path -> OpenedPath { path, info: PathInfo }
+//!   device_stage/slots.rs: PathInfo::slot_allocator -> every ring slot page-locked, before capture starts
+//!   device_stage/start.rs: warm_up_path (each batch size) -> start report -> DeviceStage::run
+//!   device_stage/batches.rs, for each batch the Batcher gathers from trigger::PartRings:
+//!     begin: take a waiting DeviceSwap (DeviceFramePath::swap_engine), make room on the GPU
+//!     add:   DeviceFramePath::stage (upload + frame kernel; the slot kept while the GPU reads it)
+//!     run:   DeviceFramePath::launch (segmentation, mask, classifier, copies back)
+//!     idle / pass_on / a full GPU: DeviceFramePath::complete, oldest first -> StageMessage::Inspect
+//!     hand_back: DeviceFramePath::reads_done -> ring slots the GPU is past back to capture
+//! ```
+//!
 //! The files, bottom up (each imports only files listed before it):
 //! - leaves: `model_role`, `error`, `model_io` (one contract check for every
 //!   engine), `backend` (`InferenceBackend`: one method a model role),
 //!   `model_pair` (both models of a host engine, the one `InferenceBackend`
 //!   impl of tract and ONNX Runtime), `device_error`, `device_path` (the GPU
-//!   device path's traits);
+//!   device path's traits, and `PathInfo`: what a path tells once, at open);
 //! - engines: `tract`, `onnxruntime` (+ `onnxruntime/device.rs`),
 //!   `tensorrt/` (+ `tensorrt/device.rs`);
 //! - `device_runner`: one stream, tensors, tickets and events for whichever
@@ -26,9 +41,12 @@
 //!   (`open_path`);
 //! - `batch` (a host batch through both models, the batch counts),
 //!   `batcher` (the one frame loop: gather, batch wait, markers after their
-//!   batch, swaps at a batch boundary, the warm-up's batch sizes), `warm_up`;
-//! - the paths: `host_stage` (host infer thread) and `device_stage` (device
-//!   path: one thread, one stream); the shadow's is `shadow::judge`.
+//!   batch, swaps at a batch boundary, frames handed back at one point, the
+//!   warm-up's batch sizes; its sources, `frame::FrameSource`, are
+//!   implemented beside their types), `warm_up`;
+//! - the paths: `host_stage` (host infer thread) and `device_stage/` (device
+//!   path: one thread, one stream: `start`, `slots`, `batches`); the
+//!   shadow's is `shadow::judge`.
 //!
 //! Every engine reads the models' input/output names and shapes from the files
 //! and checks them against the config through `model_io`, so a model swap that
