@@ -200,15 +200,18 @@ pub fn run_frame(
 /// How one GPU engine runs its two models on the runner's stream. The
 /// runner holds it as `Box<dyn DeviceEngine>` and knows nothing else of it.
 pub trait DeviceEngine: Send {
+    /// Called when the runner describes itself (at open: `PathInfo::kind`).
     fn kind(&self) -> BackendKind;
 
-    /// Most frames one `enqueue` may judge: 1 for models whose batch is
-    /// fixed at one, else the bound tensors' `frames`.
+    /// Called by the runner at open, at each frame staged and after a
+    /// swap: most frames one `enqueue` may judge: 1 for models whose batch
+    /// is fixed at one, else the bound tensors' `frames`.
     fn max_batch(&self) -> usize;
 
-    /// Queues `role`'s model on `stream` for the first `frames` frames
-    /// (1..=`max_batch`) of the tensors it was bound to, reading and writing
-    /// them. Returns once queued.
+    /// Called by the runner at each batch's launch, once a model role
+    /// (segmentation, then classifier): queues `role`'s model on `stream`
+    /// for the first `frames` frames (1..=`max_batch`) of the tensors it was
+    /// bound to, reading and writing them. Returns once queued.
     fn enqueue(
         &mut self,
         role: ModelRole,
@@ -216,29 +219,37 @@ pub trait DeviceEngine: Send {
         frames: usize,
     ) -> Result<(), DeviceFrameError>;
 
-    /// Opens new models of this engine for the runner `site` describes.
+    /// Called once, when the runner describes itself at open
+    /// (`PathInfo::swap_opener`): opens new models of this engine for the
+    /// runner `site` describes.
     fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
 }
 
 /// Opens new models on a running device path's engine, from a thread other
 /// than the device thread (the reload thread), so inspection goes on.
 pub trait DeviceModelsOpener: Send + Sync {
-    /// Opens `config`'s models on the running engine and checks them
-    /// against the engine's IO contract (the geometry is read here).
+    /// Called on the reload thread when a reload brings new model files
+    /// (`model_swap::prepare_device`): opens `config`'s models on the
+    /// running engine and checks them against the engine's IO contract (the
+    /// geometry is read here).
     fn open(&self, config: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError>;
 }
 
 /// New models opened by a `DeviceModelsOpener`, not yet bound to the
 /// running path's tensors.
 pub trait DeviceCandidate: Send {
+    /// Called on the reload thread right after the candidate was opened:
+    /// its tensor shapes, which must be the running path's.
     fn geometry(&self) -> TensorGeometry;
 
-    /// Runs both models once on buffers of their own (never the running
-    /// path's), and waits for them.
+    /// Called on the reload thread once the geometry (and the acceptance
+    /// gate) passed: runs both models once on buffers of their own (never
+    /// the running path's), and waits for them.
     fn warm_up(&mut self) -> Result<(), DeviceFrameError>;
 
-    /// Binds the models to `tensors` (on the device thread, nothing queued
-    /// on the stream): the engine the runner holds from then on.
+    /// Called by the runner's `swap_engine`, on the device thread between
+    /// two batches, nothing queued on the stream: binds the models to
+    /// `tensors`, the engine the runner holds from then on.
     ///
     /// # Safety
     /// The tensors must stay allocated for as long as the returned engine
