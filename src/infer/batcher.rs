@@ -36,7 +36,9 @@
 //!   `add` (the device path keeps a ring slot until the GPU has read it)
 //!   keeps it no longer than the next of those steps, unless the GPU still
 //!   reads it; what it still keeps when the loop ends is its own to give
-//!   back.
+//!   back;
+//! - the loop ends when a hook breaks (`Batcher::run` returns `Some(end)`)
+//!   or when the source closes (`None`), after the batch it gave was run.
 //!
 //! The batch sizes a path must warm up before its first camera frame are
 //! `warm_up_sizes`: one list for every path.
