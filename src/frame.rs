@@ -381,6 +381,53 @@ pub enum StageMessage {
     End,
 }
 
+/// What a `FrameSource` gives the frame loop (`infer::batcher::Batcher`).
+#[derive(Debug)]
+pub enum Next<Frame, Other> {
+    /// A frame to judge.
+    Frame(Frame),
+    /// Not a frame: a marker, a change, the end; passed on in its place.
+    Other(Other),
+    /// Nothing came within the wait.
+    Idle,
+    /// Nothing will ever come again (the sending side is gone).
+    Closed,
+}
+
+/// Where a path's frames come from, in the order they are to be judged:
+/// what the one frame loop (`infer::batcher::Batcher`) reads. Each source's
+/// impl sits beside its type: the stage channel's here, the cameras' rings'
+/// in `trigger::rings` (`PartRings`), the shadow's in `shadow::judge`.
+pub trait FrameSource {
+    type Frame;
+    type Other;
+
+    /// The next message, waiting up to `wait` (zero: only one already
+    /// waiting).
+    fn next(&mut self, wait: std::time::Duration) -> Next<Self::Frame, Self::Other>;
+}
+
+/// The host infer thread's source: preprocessed frames and the markers
+/// between them, in capture order per camera.
+impl FrameSource for crossbeam_channel::Receiver<StageMessage> {
+    type Frame = Box<FrameWork>;
+    type Other = StageMessage;
+
+    fn next(&mut self, wait: std::time::Duration) -> Next<Box<FrameWork>, StageMessage> {
+        use crossbeam_channel::RecvTimeoutError;
+        // A zero wait takes only a message already there.
+        let message = match self.recv_timeout(wait) {
+            Ok(message) => message,
+            Err(RecvTimeoutError::Timeout) => return Next::Idle,
+            Err(RecvTimeoutError::Disconnected) => return Next::Closed,
+        };
+        match message {
+            StageMessage::Inspect(work) => Next::Frame(work),
+            other => Next::Other(other),
+        }
+    }
+}
+
 /// Why a triggered part got no frame (`[trigger] mode = "plc"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PartMiss {
@@ -483,5 +530,35 @@ impl PixelDemand {
 
     pub fn live_requested(&self) -> bool {
         self.live.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_channel_source_gives_frames_and_markers_and_says_when_it_closed() {
+        let (tx, mut rx) = crossbeam_channel::bounded(4);
+        assert!(matches!(rx.next(Duration::ZERO), Next::Idle));
+        assert!(matches!(rx.next(Duration::from_millis(5)), Next::Idle));
+        let geometry = TensorGeometry {
+            seg_hw: (2, 2),
+            seg_classes: 2,
+            cls_hw: (2, 2),
+            cls_classes: 2,
+        };
+        tx.send(StageMessage::Inspect(Box::new(FrameWork::new(&geometry))))
+            .unwrap();
+        tx.send(StageMessage::End).unwrap();
+        drop(tx);
+        assert!(matches!(rx.next(Duration::ZERO), Next::Frame(_)));
+        assert!(matches!(
+            rx.next(Duration::ZERO),
+            Next::Other(StageMessage::End)
+        ));
+        assert!(matches!(rx.next(Duration::from_millis(200)), Next::Closed));
     }
 }

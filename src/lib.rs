@@ -17,8 +17,12 @@
 //! gathers a batch from the rings or a channel, waits at most
 //! `batch_wait_us`, passes markers on after their batch, and changes models
 //! only between batches. A path says only what it
-//! does with a batch: `infer::host_stage`, `infer::device_stage`,
-//! `shadow::judge`.
+//! does with a batch (`infer::batcher::BatchPath`): `infer::host_stage`,
+//! `infer::device_stage`, `shadow::judge`; each source (`frame::FrameSource`)
+//! is implemented beside its type (the stage channel in `frame`, the
+//! cameras' rings in `trigger::rings`, the shadow's hand-over in
+//! `shadow::judge`). Every stage thread, the device thread too, is started
+//! in `pipeline::stages`.
 //!
 //! A `[shadow]` (`shadow`) judges frames beside production: the output stage
 //! hands them over after the verdict went to the line, and the shadow's

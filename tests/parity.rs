@@ -35,7 +35,7 @@ use sealcheck::config::{self, ComputeDevice, Config};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameSlot, FrameWork, ImageView, TensorGeometry};
 use sealcheck::frame_bytes::{FrameBytes, HostPlacement, SlotMemory};
-use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, open_path};
+use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, ReadWait, open_path, run_frame};
 use sealcheck::infer::onnxruntime::OrtBackend;
 use sealcheck::infer::{InferenceBackend, geometry, infer_frame, tract::TractBackend};
 use sealcheck::preprocess::{Preprocessor, cpu_preprocessor};
@@ -94,8 +94,7 @@ struct Device(Box<dyn DeviceFramePath>);
 
 impl FramePath for Device {
     fn run(&mut self, frame: ImageView<'_>, work: &mut FrameWork) -> Result<(), String> {
-        self.0
-            .run_frame(frame, work)
+        run_frame(self.0.as_mut(), frame, work)
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -193,7 +192,7 @@ impl FramePath for DeviceSlots {
             .collect();
         // The batch is complete: the GPU must be past every read of its
         // slots (the hand-back to capture relies on it).
-        match path.reads_done() {
+        match path.reads_done(ReadWait::Poll) {
             Ok(done) if numbers.iter().all(|n| *n < done) => {}
             Ok(done) => {
                 results[0] = Err(format!(
@@ -364,12 +363,12 @@ fn device_batches(cfg: &Config, plan: DevicePlan) -> Opened {
     }
     cfg.inference.max_batch = BATCH;
     match open_path(&cfg, plan) {
-        Ok(opened) if opened.path.max_batch() == BATCH => {
+        Ok(opened) if opened.info.max_batch == BATCH => {
             Opened::Ready(Box::new(DeviceBatch(opened.path)))
         }
         Ok(opened) => Opened::Fail(format!(
             "the path judges at most {} frame(s) at once with dynamic-batch models and max_batch = {BATCH}",
-            opened.path.max_batch()
+            opened.info.max_batch
         )),
         Err(e) if e.is_engine_unavailable() => Opened::Skip(e.to_string()),
         Err(e) => Opened::Fail(e.to_string()),
@@ -390,17 +389,17 @@ fn device_slots(cfg: &Config, batch: usize, zero_copy: bool) -> Opened {
     cfg.inference.max_batch = batch;
     cfg.inference.zero_copy = Some(zero_copy);
     let opened = match open_path(&cfg, DevicePlan::OnnxRuntimeCuda) {
-        Ok(opened) if opened.path.max_batch() == batch => opened,
+        Ok(opened) if opened.info.max_batch == batch => opened,
         Ok(opened) => {
             return Opened::Fail(format!(
                 "the path judges at most {} frame(s) at once with max_batch = {batch}",
-                opened.path.max_batch()
+                opened.info.max_batch
             ));
         }
         Err(e) if e.is_engine_unavailable() => return Opened::Skip(e.to_string()),
         Err(e) => return Opened::Fail(e.to_string()),
     };
-    let Some(allocator) = opened.path.slot_allocator() else {
+    let Some(allocator) = opened.info.slot_allocator else {
         return Opened::Fail("the device path gives no page-locked slot memory".to_string());
     };
     let memory = SlotMemory::new();

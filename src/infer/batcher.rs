@@ -3,19 +3,22 @@
 //! and supplies only what it does with a batch (`BatchPath`).
 //!
 //! ```text
-//!   FrameSource ──next(wait)──▶ Batcher::run ──▶ BatchPath
-//!   (RingSet of the cameras,     gather a batch:     begin (swap models here)
-//!    the stage channel,          the first frame,    add, add, ...
-//!    the shadow's hand-over)     those already       run (one engine run)
-//!                                waiting, up to      pass_on (marker / end)
-//!                                max_batch           idle (nothing came)
+//!   FrameSource ──next(wait)──▶ Batcher::run ──▶ BatchPath (each hook: when the batcher calls it)
+//!   (frame::FrameSource:         gather a batch:     first_wait  before waiting for a batch's first frame
+//!    the stage channel,          the first frame,    idle        nothing came within first_wait
+//!    trigger::PartRings,         those already       begin       a batch's first frame came (swap models here)
+//!    the shadow's Inbox)         waiting, up to      add         each frame of the batch, in order
+//!                                max_batch           run         the batch is gathered (one engine run)
+//!                                                    pass_on     a marker / change / end, after the batch before it
+//!                                                    hand_back   after each idle, add, run and pass_on that goes on
 //! ```
 //!
 //! Invariants (tested below, and by each path's tests):
 //! - nothing waits for a camera with no frame: after a batch's first frame
 //!   the batcher takes only what is already waiting, waiting at most
 //!   `BatchPolicy::wait` (`[inference] batch_wait_us`, default 0) for more;
-//! - a batch holds at most `min(policy.max_batch, path.capacity())` frames;
+//! - a batch holds at most `policy.max_batch` frames, and at most what the
+//!   path's `begin` says it takes now;
 //! - a marker or the end that stops the gathering goes out after the batch
 //!   (`pass_on`), so every camera's messages keep their order;
 //! - models change only between batches, so no batch is judged by two
@@ -26,96 +29,75 @@
 //!   (`add`), and every batch begun is run once (`run`), even when the
 //!   source closes while it is gathered; only a path that ends the loop
 //!   itself (its output is gone) leaves what it was not handed;
-//! - a path that keeps part of a frame after `add` (the device path keeps a
-//!   ring slot until the GPU has read it) gets the source back in
-//!   `hand_back` after every `idle`, `run` and `pass_on`, so nothing is kept
-//!   longer than the next of those.
+//! - frames go back to the source at one point only: `hand_back`, which
+//!   the batcher calls after every `idle`, `add`, `run` and `pass_on` that
+//!   lets the loop go on (`then_hand_back`), and never otherwise; it is the
+//!   only hook given the source. A path that keeps part of a frame after
+//!   `add` (the device path keeps a ring slot until the GPU has read it)
+//!   keeps it no longer than the next of those steps, unless the GPU still
+//!   reads it; what it still keeps when the loop ends is its own to give
+//!   back;
+//! - the loop ends when a hook breaks (`Batcher::run` returns `Some(end)`)
+//!   or when the source closes (`None`), after the batch it gave was run.
 //!
 //! The batch sizes a path must warm up before its first camera frame are
-//! `warm_up_sizes`: one list for every path.
+//! `warm_up::warm_up_sizes`: one list for every path.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
-
 use super::batch::{BatchCounts, BatchPolicy, BatchRuns};
-use crate::capture::EndOfStream;
-use crate::frame::{FrameSlot, FrameWork, StageMessage};
-use crate::ring::Popped;
-use crate::trigger::PartRings;
+use crate::frame::{FrameSource, Next};
 
 /// Longest the batcher waits for a batch's first frame before it asks the
 /// path what to do meanwhile (`BatchPath::idle`), unless the path says
 /// otherwise (`BatchPath::first_wait`).
 pub const IDLE_WAIT: Duration = Duration::from_millis(200);
 
-/// What a source gives the batcher.
-#[derive(Debug)]
-pub enum Next<Frame, Other> {
-    /// A frame to judge.
-    Frame(Frame),
-    /// Not a frame: a marker, a change, the end; passed on in its place.
-    Other(Other),
-    /// Nothing came within the wait.
-    Idle,
-    /// Nothing will ever come again (the sending side is gone).
-    Closed,
-}
-
-/// Where a path's frames come from, in the order they are to be judged.
-pub trait FrameSource {
-    type Frame;
-    type Other;
-
-    /// The next message, waiting up to `wait` (zero: only one already
-    /// waiting).
-    fn next(&mut self, wait: Duration) -> Next<Self::Frame, Self::Other>;
-}
-
-/// What one path does with the frames the batcher gathers. `S` is its
-/// source (the device path gives its ring slots back to it in `add`).
+/// What one path does with the frames the batcher gathers from its source
+/// `S`. Each hook says when `Batcher::run` calls it; a hook that answers
+/// `Break` ends the loop with the path's `End`.
 pub trait BatchPath<S: FrameSource> {
     /// How the path's loop ends (a capture end, or nothing).
     type End;
 
-    /// Most frames the path takes in one batch now (its engine's batch).
-    fn capacity(&self) -> usize;
-
-    /// How long to wait for a batch's first frame: `IDLE_WAIT`, or zero
-    /// while the path has work to finish (`idle` does it).
+    /// Called before each wait for a batch's first frame: how long to
+    /// wait. `IDLE_WAIT`, or zero while the path has work to finish
+    /// (`idle` does it).
     fn first_wait(&self) -> Duration {
         IDLE_WAIT
     }
 
-    /// No frame came within `first_wait`.
+    /// Called when no frame came within `first_wait`.
     fn idle(&mut self) -> ControlFlow<Self::End> {
         ControlFlow::Continue(())
     }
 
-    /// A batch begins with `first`: the moment a path swaps in new models
-    /// waiting beside its source.
-    fn begin(&mut self, first: &S::Frame) -> ControlFlow<Self::End>;
+    /// Called when a batch's first frame came, before it is added: the
+    /// moment a path swaps in new models waiting beside its source. Returns
+    /// the most frames the path takes in this batch (its engine's batch;
+    /// the batcher holds it to `BatchPolicy::max_batch` too).
+    fn begin(&mut self, first: &S::Frame) -> ControlFlow<Self::End, usize>;
 
-    /// `frame` joins the batch being gathered (the `gathered()`-th).
-    fn add(&mut self, source: &mut S, frame: S::Frame) -> ControlFlow<Self::End>;
+    /// Called for each frame of the batch being gathered, the first one
+    /// included, in the source's order: it joins the batch.
+    fn add(&mut self, frame: S::Frame) -> ControlFlow<Self::End>;
 
-    /// Frames in the batch being gathered.
-    fn gathered(&self) -> usize;
-
-    /// Judges (or launches) the batch gathered; returns the engine runs made.
+    /// Called once a batch is gathered (it is full, nothing more was
+    /// waiting, or a message that is not a frame came): judges or launches
+    /// it; returns the engine runs made.
     fn run(&mut self) -> Result<BatchRuns, Self::End>;
 
-    /// A message that is not a frame, once every frame before it was run.
+    /// Called with a message that is not a frame, once every frame the
+    /// source gave before it was run.
     fn pass_on(&mut self, other: S::Other) -> ControlFlow<Self::End>;
 
-    /// The source closed: how the loop ends.
-    fn closed(&mut self) -> Self::End;
-
-    /// Gives back to `source` what the path kept of frames it was handed
-    /// and no longer needs (the device path's ring slots, once the GPU has
-    /// read them). Called after `idle`, `run` and `pass_on`; never waits.
+    /// The one point where a path gives back to `source` what it kept of
+    /// frames it was handed and no longer needs (the device path's ring
+    /// slots, once the GPU has read them). Called after every `idle`,
+    /// `add`, `run` and `pass_on` that lets the loop go on, and only then;
+    /// never waits. A path that keeps nothing needs none.
     fn hand_back(&mut self, source: &mut S) {
         let _ = source;
     }
@@ -132,39 +114,51 @@ impl Batcher {
         Batcher { policy, counts }
     }
 
-    /// Runs `path` on every message of `source` until the path or the
-    /// source ends it.
-    pub fn run<S: FrameSource, P: BatchPath<S>>(&self, source: &mut S, path: &mut P) -> P::End {
+    /// Runs `path` on every message of `source` until the path ends it
+    /// (`Some(end)`) or the source closes (`None`: every frame it gave was
+    /// run).
+    pub fn run<S: FrameSource, P: BatchPath<S>>(
+        &self,
+        source: &mut S,
+        path: &mut P,
+    ) -> Option<P::End> {
+        match self.batches(source, path) {
+            ControlFlow::Break(end) => Some(end),
+            ControlFlow::Continue(SourceClosed) => None,
+        }
+    }
+
+    /// Batch after batch, until a hook breaks or the source closes.
+    fn batches<S: FrameSource, P: BatchPath<S>>(
+        &self,
+        source: &mut S,
+        path: &mut P,
+    ) -> ControlFlow<P::End, SourceClosed> {
         loop {
             let first = match source.next(path.first_wait()) {
                 Next::Frame(frame) => frame,
                 Next::Other(other) => {
-                    if let ControlFlow::Break(end) = path.pass_on(other) {
-                        return end;
-                    }
-                    path.hand_back(source);
+                    let step = path.pass_on(other);
+                    then_hand_back(step, path, source)?;
                     continue;
                 }
                 Next::Idle => {
-                    if let ControlFlow::Break(end) = path.idle() {
-                        return end;
-                    }
-                    path.hand_back(source);
+                    let step = path.idle();
+                    then_hand_back(step, path, source)?;
                     continue;
                 }
-                Next::Closed => return path.closed(),
+                Next::Closed => return ControlFlow::Continue(SourceClosed),
             };
-            if let ControlFlow::Break(end) = path.begin(&first) {
-                return end;
-            }
-            let most = self.policy.max_batch.min(path.capacity()).max(1);
+            let takes = path.begin(&first)?;
+            let most = self.policy.max_batch.min(takes).max(1);
             let until = Instant::now() + self.policy.wait;
             let (mut next, mut after, mut closed) = (Some(first), None, false);
+            let mut gathered = 0;
             while let Some(frame) = next.take() {
-                if let ControlFlow::Break(end) = path.add(source, frame) {
-                    return end;
-                }
-                if path.gathered() >= most {
+                let step = path.add(frame);
+                then_hand_back(step, path, source)?;
+                gathered += 1;
+                if gathered >= most {
                     break;
                 }
                 match source.next(until.saturating_duration_since(Instant::now())) {
@@ -174,72 +168,41 @@ impl Batcher {
                     Next::Closed => closed = true,
                 }
             }
-            match path.run() {
-                Ok(made) => self.counts.record(made),
-                Err(end) => return end,
-            }
-            path.hand_back(source);
+            let step = match path.run() {
+                Ok(made) => {
+                    self.counts.record(made);
+                    ControlFlow::Continue(())
+                }
+                Err(end) => ControlFlow::Break(end),
+            };
+            then_hand_back(step, path, source)?;
             // What stopped the gathering keeps its place behind the batch.
             if let Some(other) = after {
-                if let ControlFlow::Break(end) = path.pass_on(other) {
-                    return end;
-                }
-                path.hand_back(source);
+                let step = path.pass_on(other);
+                then_hand_back(step, path, source)?;
             }
             if closed {
-                return path.closed();
+                return ControlFlow::Continue(SourceClosed);
             }
         }
     }
 }
 
-/// The batch sizes every warm-up walks (defined beside the warm-ups).
-pub use super::warm_up::warm_up_sizes;
+/// The source said nothing will come again.
+struct SourceClosed;
 
-/// The host infer thread's source: preprocessed frames and the markers
-/// between them, in capture order per camera.
-impl FrameSource for Receiver<StageMessage> {
-    type Frame = Box<FrameWork>;
-    type Other = StageMessage;
-
-    fn next(&mut self, wait: Duration) -> Next<Box<FrameWork>, StageMessage> {
-        // A zero wait takes only a message already there.
-        let message = match self.recv_timeout(wait) {
-            Ok(message) => message,
-            Err(RecvTimeoutError::Timeout) => return Next::Idle,
-            Err(RecvTimeoutError::Disconnected) => return Next::Closed,
-        };
-        match message {
-            StageMessage::Inspect(work) => Next::Frame(work),
-            other => Next::Other(other),
-        }
+/// The one point where frames go back to the source: after a step of the
+/// loop (`idle`, `add`, `run`, `pass_on`) that lets it go on, the path's
+/// `hand_back`; a step that ends the loop is passed on as it is.
+fn then_hand_back<S: FrameSource, P: BatchPath<S>>(
+    step: ControlFlow<P::End>,
+    path: &mut P,
+    source: &mut S,
+) -> ControlFlow<P::End> {
+    if step.is_continue() {
+        path.hand_back(source);
     }
-}
-
-/// A ring's message that is not a frame.
-#[derive(Debug)]
-pub enum NotAFrame<End> {
-    /// `NotInspected` or `CaptureFailed`, in the place of its frames.
-    Marker(StageMessage),
-    /// Every camera's stream ended; the most severe end stands for all.
-    End(End),
-}
-
-/// The device thread's source: every camera's ring, read fairly
-/// (`ring::RingSet`), with parts made (`trigger::PartRings`); the end comes
-/// once every camera ended.
-impl FrameSource for PartRings {
-    type Frame = Box<FrameSlot>;
-    type Other = NotAFrame<EndOfStream>;
-
-    fn next(&mut self, wait: Duration) -> Next<Box<FrameSlot>, NotAFrame<EndOfStream>> {
-        match self.pop(wait) {
-            Some(Popped::Frame(slot)) => Next::Frame(slot),
-            Some(Popped::Marker(message)) => Next::Other(NotAFrame::Marker(message)),
-            Some(Popped::End(end)) => Next::Other(NotAFrame::End(end)),
-            None => Next::Idle,
-        }
-    }
+    step
 }
 
 #[cfg(test)]
@@ -285,23 +248,18 @@ mod tests {
 
     impl BatchPath<Script> for Log {
         type End = &'static str;
-        fn capacity(&self) -> usize {
-            self.capacity
-        }
         fn idle(&mut self) -> ControlFlow<&'static str> {
             self.events.push("idle".into());
             ControlFlow::Continue(())
         }
-        fn begin(&mut self, first: &u32) -> ControlFlow<&'static str> {
+        fn begin(&mut self, first: &u32) -> ControlFlow<&'static str, usize> {
             self.events.push(format!("begin {first}"));
-            ControlFlow::Continue(())
+            ControlFlow::Continue(self.capacity)
         }
-        fn add(&mut self, _: &mut Script, frame: u32) -> ControlFlow<&'static str> {
+        fn add(&mut self, frame: u32) -> ControlFlow<&'static str> {
             self.batch.push(frame);
+            self.events.push(format!("add {frame}"));
             ControlFlow::Continue(())
-        }
-        fn gathered(&self) -> usize {
-            self.batch.len()
         }
         fn run(&mut self) -> Result<BatchRuns, &'static str> {
             self.events.push(format!("run {:?}", self.batch));
@@ -315,10 +273,19 @@ mod tests {
                 false => ControlFlow::Continue(()),
             }
         }
-        fn closed(&mut self) -> &'static str {
-            self.events.push("closed".into());
-            "closed"
+        fn hand_back(&mut self, _: &mut Script) {
+            self.events.push("back".into());
         }
+    }
+
+    /// The events of `path` without its hand-backs and adds: what ran and
+    /// what was passed on.
+    fn steps(path: &Log) -> Vec<&str> {
+        path.events
+            .iter()
+            .map(String::as_str)
+            .filter(|e| *e != "back" && !e.starts_with("add"))
+            .collect()
     }
 
     fn batcher(max_batch: usize) -> Batcher {
@@ -338,9 +305,9 @@ mod tests {
             ..Log::default()
         };
         let b = batcher(4);
-        assert_eq!(b.run(&mut source, &mut path), "closed");
+        assert_eq!(b.run(&mut source, &mut path), None, "the source closed");
         assert_eq!(
-            path.events,
+            steps(&path),
             [
                 "begin 1",
                 "run [1, 2]",
@@ -349,7 +316,6 @@ mod tests {
                 "run [3]",
                 "begin 4",
                 "run [4]",
-                "closed"
             ]
         );
         assert_eq!(b.counts.snapshot(), (3, 4));
@@ -391,8 +357,8 @@ mod tests {
             stop_at: Some('e'),
             ..Log::default()
         };
-        assert_eq!(batcher(4).run(&mut source, &mut path), "stopped");
-        assert_eq!(path.events, ["idle", "begin 1", "run [1]", "pass e"]);
+        assert_eq!(batcher(4).run(&mut source, &mut path), Some("stopped"));
+        assert_eq!(steps(&path), ["idle", "begin 1", "run [1]", "pass e"]);
         // The first frame of a batch is waited for; the rest of the batch
         // only as long as the policy's wait (zero here).
         assert_eq!(
@@ -409,36 +375,37 @@ mod tests {
             capacity: 8,
             ..Log::default()
         };
-        assert_eq!(batcher(8).run(&mut source, &mut path), "closed");
-        assert_eq!(path.events, ["begin 1", "run [1, 2]", "closed"]);
+        assert_eq!(batcher(8).run(&mut source, &mut path), None);
+        assert_eq!(steps(&path), ["begin 1", "run [1, 2]"]);
     }
 
     #[test]
-    fn a_channel_source_gives_frames_and_markers_and_says_when_it_closed() {
-        let (tx, mut rx) = crossbeam_channel::bounded(4);
-        assert!(matches!(rx.next(Duration::ZERO), Next::Idle));
-        assert!(matches!(rx.next(Duration::from_millis(5)), Next::Idle));
-        let geometry = crate::frame::TensorGeometry {
-            seg_hw: (2, 2),
-            seg_classes: 2,
-            cls_hw: (2, 2),
-            cls_classes: 2,
+    fn frames_go_back_after_every_step_that_goes_on_and_at_no_other_point() {
+        use Next::*;
+        let mut source = Script::of([Idle, Frame(1), Frame(2), Other('m'), Other('e')]);
+        let mut path = Log {
+            capacity: 8,
+            stop_at: Some('e'),
+            ..Log::default()
         };
-        tx.send(StageMessage::Inspect(Box::new(FrameWork::new(&geometry))))
-            .unwrap();
-        tx.send(StageMessage::End).unwrap();
-        drop(tx);
-        assert!(matches!(rx.next(Duration::ZERO), Next::Frame(_)));
-        assert!(matches!(
-            rx.next(Duration::ZERO),
-            Next::Other(StageMessage::End)
-        ));
-        assert!(matches!(rx.next(IDLE_WAIT), Next::Closed));
-    }
-
-    #[test]
-    fn every_batch_size_up_to_the_largest_is_warmed_up() {
-        assert_eq!(warm_up_sizes(4).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        assert_eq!(warm_up_sizes(0).collect::<Vec<_>>(), [1]);
+        assert_eq!(batcher(8).run(&mut source, &mut path), Some("stopped"));
+        assert_eq!(
+            path.events,
+            [
+                "idle",
+                "back",
+                "begin 1",
+                "add 1",
+                "back",
+                "add 2",
+                "back",
+                "run [1, 2]",
+                "back",
+                "pass m",
+                "back",
+                // The step that ends the loop is not followed by a hand-back.
+                "pass e",
+            ]
+        );
     }
 }

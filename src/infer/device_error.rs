@@ -48,8 +48,6 @@ pub enum DeviceFrameError {
          device = \"cuda\" (or TensorRT); this one has {0}"
     )]
     Unsupported(&'static str),
-    #[error("cannot start the device thread: {0}")]
-    Spawn(std::io::Error),
     /// The device path was driven out of order (a bug in its caller).
     #[error("GPU device path: {0} (a sealcheck bug: please report it with the log)")]
     Sequence(&'static str),

@@ -1,6 +1,6 @@
 //! The device path's contract, below everything that implements or drives
 //! it: what a whole-frame GPU path offers the device stage
-//! (`DeviceFramePath`), what an engine offers the runner (`DeviceEngine`),
+//! (`DeviceFramePath`, told of once in `PathInfo`), what an engine offers the runner (`DeviceEngine`),
 //! and how new models reach a running path on reload (`DeviceModelsOpener`
 //! -> `DeviceCandidate`). A leaf of `infer`: it names only the shared
 //! vocabulary (`gpu` types, `ModelRole`, `BackendKind`, the error).
@@ -71,26 +71,73 @@ impl FrameTraffic {
     }
 }
 
+/// What a device path is and offers the run around it, told once, when it
+/// was opened (`DeviceFramePath::describe`, read by `OpenedPath::new`).
+#[derive(Clone)]
+pub struct PathInfo {
+    pub kind: BackendKind,
+    /// The models' tensor shapes the path was sized for.
+    pub geometry: TensorGeometry,
+    /// Most frames one batch may hold (1: one frame at a time). A model
+    /// swap may lower it (`DeviceFramePath::swap_engine` returns the new one).
+    pub max_batch: usize,
+    /// How many batches may be on the GPU at once (each with its own result
+    /// buffers and events).
+    pub max_in_flight: usize,
+    /// The classifier values and the mask bytes `FrameTraffic::device_path`
+    /// counts out of the GPU (`traffic`).
+    pub cls_classes: usize,
+    pub mask_bytes: usize,
+    /// Where the cameras' ring slots should get their memory so that this
+    /// path reads frames in place (page-locked, mapped with `zero_copy`);
+    /// `None`: heap memory will do. Installed before capture starts.
+    pub slot_allocator: Option<Arc<dyn HostAllocator>>,
+    /// What opens new models of this path's engine on another thread, for a
+    /// swap on reload; `None`: this path cannot swap (a restart is needed).
+    pub swap_opener: Option<Arc<dyn DeviceModelsOpener>>,
+}
+
+impl PathInfo {
+    /// Host<->device bytes per frame of `frame`'s size.
+    pub fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
+        FrameTraffic::device_path(frame, self.cls_classes, self.mask_bytes)
+    }
+}
+
+/// How long `DeviceFramePath::reads_done` may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadWait {
+    /// Answer at once (the hand-back after each step of the frame loop).
+    Poll,
+    /// First block until the GPU has read every frame staged so far (the
+    /// end of a run, before every ring slot goes back).
+    All,
+}
+
 /// A whole frame on one CUDA stream, frame in, decision inputs out.
 /// Implemented by `device_runner::DeviceRunner` for every GPU engine (and by
-/// a test double in `device_stage`).
+/// a test double in `device_stage`). Every hook is called on the device
+/// thread. A frame's way through it:
+///
+/// ```text
+/// describe (once, at open)
+/// stage, stage, .. (<= max_batch) -> launch -> .. -> complete, complete, .. (oldest first)
+///   (up to max_in_flight batches launched and not yet completed)
+/// reads_done: after each step, which staged frames' bytes the GPU is past
+/// swap_engine: between batches, with nothing staged or in flight
+/// ```
 pub trait DeviceFramePath {
-    fn kind(&self) -> BackendKind;
+    /// Called once, right after the path was opened (`OpenedPath::new`):
+    /// what it is and what it offers the run (`PathInfo`).
+    fn describe(&self) -> PathInfo;
 
-    /// The models' tensor shapes the path was sized for.
-    fn geometry(&self) -> TensorGeometry;
-
-    /// Most frames one batch may hold (1: one frame at a time). May change
-    /// at a model swap (new models with a batch of one).
-    fn max_batch(&self) -> usize {
-        1
-    }
-
-    /// Queues `frame`'s upload (or, mapped, its in-place read) and
-    /// preprocessing as the next frame of the batch being built (at most
-    /// `max_batch`); `placement` says where its bytes live. A failed stage
-    /// leaves the frame out of the batch. `host_mask`: also bring the seal
-    /// mask back to the host (for the archive and the live view).
+    /// Called for each frame of a batch as the batch is gathered (and by
+    /// the warm-up): queues `frame`'s upload (or, mapped, its in-place
+    /// read) and preprocessing as the next frame of the batch being built
+    /// (at most `max_batch`); `placement` says where its bytes live. A
+    /// failed stage leaves the frame out of the batch. `host_mask`: also
+    /// bring the seal mask back to the host (for the archive and the live
+    /// view).
     ///
     /// Returns `Some(n)` when the GPU reads `frame`'s own (page-locked)
     /// bytes after this returns: they must stay valid and unwritten until
@@ -103,91 +150,68 @@ pub trait DeviceFramePath {
         host_mask: bool,
     ) -> Result<Option<u64>, DeviceFrameError>;
 
-    /// Every frame staged with a number below this one has been read by
-    /// the GPU (its upload or its in-place kernel is done). Never blocks.
-    fn reads_done(&mut self) -> Result<u64, DeviceFrameError> {
-        Ok(u64::MAX)
-    }
-
-    /// Blocks until the GPU has read every frame staged so far.
-    fn wait_reads(&mut self) -> Result<(), DeviceFrameError> {
-        Ok(())
-    }
-
-    /// Where the cameras' ring slots should get their memory so that this
-    /// path reads frames in place (page-locked, mapped with `zero_copy`);
-    /// `None`: heap memory will do.
-    fn slot_allocator(&self) -> Option<Arc<dyn HostAllocator>> {
-        None
-    }
-
-    /// Queues both models and the copies back for the frames staged since
-    /// the last launch, as one batch, and returns at once (nothing staged:
-    /// nothing to do). At most `max_in_flight` batches may be launched and
-    /// not yet completed. A failed launch leaves none of the batch's frames
-    /// to complete.
+    /// Called once a batch is gathered: queues both models and the copies
+    /// back for the frames staged since the last launch, as one batch, and
+    /// returns at once (nothing staged: nothing to do). At most
+    /// `max_in_flight` batches may be launched and not yet completed. A
+    /// failed launch leaves none of the batch's frames to complete.
     fn launch(&mut self) -> Result<(), DeviceFrameError>;
 
-    /// One frame from heap memory as a batch of its own: `stage` then `launch`.
-    fn submit(&mut self, frame: ImageView<'_>, host_mask: bool) -> Result<(), DeviceFrameError> {
-        self.stage(frame, HostPlacement::Pageable, host_mask)?;
-        self.launch()
-    }
-
-    /// Completes the oldest frame launched and not yet completed (the first
-    /// of a batch waits, once, for the whole batch): fills
-    /// `work.mask_pixels` and `work.cls_logits` (and `work.mask` when it
-    /// was staged with `host_mask`), and returns the GPU time of each part
-    /// of its batch.
+    /// Called once for each frame launched, oldest first, when its batch is
+    /// finished (the GPU holds `max_in_flight` batches, nothing waits in
+    /// the rings, or before a marker, the end or a model swap): the first
+    /// frame of a batch waits, once, for the whole batch. Fills
+    /// `work.mask_pixels` and `work.cls_logits` (and `work.mask` when it was
+    /// staged with `host_mask`), and returns the GPU time of each part of
+    /// its batch.
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError>;
 
-    /// How many batches may be on the GPU at once (each with its own result
-    /// buffers and events).
-    fn max_in_flight(&self) -> usize {
-        1
-    }
+    /// Called after each step of the frame loop while ring slots are kept
+    /// (`ReadWait::Poll`, never blocks), and once at the end of a run
+    /// (`ReadWait::All`): every frame staged with a number below the one
+    /// returned has been read by the GPU (its upload or its in-place
+    /// kernel is done).
+    fn reads_done(&mut self, wait: ReadWait) -> Result<u64, DeviceFrameError>;
 
-    /// Host<->device bytes per frame of `frame`'s size.
-    fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic;
-
-    fn run_frame(
+    /// Called between two batches when a model swap waits, with no frame
+    /// staged or in flight: replaces the engine with `candidate` (from this
+    /// path's `PathInfo::swap_opener`, warmed up), binding it to the path's
+    /// tensors, and returns the most frames a batch may hold from now on.
+    /// On an error the running engine stays.
+    fn swap_engine(
         &mut self,
-        frame: ImageView<'_>,
-        work: &mut FrameWork,
-    ) -> Result<GpuTimings, DeviceFrameError> {
-        self.submit(frame, true)?;
-        self.complete(work)
-    }
+        candidate: Box<dyn DeviceCandidate>,
+    ) -> Result<usize, DeviceFrameError>;
+}
 
-    /// What opens new models of this path's engine on another thread, for a
-    /// swap on reload; `None`: this path cannot swap (a restart is needed).
-    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
-        None
-    }
-
-    /// Replaces the engine with `candidate` (from this path's
-    /// `swap_opener`, warmed up), binding it to the path's tensors. Called
-    /// with no frame in flight; on an error the running engine stays.
-    fn swap_engine(&mut self, candidate: Box<dyn DeviceCandidate>) -> Result<(), DeviceFrameError> {
-        drop(candidate);
-        Err(DeviceFrameError::Swap(
-            "this device path has no swap opener".to_string(),
-        ))
-    }
+/// One frame from heap memory through `path` as a batch of its own, with
+/// its mask brought back: stage, launch, complete. For checks outside the
+/// frame loop (`tests/parity.rs`); the device thread batches.
+pub fn run_frame(
+    path: &mut dyn DeviceFramePath,
+    frame: ImageView<'_>,
+    work: &mut FrameWork,
+) -> Result<GpuTimings, DeviceFrameError> {
+    path.stage(frame, HostPlacement::Pageable, true)?;
+    path.launch()?;
+    path.complete(work)
 }
 
 /// How one GPU engine runs its two models on the runner's stream. The
 /// runner holds it as `Box<dyn DeviceEngine>` and knows nothing else of it.
 pub trait DeviceEngine: Send {
+    /// Called when the runner describes itself (at open: `PathInfo::kind`).
     fn kind(&self) -> BackendKind;
 
-    /// Most frames one `enqueue` may judge: 1 for models whose batch is
-    /// fixed at one, else the bound tensors' `frames`.
+    /// Called by the runner at open, at each frame staged and after a
+    /// swap: most frames one `enqueue` may judge: 1 for models whose batch
+    /// is fixed at one, else the bound tensors' `frames`.
     fn max_batch(&self) -> usize;
 
-    /// Queues `role`'s model on `stream` for the first `frames` frames
-    /// (1..=`max_batch`) of the tensors it was bound to, reading and writing
-    /// them. Returns once queued.
+    /// Called by the runner at each batch's launch, once a model role
+    /// (segmentation, then classifier): queues `role`'s model on `stream`
+    /// for the first `frames` frames (1..=`max_batch`) of the tensors it was
+    /// bound to, reading and writing them. Returns once queued.
     fn enqueue(
         &mut self,
         role: ModelRole,
@@ -195,29 +219,37 @@ pub trait DeviceEngine: Send {
         frames: usize,
     ) -> Result<(), DeviceFrameError>;
 
-    /// Opens new models of this engine for the runner `site` describes.
+    /// Called once, when the runner describes itself at open
+    /// (`PathInfo::swap_opener`): opens new models of this engine for the
+    /// runner `site` describes.
     fn swap_opener(&self, site: SwapSite) -> Arc<dyn DeviceModelsOpener>;
 }
 
 /// Opens new models on a running device path's engine, from a thread other
 /// than the device thread (the reload thread), so inspection goes on.
 pub trait DeviceModelsOpener: Send + Sync {
-    /// Opens `config`'s models on the running engine and checks them
-    /// against the engine's IO contract (the geometry is read here).
+    /// Called on the reload thread when a reload brings new model files
+    /// (`model_swap::prepare_device`): opens `config`'s models on the
+    /// running engine and checks them against the engine's IO contract (the
+    /// geometry is read here).
     fn open(&self, config: &Config) -> Result<Box<dyn DeviceCandidate>, DeviceFrameError>;
 }
 
 /// New models opened by a `DeviceModelsOpener`, not yet bound to the
 /// running path's tensors.
 pub trait DeviceCandidate: Send {
+    /// Called on the reload thread right after the candidate was opened:
+    /// its tensor shapes, which must be the running path's.
     fn geometry(&self) -> TensorGeometry;
 
-    /// Runs both models once on buffers of their own (never the running
-    /// path's), and waits for them.
+    /// Called on the reload thread once the geometry (and the acceptance
+    /// gate) passed: runs both models once on buffers of their own (never
+    /// the running path's), and waits for them.
     fn warm_up(&mut self) -> Result<(), DeviceFrameError>;
 
-    /// Binds the models to `tensors` (on the device thread, nothing queued
-    /// on the stream): the engine the runner holds from then on.
+    /// Called by the runner's `swap_engine`, on the device thread between
+    /// two batches, nothing queued on the stream: binds the models to
+    /// `tensors`, the engine the runner holds from then on.
     ///
     /// # Safety
     /// The tensors must stay allocated for as long as the returned engine
@@ -298,8 +330,9 @@ impl StreamLease {
 /// A device path opened, and what the pipeline needs to know about it.
 pub struct OpenedPath {
     pub path: Box<dyn DeviceFramePath>,
-    /// The models' tensor shapes, read once from the engines just opened.
-    pub geometry: TensorGeometry,
+    /// What the path told of itself when it was opened (the models'
+    /// geometry, read once from the engines just opened, among it).
+    pub info: PathInfo,
     /// Why this engine, for the start-up log line and the run summary.
     pub reason: String,
 }
@@ -307,7 +340,7 @@ pub struct OpenedPath {
 impl OpenedPath {
     pub fn new(path: Box<dyn DeviceFramePath>, reason: String) -> Self {
         OpenedPath {
-            geometry: path.geometry(),
+            info: path.describe(),
             path,
             reason,
         }

@@ -33,7 +33,8 @@
 //!
 //! A frame read from its ring slot in place is the caller's to keep until
 //! the GPU is past it: `stage` returns its number, `reads_done` tells
-//! (`device_stage` hands the slot back to capture then).
+//! (`device_stage` hands the slot back to capture then; at the end of a run
+//! `reads_done(ReadWait::All)` waits for every read first).
 //!
 //! A model swap on reload changes only the engine: the stream, tensors,
 //! tickets, events and GPU preprocessor stay. The new engine is opened and
@@ -49,16 +50,15 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::backend::BackendKind;
 use super::device_error::DeviceFrameError;
 use super::device_path::{
-    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, FrameTraffic,
-    GpuTimings, StreamLease, SwapSite,
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, GpuTimings, PathInfo, ReadWait,
+    StreamLease, SwapSite,
 };
 use super::model_role::ModelRole;
 use crate::config::Config;
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
-use crate::frame_bytes::{HostAllocator, HostPlacement};
+use crate::frame_bytes::HostPlacement;
 use crate::gpu::{
     DeviceBuffer, DeviceTensor, Event, GpuContext, GpuError, PinnedBuffer, PinnedSlots, Stream,
     TensorElement,
@@ -191,6 +191,16 @@ impl DeviceRunner {
         })
     }
 
+    fn geometry(&self) -> TensorGeometry {
+        *self.preprocessor.geometry()
+    }
+
+    /// Most frames one batch may hold: what the tensors hold, as far as
+    /// the engine's models allow.
+    fn max_batch(&self) -> usize {
+        self.capacity.min(self.engine.max_batch()).max(1)
+    }
+
     fn swap_site(&self) -> SwapSite {
         SwapSite {
             gpu: Arc::clone(&self.gpu),
@@ -280,16 +290,20 @@ impl DeviceRunner {
 }
 
 impl DeviceFramePath for DeviceRunner {
-    fn kind(&self) -> BackendKind {
-        self.engine.kind()
-    }
-
-    fn geometry(&self) -> TensorGeometry {
-        *self.preprocessor.geometry()
-    }
-
-    fn max_batch(&self) -> usize {
-        self.capacity.min(self.engine.max_batch()).max(1)
+    fn describe(&self) -> PathInfo {
+        let mapped = self.preprocessor.options().frame_transfer == FrameTransfer::Mapped;
+        PathInfo {
+            kind: self.engine.kind(),
+            geometry: self.geometry(),
+            max_batch: self.max_batch(),
+            max_in_flight: IN_FLIGHT,
+            // The logits buffer's whole length, as the traffic line has
+            // always counted it.
+            cls_classes: self.cls_logits_device.len(),
+            mask_bytes: self.preprocessor.geometry().mask_len(),
+            slot_allocator: Some(Arc::new(PinnedSlots::new(&self.gpu, mapped))),
+            swap_opener: Some(self.engine.swap_opener(self.swap_site())),
+        }
     }
 
     fn stage(
@@ -327,21 +341,15 @@ impl DeviceFramePath for DeviceRunner {
         Ok(read)
     }
 
-    fn reads_done(&mut self) -> Result<u64, DeviceFrameError> {
+    fn reads_done(&mut self, wait: ReadWait) -> Result<u64, DeviceFrameError> {
+        if wait == ReadWait::All {
+            self.preprocessor
+                .wait_reads()
+                .map_err(gpu_error("wait for the frames' uploads"))?;
+        }
         self.preprocessor
             .reads_done()
             .map_err(gpu_error("ask whether a frame's upload is done"))
-    }
-
-    fn wait_reads(&mut self) -> Result<(), DeviceFrameError> {
-        self.preprocessor
-            .wait_reads()
-            .map_err(gpu_error("wait for the frames' uploads"))
-    }
-
-    fn slot_allocator(&self) -> Option<Arc<dyn HostAllocator>> {
-        let mapped = self.preprocessor.options().frame_transfer == FrameTransfer::Mapped;
-        Some(Arc::new(PinnedSlots::new(&self.gpu, mapped)))
     }
 
     fn launch(&mut self) -> Result<(), DeviceFrameError> {
@@ -388,23 +396,10 @@ impl DeviceFramePath for DeviceRunner {
         result
     }
 
-    fn max_in_flight(&self) -> usize {
-        IN_FLIGHT
-    }
-
-    fn traffic(&self, frame: &ImageView<'_>) -> FrameTraffic {
-        FrameTraffic::device_path(
-            frame,
-            self.cls_logits_device.len(),
-            self.preprocessor.geometry().mask_len(),
-        )
-    }
-
-    fn swap_opener(&self) -> Option<Arc<dyn DeviceModelsOpener>> {
-        Some(self.engine.swap_opener(self.swap_site()))
-    }
-
-    fn swap_engine(&mut self, candidate: Box<dyn DeviceCandidate>) -> Result<(), DeviceFrameError> {
+    fn swap_engine(
+        &mut self,
+        candidate: Box<dyn DeviceCandidate>,
+    ) -> Result<usize, DeviceFrameError> {
         let staged: usize = self.tickets.iter().map(|t| t.frames).sum();
         if !self.in_flight.is_empty() || staged > 0 {
             return Err(DeviceFrameError::Swap(format!(
@@ -423,7 +418,7 @@ impl DeviceFramePath for DeviceRunner {
         let engine = unsafe { candidate.bind(self.tensors) }?;
         // The old engine is dropped here, after its last frame.
         drop(std::mem::replace(&mut self.engine, engine));
-        Ok(())
+        Ok(self.max_batch())
     }
 }
 

@@ -78,6 +78,7 @@ impl InferStage {
             batch: Vec::with_capacity(batching.max_batch),
             buffers: batch_buffers,
         };
+        // Ends with the stage channel's `End`, or when either side is gone.
         Batcher::new(batching, batch_counts).run(&mut input, &mut path);
     }
 }
@@ -105,16 +106,14 @@ impl BatchPath<Receiver<StageMessage>> for HostBatches {
     /// the preprocess thread's.
     type End = ();
 
-    fn capacity(&self) -> usize {
-        // `infer_batch` splits a larger batch into engine runs itself.
-        usize::MAX
-    }
-
     /// Swaps in new models before the batch of frame `first` when a swap is
-    /// waiting; the old engine is dropped here, after its last frame.
-    fn begin(&mut self, first: &Box<FrameWork>) -> ControlFlow<()> {
+    /// waiting; the old engine is dropped here, after its last frame. Any
+    /// batch size: `infer_batch` splits a larger batch into engine runs
+    /// itself.
+    fn begin(&mut self, first: &Box<FrameWork>) -> ControlFlow<(), usize> {
+        let takes = usize::MAX;
         let Some(swap) = self.swaps.try_iter().last() else {
-            return ControlFlow::Continue(());
+            return ControlFlow::Continue(takes);
         };
         log::info!(target: "sealcheck::infer", first_seq = first.meta.seq,
             segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
@@ -122,10 +121,10 @@ impl BatchPath<Receiver<StageMessage>> for HostBatches {
             "models swapped: frames from first_seq on are judged by the new models");
         self.backend = swap.backend;
         self.models = swap.models;
-        ControlFlow::Continue(())
+        ControlFlow::Continue(takes)
     }
 
-    fn add(&mut self, _: &mut Receiver<StageMessage>, mut work: Box<FrameWork>) -> ControlFlow<()> {
+    fn add(&mut self, mut work: Box<FrameWork>) -> ControlFlow<()> {
         self.faults.hold(work.meta.seq);
         work.models = Some(Arc::clone(&self.models));
         // A frame failed here is marked, and the batch skips it.
@@ -134,10 +133,7 @@ impl BatchPath<Receiver<StageMessage>> for HostBatches {
         ControlFlow::Continue(())
     }
 
-    fn gathered(&self) -> usize {
-        self.batch.len()
-    }
-
+    /// Both models on the batch, then every frame on to the output stage.
     fn run(&mut self) -> Result<BatchRuns, ()> {
         let made = infer_batch(
             self.backend.as_mut(),
@@ -162,8 +158,6 @@ impl BatchPath<Receiver<StageMessage>> for HostBatches {
             _ => ControlFlow::Break(()),
         }
     }
-
-    fn closed(&mut self) {}
 }
 
 #[cfg(test)]

@@ -11,6 +11,21 @@
 //! shadow: hand-over ─────────▶ Batcher ──▶ shadow::judge (infer_batch)
 //! ```
 //!
+//! The device frame's way, in full (`device_stage` says more):
+//!
+//! ```text
+//! pipeline::stages: spawn("device", DeviceStage::thread's body)
+//!   device_stage/start.rs: engine_choice::open_path -> OpenedPath { path, info: PathInfo }
+//!   device_stage/slots.rs: PathInfo::slot_allocator -> every ring slot page-locked, before capture starts
+//!   device_stage/start.rs: warm_up_path (each batch size) -> start report -> DeviceStage::run
+//!   device_stage/batches.rs, for each batch the Batcher gathers from trigger::PartRings:
+//!     begin: take a waiting DeviceSwap (DeviceFramePath::swap_engine), make room on the GPU
+//!     add:   DeviceFramePath::stage (upload + frame kernel; the slot kept while the GPU reads it)
+//!     run:   DeviceFramePath::launch (segmentation, mask, classifier, copies back)
+//!     idle / pass_on / a full GPU: DeviceFramePath::complete, oldest first -> StageMessage::Inspect
+//!     hand_back: DeviceFramePath::reads_done -> ring slots the GPU is past back to capture
+//! ```
+//!
 //! The files, bottom up (each imports only files listed before it):
 //! - leaves: `model_role`, `model_pair` (`ModelPair<T>`: a `T` per role;
 //!   its `by_role` is the one place a role picks its model, and every engine
@@ -18,7 +33,8 @@
 //!   for every engine), `backend` (`InferenceBackend`: one `run(role, …)`
 //!   for either model), `host_engine` (both models of a host engine, the one
 //!   `InferenceBackend` impl of tract and ONNX Runtime), `device_error`,
-//!   `device_path` (the GPU device path's traits);
+//!   `device_path` (the GPU device path's traits, and `PathInfo`: what a path
+//!   tells once, at open);
 //! - engines: `tract`, `onnxruntime` (+ `onnxruntime/device.rs`),
 //!   `tensorrt/` (+ `tensorrt/device.rs`);
 //! - `device_runner`: one stream, tensors, tickets and events for whichever
@@ -28,11 +44,13 @@
 //!   (`open_path`);
 //! - `batch` (a host batch through both models, the batch counts),
 //!   `batcher` (the one frame loop: gather, batch wait, markers after their
-//!   batch, swaps at a batch boundary), `warm_up` (the warm-ups, and
-//!   `warm_up_sizes`: the one list of batch sizes every warm-up walks, the
-//!   engines' swap warm-ups included);
-//! - the paths: `host_stage` (host infer thread) and `device_stage` (device
-//!   path: one thread, one stream); the shadow's is `shadow::judge`.
+//!   batch, swaps at a batch boundary, frames handed back at one point; its
+//!   sources, `frame::FrameSource`, are implemented beside their types),
+//!   `warm_up` (the warm-ups, and `warm_up_sizes`: the one list of batch
+//!   sizes every warm-up walks, the engines' swap warm-ups included);
+//! - the paths: `host_stage` (host infer thread) and `device_stage/` (device
+//!   path: one thread, one stream: `start`, `slots`, `batches`); the
+//!   shadow's is `shadow::judge`.
 //!
 //! Every engine reads the models' input/output names and shapes from the files
 //! and checks them against the config through `model_io`, so a model swap that

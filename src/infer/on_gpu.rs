@@ -43,11 +43,6 @@ impl OnGpu {
         self.launched.len()
     }
 
-    /// Frames in the batch being staged.
-    pub(super) fn staged(&self) -> usize {
-        self.staging
-    }
-
     pub(super) fn stage(&mut self, work: Box<FrameWork>) {
         self.works.push_back(work);
         self.staging += 1;

@@ -241,6 +241,12 @@ mod tests {
     use crate::infer::test_engines::{CountingEngine, GEOMETRY, plain_preprocessor};
 
     #[test]
+    fn every_batch_size_up_to_the_largest_is_warmed_up() {
+        assert_eq!(warm_up_sizes(4).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(warm_up_sizes(0).collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
     fn an_image_sequence_is_sized_by_its_first_file_and_frames_by_packed_rgb_rows() {
         let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/demo_clip");
         let images = |location: std::path::PathBuf| SourceKind::Images {

@@ -44,8 +44,9 @@
 //! The calling thread keeps the service side: signals, reload, watchdog, READY/STOPPING.
 //!
 //! The files, by job: `run` drives a run (set-up, signals, the end);
-//! `stages` starts the stages in order and `frame_path` chooses and opens
-//! the one that reads the rings; `sources` runs every camera's source; `parts` makes the trigger desks;
+//! `stages` starts every stage thread in order (the device thread too) and
+//! `frame_path` is the one that reads the rings (device thread, or the host
+//! engine opened); `sources` runs every camera's source; `parts` makes the trigger desks;
 //! `reload` applies a reloaded config; `status_text` is STATUS=, `run_info`
 //! what the page says of the run, `summary` what it did; `context` is what
 //! a run is given, `error` what stops it.

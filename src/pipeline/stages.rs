@@ -3,6 +3,18 @@
 //! host engine warmed up), the shadow lane, the output thread, the
 //! preprocess and infer threads, and last the cameras' sources. `Stages`
 //! holds what was started, for `run` to stop and join.
+//!
+//! Every stage thread starts here, with `spawn` (named as it shows in
+//! `Stages::unfinished`): "device" first in device mode, because it opens
+//! the engines on its own thread and tells the models' geometry, which sizes
+//! the work records, the archive and the shadow; then "output", and in host
+//! mode "infer" and "preprocess".
+//!
+//! ```text
+//! device mode: spawn("device", infer::device_stage body) ─start report─▶ spawn("output")
+//! host mode:   open the host engine here ─▶ spawn("output") ─▶ spawn("infer") ─▶ spawn("preprocess")
+//! then:        the cameras' sources (capture), which fill the rings
+//! ```
 
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -12,12 +24,13 @@ use crossbeam_channel::{Receiver, bounded};
 
 use super::context::{RunContext, SourcePlan};
 use super::error::PipelineError;
-use super::frame_path::{ChosenEngine, FramePath, open_frame_path};
+use super::frame_path::{ChosenEngine, FramePath, open_host_path};
 use super::reload::{ModelSwapTarget, SwapSink};
 use super::sources;
 use crate::capture::{CameraRings, EndOfStream, RingProducer};
 use crate::config::Config;
 use crate::frame::{CameraIndex, FrameWork, PixelDemand, StageMessage, TensorGeometry};
+use crate::infer::device_stage::{DeviceFrameError, DeviceStage, DeviceStartFailed, DeviceSwap};
 use crate::infer::{self, InferStage, ModelSwap};
 use crate::line::deadline::DeadlineThread;
 use crate::line::{Line, ModelIds};
@@ -281,6 +294,59 @@ pub(super) fn start_stages(
         },
         engine,
     ))
+}
+
+/// Starts the device thread when the config asks for device mode (it warms
+/// up on frames of `warm_up` size before it reports, and installs its
+/// page-locked allocator in `slot_memory`), or opens the host engine and
+/// preprocessor; either way each model is opened once.
+/// `auto` whose GPU engines cannot run here goes on in host mode.
+fn open_frame_path(
+    config: &Config,
+    consumer: PartRings,
+    free_rx: Receiver<Box<FrameWork>>,
+    to_output: crossbeam_channel::Sender<StageMessage>,
+    (liveness, models, pixel_demand, batch_counts): (
+        &Liveness,
+        &Arc<ModelIds>,
+        &Arc<PixelDemand>,
+        &Arc<infer::BatchCounts>,
+    ),
+    (warm_up, slot_memory): (infer::WarmUpSize, crate::frame_bytes::SlotMemory),
+) -> Result<(FramePath, TensorGeometry, ChosenEngine), PipelineError> {
+    let Some(plan) = infer::device_stage::device_plan(config) else {
+        return open_host_path(config, consumer, free_rx);
+    };
+    let (swaps, swap_rx) = bounded::<DeviceSwap>(1);
+    let stage = DeviceStage {
+        input: consumer,
+        output: to_output,
+        free_work: free_rx,
+        liveness: liveness.clone(),
+        models: Arc::clone(models),
+        swaps: swap_rx,
+        pixel_demand: Arc::clone(pixel_demand),
+        batch_counts: Arc::clone(batch_counts),
+        slot_memory,
+    };
+    let (device, started) = stage.thread(config, plan, warm_up);
+    let thread = spawn("device", device)?;
+    match started.wait(thread) {
+        Ok((thread, started)) => Ok(FramePath::device(thread, started, swaps)),
+        Err(DeviceStartFailed {
+            error,
+            stage: Some(stage),
+        }) => {
+            log::info!(target: "sealcheck::pipeline", error:% = error;
+                "auto: no GPU engine for the device path; choosing a host-mode engine");
+            let stage = *stage;
+            open_host_path(config, stage.input, stage.free_work)
+        }
+        Err(DeviceStartFailed { error, .. }) => Err(match error {
+            DeviceFrameError::Open(e) => PipelineError::Inference(e),
+            other => PipelineError::Device(other),
+        }),
+    }
 }
 
 /// One ring per camera, each with its own pool and drop policy; one

@@ -18,8 +18,8 @@ use super::engine::{self, ShadowRefused};
 use super::handoff::{ShadowGate, ShadowOutcome, ShadowRecord, ShadowVerdict};
 use crate::config::{Config, ShadowConfig};
 use crate::decision::{self, Decision};
-use crate::frame::{FailedStage, PixelDemand, TensorGeometry};
-use crate::infer::batcher::{BatchPath, Batcher, FrameSource, Next};
+use crate::frame::{FailedStage, FrameSource, Next, PixelDemand, TensorGeometry};
+use crate::infer::batcher::{BatchPath, Batcher};
 use crate::infer::{BatchBuffers, BatchPolicy, BatchRuns, InferenceBackend, infer_batch};
 use crate::model_id::ModelIds;
 use crate::preprocess::{Preprocessor, cpu_preprocessor};
@@ -132,6 +132,7 @@ impl ShadowJudge {
             max_batch: RECORDS,
             wait: std::time::Duration::ZERO,
         };
+        // Ends when the output stage is gone: its hand-over closes.
         Batcher::new(policy, Arc::default()).run(&mut inbox, &mut self);
         self.stop_taking_frames();
     }
@@ -440,13 +441,6 @@ impl Running {
 impl BatchPath<Inbox> for ShadowJudge {
     type End = ();
 
-    fn capacity(&self) -> usize {
-        self.running
-            .as_ref()
-            .or(self.retired.as_ref().map(|(r, _)| r))
-            .map_or(1, |r| r.backend.max_batch())
-    }
-
     fn first_wait(&self) -> std::time::Duration {
         RETIRE_AFTER
     }
@@ -456,17 +450,18 @@ impl BatchPath<Inbox> for ShadowJudge {
         ControlFlow::Continue(())
     }
 
-    fn begin(&mut self, _: &Box<ShadowRecord>) -> ControlFlow<()> {
-        ControlFlow::Continue(())
+    /// The batch takes what the engine judging it takes in one run.
+    fn begin(&mut self, _: &Box<ShadowRecord>) -> ControlFlow<(), usize> {
+        let engine = self
+            .running
+            .as_ref()
+            .or(self.retired.as_ref().map(|(r, _)| r));
+        ControlFlow::Continue(engine.map_or(1, |r| r.backend.max_batch()))
     }
 
-    fn add(&mut self, _: &mut Inbox, record: Box<ShadowRecord>) -> ControlFlow<()> {
+    fn add(&mut self, record: Box<ShadowRecord>) -> ControlFlow<()> {
         self.batch.push(record);
         ControlFlow::Continue(())
-    }
-
-    fn gathered(&self) -> usize {
-        self.batch.len()
     }
 
     fn run(&mut self) -> Result<BatchRuns, ()> {
@@ -480,9 +475,6 @@ impl BatchPath<Inbox> for ShadowJudge {
         self.drop_retired_when_idle();
         ControlFlow::Continue(())
     }
-
-    /// The output stage ended: so does the shadow.
-    fn closed(&mut self) {}
 }
 
 /// The shadow thread's source: records handed over, and changes, whichever

@@ -13,8 +13,9 @@
 //! ```
 //!
 //! The files: `desk` (`TriggerDesk`, `Refused`, `Pending`), `matcher` (the
-//! pairing rule, pure), `rings` (`PartRings`, the frame path's source),
-//! `waiters` (`PartWaiters`: a part's verdict for the HTTP trigger).
+//! pairing rule, pure), `rings` (`PartRings`, the frame path's source: its
+//! `frame::FrameSource` impl is what the one frame loop reads), `waiters`
+//! (`PartWaiters`: a part's verdict for the HTTP trigger).
 
 mod desk;
 mod matcher;
@@ -23,5 +24,5 @@ mod waiters;
 
 pub use desk::{BACKLOG, Pending, Refused, TriggerDesk};
 pub use matcher::CAPTURE_GRACE;
-pub use rings::{PartRings, UnjudgedFrames};
+pub use rings::{NotAFrame, PartRings, UnjudgedFrames};
 pub use waiters::{PartWaiters, verdict_of};

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use super::desk::{Pending, TriggerDesk};
 use super::matcher::{claim, expire, next_expiry};
 use crate::capture::{CameraRings, EndOfStream};
-use crate::frame::{CameraIndex, FrameMeta, FrameSlot, PartMiss, StageMessage};
+use crate::frame::{CameraIndex, FrameMeta, FrameSlot, FrameSource, Next, PartMiss, StageMessage};
 use crate::ring::{Popped, RingEvent};
 use crate::service::Liveness;
 
@@ -266,6 +266,34 @@ fn missed(desk: &TriggerDesk, pending: Pending, miss: PartMiss) -> Popped<EndOfS
         meta: desk.part_meta(pending.part, pending.trigger()),
         miss,
     })
+}
+
+/// A ring's message that is not a frame (`PartRings` as a `FrameSource`).
+#[derive(Debug)]
+pub enum NotAFrame<End> {
+    /// `NotInspected`, `CaptureFailed` or `PartMissed`, in the place of its
+    /// frames.
+    Marker(StageMessage),
+    /// Every camera's stream ended; the most severe end stands for all.
+    End(End),
+}
+
+/// The device thread's source (`infer::batcher::Batcher` reads it): every
+/// camera's ring, read fairly (`ring::RingSet`), with parts made; the end
+/// comes once every camera ended, as `NotAFrame::End` (the rings never
+/// close).
+impl FrameSource for PartRings {
+    type Frame = Box<FrameSlot>;
+    type Other = NotAFrame<EndOfStream>;
+
+    fn next(&mut self, wait: Duration) -> Next<Box<FrameSlot>, NotAFrame<EndOfStream>> {
+        match self.pop(wait) {
+            Some(Popped::Frame(slot)) => Next::Frame(slot),
+            Some(Popped::Marker(message)) => Next::Other(NotAFrame::Marker(message)),
+            Some(Popped::End(end)) => Next::Other(NotAFrame::End(end)),
+            None => Next::Idle,
+        }
+    }
 }
 
 #[cfg(test)]

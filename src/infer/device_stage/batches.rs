@@ -1,0 +1,383 @@
+//! What the device path does with a batch (`DeviceBatches`, the one frame
+//! loop's `BatchPath` over the cameras' rings): each frame is staged
+//! (upload and frame kernel) as the batcher adds it, the batch launched
+//! (both models, mask, copies back) once gathered, and completed later,
+//! oldest first. A ring slot the GPU reads goes back to capture at the
+//! batcher's hand-back once the GPU is past it.
+//!
+//! ```text
+//! Batcher ─begin─▶ take a waiting swap; finish the oldest batch when `depth` are on the GPU
+//!         ─add──▶ work record + DeviceFramePath::stage(slot) ─▶ slot kept (read in place) or given back
+//!         ─run──▶ DeviceFramePath::launch ─▶ OnGpu
+//!         ─idle / pass_on─▶ finish_oldest / finish_all: complete ─▶ StageMessage::Inspect ─▶ output
+//!         ─hand_back─▶ slots the GPU is past (reads_done) ─▶ PartRings::recycle
+//! ```
+
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::{DeviceStage, DeviceSwap};
+use crate::capture::EndOfStream;
+use crate::frame::{FailedStage, FrameSlot, FrameWork, PixelDemand, StageMessage};
+use crate::infer::batch::{BatchPolicy, BatchRuns};
+use crate::infer::batcher::{BatchPath, Batcher, IDLE_WAIT};
+use crate::infer::device_path::{DeviceFramePath, PathInfo, ReadWait};
+use crate::infer::gpu_spans::GpuSpans;
+use crate::infer::on_gpu::OnGpu;
+use crate::model_id::ModelIds;
+use crate::trigger::{NotAFrame, PartRings};
+
+impl DeviceStage {
+    /// Runs until capture ends, with up to `frames_in_flight` batches on the
+    /// GPU (as far as the path allows, `info.max_in_flight`), each of up to
+    /// `batching.max_batch` frames (as far as the path allows); returns how
+    /// it ended. Called by the device thread once `path` (which told
+    /// `info` when it was opened) is warmed up.
+    pub(super) fn run(
+        self,
+        path: &mut dyn DeviceFramePath,
+        info: &PathInfo,
+        frames_in_flight: usize,
+        batching: BatchPolicy,
+    ) -> EndOfStream {
+        let DeviceStage {
+            mut input,
+            output,
+            free_work,
+            liveness,
+            models,
+            swaps,
+            pixel_demand,
+            batch_counts,
+            slot_memory: _,
+        } = self;
+        let depth = info.max_in_flight.min(frames_in_flight).max(1);
+        let mut batches = DeviceBatches {
+            on_gpu: OnGpu::with_capacity(depth, batching.max_batch),
+            path,
+            path_max_batch: info.max_batch,
+            info,
+            depth,
+            max_batch: batching.max_batch,
+            traffic_logged: false,
+            output,
+            free_work,
+            liveness,
+            models,
+            swaps,
+            pixel_demand,
+            reading: VecDeque::with_capacity((depth + 1) * batching.max_batch.max(1)),
+            unread: Vec::with_capacity(1),
+            spans: GpuSpans::default(),
+        };
+        // The rings never close (their end comes as `NotAFrame::End`): a
+        // loop that ended otherwise was stopped.
+        let end = Batcher::new(batching, batch_counts)
+            .run(&mut input, &mut batches)
+            .unwrap_or(EndOfStream::Stopped);
+        // Nothing may read a slot once it is back with capture, or freed.
+        batches.hand_back_all(&mut input);
+        if let Some(spans) = batches.spans.summary() {
+            log::info!(target: "sealcheck::pipeline", spans = spans.as_str();
+                "device stage: GPU time per batch, from CUDA events");
+        }
+        // A swap prepared too late is dropped here, while the path (whose
+        // stream a prepared engine may name) still exists.
+        for late in batches.swaps.try_iter() {
+            drop(late);
+        }
+        end
+    }
+}
+
+/// What the device path does with a batch: each frame is staged (upload and
+/// frame kernel) as the batcher hands it over, and its ring slot goes back
+/// to capture at the next hand-back once the GPU no longer reads it; the
+/// batch is launched (both models, mask, copies back) when gathered, and
+/// completed later, oldest first, when the GPU holds `depth` batches, when
+/// nothing is waiting in the rings, or before a marker, the end or a model
+/// swap.
+struct DeviceBatches<'p> {
+    path: &'p mut dyn DeviceFramePath,
+    /// What the path told of itself when it was opened (the traffic line).
+    info: &'p PathInfo,
+    /// The most frames the path takes in a batch now (a swap may change it).
+    path_max_batch: usize,
+    on_gpu: OnGpu,
+    /// Batches the GPU may hold at once.
+    depth: usize,
+    /// `[inference] max_batch` as the path allows it (the traffic line).
+    max_batch: usize,
+    traffic_logged: bool,
+    output: Sender<StageMessage>,
+    free_work: Receiver<Box<FrameWork>>,
+    liveness: crate::service::Liveness,
+    models: Arc<ModelIds>,
+    swaps: Receiver<DeviceSwap>,
+    pixel_demand: Arc<PixelDemand>,
+    /// Ring slots the GPU may still read (uploaded from, or read in place),
+    /// with their staging numbers, oldest first: handed back to capture once
+    /// `reads_done` passes them, never before.
+    #[allow(clippy::vec_box)]
+    reading: VecDeque<(u64, Box<FrameSlot>)>,
+    /// The slot of the frame just added when the GPU will not read it (its
+    /// bytes were copied, or its stage failed): handed back to capture at
+    /// the hand-back right after `add`, before any of `reading`.
+    #[allow(clippy::vec_box)]
+    unread: Vec<Box<FrameSlot>>,
+    /// The completed batches' GPU spans, logged at the end.
+    spans: GpuSpans,
+}
+
+impl BatchPath<PartRings> for DeviceBatches<'_> {
+    type End = EndOfStream;
+
+    /// With a batch on the GPU, take only a frame that is already waiting:
+    /// a result must not wait for a slow camera's next frame.
+    fn first_wait(&self) -> Duration {
+        if self.on_gpu.is_empty() {
+            IDLE_WAIT
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Nothing waiting: the oldest batch on the GPU is finished now.
+    fn idle(&mut self) -> ControlFlow<EndOfStream> {
+        stopped_unless(self.finish_oldest())
+    }
+
+    /// Takes a waiting model swap, and makes room on the GPU for the batch:
+    /// it takes what the path takes now.
+    fn begin(&mut self, first: &Box<FrameSlot>) -> ControlFlow<EndOfStream, usize> {
+        if !self.take_swap(first.meta.seq) {
+            return ControlFlow::Break(EndOfStream::Stopped);
+        }
+        if self.on_gpu.batches() >= self.depth && !self.finish_oldest() {
+            return ControlFlow::Break(EndOfStream::Stopped);
+        }
+        if !self.traffic_logged {
+            self.traffic_logged = true;
+            let t = self.info.traffic(&first.image());
+            log::info!(target: "sealcheck::pipeline", host_to_device = t.host_to_device,
+                device_to_host = t.device_to_host, host_mask_extra = t.host_mask,
+                width = first.width, height = first.height, frames_in_flight = self.depth,
+                max_batch = self.max_batch;
+                "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
+        }
+        ControlFlow::Continue(self.path_max_batch)
+    }
+
+    /// Stages `slot`'s frame as the next of the batch being built (its work
+    /// record joins `on_gpu`); the slot is kept while the GPU reads it
+    /// (`reading`), else goes back at the hand-back that follows (`unread`).
+    fn add(&mut self, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
+        let taken = Instant::now();
+        let mut work = match self.free_work.try_recv() {
+            Ok(work) => work,
+            Err(_) => {
+                // Every work record is out: finishing a batch on the GPU
+                // may be what gives one back.
+                if !self.finish_oldest() {
+                    return ControlFlow::Break(EndOfStream::Stopped);
+                }
+                let Ok(work) = self.free_work.recv() else {
+                    return ControlFlow::Break(EndOfStream::Stopped);
+                };
+                work
+            }
+        };
+        work.reset(slot.meta);
+        work.timings.stamps.in_slot = slot.in_slot;
+        work.timings.stamps.taken = Some(taken);
+        work.models = Some(Arc::clone(&self.models));
+        // No host pass over the frame: the GPU reads the page-locked slot
+        // (a copy only while the archive or the live view wants it, or for
+        // a frame due to the shadow).
+        let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
+        let placement = slot.data.placement();
+        let staged = self.path.stage(slot.image(), placement, host_copy);
+        // After the stage: the GPU works on the frame while it is copied.
+        if host_copy {
+            work.pixels.copy_from(&slot);
+        }
+        match staged {
+            Ok(Some(number)) => self.reading.push_back((number, slot)),
+            Ok(None) => self.unread.push(slot),
+            // A failed stage leaves the frame out of the batch: its error
+            // marks it. Nothing of it is left on the GPU.
+            Err(e) => {
+                work.error = Some((e.failed_stage(), e.to_string()));
+                self.unread.push(slot);
+            }
+        }
+        self.on_gpu.stage(work);
+        ControlFlow::Continue(())
+    }
+
+    /// Launches the batch gathered: both models and the copies back.
+    fn run(&mut self) -> Result<BatchRuns, EndOfStream> {
+        let launched = self.path.launch();
+        Ok(self
+            .on_gpu
+            .launched(launched.err().as_ref(), Instant::now()))
+    }
+
+    /// Sends on a marker, or the end, once every frame before it is judged.
+    fn pass_on(&mut self, message: NotAFrame<EndOfStream>) -> ControlFlow<EndOfStream> {
+        if !self.finish_all() {
+            return ControlFlow::Break(EndOfStream::Stopped);
+        }
+        match message {
+            NotAFrame::Marker(message) => stopped_unless(self.output.send(message).is_ok()),
+            NotAFrame::End(end) => {
+                let _ = self.output.send(StageMessage::End);
+                ControlFlow::Break(end)
+            }
+        }
+    }
+
+    /// The slot of the frame just added when the GPU does not read it, then
+    /// the slots the GPU has finished reading go back to capture, oldest
+    /// first (reads end in staging order).
+    fn hand_back(&mut self, rings: &mut PartRings) {
+        for slot in self.unread.drain(..) {
+            rings.recycle(slot);
+        }
+        if self.reading.is_empty() {
+            return;
+        }
+        let done = match self.path.reads_done(ReadWait::Poll) {
+            Ok(done) => done,
+            Err(e) => {
+                // Kept until the end (`hand_back_all` waits for every read).
+                log::warn!(target: "sealcheck::pipeline", error:% = e; "could not ask the GPU whether a frame's upload is done; its ring slot is kept");
+                return;
+            }
+        };
+        while self.reading.front().is_some_and(|(n, _)| *n < done) {
+            if let Some((_, slot)) = self.reading.pop_front() {
+                rings.recycle(slot);
+            }
+        }
+    }
+}
+
+/// Goes on while `alive` (the output stage still takes results), else the
+/// run stops.
+fn stopped_unless(alive: bool) -> ControlFlow<EndOfStream> {
+    match alive {
+        true => ControlFlow::Continue(()),
+        false => ControlFlow::Break(EndOfStream::Stopped),
+    }
+}
+
+impl DeviceBatches<'_> {
+    /// At the end of the run: waits until the GPU has read every slot it
+    /// holds, then hands them all back.
+    fn hand_back_all(&mut self, rings: &mut PartRings) {
+        for slot in self.unread.drain(..) {
+            rings.recycle(slot);
+        }
+        if self.reading.is_empty() {
+            return;
+        }
+        if let Err(e) = self.path.reads_done(ReadWait::All) {
+            log::error!(target: "sealcheck::pipeline", error:% = e; "waiting for the frames' uploads at the end failed");
+        }
+        for (_, slot) in self.reading.drain(..) {
+            rings.recycle(slot);
+        }
+    }
+
+    /// Swaps in new models before frame `seq` when a swap is waiting: the
+    /// frames on the GPU are completed by the old engine first, so none is
+    /// lost or judged twice; frames from `seq` on carry the new ids. `false`
+    /// when the output stage is gone.
+    fn take_swap(&mut self, seq: u64) -> bool {
+        let Some(swap) = self.swaps.try_iter().last() else {
+            return true;
+        };
+        let paused = Instant::now();
+        if !self.finish_all() {
+            return false;
+        }
+        match self.path.swap_engine(swap.engine) {
+            Ok(max_batch) => {
+                self.path_max_batch = max_batch;
+                log::info!(target: "sealcheck::infer", first_seq = seq,
+                    segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
+                    previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str(),
+                    pause_ms = paused.elapsed().as_secs_f64() * 1e3;
+                    "models swapped on the device path: frames from first_seq on are judged by the new models");
+                self.models = swap.models;
+                if let Some(swapped) = swap.on_swapped {
+                    swapped();
+                }
+            }
+            Err(e) => {
+                log::error!(target: "sealcheck::model_swap", step = "bind", error:% = e,
+                    segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str();
+                    "model swap refused at step `bind`: the new engine could not be bound to the device path's tensors; the running models stay");
+            }
+        }
+        true
+    }
+
+    /// Completes every batch on the GPU, oldest first; `false` when the
+    /// output stage is gone.
+    fn finish_all(&mut self) -> bool {
+        while self.on_gpu.batches() > 0 {
+            if !self.finish_oldest() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Completes the oldest batch on the GPU (if any) and sends its frames'
+    /// results on, in the order they were staged; `false` when the output
+    /// stage is gone.
+    fn finish_oldest(&mut self) -> bool {
+        let frames = self.on_gpu.oldest_batch();
+        let mut timed = false;
+        for _ in 0..frames {
+            let Some(mut work) = self.on_gpu.pop_oldest() else {
+                break;
+            };
+            // An error here is the stage's or the launch's: that frame never
+            // reached the GPU's models.
+            if work.error.is_none() {
+                match self.path.complete(&mut work) {
+                    Ok(t) => {
+                        if !timed {
+                            // Every frame of a batch carries the batch's spans.
+                            self.spans.record(&t, frames);
+                            timed = true;
+                        }
+                        work.timings.preprocess_ms = t.preprocess_ms;
+                        work.timings.segment_ms = t.segment_ms;
+                        work.timings.classify_ms = t.classify_ms;
+                        work.timings.stamps.done = Some(Instant::now());
+                        if let Err(e) =
+                            crate::infer::model_io::check_classifier_output(&work.cls_logits)
+                        {
+                            work.error = Some((FailedStage::Classify, e.to_string()));
+                        }
+                    }
+                    Err(e) => work.error = Some((e.failed_stage(), e.to_string())),
+                }
+            }
+            self.liveness.frame_preprocessed();
+            self.liveness.frame_inferred();
+            if self.output.send(StageMessage::Inspect(work)).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
