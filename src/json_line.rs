@@ -1,6 +1,7 @@
 //! JSON lines written by serde into a reused `String`: result lines, MQTT
 //! verdicts and `inspect`'s lines are `#[derive(Serialize)]` structs, and these
-//! are the pieces they share.
+//! are the pieces they share. The journal's lines (`service::logging`) quote
+//! their values with `append_json` too: one way serde_json writes into a `String`.
 //!
 //! Those lines were written by hand before, and people parse them byte for
 //! byte, so two spellings are kept that serde_json would write differently:

@@ -10,6 +10,10 @@
 //! capture --ring--> infer::device_stage (preprocess::gpu kernels + engine on one
 //!     CUDA stream, infer::device_runner; the engine chosen by infer::engine_choice)
 //!     --channel--> decision + output
+//!
+//! the stage that reads the rings reads them through trigger::PartRings: every
+//! frame is a part in free (and camera) mode; in plc mode a frame goes on only
+//! when a PLC's trigger claims it, the others go back to capture unjudged
 //! ```
 //!
 //! Every path that judges frames (the host infer thread, the device thread,
@@ -53,6 +57,10 @@
 //! `plc` (the Modbus TCP server) sits above `trigger` and `line`: a
 //! `plc::Station` triggers through a camera's `trigger::TriggerDesk` and is a
 //! `line::LineOutput`; nothing below it imports it.
+//! A trigger's way, from the PLC's Trigger coil through `TriggerDesk`,
+//! `PartRings`, the judged frame and `line::Line` back to the PLC's
+//! ResultsValid, is drawn in `plc`'s module doc, with where each hand-over
+//! is wired.
 //!
 //! `pipeline` wires the stages; `main` only parses the command line.
 

@@ -8,15 +8,24 @@
 //! capture thread: lost() ──▶ try_failed() ... try_failed() ──▶ (first frame) back()
 //!                 source_up: true ─────────▶ false ─────────────────────────▶ true
 //! ```
+//!
+//! Pipelines abandoned in a teardown (`capture::teardown`) are counted once,
+//! in the camera's `service::Liveness` record (whose health verdict needs
+//! them: in a row, still stuck, since when); this view reads them from there
+//! (`abandoned`, `abandoned_still_stuck`) and keeps no count of its own.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::service::Liveness;
+
 /// A cheap, cloneable view of the source's state (one `Arc`).
 #[derive(Debug, Clone)]
 pub struct SourceStatus {
     inner: Arc<Inner>,
+    /// The camera's liveness record: the owner of the abandoned-pipeline counts.
+    liveness: Liveness,
 }
 
 #[derive(Debug)]
@@ -42,11 +51,6 @@ struct Inner {
     missing_at_start: AtomicBool,
     /// Why the source was last lost or last failed to come back.
     last_error: Mutex<String>,
-    /// Pipelines that did not reach NULL in time and were left behind
-    /// (`capture::teardown`), over the whole run.
-    abandoned: AtomicU64,
-    /// Of those, the ones whose teardown thread is still blocked.
-    abandoned_stuck: AtomicU64,
 }
 
 /// What `back()` reports about the outage that just ended.
@@ -57,9 +61,12 @@ pub struct OutageEnded {
 }
 
 impl SourceStatus {
-    /// A source that is up (or about to be started).
-    pub fn new() -> SourceStatus {
+    /// A source that is up (or about to be started), whose abandoned
+    /// pipelines are counted in `liveness` (the camera's record, which
+    /// `capture::teardown` reports them to).
+    pub fn new(liveness: &Liveness) -> SourceStatus {
         SourceStatus {
+            liveness: liveness.clone(),
             inner: Arc::new(Inner {
                 epoch: Instant::now(),
                 up: AtomicBool::new(true),
@@ -72,8 +79,6 @@ impl SourceStatus {
                 next_try_ns: AtomicU64::new(0),
                 missing_at_start: AtomicBool::new(false),
                 last_error: Mutex::new(String::new()),
-                abandoned: AtomicU64::new(0),
-                abandoned_stuck: AtomicU64::new(0),
             }),
         }
     }
@@ -98,14 +103,15 @@ impl SourceStatus {
         self.inner.frozen.load(Ordering::Relaxed)
     }
 
-    /// Pipelines abandoned because they did not stop in time (only goes up).
+    /// Pipelines abandoned because they did not stop in time (only goes up);
+    /// read from the camera's `Liveness`, which counts them.
     pub fn abandoned(&self) -> u64 {
-        self.inner.abandoned.load(Ordering::Relaxed)
+        self.liveness.abandoned()
     }
 
-    /// Abandoned pipelines whose teardown is still blocked now.
+    /// Abandoned pipelines whose teardown is still blocked now (from `Liveness`).
     pub fn abandoned_still_stuck(&self) -> u64 {
-        self.inner.abandoned_stuck.load(Ordering::Relaxed)
+        self.liveness.abandoned_still_stuck()
     }
 
     /// Rebuilds tried in the current outage (0 when up).
@@ -208,20 +214,6 @@ impl SourceStatus {
         true
     }
 
-    /// A pipeline was abandoned; returns the run's count so far.
-    pub(crate) fn pipeline_abandoned(&self) -> u64 {
-        self.inner.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
-        self.inner.abandoned.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// An abandoned pipeline reached NULL after all.
-    pub(crate) fn abandoned_teardown_ended(&self) {
-        let _ =
-            self.inner
-                .abandoned_stuck
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-    }
-
     /// The next rebuild is planned at `at`.
     pub(crate) fn next_try_at(&self, at: Instant) {
         self.inner
@@ -286,12 +278,6 @@ impl SourceStatus {
     }
 }
 
-impl Default for SourceStatus {
-    fn default() -> Self {
-        SourceStatus::new()
-    }
-}
-
 /// Capped exponential backoff between rebuilds: `min`, `2 min`, `4 min`, ... up to `max`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Backoff {
@@ -338,7 +324,7 @@ mod tests {
 
     #[test]
     fn an_outage_is_counted_once_and_reports_its_tries_when_it_ends() {
-        let status = SourceStatus::new();
+        let status = SourceStatus::new(&Liveness::new());
         assert!(status.is_up() && status.describe_outage().is_none());
         assert!(status.lost("connection refused", false, true));
         assert!(

@@ -17,8 +17,10 @@
 //! stays behind (it may finish one day, or never), the pipeline's callbacks are
 //! already retired (`CaptureShared::retire_pipeline`), so nothing it might still
 //! deliver reaches the ring, and the caller builds a new pipeline as for any
-//! lost source. Abandoned pipelines are counted (`SourceStatus`, `/metrics`) and
-//! reported to `Liveness`, which stops the watchdog pings when they pile up.
+//! lost source. Abandoned pipelines are counted once, in the camera's
+//! `Liveness` record (`Liveness::pipeline_abandoned`), which stops the
+//! watchdog pings when they pile up; `SourceStatus` (`/metrics`, the page)
+//! reads the count from there.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +73,6 @@ fn stop_pipeline_within(
                 // Nobody waits any more when the pipeline was abandoned; it
                 // finally stopped, and the count of those still stuck goes down.
                 if done_tx.send(refused).is_err() {
-                    shared.status.abandoned_teardown_ended();
                     shared.liveness.abandoned_teardown_ended();
                     log::info!(target: "sealcheck::capture", source = shared.origin.as_str();
                         "an abandoned pipeline reached NULL after all; its thread has ended");
@@ -100,8 +101,10 @@ fn stop_pipeline_within(
         Err(_) => {
             // Dropping the receiver tells the teardown thread nobody waits for it.
             drop(done_rx);
-            let abandoned = shared.status.pipeline_abandoned();
+            // Counted once, in the camera's liveness record; `SourceStatus`
+            // (the metrics, the page) reads it from there.
             let in_a_row = shared.liveness.pipeline_abandoned();
+            let abandoned = shared.liveness.abandoned();
             log::error!(target: "sealcheck::capture", source = shared.origin.as_str(),
                 waited_ms = limit.as_millis() as u64, abandoned = abandoned, abandoned_in_a_row = in_a_row;
                 "the pipeline did not stop within {:.1} s ({why}): an element is blocked in a read or a driver call \

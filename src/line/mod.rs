@@ -17,9 +17,23 @@
 //! `late` fail, and the real result, when it comes, only goes to the results
 //! file and the log (marked late).
 //!
-//! A line output's `send` must not block: it queues, and when its queue is
-//! full it drops the oldest verdict and counts it (the house rule: no output
-//! ever slows a verdict).
+//! A line output's `send` must not block: it queues, and what does not fit
+//! is dropped and counted (the house rule: no output ever slows a verdict).
+//! Which verdict gives way is each output's, by what its reader needs:
+//! - MQTT (`mqtt::queue`) drops the **oldest** waiting verdict: a
+//!   subscriber wants the freshest, an old one is likely past its deadline,
+//!   and the results file keeps every verdict anyway.
+//! - A PLC (`plc::Station`, with the handshake) drops the **newest**: it
+//!   does not present it and raises ErrorCode 4 (docs/INTEGRATION.md). The
+//!   PLC reads results one at a time in trigger order; the oldest is on its
+//!   registers while it reads and acknowledges it, and the ones behind are
+//!   the results it waits for next. Dropping the oldest would change the
+//!   result under the PLC's read, or take away the one it waits for; keeping
+//!   them, the PLC gets every result it was promised up to the overflow, and
+//!   rejects the parts after it, which never got one (fail safe). Without
+//!   the handshake each new result replaces the one shown (nothing waits).
+//! - The HTTP trigger's waiters (`trigger::PartWaiters`) keep the last 1024;
+//!   a waiter that falls behind misses the oldest and times out.
 //!
 //! The files: `gate` (`Line`, `Delivery`), `verdict` (`LineVerdict`,
 //! `LineOutput`), `part_deadline` (`PartDeadline`, `SEND_MARGIN`), `stats`

@@ -50,6 +50,10 @@ impl LineVerdict {
 /// GPIO reject pulse. Called for every part in order, from the decision
 /// thread or the deadline thread (never both at once).
 pub trait LineOutput: Send + Sync {
-    /// Takes one verdict without blocking (queue it; drop the oldest when full).
+    /// Takes one verdict without blocking: queue it, and when the queue is
+    /// full drop one verdict and count it. Which one (the oldest for MQTT,
+    /// the newest for a PLC's result buffer) is the output's choice, said
+    /// in its docs; the `line` module doc says why they differ. Called once
+    /// per part, in part order, by `Line` (`deliver` or `expire`).
     fn send(&self, verdict: &LineVerdict);
 }

@@ -51,16 +51,13 @@ pub(super) fn set_ready(desks: &[Arc<TriggerDesk>], ready: bool) {
 }
 
 /// `[modbus]`: one station per camera (unit id 1 is the first camera), a
-/// line output each; none without the section.
+/// line output each (`line_outputs`); none without the section. The way
+/// from a PLC's trigger to its ResultsValid is drawn in `plc`'s module doc.
 pub(super) fn modbus_stations(config: &Config, desks: &[Arc<TriggerDesk>]) -> Vec<Arc<Station>> {
-    let Some(modbus) = &config.modbus else {
-        return Vec::new();
-    };
-    desks
-        .iter()
-        .enumerate()
-        .map(|(index, desk)| Arc::new(Station::new(index as u8 + 1, Arc::clone(desk), modbus)))
-        .collect()
+    match &config.modbus {
+        Some(modbus) => Station::for_desks(desks, modbus),
+        None => Vec::new(),
+    }
 }
 
 /// Each camera's line outputs besides MQTT: its Modbus station and its

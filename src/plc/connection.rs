@@ -6,6 +6,12 @@
 //! A frame whose header cannot be trusted (protocol id not 0, a length
 //! outside 2..=254) ends the connection: the bytes after it cannot be
 //! framed. Every frame with a sound header gets an answer.
+//!
+//! A PLC's trigger starts here: a write to the Trigger coil is framed by
+//! `serve`, answered by `dispatch::answer`, and turns into
+//! `Station::write_coil` and `TriggerDesk::trigger`; its verdict comes back
+//! through `line::Line` to `Station::send` and ResultsValid. `plc`'s module
+//! doc draws the whole way.
 
 use std::io;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::task::Poll;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -19,6 +19,7 @@ use super::connection::{self, End};
 use super::error::PlcError;
 use super::station::Station;
 use crate::config::ModbusConfig;
+use crate::service::RateLimiter;
 
 /// How long `stop` waits for the server's thread; past it the thread is
 /// left behind (logged), so the service never hangs on stop.
@@ -102,7 +103,7 @@ impl ModbusServer {
             idle: config.idle_timeout,
             counters: Arc::clone(&counters),
             refusals: HashMap::new(),
-            cap_logged: None,
+            cap_log: RateLimiter::new(REFUSAL_LOG_EVERY),
         };
         let thread = std::thread::Builder::new()
             .name("modbus".into())
@@ -176,9 +177,10 @@ struct Accept {
     max_connections: usize,
     idle: Duration,
     counters: Arc<ModbusCounters>,
-    /// When each refused address was last logged.
-    refusals: HashMap<IpAddr, Instant>,
-    cap_logged: Option<Instant>,
+    /// Each refused address's warnings, one per `REFUSAL_LOG_EVERY`.
+    refusals: HashMap<IpAddr, RateLimiter>,
+    /// Refusals at the cap, one warning per `REFUSAL_LOG_EVERY`.
+    cap_log: RateLimiter,
 }
 
 impl Accept {
@@ -205,21 +207,20 @@ impl Accept {
 
     fn admit(&mut self, stream: tokio::net::TcpStream, peer: SocketAddr) {
         let ip = peer.ip().to_canonical();
-        let now = Instant::now();
         if !self.allow.is_empty() && !self.allow.contains(&ip) {
             self.counters
                 .refused_not_allowed
                 .fetch_add(1, Ordering::Relaxed);
             if self.refusals.len() > 1024 {
-                self.refusals
-                    .retain(|_, at| now.duration_since(*at) < REFUSAL_LOG_EVERY);
+                self.refusals.retain(|_, log| !log.is_quiet());
             }
             let due = self
                 .refusals
-                .get(&ip)
-                .is_none_or(|at| now.duration_since(*at) >= REFUSAL_LOG_EVERY);
+                .entry(ip)
+                .or_insert_with(|| RateLimiter::new(REFUSAL_LOG_EVERY))
+                .admit()
+                .is_log();
             if due {
-                self.refusals.insert(ip, now);
                 log::warn!(target: "sealcheck::plc", peer:% = ip;
                     "Modbus connection from {ip} closed: not on [modbus] allow (logged once a minute per address)");
             }
@@ -227,11 +228,7 @@ impl Accept {
         }
         if self.counters.open.load(Ordering::Relaxed) >= self.max_connections {
             let refused = self.counters.refused_cap.fetch_add(1, Ordering::Relaxed) + 1;
-            if self
-                .cap_logged
-                .is_none_or(|at| now.duration_since(at) >= REFUSAL_LOG_EVERY)
-            {
-                self.cap_logged = Some(now);
+            if self.cap_log.admit().is_log() {
                 log::warn!(target: "sealcheck::plc", peer:% = ip, max_connections = self.max_connections, refused = refused;
                     "Modbus connection from {ip} closed: {} connections are open ([modbus] max_connections)",
                     self.max_connections);

@@ -3,6 +3,15 @@
 //! waiting to be presented. The Modbus connections and the line (through
 //! `LineOutput::send`) share it; its state is the station's, not a
 //! connection's, so a PLC that reconnects finds it as it left it.
+//!
+//! ```text
+//! PLC ─Trigger edge─▶ write_coil ─▶ trigger ─▶ TriggerDesk::trigger ─▶ TriggerAck
+//! Line ─LineOutput::send─▶ take ─▶ queue ─▶ present_next ─▶ ResultsValid
+//! PLC ─ResultsAck edges─▶ write_coil ─▶ pop the acknowledged one, present the next
+//! ```
+//!
+//! The whole way between the two (frame, verdict, line) is drawn in `plc`'s
+//! module doc.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,6 +23,7 @@ use super::map::{
 };
 use crate::config::ModbusConfig;
 use crate::line::{LineOutput, LineVerdict};
+use crate::service::{Admission, RateLimiter};
 use crate::trigger::{Refused, TriggerDesk};
 
 /// At most one warning a second about results not presented (the count of
@@ -43,9 +53,8 @@ struct State {
     error: ErrorCode,
     /// Results never presented because the buffer was full.
     not_presented: u64,
-    /// Of those, the ones not logged yet, and when the last warning went out.
-    unlogged: u64,
-    last_warning: Option<Instant>,
+    /// Lets one warning about them out per `NOT_PRESENTED_LOG_EVERY`.
+    not_presented_log: RateLimiter,
 }
 
 /// What a trigger's rising edge turned into (for tests: the Modbus answer
@@ -79,10 +88,22 @@ impl Station {
                 results_valid: false,
                 error: ErrorCode::None,
                 not_presented: 0,
-                unlogged: 0,
-                last_warning: None,
+                not_presented_log: RateLimiter::new(NOT_PRESENTED_LOG_EVERY),
             }),
         }
+    }
+
+    /// One station per camera's desk, in camera order: unit id 1 is
+    /// `desks[0]` (the order `ModbusServer::start` checks). Called once at
+    /// start (`pipeline::parts::modbus_stations`), before the cameras'
+    /// lines are made: each station is also its camera's `LineOutput`, the
+    /// way its verdicts come back to ResultsValid (the module doc of `plc`).
+    pub fn for_desks(desks: &[Arc<TriggerDesk>], config: &ModbusConfig) -> Vec<Arc<Station>> {
+        desks
+            .iter()
+            .enumerate()
+            .map(|(index, desk)| Arc::new(Station::new(index as u8 + 1, Arc::clone(desk), config)))
+            .collect()
     }
 
     pub fn unit(&self) -> u8 {
@@ -258,7 +279,12 @@ impl Station {
         }
     }
 
-    /// A verdict for the PLC: presented now, queued, or (buffer full) counted.
+    /// A verdict for the PLC: presented now, queued, or (buffer full) counted
+    /// and not presented. A full buffer gives up the **newest** result, not
+    /// the oldest as MQTT's queue does: the oldest is on the registers while
+    /// the PLC reads it, and the ones behind it are the results the PLC waits
+    /// for next, in trigger order; it rejects the parts whose result never
+    /// came (ErrorCode 4). `line`'s module doc compares the outputs.
     fn take(&self, result: PlcResult) {
         let mut state = self.lock();
         if !self.handshake {
@@ -273,16 +299,11 @@ impl Station {
         }
         state.raise(ErrorCode::BufferFull);
         state.not_presented += 1;
-        state.unlogged += 1;
-        let now = Instant::now();
-        if state
-            .last_warning
-            .is_some_and(|last| now.duration_since(last) < NOT_PRESENTED_LOG_EVERY)
-        {
-            return;
-        }
-        state.last_warning = Some(now);
-        let count = std::mem::take(&mut state.unlogged);
+        // This one and those held back since the last warning.
+        let count = match state.not_presented_log.admit() {
+            Admission::Hold => return,
+            Admission::Log(held) => 1 + held.map_or(0, |h| h.count),
+        };
         let total = state.not_presented;
         drop(state);
         log::warn!(target: "sealcheck::plc", unit = self.unit, part_id = result.part_id,

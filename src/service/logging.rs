@@ -21,6 +21,7 @@ use std::time::SystemTime;
 use log::kv::{Key, Value, VisitSource, VisitValue};
 
 pub use crate::config::LogFormat;
+use crate::json_line::append_json;
 
 /// Installs the logger for the whole process. `default_level` is an env_logger filter
 /// (`info`, `sealcheck=debug,warn`) used when `RUST_LOG` is unset; `RUST_LOG` replaces it.
@@ -310,32 +311,14 @@ fn push_logfmt_value(out: &mut String, s: &str) {
 
 /// `"..."` as a JSON string (serde_json's escapes: `"`, `\` and every control character
 /// below U+0020), so a value can never end the line or the field early. logfmt parsers
-/// read the same escapes, so logfmt's quoted values use it too.
+/// read the same escapes, so logfmt's quoted values use it too. Written by serde_json
+/// straight into the line (`json_line::append_json`, no allocation of its own).
 fn push_quoted(out: &mut String, s: &str) {
-    // Writing a `&str` to a `String` cannot fail.
-    let _ = serde_json::to_writer(StringWriter(out), s);
+    append_json(out, &s);
 }
 
 fn push_json_string(out: &mut String, s: &str) {
     push_quoted(out, s);
-}
-
-/// Lets serde_json write into the line's `String` without an allocation of its own
-/// (std has `io::Write` for `Vec<u8>` only). serde_json writes a string as whole `&str`
-/// fragments and ASCII escapes, each valid UTF-8 on its own; anything else is refused,
-/// never pushed.
-struct StringWriter<'a>(&'a mut String);
-
-impl std::io::Write for StringWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = std::str::from_utf8(buf).map_err(std::io::Error::other)?;
-        self.0.push_str(text);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

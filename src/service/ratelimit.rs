@@ -64,6 +64,14 @@ pub enum Admission {
     Hold,
 }
 
+impl Admission {
+    /// Whether the occurrence is to be logged (for a caller that writes its
+    /// own line and does not say how many were held back).
+    pub fn is_log(self) -> bool {
+        matches!(self, Admission::Log(_))
+    }
+}
+
 /// Lets one occurrence through per `window`, counting the rest.
 #[derive(Debug)]
 pub struct RateLimiter<C: Clock = MonotonicClock> {
@@ -114,6 +122,15 @@ impl<C: Clock> RateLimiter<C> {
                 Admission::Log(suppressed)
             }
         }
+    }
+
+    /// The window since the last logged occurrence has passed (or none was
+    /// logged): the next one is logged at once. For a caller that keeps a
+    /// limiter per key (per peer address) and forgets the quiet ones.
+    pub fn is_quiet(&self) -> bool {
+        let now = self.clock.now();
+        self.last_logged
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.window)
     }
 
     /// Repeats still held back once the window has passed, for a caller that wants to
@@ -263,6 +280,17 @@ mod tests {
             })
         );
         assert_eq!(l.flush(), None, "already reported");
+    }
+
+    #[test]
+    fn a_limiter_is_quiet_once_its_window_has_passed() {
+        let (mut l, clock) = limiter(10);
+        assert!(l.is_quiet(), "nothing logged yet");
+        l.admit();
+        clock.advance(Duration::from_secs(9));
+        assert!(!l.is_quiet());
+        clock.advance(Duration::from_secs(1));
+        assert!(l.is_quiet());
     }
 
     #[test]

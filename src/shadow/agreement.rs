@@ -15,7 +15,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use serde::Serialize;
 
 use crate::decision::{Decision, Reason, Verdict};
-use crate::stats::{nearest_rank, percentile_of_sorted};
+use crate::stats::{bin_of_rank, nearest_rank, percentile_of_sorted};
 
 /// Compared frames in the running window, and between two journal lines.
 pub const WINDOW: usize = 1000;
@@ -371,13 +371,7 @@ impl ShadowAgreement {
 /// The 99th percentile (nearest rank) of the 0.001-wide |Δ| bins.
 fn p99_of_bins(bins: &[u64]) -> Option<f64> {
     let rank = nearest_rank(0.99, bins.iter().sum())?;
-    let mut seen = 0;
-    bins.iter()
-        .position(|&n| {
-            seen += n;
-            seen >= rank
-        })
-        .map(|bin| bin as f64 / 1000.0)
+    bin_of_rank(bins.iter().copied(), rank).map(|bin| bin as f64 / 1000.0)
 }
 
 /// Intersection over union of two 0/1 masks of the same size; two empty

@@ -9,6 +9,6 @@ mod run_stats;
 mod spans;
 
 pub use counters::{ResultCounters, ResultCounts};
-pub use percentile::{nearest_rank, percentile_of_sorted};
+pub use percentile::{bin_of_rank, nearest_rank, percentile_of_sorted};
 pub use run_stats::{LatencyHistogram, RunStats, STAGES};
 pub use spans::SpanHistogram;

@@ -11,6 +11,18 @@ pub fn nearest_rank(q: f64, n: u64) -> Option<u64> {
     (n > 0).then(|| ((q * n as f64).ceil() as u64).clamp(1, n))
 }
 
+/// The bin that holds the value of 1-based `rank`, walking `counts` (how
+/// many values each bin holds, bins ascending): the one histogram walk of
+/// the crate (`LatencyHistogram::quantile`, the shadow's |Δ| bins). `None`
+/// when the bins hold fewer than `rank` values.
+pub fn bin_of_rank(counts: impl IntoIterator<Item = u64>, rank: u64) -> Option<usize> {
+    let mut seen = 0u64;
+    counts.into_iter().position(|n| {
+        seen += n;
+        seen >= rank
+    })
+}
+
 /// The nearest-rank `q` (0..=1) quantile of values sorted ascending;
 /// `None` when `sorted` is empty.
 pub fn percentile_of_sorted<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
@@ -39,6 +51,16 @@ mod tests {
         assert_eq!(nearest_rank(0.99, 1000), Some(990));
         assert_eq!(nearest_rank(0.99, 1001), Some(991));
         assert_eq!(nearest_rank(1.5, 10), Some(10));
+    }
+
+    #[test]
+    fn the_bin_of_a_rank_is_where_the_running_count_reaches_it() {
+        let bins = [0u64, 2, 0, 3];
+        assert_eq!(bin_of_rank(bins, 1), Some(1));
+        assert_eq!(bin_of_rank(bins, 2), Some(1));
+        assert_eq!(bin_of_rank(bins, 3), Some(3));
+        assert_eq!(bin_of_rank(bins, 5), Some(3));
+        assert_eq!(bin_of_rank(bins, 6), None, "fewer values than the rank");
     }
 
     #[test]

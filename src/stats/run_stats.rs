@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::counters::{ResultCounters, ResultCounts};
-use super::percentile::nearest_rank;
+use super::percentile::{bin_of_rank, nearest_rank};
 use crate::decision::Reason;
 
 const BUCKET_MS: f64 = 0.05;
@@ -58,16 +58,11 @@ impl LatencyHistogram {
     /// The latency under which `q` (0..=1) of the samples fall, to a bucket.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let rank = nearest_rank(q, self.total)?;
-        let mut seen = 0u64;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c as u64;
-            if seen >= rank {
-                return Some(
-                    ((i + 1) as f64 * self.bucket_ms).min(self.max_ms.max(self.bucket_ms)),
-                );
-            }
-        }
-        Some(self.max_ms)
+        let counts = self.counts.iter().map(|&c| u64::from(c));
+        Some(match bin_of_rank(counts, rank) {
+            Some(i) => ((i + 1) as f64 * self.bucket_ms).min(self.max_ms.max(self.bucket_ms)),
+            None => self.max_ms,
+        })
     }
 }
 

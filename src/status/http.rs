@@ -666,7 +666,7 @@ mod tests {
     fn two_named_cameras_are_listed_counted_and_a_lost_one_is_named_in_health_and_metrics() {
         let report = RunReport::new();
         let t = telemetry(&report);
-        let side = crate::capture::SourceStatus::new();
+        let side = crate::capture::SourceStatus::new(&crate::service::Liveness::new());
         side.lost("rtsp: connection refused", false, false);
         running(&report, &[(Some("top"), None), (Some("side"), Some(side))]);
         let mut board =
@@ -746,7 +746,12 @@ mod tests {
         let t = telemetry(&report);
         running(
             &report,
-            &[(None, Some(crate::capture::SourceStatus::new()))],
+            &[(
+                None,
+                Some(crate::capture::SourceStatus::new(
+                    &crate::service::Liveness::new(),
+                )),
+            )],
         );
         let mut board =
             crate::status::StatusBoard::new(Arc::clone(&t.board), t.metrics.results.clone());

@@ -12,6 +12,9 @@
 //!                      └─▶ frame with its Part / PartMissed marker ─▶ the one frame loop ─▶ output ─▶ Line (MQTT, Modbus)
 //! ```
 //!
+//! A PLC's trigger, from its Trigger coil to the ResultsValid it reads back,
+//! with the function where each hand-over is wired: `plc`'s module doc.
+//!
 //! The files: `desk` (`TriggerDesk`, `Refused`, `Pending`), `matcher` (the
 //! pairing rule, pure), `rings` (`PartRings`, the frame path's source: its
 //! `frame::FrameSource` impl is what the one frame loop reads), `waiters`

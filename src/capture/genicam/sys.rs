@@ -93,48 +93,64 @@ fn load() -> Result<Api, String> {
                 None => e.to_string(),
             },
         )?;
-    Ok(Api {
-        update_device_list: lookup(&library, "arv_update_device_list")?,
-        get_n_devices: lookup(&library, "arv_get_n_devices")?,
-        get_device_id: lookup(&library, "arv_get_device_id")?,
-        get_device_address: lookup(&library, "arv_get_device_address")?,
-        get_device_model: lookup(&library, "arv_get_device_model")?,
-        get_device_vendor: lookup(&library, "arv_get_device_vendor")?,
-        get_device_protocol: lookup(&library, "arv_get_device_protocol")?,
-        camera_new: lookup(&library, "arv_camera_new")?,
-        camera_get_device: lookup(&library, "arv_camera_get_device")?,
-        execute_command: lookup(&library, "arv_camera_execute_command")?,
-        set_exposure_time: lookup(&library, "arv_camera_set_exposure_time")?,
-        get_exposure_time: lookup(&library, "arv_camera_get_exposure_time")?,
-        get_exposure_time_bounds: lookup(&library, "arv_camera_get_exposure_time_bounds")?,
-        set_exposure_time_auto: lookup(&library, "arv_camera_set_exposure_time_auto")?,
-        set_gain: lookup(&library, "arv_camera_set_gain")?,
-        get_gain: lookup(&library, "arv_camera_get_gain")?,
-        get_gain_bounds: lookup(&library, "arv_camera_get_gain_bounds")?,
-        set_gain_auto: lookup(&library, "arv_camera_set_gain_auto")?,
-        get_frame_rate_bounds: lookup(&library, "arv_camera_get_frame_rate_bounds")?,
-        get_region: lookup(&library, "arv_camera_get_region")?,
-        device_get_feature: lookup(&library, "arv_device_get_feature")?,
-        device_set_features_from_string: lookup(&library, "arv_device_set_features_from_string")?,
-        device_get_float_bounds: lookup(&library, "arv_device_get_float_feature_bounds")?,
-        device_get_integer_bounds: lookup(&library, "arv_device_get_integer_feature_bounds")?,
-        device_dup_enumeration_strings: lookup(
-            &library,
-            "arv_device_dup_available_enumeration_feature_values_as_strings",
-        )?,
-        feature_node_get_value_as_string: lookup(
-            &library,
-            "arv_gc_feature_node_get_value_as_string",
-        )?,
-        _library: library,
-    })
+    // SAFETY: every name below is declared in Aravis 0.8's public headers
+    // (see the module docs) with the signature of the `Api` field it is
+    // stored in, as `lookup` requires; the pointers live as long as
+    // `library`, which the `Api` keeps and never unloads.
+    let api = unsafe {
+        Api {
+            update_device_list: lookup(&library, "arv_update_device_list")?,
+            get_n_devices: lookup(&library, "arv_get_n_devices")?,
+            get_device_id: lookup(&library, "arv_get_device_id")?,
+            get_device_address: lookup(&library, "arv_get_device_address")?,
+            get_device_model: lookup(&library, "arv_get_device_model")?,
+            get_device_vendor: lookup(&library, "arv_get_device_vendor")?,
+            get_device_protocol: lookup(&library, "arv_get_device_protocol")?,
+            camera_new: lookup(&library, "arv_camera_new")?,
+            camera_get_device: lookup(&library, "arv_camera_get_device")?,
+            execute_command: lookup(&library, "arv_camera_execute_command")?,
+            set_exposure_time: lookup(&library, "arv_camera_set_exposure_time")?,
+            get_exposure_time: lookup(&library, "arv_camera_get_exposure_time")?,
+            get_exposure_time_bounds: lookup(&library, "arv_camera_get_exposure_time_bounds")?,
+            set_exposure_time_auto: lookup(&library, "arv_camera_set_exposure_time_auto")?,
+            set_gain: lookup(&library, "arv_camera_set_gain")?,
+            get_gain: lookup(&library, "arv_camera_get_gain")?,
+            get_gain_bounds: lookup(&library, "arv_camera_get_gain_bounds")?,
+            set_gain_auto: lookup(&library, "arv_camera_set_gain_auto")?,
+            get_frame_rate_bounds: lookup(&library, "arv_camera_get_frame_rate_bounds")?,
+            get_region: lookup(&library, "arv_camera_get_region")?,
+            device_get_feature: lookup(&library, "arv_device_get_feature")?,
+            device_set_features_from_string: lookup(
+                &library,
+                "arv_device_set_features_from_string",
+            )?,
+            device_get_float_bounds: lookup(&library, "arv_device_get_float_feature_bounds")?,
+            device_get_integer_bounds: lookup(&library, "arv_device_get_integer_feature_bounds")?,
+            device_dup_enumeration_strings: lookup(
+                &library,
+                "arv_device_dup_available_enumeration_feature_values_as_strings",
+            )?,
+            feature_node_get_value_as_string: lookup(
+                &library,
+                "arv_gc_feature_node_get_value_as_string",
+            )?,
+            _library: library,
+        }
+    };
+    Ok(api)
 }
 
 /// The function `name` of `library`, typed as the field it is stored in.
-fn lookup<T: Copy>(library: &libloading::Library, name: &str) -> Result<T> {
+///
+/// # Safety
+///
+/// `T` must be the type of the symbol `name` as the library defines it: an
+/// `unsafe extern "C" fn` with the C declaration's parameters and return
+/// type (a wrong type makes every later call undefined behaviour), and the
+/// value must not be used after `library` is unloaded.
+unsafe fn lookup<T: Copy>(library: &libloading::Library, name: &str) -> Result<T> {
     let symbol = format!("{name}\0");
-    // SAFETY: every name looked up is declared in Aravis 0.8's public headers
-    // with the signature of the `Api` field it is stored in (see the module docs).
+    // SAFETY: the caller vouches that `T` is the symbol's type (`# Safety`).
     let found = unsafe { library.get::<T>(symbol.as_bytes()) }
         .map_err(|_| format!("{LIBRARY} does not export {name}: not Aravis 0.8"))?;
     Ok(*found)

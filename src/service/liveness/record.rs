@@ -87,6 +87,9 @@ pub(super) struct SourceRecord {
     pub(super) source_managed: AtomicBool,
     /// Last beat of the capture thread (see `capture_heartbeat`).
     pub(super) capture_beat: AtomicU64,
+    /// Pipelines abandoned over the whole run (`capture::teardown`); the
+    /// one count of them: `capture::SourceStatus` reads it for the metrics.
+    pub(super) abandoned: AtomicU64,
     /// Live-source pipelines abandoned since the source last delivered a frame.
     pub(super) abandoned_in_a_row: AtomicU64,
     /// Abandoned pipelines whose teardown thread is still blocked.
@@ -109,6 +112,7 @@ impl SourceRecord {
             source_lost: AtomicBool::new(false),
             source_managed: AtomicBool::new(false),
             capture_beat: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             abandoned_in_a_row: AtomicU64::new(0),
             abandoned_stuck: AtomicU64::new(0),
             last_abandoned: AtomicU64::new(0),
@@ -295,7 +299,11 @@ impl Liveness {
 
     /// Capture abandoned a pipeline that did not stop in time (its thread
     /// stays blocked); returns how many in a row, without a frame between.
+    /// Called once per abandoned pipeline, by `capture::teardown` only: this
+    /// record is the one count of them (`abandoned`, `abandoned_still_stuck`;
+    /// `capture::SourceStatus` reads them from here).
     pub fn pipeline_abandoned(&self) -> u64 {
+        self.source.abandoned.fetch_add(1, Ordering::Relaxed);
         self.source.abandoned_stuck.fetch_add(1, Ordering::Relaxed);
         self.source
             .last_abandoned
@@ -306,7 +314,8 @@ impl Liveness {
             + 1
     }
 
-    /// An abandoned pipeline's teardown finished after all.
+    /// An abandoned pipeline's teardown finished after all: called by its
+    /// teardown thread (`capture::teardown`) when it reaches NULL late.
     pub fn abandoned_teardown_ended(&self) {
         let _ =
             self.source
@@ -336,6 +345,16 @@ impl Liveness {
     /// Pipelines abandoned since the source last delivered a frame.
     pub fn abandoned_in_a_row(&self) -> u64 {
         self.source.abandoned_in_a_row.load(Ordering::Relaxed)
+    }
+
+    /// This camera's pipelines abandoned over the whole run (only goes up).
+    pub fn abandoned(&self) -> u64 {
+        self.source.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// This camera's abandoned pipelines whose teardown is still blocked now.
+    pub fn abandoned_still_stuck(&self) -> u64 {
+        self.source.abandoned_stuck.load(Ordering::Relaxed)
     }
 
     /// Whether capture reported a lost live source it is rebuilding.
