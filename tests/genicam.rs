@@ -348,7 +348,12 @@ fn run_inside(ns: &Netns, inner: &str) -> String {
         .command("timeout")
         .arg("120")
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", &test_path(inner), "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &test_path(inner),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(INNER_ENV, inner)
         .output()
         .unwrap();

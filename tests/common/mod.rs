@@ -26,7 +26,9 @@ pub use child::{FakeSystemd, Sealcheck};
 /// (cargo-nextest), where the `pipeline` test group of `.config/nextest.toml` keeps it.
 pub fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The source tree: the current folder when it is one (a test binary carried

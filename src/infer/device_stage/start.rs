@@ -21,9 +21,9 @@ use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::frame_bytes::HostPlacement;
 use crate::infer::backend::BackendKind;
 use crate::infer::batch::BatchPolicy;
-use crate::infer::warm_up::warm_up_sizes;
 use crate::infer::device_error::DeviceFrameError;
 use crate::infer::device_path::{DeviceFramePath, DeviceModelsOpener, PathInfo};
+use crate::infer::warm_up::warm_up_sizes;
 use crate::infer::warm_up::{WarmUpFrame, WarmUpSize};
 
 /// Rounds of the start-up warm-up: each puts as many frames on the stream as
