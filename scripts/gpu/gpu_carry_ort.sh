@@ -28,7 +28,8 @@ STORE=/tmp/sealcheck-carry
 NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 GST_DEBS="libgstreamer1.0-0 libgstreamer-plugins-base1.0-0 gstreamer1.0-plugins-base
  gstreamer1.0-plugins-good liborc-0.4-0 libjpeg62-turbo libglib2.0-0 libdw1 libunwind8 libelf1
- libcap2 libffi8 libpcre2-8-0 libzstd1 liblzma5 libbz2-1.0 zlib1g libgudev-1.0-0"
+ libcap2 libffi8 libpcre2-8-0 libzstd1 liblzma5 libbz2-1.0 zlib1g libgudev-1.0-0
+ libgstrtspserver-1.0-0"
 
 prepare() {
     work=$(mktemp -d)
