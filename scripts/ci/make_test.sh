@@ -13,8 +13,9 @@
 #      start a pipeline one at a time (.config/nextest.toml); tests/parity.rs (its own
 #      harness) from its binary.
 #   4. Once the background is done: the tests whose checks are about time (MQTT
-#      deadlines, a part's frame within its interval, the watchdog, the shadow's share
-#      of frames), each alone on the machine, as every test binary ran before.
+#      deadlines, a part's frame within its interval, triggers 5 ms apart in order, the
+#      watchdog, the shadow's share of frames), each alone on the machine, as every test
+#      binary ran before.
 #
 # Without cargo-nextest every step runs one after another with `cargo test`: slower,
 # the same checks. Exits non-zero when any step failed, after all of them ran.
@@ -25,7 +26,7 @@ PROFILE=${PROFILE:-ci}
 FEATURES=fault-injection
 TARGETS="--lib --bins --test integration --test steady_state_alloc --test tensorrt"
 # The checks about time: see .config/nextest.toml.
-TIMED='binary(integration) & test(/^(mqtt|plc|service|shadow)::/)'
+TIMED='binary(integration) & test(/^(mqtt|parts|plc|service|shadow)::/)'
 REUSE=target/nextest-reuse
 export PROFILE
 
