@@ -2,12 +2,16 @@
 # Run by: `make test`, after its quick checks; docs/CI.md says why it runs this way
 # and what each step costs.
 #
+#   0. In the background at nice 19, from the start: nvcc (from PyPI when none is
+#      installed), then the aarch64 type-check (scripts/ci/aarch64_check.sh, its own
+#      target folder and toolchain). It takes the core that the default build leaves
+#      idle while tract-core, its critical path, compiles alone for minutes.
 #   1. The default build (`--features fault-injection`): the library's and the binary's
 #      unit tests, the integration tests (one crate, tests/integration.rs) and the test
 #      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
 #      then the doc tests.
-#   2. In the background at nice 19, scripts/ci/feature_builds.sh: the loom model check,
-#      the TensorRT check (which builds the `cuda` code too) and the aarch64 type-check.
+#   2. In the background at nice 19, scripts/ci/feature_builds.sh: the loom model check
+#      and the TensorRT check (which builds the `cuda` code too).
 #   3. Meanwhile, the default build's tests that do not measure time, with
 #      cargo-nextest: every test in a process of its own, two at a time, the tests that
 #      start a pipeline one at a time (.config/nextest.toml); tests/parity.rs (its own
@@ -39,8 +43,15 @@ if ! "$CARGO" nextest --version >/dev/null 2>&1; then
     "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity || status=1
     "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
     scripts/ci/feature_builds.sh || status=1
+    scripts/ci/aarch64_check.sh || status=1
     exit $status
 fi
+
+step "0. in the background at nice 19: nvcc, then the aarch64 type-check"
+mkdir -p target
+nice -n 19 sh -c 'CUDA_INSTALL_ONLY=1 scripts/ci/ci_cuda_build.sh && scripts/ci/aarch64_check.sh' \
+    >target/ci-aarch64.log 2>&1 &
+aarch64=$!
 
 step "1. the default build (--features $FEATURES)"
 mkdir -p "$REUSE"
@@ -53,7 +64,7 @@ parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --te
 [ -x "$parity" ] || { echo "make_test: cargo named no tests/parity.rs executable" >&2; exit 1; }
 "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
 
-step "2. in the background at nice 19: loom, the TensorRT check, the aarch64 type-check"
+step "2. in the background at nice 19: loom, the TensorRT check"
 nice -n 19 scripts/ci/feature_builds.sh >target/ci-feature-builds.log 2>&1 &
 background=$!
 
@@ -70,6 +81,9 @@ step "3. tests/parity.rs"
 step "4. waiting for the background"
 wait "$background" || status=1
 cat target/ci-feature-builds.log
+wait "$aarch64" || status=1
+echo "--- the aarch64 type-check"
+cat target/ci-aarch64.log
 step "4. the tests about time, each alone"
 run -E "$TIMED" || status=1
 step "done (status $status)"
