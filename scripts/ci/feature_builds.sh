@@ -1,10 +1,8 @@
 #!/bin/sh
-# Run by: scripts/ci/make_test.sh (`make test`), at nice 19 while the default build's
-# tests run (docs/CI.md says why). Everything `make test` checks besides the default
-# build's tests, none of which measures time:
+# Run by: scripts/ci/make_test.sh (`make test`), last, once no test runs: it builds the
+# binary again with other features where the integration tests find it
+# (docs/CI.md says why):
 #
-#   - the frame ring's hand-over protocol under the loom model checker (builds loom's
-#     crates and our library's unit tests with `loom`);
 #   - the TensorRT check (scripts/ci/ci_tensorrt_check.sh): every target whose code the
 #     feature changes built with `tensorrt`, which includes `cuda` (kernels by nvcc from
 #     PyPI, trt_bridge against TensorRT 10 headers), its unit tests, tests/tensorrt.rs
@@ -28,8 +26,6 @@ echo "--- nvcc (from PyPI when none is installed) and the TensorRT headers"
 PROFILE=$PROFILE PYTHON=$PYTHON CUDA_INSTALL_ONLY=1 scripts/ci/ci_cuda_build.sh || status=1
 scripts/ci/fetch_tensorrt_headers.sh >/dev/null || status=1
 
-echo "--- loom: ring::loom_model"
-"$CARGO" test --profile "$PROFILE" --locked --features loom --lib ring::loom_model || status=1
 echo "--- the TensorRT check"
 PROFILE=$PROFILE CARGO="$CARGO --config profile.$PROFILE.package.sealcheck.opt-level=1" \
     scripts/ci/ci_tensorrt_check.sh || status=1

@@ -10,8 +10,8 @@
 #      unit tests, the integration tests (one crate, tests/integration.rs) and the test
 #      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
 #      then the doc tests.
-#   2. In the background at nice 19, scripts/ci/feature_builds.sh: the loom model check
-#      and the TensorRT check (which builds the `cuda` code too).
+#   2. In the background at nice 19: the loom model check (our library's unit tests
+#      with `loom`: nothing the tests run).
 #   3. Meanwhile, the default build's tests that do not measure time, with
 #      cargo-nextest: every test in a process of its own, two at a time, the tests that
 #      start a pipeline one at a time (.config/nextest.toml); tests/parity.rs (its own
@@ -20,6 +20,10 @@
 #      deadlines, a part's frame within its interval, triggers 5 ms apart in order, the
 #      watchdog, the shadow's share of frames), each alone on the machine, as every test
 #      binary ran before.
+#   5. The TensorRT check (scripts/ci/feature_builds.sh: every target the feature
+#      changes, which includes `cuda`). Last, because it builds the binary again, with
+#      other features, where the integration tests find it (target/<profile>/sealcheck):
+#      beside the tests it replaced their binary (a clean-clone run failed 6 tests so).
 #
 # Without cargo-nextest every step runs one after another with `cargo test`: slower,
 # the same checks. Exits non-zero when any step failed, after all of them ran.
@@ -42,8 +46,9 @@ if ! "$CARGO" nextest --version >/dev/null 2>&1; then
     # shellcheck disable=SC2086 # TARGETS is split on purpose
     "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity || status=1
     "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
-    scripts/ci/feature_builds.sh || status=1
+    "$CARGO" test --profile "$PROFILE" --locked --features loom --lib ring::loom_model || status=1
     scripts/ci/aarch64_check.sh || status=1
+    scripts/ci/feature_builds.sh || status=1
     exit $status
 fi
 
@@ -64,9 +69,14 @@ parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --te
 [ -x "$parity" ] || { echo "make_test: cargo named no tests/parity.rs executable" >&2; exit 1; }
 "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
 
-step "2. in the background at nice 19: loom, the TensorRT check"
-nice -n 19 scripts/ci/feature_builds.sh >target/ci-feature-builds.log 2>&1 &
-background=$!
+step "2. in the background at nice 19: the loom model check"
+# The loom build is the library's unit tests alone: it writes nothing the tests run.
+# The TensorRT check builds the binary again (with other features) where the
+# integration tests find it (target/<profile>/sealcheck), so it runs last, once no
+# test runs.
+nice -n 19 "$CARGO" test --profile "$PROFILE" --locked --features loom --lib ring::loom_model \
+    >target/ci-loom.log 2>&1 &
+loom=$!
 
 # The built test binaries, run without cargo (which the background holds).
 run() {
@@ -79,12 +89,16 @@ step "3. tests/parity.rs"
 "$parity" || status=1
 
 step "4. waiting for the background"
-wait "$background" || status=1
-cat target/ci-feature-builds.log
+wait "$loom" || status=1
+echo "--- loom: ring::loom_model"
+cat target/ci-loom.log
 wait "$aarch64" || status=1
 echo "--- the aarch64 type-check"
 cat target/ci-aarch64.log
 step "4. the tests about time, each alone"
 run -E "$TIMED" || status=1
+
+step "5. the TensorRT check (scripts/ci/feature_builds.sh)"
+scripts/ci/feature_builds.sh || status=1
 step "done (status $status)"
 exit $status
