@@ -78,10 +78,11 @@ test: deps aarch64-deps python onnxruntime
 	$(PYTHON) scripts/ci/import_cycles.py
 	# Files of one job: a src/ file over 700 non-test lines fails (issue 32).
 	$(PYTHON) scripts/ci/line_limit.py
-	# Every test of the default build, and beside them at nice 19 the loom model check,
-	# the `tensorrt` build (GPU code: kernels by nvcc from PyPI, the TensorRT bridge
-	# against TensorRT 10 headers; GPU tests print SKIPPED here) and the aarch64
-	# type-check; then the tests about time, each alone (the script says how).
+	# The aarch64 type-check (at nice 19, from the start), every test of the default
+	# build with the loom model check beside them at nice 19, the tests about time each
+	# alone, then the `tensorrt` build (GPU code: kernels by nvcc from PyPI, the TensorRT
+	# bridge against TensorRT 10 headers; GPU tests print SKIPPED here). The script
+	# says how and docs/CI.md why.
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 PROFILE=$(TEST_PROFILE) \
 	    PYTHON=$(CURDIR)/$(PY) scripts/ci/make_test.sh
 
