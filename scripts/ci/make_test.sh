@@ -4,8 +4,9 @@
 #
 #   0. In the background at nice 19, from the start: nvcc (from PyPI when none is
 #      installed), then the aarch64 type-check (scripts/ci/aarch64_check.sh, its own
-#      target folder and toolchain). It takes the core that the default build leaves
-#      idle while tract-core, its critical path, compiles alone for minutes.
+#      target folder and toolchain). It gets what the default build leaves idle: in a
+#      clean-clone run (docs/CI.md, run 2) that was little, and it finished during
+#      step 3.
 #   1. The default build (`--features fault-injection`): the library's and the binary's
 #      unit tests, the integration tests (one crate, tests/integration.rs) and the test
 #      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
