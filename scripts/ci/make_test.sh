@@ -5,8 +5,8 @@
 #   0. In the background at nice 19, from the start: nvcc (from PyPI when none is
 #      installed), then the aarch64 type-check (scripts/ci/aarch64_check.sh, its own
 #      target folder and toolchain). It gets what the default build leaves idle: in a
-#      clean-clone run (docs/CI.md, run 2) that was little, and it finished during
-#      step 3.
+#      clean-clone run (docs/CI.md, run 2) that was little, and it finished only after
+#      step 3's tests, while step 4 waited for it.
 #   1. The default build (`--features fault-injection`): the library's and the binary's
 #      unit tests, the integration tests (one crate, tests/integration.rs) and the test
 #      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
