@@ -177,7 +177,7 @@ fn check_config_exits_78_and_lists_problems_on_stderr() {
         dir.path(),
         &(VALID.to_string() + "\n[decision]\ndefect_threshold = -1\n"),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .arg("check-config")
         .arg(&path)
         .output()
@@ -195,7 +195,7 @@ fn check_config_exits_78_and_lists_problems_on_stderr() {
 
 #[test]
 fn shipped_configs_are_valid() {
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .arg("check-config")
         .arg(repo().join("config/demo.toml"))
         .output()
@@ -548,7 +548,7 @@ fn shadow_is_off_unless_written_and_its_keys_have_defaults() {
 fn check_config(body: &str) -> (Option<i32>, String, PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(dir.path(), body);
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .arg("check-config")
         .arg(&path)
         .env_remove("RUST_LOG")

@@ -249,7 +249,7 @@ proptest! {
         std::fs::create_dir(dir.path().join("config")).unwrap();
         let path = dir.path().join("config/demo.toml");
         std::fs::write(&path, &text).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+        let out = Command::new(crate::common::sealcheck_bin())
             .arg("check-config")
             .arg(&path)
             .output()

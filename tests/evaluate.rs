@@ -37,7 +37,7 @@ fn evaluate(dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
 
 fn evaluate_with(config: &Path, dir: &Path, clip: &Path, args: &[&str]) -> (Output, Option<Value>) {
     let report = dir.join("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .arg("evaluate")
         .arg("--config")
         .arg(config)
@@ -307,7 +307,7 @@ fn a_candidate_that_cannot_run_is_reported_not_left_out() {
     std::fs::copy(repo().join("models/seg.onnx"), models.join("seg.onnx")).unwrap();
     std::fs::copy(repo().join("models/cls.onnx"), models.join("cls.onnx")).unwrap();
     let config = demo_config(dir.path(), &models);
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .args(["evaluate", "--config"])
         .arg(&config)
         .arg("--images")

@@ -15,7 +15,7 @@ fn install_sh(action: &str, destdir: &Path, prefix: Option<&str>) -> Output {
     cmd.arg(repo().join("scripts/install.sh"))
         .arg(action)
         .env("DESTDIR", destdir)
-        .env("BINARY", env!("CARGO_BIN_EXE_sealcheck"))
+        .env("BINARY", crate::common::sealcheck_bin())
         .env_remove("PREFIX")
         .env_remove("UNITDIR");
     if let Some(prefix) = prefix {
@@ -79,7 +79,7 @@ fn install_lays_out_program_config_unit_user_models_and_manifest() {
     let bin = root.join("usr/local/bin/sealcheck");
     assert_eq!(
         fs::read(&bin).unwrap(),
-        fs::read(env!("CARGO_BIN_EXE_sealcheck")).unwrap()
+        fs::read(crate::common::sealcheck_bin()).unwrap()
     );
     assert_eq!(
         fs::metadata(&bin).unwrap().permissions().mode() & 0o777,

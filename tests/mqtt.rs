@@ -29,7 +29,7 @@ fn chmod(path: &Path, mode: u32) {
 
 /// `sealcheck check-config CONFIG`: its exit code and all it printed.
 fn check_config(config: &Path) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    let out = Command::new(crate::common::sealcheck_bin())
         .arg("check-config")
         .arg(config)
         .output()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn sealcheck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sealcheck"))
+    Command::new(crate::common::sealcheck_bin())
 }
 
 /// `sealcheck run --config CONFIG`, to its end.
