@@ -166,6 +166,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+            || matches!(
+                c.downcast_ref::<sealcheck::bench_parts::PartsBenchError>(),
+                Some(sealcheck::bench_parts::PartsBenchError::NotLive { .. })
+            )
             || c.downcast_ref::<sealcheck::shadow::ShadowRefused>()
                 .is_some()
             || c.downcast_ref::<sealcheck::line::mqtt::MqttFilesError>()

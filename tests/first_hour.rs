@@ -254,3 +254,27 @@ fn the_readme_lists_every_command() {
         );
     }
 }
+
+// 3. The PLC path (the demo itself: plc::the_plc_demo_config_judges_every_part_a_plc_triggers).
+
+#[test]
+fn bench_with_a_plc_on_a_source_that_is_not_live_refuses_naming_the_reason() {
+    let out = sealcheck(&[
+        "bench",
+        "--config",
+        repo().join("config/demo.toml").to_str().unwrap(),
+        "--trigger",
+        "plc",
+        "--frames",
+        "5",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("needs a live camera")
+            && stderr.contains("kind = \"images\"")
+            && stderr.contains("config/demo-plc.toml")
+            && !stderr.contains("os error 115"),
+        "{stderr}"
+    );
+}
