@@ -278,3 +278,44 @@ fn bench_with_a_plc_on_a_source_that_is_not_live_refuses_naming_the_reason() {
         "{stderr}"
     );
 }
+
+// 7. The production template.
+
+#[test]
+fn the_template_says_who_creates_every_path_check_config_misses() {
+    let template = repo().join("config/sealcheck.toml");
+    let text = std::fs::read_to_string(&template).unwrap();
+    let header: String = text
+        .lines()
+        .take_while(|l| l.starts_with('#') || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    // Every problem of the template on a machine without the install is a path
+    // that does not exist, under a folder the header says how to create.
+    let (code, _, stderr) = on(&["check-config"], &template);
+    if code == Some(0) {
+        return; // installed here: nothing is missing
+    }
+    assert_eq!(code, Some(78), "{stderr}");
+    let problems: Vec<&str> = stderr.lines().filter(|l| l.contains("`")).collect();
+    assert!(!problems.is_empty(), "{stderr}");
+    for problem in problems {
+        assert!(problem.contains("does not exist"), "{problem}");
+        let named = ["/usr/local/share/sealcheck/models", "/var/lib/sealcheck"]
+            .into_iter()
+            .find(|folder| problem.contains(folder))
+            .unwrap_or_else(|| panic!("a path the header does not explain: {problem}"));
+        assert!(header.contains(named), "the header does not name {named}");
+    }
+    assert!(header.contains("make install"), "{header}");
+    // Every source kind is listed with its keys (the keys themselves:
+    // config::the_template_names_every_key_the_config_reads_and_no_other).
+    for kind in [
+        "v4l2", "csi", "rtsp", "genicam", "file", "images", "test", "pipeline",
+    ] {
+        assert!(
+            text.contains(&format!("# {kind}:")),
+            "kind {kind} has no line"
+        );
+    }
+}
