@@ -645,6 +645,19 @@ fn the_plc_demo_config_judges_every_part_a_plc_triggers() {
     std::fs::write(&config, text).unwrap();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut service = start(&config, addr, &[1]);
+    // Point 5: before the first trigger the station is idle waiting for one,
+    // while the camera streams and its frames are passed over.
+    let health_at = SocketAddr::from(([127, 0, 0, 1], status));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let health = common::http::get(health_at, "/healthz").text();
+        if health.contains("waiting for a trigger") {
+            assert!(!health.contains("sends no frames"), "{health}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "health: {health}");
+        thread::sleep(Duration::from_millis(200));
+    }
     let mut plc = Plc::connect(addr, 1);
     let parts = 20u32;
     for id in 1..=parts {
