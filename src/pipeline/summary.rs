@@ -52,6 +52,25 @@ impl SourceOutages {
     }
 }
 
+/// The summary's archive line: frames it did not keep, by why; `None`
+/// without `[archive]` or when it kept every one.
+fn archive_line(dropped: Option<[(&'static str, u64); 4]>) -> Option<String> {
+    let dropped = dropped?;
+    let total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        return None;
+    }
+    let by: Vec<String> = dropped
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{n} {why}"))
+        .collect();
+    Some(format!(
+        "archive: {total} frame(s) not kept ({}; docs/OPERATIONS.md, \"The archive\")\n",
+        by.join(", ")
+    ))
+}
+
 /// How a run ended, and what it did.
 pub struct RunSummary {
     pub backend: String,
@@ -68,6 +87,10 @@ pub struct RunSummary {
     pub results_lost: u64,
     /// The live sources' losses, as they happened.
     pub source_outages: SourceOutages,
+    /// Frames the archive should have kept and did not, by why (all 0
+    /// without `[archive]`)
+    /// (`queue_full`, `over_limit`, `low_disk`, `write_error`).
+    pub archive_dropped: Option<[(&'static str, u64); 4]>,
     /// Verdicts the line got (one per part), and how many were `late`.
     pub line: LineCounts,
     /// The MQTT side, when `[mqtt]` is configured.
@@ -100,6 +123,9 @@ impl RunSummary {
             self.elapsed.as_secs_f64(),
         );
         if let Some(line) = self.source_outages.render(self.frames_delivered) {
+            out.push_str(&line);
+        }
+        if let Some(line) = archive_line(self.archive_dropped) {
             out.push_str(&line);
         }
         if self.results_lost > 0 {
@@ -138,7 +164,27 @@ impl RunSummary {
 
 #[cfg(test)]
 mod outage_tests {
-    use super::SourceOutages;
+    use super::{SourceOutages, archive_line};
+
+    #[test]
+    fn the_archive_line_names_the_frames_it_skipped_by_why() {
+        let none = [
+            ("queue_full", 0),
+            ("over_limit", 0),
+            ("low_disk", 0),
+            ("write_error", 0),
+        ];
+        assert_eq!(archive_line(None), None);
+        assert_eq!(archive_line(Some(none)), None);
+        let mut some = none;
+        some[0].1 = 12;
+        some[3].1 = 1;
+        let line = archive_line(Some(some)).unwrap();
+        assert!(
+            line.starts_with("archive: 13 frame(s) not kept (12 queue_full, 1 write_error;"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_camera_that_never_streamed_is_not_said_to_have_recovered() {
