@@ -2,9 +2,13 @@
 //! (or a command line) in and an exit code and a message out.
 //!
 //! 1. a plc trigger that can never fire; 2. `check-config` opens the models;
-//! 5. unknown sections get the full list and a "did you mean", paths the path
-//! looked for; 6. one command-line style. (3, 4, 7 and 8: the tests named in
-//! docs/OPERATIONS.md's "First hour" section.)
+//! 3. `bench --trigger plc` on a source that is not live (the PLC demo itself:
+//! `plc::the_plc_demo_config_judges_every_part_a_plc_triggers`); 5. unknown
+//! sections get the full list and a "did you mean", paths the path looked for
+//! (plc mode's idle health text: the PLC demo test); 6. one command-line
+//! style; 7. the production template. Points 4 and 8 are unit tests beside
+//! their code (`capture::net_raw`, `pipeline::summary`, `plc::station`,
+//! `status::trigger_api`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
