@@ -91,7 +91,7 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
 /// configured one where it is a host engine that runs here; TensorRT builds
 /// its engines from the same ONNX files at start (`build-engine` checks
 /// that), so they are read by the reference.
-fn loader(cfg: &Config) -> (Config, &'static str) {
+fn loader(cfg: &Config) -> (Config, String) {
     let mut checked = cfg.clone();
     checked.shadow = None;
     let note = match cfg.inference.backend {
@@ -106,7 +106,7 @@ fn loader(cfg: &Config) -> (Config, &'static str) {
             "tract, the reference (TensorRT builds its engines from these files at start: `sealcheck build-engine --config FILE` builds them now)"
         }
     };
-    (checked, note)
+    (checked, note.to_string())
 }
 
 /// Opens both models, checks their IO against the contract and `[models.*]`
@@ -122,11 +122,15 @@ fn check_models(cfg: &Config) -> Result<String, CheckError> {
         Ok(opened) => opened,
         // ONNX Runtime is not usable on this machine: the file is still read
         // by a loader, the reference's.
+        // Said in the line printed, not logged: a problem's lines are the
+        // only ones on stderr.
         Err(e) if e.is_engine_unavailable() => {
             let mut reference = checked.clone();
             reference.inference.backend = BackendChoice::Tract;
-            note = "tract, the reference (the configured engine cannot run on this machine)";
-            log::warn!(target: "sealcheck", error:% = e; "check-config: the configured engine cannot run here; checking the models with tract");
+            note = format!(
+                "tract, the reference: {} cannot run on this machine ({e})",
+                engine_name(&checked)
+            );
             infer::open_backend(&reference).map_err(|e| failed("tract".into(), e))?
         }
         Err(e) => return Err(failed(engine_name(&checked), e)),

@@ -162,7 +162,9 @@ fn an_unknown_section_gets_every_allowed_name_and_a_did_you_mean() {
             }
         }
     }
-    let path = config(dir.path(), "\n[source]\nkind = \"tset\"\n");
+    let path = config(dir.path(), "");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("kind = \"test\"", "kind = \"tset\"")).unwrap();
     let (_, _, stderr) = on(&["check-config"], &path);
     assert!(stderr.contains("did you mean \"test\"?"), "{stderr}");
 }
