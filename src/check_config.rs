@@ -99,7 +99,7 @@ fn loader(cfg: &Config) -> (Config, String) {
         BackendChoice::Auto => {
             checked.inference.backend = BackendChoice::OnnxRuntime;
             checked.inference.device = ComputeDevice::Cpu;
-            "ONNX Runtime CPU, a rung of backend = \"auto\""
+            "the CPU rung of backend = \"auto\""
         }
         BackendChoice::TensorRt => {
             checked.inference.backend = BackendChoice::Tract;
