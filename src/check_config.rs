@@ -34,7 +34,7 @@ pub enum CheckError {
         path: PathBuf,
         engine: String,
         #[source]
-        error: InferError,
+        error: Box<InferError>,
     },
     #[error("config file {}", path.display())]
     Shadow {
@@ -116,7 +116,7 @@ fn check_models(cfg: &Config) -> Result<String, CheckError> {
     let failed = |engine: String, error| CheckError::Models {
         path: cfg.path.clone(),
         engine,
-        error,
+        error: Box::new(error),
     };
     let opened = match infer::open_backend(&checked) {
         Ok(opened) => opened,

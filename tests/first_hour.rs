@@ -1,14 +1,18 @@
 //! Issue 40, a newcomer's first hour: each trap a new user met, as a config
 //! (or a command line) in and an exit code and a message out.
 //!
-//! 1. a plc trigger that can never fire; 2. `check-config` opens the models;
-//! 3. `bench --trigger plc` on a source that is not live (the PLC demo itself:
-//! `plc::the_plc_demo_config_judges_every_part_a_plc_triggers`); 5. unknown
-//! sections get the full list and a "did you mean", paths the path looked for
-//! (plc mode's idle health text: the PLC demo test); 6. one command-line
-//! style; 7. the production template. Points 4 and 8 are unit tests beside
-//! their code (`capture::net_raw`, `pipeline::summary`, `plc::station`,
-//! `status::trigger_api`).
+//! - 1: a plc trigger that can never fire;
+//! - 2: `check-config` opens the models;
+//! - 3: `bench --trigger plc` on a source that is not live (the PLC demo
+//!   itself: `plc::the_plc_demo_config_judges_every_part_a_plc_triggers`);
+//! - 5: unknown sections get the full list and a "did you mean", paths the
+//!   path looked for (plc mode's idle health text: the PLC demo test);
+//! - 6: one command-line style;
+//! - 7: the production template.
+//!
+//! Point 4 is in `recovery.rs` (the summary) and `capture::net_raw` (the
+//! hint); point 8 in unit tests beside its code (`pipeline::summary`,
+//! `plc::station`, `status::trigger_api`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
