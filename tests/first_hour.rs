@@ -329,3 +329,38 @@ fn the_template_says_who_creates_every_path_check_config_misses() {
         );
     }
 }
+
+// 8. The smaller points that are words and files (the code's: unit tests).
+
+#[test]
+fn the_smaller_points_are_written_where_a_newcomer_reads() {
+    // `sealcheck evaluate`'s default report folder is not left for git to show.
+    let gitignore = std::fs::read_to_string(repo().join(".gitignore")).unwrap();
+    assert!(
+        gitignore.lines().any(|l| l == "/evaluation/"),
+        "{gitignore}"
+    );
+    // The handshake starts with TriggerEnable (a trigger before it is refused).
+    let integration = std::fs::read_to_string(repo().join("docs/INTEGRATION.md")).unwrap();
+    let handshake = integration
+        .split("### The handshake")
+        .nth(1)
+        .and_then(|rest| rest.split("Triggering (one per part)").next())
+        .expect("docs/INTEGRATION.md has the handshake");
+    assert!(
+        handshake.contains("TriggerEnable") && handshake.contains("ErrorCode 1"),
+        "{handshake}"
+    );
+    // The README does not promise a seq without gaps in plc mode.
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let results = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("- **Results**"))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        results.contains("`plc` mode") && results.contains("passed over"),
+        "{results}"
+    );
+}
