@@ -210,7 +210,16 @@ fn triggers(cfg: &Config) -> String {
             {
                 ways.push(format!("POST /api/trigger on {}", status.listen));
             }
-            format!("trigger: plc, parts triggered by {}", ways.join(" and "))
+            let mut line = format!("trigger: plc, parts triggered by {}", ways.join(" and "));
+            // Not a problem (a test pattern may stand in for a camera), but
+            // the likeliest reason a first plc run judges nothing.
+            if let Some(stored) = cfg.cameras.iter().find(|c| !c.source.kind.is_live()) {
+                line.push_str(&format!(
+                    "; note: the source (kind = \"{}\") is not live: it is read as fast as it decodes and may end before a trigger comes (config/demo-plc.toml has a live one)",
+                    stored.source.kind.name()
+                ));
+            }
+            line
         }
     }
 }

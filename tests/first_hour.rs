@@ -96,6 +96,8 @@ fn a_plc_trigger_with_no_way_to_fire_exits_78_naming_every_way_to_trigger() {
     let (code, stdout, stderr) = on(&["check-config"], &path);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("Modbus TCP on 127.0.0.1"), "{stdout}");
+    // Point 3: a source read as fast as it decodes may end before a trigger.
+    assert!(stdout.contains("kind = \"test\") is not live"), "{stdout}");
 }
 
 // 2. check-config opens what it checks.
