@@ -19,7 +19,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # see Cargo.toml. The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci
 
-.PHONY: all build demo demo-cameras test aarch64-deps test-tensorrt deps python onnxruntime install uninstall demo-assets clean
+.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
 all: build
 
@@ -65,6 +65,15 @@ demo: build onnxruntime
 demo-cameras: build onnxruntime
 	@mkdir -p results && rm -f results/demo-cameras.jsonl
 	$(BINARY) run --config config/demo-cameras.toml
+
+# Parts triggered by a PLC over Modbus TCP (config/demo-plc.toml: a live camera, the sample
+# clip looped at 30 frames/s): a PLC simulator (examples/demo_plc.rs) runs the handshake of
+# docs/INTEGRATION.md for DEMO_PARTS parts and prints those triggered, judged and read back.
+DEMO_PARTS ?= 300
+demo-plc: build onnxruntime
+	@mkdir -p results
+	$(CARGO) build --release --locked --example demo_plc
+	target/release/examples/demo_plc $(BINARY) config/demo-plc.toml $(DEMO_PARTS)
 
 # Where the time goes and why the steps are built this way: docs/CI.md. Every step
 # builds with the `ci` profile and the dev-dependencies' features, so the dependencies

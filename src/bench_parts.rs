@@ -43,6 +43,12 @@ pub enum PartsBenchError {
     Pipeline(#[from] pipeline::PipelineError),
     #[error("the pipeline thread panicked")]
     Panicked,
+    /// A PLC triggers parts of a camera that streams: a source read as fast
+    /// as it decodes, and ended, is done before the first trigger.
+    #[error(
+        "bench --trigger plc needs a live camera, and the config's source (kind = \"{kind}\") is not live: it is read as fast as it decodes and ends before a PLC could trigger a part. Use a camera, or a kind = \"pipeline\" source with live = true (config/demo-plc.toml loops the sample clip at 30 frames/s)"
+    )]
+    NotLive { kind: &'static str },
 }
 
 /// What was measured, every figure over the measured parts.
@@ -78,6 +84,11 @@ pub fn run(
     parts: u64,
     warmup: u64,
 ) -> Result<PartsReport, PartsBenchError> {
+    if let Some(camera) = config.cameras.iter().find(|c| !c.source.kind.is_live()) {
+        return Err(PartsBenchError::NotLive {
+            kind: camera.source.kind.name(),
+        });
+    }
     let mut config = config.clone();
     config.trigger.mode = TriggerMode::Plc;
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -36,20 +36,35 @@ impl PixelLayout {
 /// ring has to know it.
 pub type CameraIndex = u16;
 
-/// When a trigger asked for a part, in both clocks.
+/// When a trigger asked for a part, in both clocks, and who asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TriggerTime {
     /// Wall clock, for result lines and messages.
     pub at: SystemTime,
     /// Monotonic, for the deadline and latency.
     pub instant: Instant,
+    pub by: TriggeredBy,
+}
+
+/// Who triggered a part. The PLC's result buffer takes only the parts it
+/// asked for (and every part in `camera` mode): a result of a part
+/// triggered over HTTP would wait there for a PLC that never asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggeredBy {
+    /// The PLC over Modbus TCP.
+    Plc,
+    /// `POST /api/trigger`.
+    Http,
+    /// The camera's input line (`camera` mode).
+    Camera,
 }
 
 impl TriggerTime {
-    pub fn now() -> Self {
+    pub fn now(by: TriggeredBy) -> Self {
         TriggerTime {
             at: SystemTime::now(),
             instant: Instant::now(),
+            by,
         }
     }
 }
@@ -93,7 +108,11 @@ impl Part {
         Part {
             number: seq,
             id: seq + 1,
-            trigger: Some(TriggerTime { at, instant }),
+            trigger: Some(TriggerTime {
+                at,
+                instant,
+                by: TriggeredBy::Camera,
+            }),
             framed: true,
         }
     }

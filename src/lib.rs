@@ -68,6 +68,7 @@ pub mod archive;
 pub mod bench;
 pub mod bench_parts;
 pub mod capture;
+pub mod check_config;
 pub mod config;
 pub mod decision;
 pub mod evaluate;

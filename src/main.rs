@@ -10,6 +10,9 @@ use sealcheck::config::{self, EXIT_CONFIG};
 use sealcheck::pipeline::{self, PipelineError, RunContext};
 use sealcheck::{bench, inspect, service};
 
+/// `--config FILE`, the same on every command that reads a config.
+const CONFIG_HELP: &str = "The config file (TOML); relative paths in it resolve against its folder. config/sealcheck.toml is the commented template";
+
 #[derive(Parser)]
 #[command(
     name = "sealcheck",
@@ -24,21 +27,26 @@ struct Cli {
 enum Command {
     /// Run the pipeline until the source ends or SIGINT/SIGTERM, then print a summary.
     Run {
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: PathBuf,
     },
     /// List the cameras this machine can open: V4L2 devices with their formats,
     /// GenICam (GigE Vision, USB3 Vision) cameras with id, address, model and
     /// current PixelFormat, Width, Height and TriggerMode.
     Cameras,
-    /// Validate a config file: exit 0, or exit 78 listing every problem.
+    /// Check a config file as `run` takes it (every key, the files it names,
+    /// both models opened and run once, the shadow, the ways a part is
+    /// triggered): exit 0 saying what was checked, or exit 78 listing every problem.
     CheckConfig {
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP, required_unless_present = "file")]
+        config: Option<PathBuf>,
+        /// The config file, given bare (the same as --config FILE).
+        #[arg(value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
     },
     /// Inspect image files with the same stages; one JSON result line per image.
     Inspect {
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: PathBuf,
         /// Also write each image's tensors as .npy files under DIR/<image stem>/.
         #[arg(long, value_name = "DIR")]
@@ -50,7 +58,7 @@ enum Command {
     /// reference and the labels on a folder of frames; `--gate` exits 1 when a
     /// candidate breaks a rule of `[evaluate]`.
     Evaluate {
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: PathBuf,
         /// Folder of numbered frames (frame_00012.jpg), with labels.jsonl and
         /// optional NAME_mask.png ground-truth masks beside them.
@@ -75,12 +83,12 @@ enum Command {
     },
     /// Build (or check the cache of) the TensorRT engines for the config's models.
     BuildEngine {
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: PathBuf,
     },
     /// Measure throughput and per-stage latency on the configured source.
     Bench {
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
         config: PathBuf,
         /// Frames to process (the source is replayed from memory as needed).
         #[arg(long, default_value_t = 300)]
@@ -146,6 +154,7 @@ fn main() -> ExitCode {
 fn exit_code(e: &anyhow::Error) -> u8 {
     let config_problem = e.chain().any(|c| {
         c.downcast_ref::<config::ConfigError>().is_some()
+            || c.downcast_ref::<sealcheck::check_config::CheckError>().is_some()
             || matches!(
                 c.downcast_ref::<PipelineError>(),
                 Some(
@@ -157,6 +166,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
+            || matches!(
+                c.downcast_ref::<sealcheck::bench_parts::PartsBenchError>(),
+                Some(sealcheck::bench_parts::PartsBenchError::NotLive { .. })
+            )
             || c.downcast_ref::<sealcheck::shadow::ShadowRefused>()
                 .is_some()
             || c.downcast_ref::<sealcheck::line::mqtt::MqttFilesError>()
@@ -175,34 +188,14 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", sealcheck::capture::list_cameras().render());
             Ok(ExitCode::SUCCESS)
         }
-        Command::CheckConfig { file } => {
+        Command::CheckConfig { config, file } => {
             service::init_logging(config::LogFormat::Logfmt, "warn");
-            let cfg = config::load(&file)?;
-            if let Some(mqtt) = &cfg.mqtt {
-                sealcheck::line::mqtt::check_files(mqtt)
-                    .with_context(|| format!("config file {}", file.display()))?;
+            let path = config
+                .or(file)
+                .context("check-config needs the config file: --config FILE")?;
+            for line in sealcheck::check_config::check(&path)?.lines {
+                println!("{line}");
             }
-            // The shadow is opened as `run` opens it: a model that cannot
-            // open, breaks the contract or fails its warm-up is named here.
-            if let Some(engine) = sealcheck::shadow::check(&cfg)
-                .with_context(|| format!("config file {}", file.display()))?
-            {
-                println!("{}: shadow ok (runs on {engine})", file.display());
-            }
-            let sources = cfg
-                .cameras
-                .iter()
-                .map(|c| match &c.name {
-                    Some(name) => format!("camera {name}: {}", c.source.kind.name()),
-                    None => format!("{} source", c.source.kind.name()),
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            println!(
-                "{}: ok ({sources}, backend {})",
-                file.display(),
-                cfg.inference.backend.as_str()
-            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { config: path } => {

@@ -195,16 +195,18 @@ fn check_config_exits_78_and_lists_problems_on_stderr() {
 
 #[test]
 fn shipped_configs_are_valid() {
-    let out = Command::new(crate::common::sealcheck_bin())
-        .arg("check-config")
-        .arg(repo().join("config/demo.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for demo in ["config/demo.toml", "config/demo-plc.toml"] {
+        let out = Command::new(crate::common::sealcheck_bin())
+            .arg("check-config")
+            .arg(repo().join(demo))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{demo}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // The production template points at installed paths; only its syntax and keys are checked here.
     let text = std::fs::read_to_string(repo().join("config/sealcheck.toml")).unwrap();
     match config::parse(&text, &repo().join("config/sealcheck.toml")) {

@@ -33,6 +33,7 @@ mod config_proptest;
 mod demo_assets;
 mod demo_assets_batch;
 mod evaluate;
+mod first_hour;
 mod genicam;
 mod infer;
 mod install;

@@ -317,6 +317,48 @@ fn camera_missing_at_start_is_waited_for_after_ready() {
     assert_eq!(service.log_count("source not available at start"), 1);
     assert_eq!(service.log_count("source is back after"), 1);
     assert_seq_contiguous(&lines_of(&results));
+    // Issue 40, point 4: the summary tells the loss as it happened.
+    let stdout = service.stdout();
+    assert!(
+        stdout.contains("source: lost 1 time(s), recovered inside the process each time"),
+        "{stdout}"
+    );
+}
+
+/// Issue 40, point 4: a camera that never sent a frame is not said to have
+/// recovered; the summary says it was never back and no frame arrived.
+#[test]
+fn a_camera_that_never_streams_is_not_said_to_have_recovered() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let systemd = FakeSystemd::bind(dir.path());
+    let mut service = start(
+        &write_config(dir.path(), &rtsp_source(free_port())),
+        &systemd,
+    );
+    assert!(
+        service.wait_for_log("source not available at start", START_TIMEOUT),
+        "{}",
+        service.stderr()
+    );
+    // A few reopen tries (retry_min_ms of the source), all failing.
+    std::thread::sleep(Duration::from_secs(3));
+    service.terminate(Duration::from_secs(60));
+    let stdout = service.stdout();
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("source: lost"))
+        .unwrap_or_else(|| panic!("no loss in the summary:\n{stdout}\n{}", service.stderr()));
+    assert!(
+        summary.contains("lost 1 time(s), never recovered")
+            && summary.contains("reopen tr")
+            && summary.contains("still lost at the end")
+            && summary.contains("no frame ever arrived")
+            && !summary.contains("recovered inside"),
+        "{summary}"
+    );
+    assert!(lines_of(&results).is_empty());
 }
 
 #[test]

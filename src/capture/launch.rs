@@ -85,6 +85,17 @@ pub(crate) fn hint(kind: &SourceKind) -> &'static str {
              (`sudo systemctl status nvargus-daemon`), and that the sensor offers the width, height and \
              framerate asked for (`gst-launch-1.0 nvarguscamerasrc num-buffers=1 ! fakesink` lists its modes)"
         }
+        // Root (CAP_NET_RAW) makes Aravis read the stream on a packet socket,
+        // which sees nothing of a camera on this machine: the likeliest cause then.
+        SourceKind::Genicam(_) if super::net_raw::holds_net_raw() => {
+            "this process holds CAP_NET_RAW (root?): Aravis then receives GigE Vision streams on a packet \
+             socket, which sees no frame from a camera on this machine (the simulator on loopback), so \
+             `sealcheck cameras` finds it but no frame arrives. Run as the service user, or without the \
+             capability (`setpriv --bounding-set=-net_raw --inh-caps=-net_raw sealcheck run ...`; \
+             docs/OPERATIONS.md, \"The service user and the network\"). Otherwise check the camera is \
+             powered and reachable, its IP address is in this machine's subnet and no other program \
+             (a vendor viewer) holds it"
+        }
         SourceKind::Genicam(_) => {
             "check the camera is powered and reachable (`sealcheck cameras` lists what Aravis finds) \
              and the `camera` key; for GigE Vision, that the camera's IP address is in this machine's \

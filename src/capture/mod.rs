@@ -30,6 +30,7 @@ mod genicam;
 mod image_feeder;
 mod launch;
 mod library;
+mod net_raw;
 mod open;
 mod recover;
 mod replay;

@@ -132,9 +132,11 @@ pub(crate) fn run(shared: Arc<CaptureShared>, source: SourceConfig, first: Optio
                     "the source ended its stream (end-of-stream)".to_string(),
                     false,
                 ),
+                // The hint too: a camera that opens and sends nothing (a GigE
+                // camera read as root: capture::net_raw) has no error to carry it.
                 Watched::Frozen { waited } => (
                     format!(
-                        "no frame for {:.1} s, with no error and no end-of-stream (frozen source)",
+                        "no frame for {:.1} s, with no error and no end-of-stream (frozen source) — {hint}",
                         waited.as_secs_f64()
                     ),
                     true,

@@ -35,6 +35,8 @@ struct Inner {
     up: AtomicBool,
     /// Outages begun so far (a camera missing at start counts as one).
     outages: AtomicU64,
+    /// Outages that ended with a frame (`back`), over the whole run.
+    recoveries: AtomicU64,
     /// Rebuilds that failed, over the whole run.
     failed_tries: AtomicU64,
     /// Rebuilds tried in the current outage.
@@ -71,6 +73,7 @@ impl SourceStatus {
                 epoch: Instant::now(),
                 up: AtomicBool::new(true),
                 outages: AtomicU64::new(0),
+                recoveries: AtomicU64::new(0),
                 failed_tries: AtomicU64::new(0),
                 tries_this_outage: AtomicU64::new(0),
                 frozen: AtomicU64::new(0),
@@ -91,6 +94,12 @@ impl SourceStatus {
     /// Outages so far (only goes up).
     pub fn outages(&self) -> u64 {
         self.inner.outages.load(Ordering::Relaxed)
+    }
+
+    /// Outages that ended with a frame so far (only goes up); fewer than
+    /// `outages` while one is open.
+    pub fn recoveries(&self) -> u64 {
+        self.inner.recoveries.load(Ordering::Relaxed)
     }
 
     /// Rebuilds that failed so far (only goes up).
@@ -239,6 +248,7 @@ impl SourceStatus {
         if self.inner.up.swap(true, Ordering::AcqRel) {
             return None;
         }
+        self.inner.recoveries.fetch_add(1, Ordering::Relaxed);
         let lasted = self.down_since_stamp();
         self.inner.lost_at_ns.store(0, Ordering::Release);
         self.inner.next_try_ns.store(0, Ordering::Relaxed);
@@ -341,6 +351,7 @@ mod tests {
             "{line}"
         );
         assert_eq!((status.outages(), status.failed_tries()), (1, 1));
+        assert_eq!(status.recoveries(), 0, "no frame yet");
         status.trying();
         let ended = status.back().unwrap();
         assert_eq!(ended.tries, 2);

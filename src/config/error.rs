@@ -23,10 +23,12 @@ pub const EXIT_CONFIG: i32 = 78;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {}: {source} — check the path given with --config", path.display())]
+    /// The io error is said in the message, not chained as a source: a
+    /// chain printed whole (`{:#}`) would say it twice.
+    #[error("cannot read config file {}: {error} — check the path given with --config FILE", path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}", render(path, problems))]
     Invalid {

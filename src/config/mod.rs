@@ -10,7 +10,8 @@
 //! - `camera_name`: the rule for `[cameras.NAME]`;
 //! - `model_files`: the FP16 and INT8 files beside a model;
 //! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
-//! - `image_sequence`: the numbered files of an image-sequence source.
+//! - `image_sequence`: the numbered files of an image-sequence source;
+//! - `suggest`: "did you mean" for a misspelt key, section or value.
 //!
 //! A key of an existing section is added in three places:
 //! 1. its field, with a doc comment, in the section's type: `types` (`[trigger]`
@@ -35,6 +36,7 @@ mod image_sequence;
 mod model_files;
 mod parts;
 mod raw;
+mod suggest;
 mod types;
 mod validate;
 

@@ -234,10 +234,15 @@ impl<'t, 'i> Section<'t, 'i> {
             DeValue::String(s) => match allowed.iter().position(|a| *a == s.as_ref()) {
                 Some(i) => Some(i),
                 None => {
+                    let guess = super::suggest::closest(s, allowed.iter().copied())
+                        .map_or(String::new(), |g| format!(" (did you mean \"{g}\"?)"));
                     self.problems.at(
                         Some(v.span()),
                         &self.key_path(key),
-                        format!("\"{s}\" is not allowed; use one of {}", quoted(allowed)),
+                        format!(
+                            "\"{s}\" is not allowed{guess}; use one of {}",
+                            quoted(allowed)
+                        ),
                     );
                     None
                 }
@@ -430,17 +435,35 @@ impl<'t, 'i> Section<'t, 'i> {
         let Some(table) = self.table else { return };
         let used = self.used.borrow();
         let known: Vec<&str> = used.iter().map(String::as_str).collect();
-        for (key, _) in table.iter() {
-            if !used.contains(key.get_ref().as_ref()) {
+        for (key, value) in table.iter() {
+            let name: &str = key.get_ref().as_ref();
+            if !used.contains(name) {
                 let where_ = if self.name.is_empty() {
                     "at the top level".to_string()
                 } else {
                     format!("in [{}]", self.name)
                 };
+                // A table is a section: `[mqqt]` reads as one, not as a key.
+                let is_table = matches!(value.get_ref(), DeValue::Table(_));
+                let what = if is_table {
+                    format!("unknown section [{}]", self.key_path(name))
+                } else {
+                    "unknown key".to_string()
+                };
+                let guess = super::suggest::closest(name, known.iter().copied()).map_or(
+                    String::new(),
+                    |g| {
+                        if is_table {
+                            format!(" (did you mean [{}]?)", self.key_path(g))
+                        } else {
+                            format!(" (did you mean `{g}`?)")
+                        }
+                    },
+                );
                 self.problems.at(
                     Some(key.span()),
-                    &self.key_path(key.get_ref()),
-                    format!("unknown key {where_}; allowed keys: {}", known.join(", ")),
+                    &self.key_path(name),
+                    format!("{what} {where_}{guess}; allowed keys: {}", known.join(", ")),
                 );
             }
         }

@@ -21,9 +21,17 @@ pub(super) fn trigger_desks(config: &Config) -> Vec<Arc<TriggerDesk>> {
     let cameras = 0..config.cameras.len() as CameraIndex;
     match config.trigger.mode {
         TriggerMode::Free => Vec::new(),
-        TriggerMode::Plc => cameras
-            .map(|index| Arc::new(TriggerDesk::new(index, config.trigger.delay)))
-            .collect(),
+        TriggerMode::Plc => {
+            // A stored source is read as fast as it decodes and ends: the
+            // run may be over before the first trigger (issue 40).
+            if let Some(stored) = config.cameras.iter().find(|c| !c.source.kind.is_live()) {
+                log::warn!(target: "sealcheck::pipeline", kind = stored.source.kind.name();
+                    "[trigger] mode = \"plc\" on a source that is not live: it is read as fast as it decodes and ends, likely before a trigger comes; use a camera (config/demo-plc.toml shows a live source)");
+            }
+            cameras
+                .map(|index| Arc::new(TriggerDesk::new(index, config.trigger.delay)))
+                .collect()
+        }
         TriggerMode::Camera => cameras
             .map(|index| Arc::new(TriggerDesk::triggered_by_camera(index)))
             .collect(),

@@ -145,6 +145,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     drop(watchdog);
     let frames_delivered = stages.capture.frames_delivered();
     let source_outages = stages.capture.outages();
+    // Read once the output stage has drained (it offers the archive its frames).
+    let archive = stages.archive.clone();
     let results_file = stages.results_file.clone();
     let shadow_ran = stages.shadow.started();
     let batches = stages.batches.as_ref().map(|(counts, max_batch)| {
@@ -183,6 +185,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         mqtt,
         results_lost: results_file.lost_lines(),
         source_outages,
+        archive_dropped: Some(
+            crate::archive::ArchiveDrop::ALL.map(|why| (why.as_str(), archive.drops(why))),
+        ),
         // Final: the output stage waited for the shadow's last verdicts.
         shadow: shadow_ran.then(|| shadow_agreement.snapshot()),
         batches,

@@ -11,6 +11,7 @@ use crate::status::CameraSource;
 
 use super::context::SourcePlan;
 use super::error::PipelineError;
+use super::summary::SourceOutages;
 
 /// The running source of one camera: a GStreamer capture or a replay from memory.
 enum FrameSource {
@@ -139,13 +140,15 @@ impl StationSources {
             .collect()
     }
 
-    /// Times any camera's live source was lost and rebuilt.
-    pub(super) fn outages(&self) -> u64 {
-        self.cameras
-            .iter()
-            .filter_map(Self::status)
-            .map(|s| s.outages())
-            .sum()
+    /// Every camera's losses, recoveries and failed reopen tries.
+    pub(super) fn outages(&self) -> SourceOutages {
+        let mut all = SourceOutages::default();
+        for s in self.cameras.iter().filter_map(Self::status) {
+            all.lost += s.outages();
+            all.recovered += s.recoveries();
+            all.failed_tries += s.failed_tries();
+        }
+        all
     }
 
     /// STATUS='s words for cameras that are lost ("" when none is).

@@ -68,6 +68,8 @@ pub(super) struct Stages {
     pub(super) shadow: ShadowControl,
     /// How the infer (or device) thread batched, and its `max_batch`.
     pub(super) batches: Option<(Arc<infer::BatchCounts>, usize)>,
+    /// The archive's counts (frames it did not keep, by why), for the summary.
+    pub(super) archive: crate::archive::ArchiveCounters,
 }
 
 impl Stages {
@@ -166,6 +168,7 @@ pub(super) fn start_stages(
         geometry.seg_hw,
     )
     .map_err(|e| PipelineError::Spawn("archive", e))?;
+    let archive_counters = taps.archive_counters();
     let batching = batch_policy(config, &frame_path);
     let mut records: Vec<Box<FrameWork>> = (0..work_records(batching.max_batch))
         .map(|_| Box::new(FrameWork::new(&geometry)))
@@ -291,6 +294,7 @@ pub(super) fn start_stages(
             batches: (batching.max_batch > 1).then_some((batch_counts, batching.max_batch)),
             results_file,
             shadow,
+            archive: archive_counters,
         },
         engine,
     ))

@@ -9,6 +9,68 @@ use crate::line::mqtt::MqttCounts;
 use crate::shadow::AgreementSnapshot;
 use crate::stats::RunStats;
 
+/// A run's camera losses, every camera together: each loss, whether it
+/// ended with a frame, and the reopen tries that failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceOutages {
+    /// Times a live source was lost (or missing at start).
+    pub lost: u64,
+    /// Losses that ended: a frame came again.
+    pub recovered: u64,
+    /// Reopen tries that failed (each logged as a loss of its own).
+    pub failed_tries: u64,
+}
+
+impl SourceOutages {
+    /// The summary's line, `None` without a loss. `frames` delivered in the
+    /// run: none at all means the camera never streamed.
+    pub fn render(&self, frames: u64) -> Option<String> {
+        if self.lost == 0 {
+            return None;
+        }
+        let mut line = format!("source: lost {} time(s)", self.lost);
+        match self.recovered {
+            0 => line.push_str(", never recovered"),
+            n if n == self.lost => line.push_str(", recovered inside the process each time"),
+            n => line.push_str(&format!(", recovered inside the process {n} time(s)")),
+        }
+        if self.failed_tries > 0 {
+            line.push_str(&format!(
+                "; {} reopen tr{} failed",
+                self.failed_tries,
+                if self.failed_tries == 1 { "y" } else { "ies" }
+            ));
+        }
+        if self.recovered < self.lost {
+            line.push_str("; still lost at the end");
+        }
+        if frames == 0 {
+            line.push_str("; no frame ever arrived (the journal has why, and the hint)");
+        }
+        line.push('\n');
+        Some(line)
+    }
+}
+
+/// The summary's archive line: frames it did not keep, by why; `None`
+/// without `[archive]` or when it kept every one.
+fn archive_line(dropped: Option<[(&'static str, u64); 4]>) -> Option<String> {
+    let dropped = dropped?;
+    let total: u64 = dropped.iter().map(|(_, n)| n).sum();
+    if total == 0 {
+        return None;
+    }
+    let by: Vec<String> = dropped
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{n} {why}"))
+        .collect();
+    Some(format!(
+        "archive: {total} frame(s) not kept ({}; docs/OPERATIONS.md, \"The archive\")\n",
+        by.join(", ")
+    ))
+}
+
 /// How a run ended, and what it did.
 pub struct RunSummary {
     pub backend: String,
@@ -23,8 +85,12 @@ pub struct RunSummary {
     /// Result lines that could not be written to the results file (disk full,
     /// I/O error): the run exits non-zero when any was lost.
     pub results_lost: u64,
-    /// Times the live source was lost (or missing at start) and rebuilt.
-    pub source_outages: u64,
+    /// The live sources' losses, as they happened.
+    pub source_outages: SourceOutages,
+    /// Frames the archive should have kept and did not, by why (all 0
+    /// without `[archive]`)
+    /// (`queue_full`, `over_limit`, `low_disk`, `write_error`).
+    pub archive_dropped: Option<[(&'static str, u64); 4]>,
     /// Verdicts the line got (one per part), and how many were `late`.
     pub line: LineCounts,
     /// The MQTT side, when `[mqtt]` is configured.
@@ -56,11 +122,11 @@ impl RunSummary {
             self.fps(),
             self.elapsed.as_secs_f64(),
         );
-        if self.source_outages > 0 {
-            out.push_str(&format!(
-                "source: lost {} time(s), recovered inside the process\n",
-                self.source_outages
-            ));
+        if let Some(line) = self.source_outages.render(self.frames_delivered) {
+            out.push_str(&line);
+        }
+        if let Some(line) = archive_line(self.archive_dropped) {
+            out.push_str(&line);
         }
         if self.results_lost > 0 {
             out.push_str(&format!(
@@ -93,5 +159,57 @@ impl RunSummary {
             out.push_str(&mqtt.render());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod outage_tests {
+    use super::{SourceOutages, archive_line};
+
+    #[test]
+    fn the_archive_line_names_the_frames_it_skipped_by_why() {
+        let none = [
+            ("queue_full", 0),
+            ("over_limit", 0),
+            ("low_disk", 0),
+            ("write_error", 0),
+        ];
+        assert_eq!(archive_line(None), None);
+        assert_eq!(archive_line(Some(none)), None);
+        let mut some = none;
+        some[0].1 = 12;
+        some[3].1 = 1;
+        let line = archive_line(Some(some)).unwrap();
+        assert!(
+            line.starts_with("archive: 13 frame(s) not kept (12 queue_full, 1 write_error;"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_camera_that_never_streamed_is_not_said_to_have_recovered() {
+        let never = SourceOutages {
+            lost: 1,
+            recovered: 0,
+            failed_tries: 3,
+        };
+        let line = never.render(0).unwrap();
+        assert!(!line.contains("recovered inside"), "{line}");
+        assert!(
+            line.contains("never recovered")
+                && line.contains("3 reopen tries failed")
+                && line.contains("no frame ever arrived"),
+            "{line}"
+        );
+        let back = SourceOutages {
+            lost: 2,
+            recovered: 2,
+            failed_tries: 0,
+        };
+        assert_eq!(
+            back.render(100).unwrap(),
+            "source: lost 2 time(s), recovered inside the process each time\n"
+        );
+        assert_eq!(SourceOutages::default().render(0), None);
     }
 }

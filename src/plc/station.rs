@@ -22,6 +22,7 @@ use super::map::{
     ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words, words,
 };
 use crate::config::ModbusConfig;
+use crate::frame::TriggeredBy;
 use crate::line::{LineOutput, LineVerdict};
 use crate::service::{Admission, RateLimiter};
 use crate::trigger::{Refused, TriggerDesk};
@@ -239,7 +240,7 @@ impl Station {
     }
 
     fn trigger(&self, id: u32) -> TriggerOutcome {
-        let outcome = match self.desk.trigger(u64::from(id)) {
+        let outcome = match self.desk.trigger(u64::from(id), TriggeredBy::Plc) {
             Ok(part) => TriggerOutcome::Accepted {
                 number: part.number,
                 id,
@@ -336,7 +337,16 @@ impl State {
 
 impl LineOutput for Station {
     /// Queues the verdict for the PLC under one short lock; never blocks.
+    /// A part triggered over HTTP is not the PLC's: its result goes to
+    /// the results file, MQTT and the HTTP answer, not into the PLC's buffer.
     fn send(&self, verdict: &LineVerdict) {
+        if verdict
+            .part
+            .trigger
+            .is_some_and(|t| t.by == TriggeredBy::Http)
+        {
+            return;
+        }
         self.take(PlcResult::of(verdict));
     }
 }

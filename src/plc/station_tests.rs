@@ -271,3 +271,21 @@ fn the_heartbeat_counts_tenths_of_a_second() {
         "{first} -> {later}"
     );
 }
+
+#[test]
+fn a_part_triggered_over_http_never_fills_the_plcs_result_buffer() {
+    use crate::frame::{TriggerTime, TriggeredBy};
+    let s = station(8, true, true);
+    let by = |number: u64, by: TriggeredBy| {
+        let mut v = verdict(number, 100 + number, Reason::Ok);
+        v.part.trigger = Some(TriggerTime::now(by));
+        v
+    };
+    s.send(&by(0, TriggeredBy::Http));
+    assert!(!valid(&s), "an HTTP part is not the PLC's");
+    assert_eq!(buffered(&s), 0);
+    s.send(&by(1, TriggeredBy::Plc));
+    s.send(&by(2, TriggeredBy::Camera));
+    assert!(valid(&s));
+    assert_eq!((shown_id(&s), buffered(&s)), (101, 2));
+}

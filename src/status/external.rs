@@ -108,7 +108,7 @@ impl ExternalStats {
     }
 
     /// Triggers accepted and refused, and frames no trigger claimed, summed.
-    fn trigger_counts(&self) -> (u64, u64, u64) {
+    pub(super) fn trigger_counts(&self) -> (u64, u64, u64) {
         self.triggers.iter().fold((0, 0, 0), |(a, r, p), d| {
             (a + d.accepted(), r + d.refused(), p + d.passed_over())
         })

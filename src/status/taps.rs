@@ -164,6 +164,9 @@ pub struct OperatorTaps {
     demand: Arc<PixelDemand>,
     /// The segmentation output's (height, width): the mask's size.
     mask_hw: (usize, usize),
+    /// Where the archive counts, the same handles for the whole run (a
+    /// reload's new queue included): `/metrics` and the run's summary read them.
+    archive_counters: ArchiveCounters,
 }
 
 impl OperatorTaps {
@@ -175,12 +178,13 @@ impl OperatorTaps {
         demand: Arc<PixelDemand>,
         mask_hw: (usize, usize),
     ) -> std::io::Result<Self> {
+        let archive_counters = status.archive_counters();
         let archive = match archive {
             Some(config) => Some(ArchiveQueue::start(
                 config,
                 mask_hw,
                 Arc::clone(&demand),
-                status.archive_counters(),
+                archive_counters.clone(),
             )?),
             None => None,
         };
@@ -189,7 +193,13 @@ impl OperatorTaps {
             archive,
             demand,
             mask_hw,
+            archive_counters,
         })
+    }
+
+    /// The archive's counters (handles sharing the counts), for the run's summary.
+    pub fn archive_counters(&self) -> ArchiveCounters {
+        self.archive_counters.clone()
     }
 }
 
@@ -228,7 +238,7 @@ impl ResultTaps for OperatorTaps {
                     c,
                     self.mask_hw,
                     Arc::clone(&self.demand),
-                    self.status.archive_counters(),
+                    self.archive_counters.clone(),
                 ) {
                     Ok(archive) => self.archive = Some(archive),
                     Err(e) => {

@@ -162,6 +162,14 @@ impl Telemetry {
             Health::Alive { in_flight } => {
                 Ok(format!("ok: results moving, {in_flight} frames in flight"))
             }
+            // In plc mode frames flow and are passed over until a trigger
+            // claims one: idle is waiting for the PLC, not a silent camera.
+            Health::Idle if !facts.external.triggers.is_empty() => {
+                let (accepted, _, passed_over) = facts.external.trigger_counts();
+                Ok(format!(
+                    "ok: idle, waiting for a trigger (the camera streams: {passed_over} frames passed over untriggered, {accepted} triggers accepted so far)"
+                ))
+            }
             Health::Idle => Ok("ok: idle, the source is streaming but sends no frames".into()),
             // The watchdog keeps pinging (a restart would not bring the
             // camera back); the page shows the source as lost.

@@ -76,7 +76,7 @@ pub(super) async fn trigger(
     };
     // Subscribed before the trigger: its verdict cannot slip past.
     let mut verdicts = waiters.subscribe();
-    let part = match desk.trigger(u64::from(id)) {
+    let part = match desk.trigger(u64::from(id), crate::frame::TriggeredBy::Http) {
         Ok(part) => part,
         Err(refused) => {
             return (
@@ -97,15 +97,55 @@ pub(super) async fn trigger(
             .into_response();
     };
     let d = &v.decision;
-    axum::Json(serde_json::json!({
-        "camera": name,
-        "part_id": v.part.id,
-        "seq": v.part.framed.then_some(v.seq),
-        "verdict": d.verdict.as_str(),
-        "reason": d.reason.as_str(),
-        "defect_prob": d.defect_prob,
-        "seal_area": d.seal_area,
-        "latency_ms": v.latency_ms,
-    }))
+    axum::Json(TriggerAnswer {
+        camera: name.as_deref(),
+        part_id: v.part.id,
+        seq: v.part.framed.then_some(v.seq),
+        verdict: d.verdict.as_str(),
+        reason: d.reason.as_str(),
+        defect_prob: d.defect_prob,
+        seal_area: d.seal_area,
+        latency_ms: v.latency_ms,
+    })
     .into_response()
+}
+
+/// The answer: the result line's numbers with its fixed decimals
+/// (`json_line`), so that both read the same.
+#[derive(serde::Serialize)]
+struct TriggerAnswer<'a> {
+    camera: Option<&'a str>,
+    part_id: u64,
+    seq: Option<u64>,
+    verdict: &'static str,
+    reason: &'static str,
+    #[serde(serialize_with = "crate::json_line::six_decimals")]
+    defect_prob: Option<f64>,
+    #[serde(serialize_with = "crate::json_line::six_decimals")]
+    seal_area: Option<f64>,
+    #[serde(serialize_with = "crate::json_line::three_decimals")]
+    latency_ms: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TriggerAnswer;
+
+    #[test]
+    fn the_answer_has_the_results_files_fixed_decimals() {
+        let answer = TriggerAnswer {
+            camera: None,
+            part_id: 4711,
+            seq: Some(192),
+            verdict: "pass",
+            reason: "ok",
+            defect_prob: Some(0.000_041),
+            seal_area: Some(2.44140625e-6),
+            latency_ms: 37.038830000000004,
+        };
+        assert_eq!(
+            serde_json::to_string(&answer).unwrap(),
+            r#"{"camera":null,"part_id":4711,"seq":192,"verdict":"pass","reason":"ok","defect_prob":0.000041,"seal_area":0.000002,"latency_ms":37.039}"#
+        );
+    }
 }

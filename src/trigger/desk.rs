@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::frame::{CameraIndex, FrameMeta, Part, TriggerTime};
+use crate::frame::{CameraIndex, FrameMeta, Part, TriggerTime, TriggeredBy};
 use crate::line::deadline::DeadlineFeed;
 
 /// Triggers that may wait for their frame at once, per camera. A camera at
@@ -183,7 +183,7 @@ impl TriggerDesk {
     /// One inspection of part `id`, asked now. Accepted: the part, which
     /// gets exactly one result (its verdict, or a fail: `no_frame`,
     /// `overrun`, `late`). Refused: nothing happens, and nothing is owed.
-    pub fn trigger(&self, id: u64) -> Result<Part, Refused> {
+    pub fn trigger(&self, id: u64, by: TriggeredBy) -> Result<Part, Refused> {
         let refuse = |why| {
             self.refused.fetch_add(1, Ordering::Relaxed);
             Err(why)
@@ -203,7 +203,7 @@ impl TriggerDesk {
         }
         // The time is taken under the lock: a frame the frame path takes
         // after this trigger's time finds the trigger queued (see `PartRings`).
-        let trigger = TriggerTime::now();
+        let trigger = TriggerTime::now(by);
         let part = Part {
             number: waiting.next_number,
             id,

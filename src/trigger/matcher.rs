@@ -78,7 +78,7 @@ pub fn next_expiry(waiting: &VecDeque<Pending>, frame_wait: Duration) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{Part, TriggerTime};
+    use crate::frame::{Part, TriggerTime, TriggeredBy};
 
     const WAIT: Duration = Duration::from_millis(100);
 
@@ -87,7 +87,7 @@ mod tests {
             part: Part {
                 number,
                 id: 4711 + number,
-                trigger: Some(TriggerTime::now()),
+                trigger: Some(TriggerTime::now(TriggeredBy::Plc)),
                 framed: true,
             },
             moment,

@@ -300,6 +300,7 @@ impl FrameSource for PartRings {
 mod tests {
     use super::*;
     use crate::config::OverflowPolicy;
+    use crate::frame::TriggeredBy;
     use crate::ring::frame_ring;
 
     type Producer = crate::ring::RingProducer<EndOfStream>;
@@ -367,7 +368,7 @@ mod tests {
             assert_eq!(next(&mut rings, Duration::from_millis(5)), None);
         }
         // A trigger, then two frames: the first is the part's, the second passed over.
-        desk.trigger(4711).unwrap();
+        desk.trigger(4711, TriggeredBy::Plc).unwrap();
         deliver(&mut producer, 8);
         deliver(&mut producer, 9);
         assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(8, 4711)));
@@ -378,8 +379,8 @@ mod tests {
     #[test]
     fn two_triggers_before_a_frame_give_the_frame_then_an_overrun() {
         let (mut producer, mut rings, desk) = station();
-        desk.trigger(1).unwrap();
-        desk.trigger(2).unwrap();
+        desk.trigger(1, TriggeredBy::Plc).unwrap();
+        desk.trigger(2, TriggeredBy::Plc).unwrap();
         deliver(&mut producer, 0);
         assert_eq!(next(&mut rings, WAIT), Some(Got::Frame(0, 1)));
         assert_eq!(
@@ -392,7 +393,7 @@ mod tests {
     fn a_trigger_with_no_frame_fails_no_frame_when_its_wait_ends() {
         let (_producer, mut rings, desk) = station();
         let triggered = Instant::now();
-        desk.trigger(7).unwrap();
+        desk.trigger(7, TriggeredBy::Plc).unwrap();
         assert_eq!(
             next(&mut rings, Duration::from_secs(2)),
             Some(Got::Missed(7, PartMiss::NoFrame))
@@ -407,7 +408,7 @@ mod tests {
     #[test]
     fn a_frame_waiting_in_the_ring_is_never_failed_no_frame_by_the_clock() {
         let (mut producer, mut rings, desk) = station();
-        desk.trigger(9).unwrap();
+        desk.trigger(9, TriggeredBy::Plc).unwrap();
         deliver(&mut producer, 0);
         // The frame path comes to it only after the trigger's wait ended.
         std::thread::sleep(WAIT + Duration::from_millis(30));
@@ -417,7 +418,7 @@ mod tests {
     #[test]
     fn waiting_triggers_get_no_frame_when_the_camera_ends() {
         let (mut producer, mut rings, desk) = station();
-        desk.trigger(1).unwrap();
+        desk.trigger(1, TriggeredBy::Plc).unwrap();
         producer.push(RingEvent::End(EndOfStream::Finished));
         assert_eq!(
             next(&mut rings, WAIT),

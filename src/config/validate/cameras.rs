@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::decision::read_decision;
-use super::files::Files;
+use super::files::{Files, looked_for};
 use crate::config::camera_name::camera_name_problem;
 use crate::config::image_sequence;
 use crate::config::raw::Section;
@@ -19,7 +19,8 @@ pub(super) fn read_cameras(
     files: &Files,
     decision: Option<&DecisionConfig>,
 ) -> Option<Vec<CameraConfig>> {
-    if !root.has("cameras") {
+    // Asked with `given`, so that `cameras` is among the allowed keys either way.
+    if !root.given("cameras") {
         let source = read_source(&root.section("source"), files);
         return Some(vec![CameraConfig {
             name: None,
@@ -163,7 +164,10 @@ fn read_source_kind(s: &Section, files: &Files, kind: usize) -> Option<SourceKin
             if !first.is_file() {
                 s.problem(
                     "location",
-                    format!("the first image {} does not exist", first.display()),
+                    format!(
+                        "the first image {} does not exist",
+                        looked_for(&first).display()
+                    ),
                 );
                 return None;
             }

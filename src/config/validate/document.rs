@@ -32,9 +32,9 @@ use crate::config::types::Config;
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse(&text, path)
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::files::Files;
+use super::files::{Files, looked_for};
 use crate::config::raw::Section;
 use crate::config::types::{
     ArenaExtend, BackendChoice, ComputeDevice, ConvAlgoSearch, DEFAULT_BATCH_CAP, EnginePrecision,
@@ -171,7 +171,7 @@ fn read_tensorrt(s: &Section, files: &Files) -> Option<TensorRtConfig> {
     {
         s.problem(
             "calibration_images",
-            format!("folder {} does not exist", dir.display()),
+            format!("folder {} does not exist", looked_for(&dir).display()),
         );
         return None;
     }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::files::Files;
+use super::files::{Files, looked_for};
 use crate::config::model_files::fp16_sibling;
 use crate::config::raw::Section;
 use crate::config::types::{
@@ -17,11 +17,18 @@ pub(super) fn read_acceptance_images(models: &Section, files: &Files) -> Option<
     let Some(dir) = models.opt_str("acceptance_images") else {
         return Some(None);
     };
-    let dir = files.resolve(&dir);
-    if dir.is_dir() {
-        return Some(Some(dir));
+    let resolved = files.resolve(&dir);
+    if resolved.is_dir() {
+        return Some(Some(resolved));
     }
-    models.problem("acceptance_images", format!("folder {} does not exist (relative paths resolve against the config file's folder); it holds labelled frames new models must pass on reload", dir.display()));
+    models.problem(
+        "acceptance_images",
+        format!(
+            "folder {} does not exist{}; it holds labelled frames new models must pass on reload",
+            looked_for(&resolved).display(),
+            files.how_resolved(&dir)
+        ),
+    );
     None
 }
 

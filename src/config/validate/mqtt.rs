@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::files::Files;
+use super::files::{Files, looked_for};
 use super::host::host_name;
 use super::url::parse_mqtt_url;
 use crate::config::raw::Section;
@@ -46,7 +46,10 @@ pub(super) fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
             return None;
         }
         (_, Some(ca)) if !ca.is_file() => {
-            s.problem("ca_file", format!("file {} does not exist", ca.display()));
+            s.problem(
+                "ca_file",
+                format!("file {} does not exist", looked_for(&ca).display()),
+            );
             return None;
         }
         (_, ca) => ca,
@@ -95,7 +98,10 @@ pub(super) fn read_mqtt(s: &Section, files: &Files) -> Option<MqttConfig> {
             }
             for (key, path) in [("cert_file", &cert_file), ("key_file", &key_file)] {
                 if !path.is_file() {
-                    s.problem(key, format!("file {} does not exist", path.display()));
+                    s.problem(
+                        key,
+                        format!("file {} does not exist", looked_for(&path).display()),
+                    );
                     return None;
                 }
             }

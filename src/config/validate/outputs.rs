@@ -1,7 +1,7 @@
 //! Where verdicts and frames are kept: `[output]` (the results file and its
 //! rotation), `[status]` (the HTTP server) and `[archive]` (frames on disk).
 
-use super::files::Files;
+use super::files::{Files, looked_for};
 use crate::config::raw::Section;
 use crate::config::types::{
     ArchiveConfig, ArchiveKeep, ImageFormat, OutputConfig, ResultsRotation, StatusConfig,
@@ -21,7 +21,7 @@ pub(super) fn read_output(s: &Section, files: &Files) -> Option<OutputConfig> {
                 "results",
                 format!(
                     "folder {} does not exist; create it or choose another path",
-                    dir.display()
+                    looked_for(dir).display()
                 ),
             );
             None
@@ -82,7 +82,7 @@ pub(super) fn read_archive(s: &Section, files: &Files) -> Option<ArchiveConfig> 
             "dir",
             format!(
                 "folder {} does not exist; create it or choose another path",
-                parent.display()
+                looked_for(parent).display()
             ),
         );
         return None;

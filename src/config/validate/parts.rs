@@ -21,8 +21,31 @@ pub(super) fn read_parts(root: &Section) -> (Option<TriggerConfig>, Option<Optio
             "[modbus] serves a PLC its parts: set [trigger] mode = \"plc\" (the PLC triggers) or \"camera\" (the camera's input line triggers), or remove [modbus]",
         );
     }
+    // The opposite mistake: parts only from a PLC, and no way for one to
+    // trigger. Such a run would pass over every frame and judge nothing.
+    // `http = true` is served by the status server: without [status] it is off.
+    if let (Some(None), Some(t)) = (&modbus, &trigger)
+        && t.mode == TriggerMode::Plc
+        && !(t.http && root.has("status"))
+    {
+        let (key, why) = if t.http {
+            (
+                "http",
+                "http = true serves POST /api/trigger on the status server, and this config has no [status]: add [status] listen = \"127.0.0.1:9750\"",
+            )
+        } else {
+            (
+                "mode",
+                "mode = \"plc\" judges only triggered parts, and this config has no way to trigger one",
+            )
+        };
+        trigger_section.problem(key, format!("{why}; {NO_TRIGGER}"));
+    }
     (trigger, modbus)
 }
+
+/// The ways a part can be triggered in `plc` mode, for a config that has none.
+pub(super) const NO_TRIGGER: &str = "add a [modbus] table (the PLC triggers over Modbus TCP, docs/INTEGRATION.md), or set http = true in [trigger] with a [status] table (POST /api/trigger); there is no OPC UA server yet. Or use mode = \"free\" (every frame is a part) or \"camera\" (the camera's input line triggers)";
 
 /// `[trigger]`; absent = free running. `None`: a problem was recorded.
 fn read_trigger(s: &Section) -> Option<TriggerConfig> {
