@@ -15,9 +15,10 @@ PY_VENV    := .venv
 PY         := $(PY_VENV)/bin/python
 ORT_LIB    := .ort/lib/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
-# `make test` builds with the `ci` profile (release without debug info, in target/ci):
-# see Cargo.toml. The scripts it calls take it from PROFILE.
-TEST_PROFILE := ci
+# `make test` builds with the `ci-test` profile (in target/ci-test): release without
+# debug info, the dependencies the tests do not spend their time in at opt-level 0
+# (Cargo.toml says which). The scripts it calls take it from PROFILE.
+TEST_PROFILE := ci-test
 
 .PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall demo-assets clean
 
@@ -76,7 +77,7 @@ demo-plc: build onnxruntime
 	target/release/examples/demo_plc $(BINARY) config/demo-plc.toml $(DEMO_PARTS)
 
 # Where the time goes and why the steps are built this way: docs/CI.md. Every step
-# builds with the `ci` profile and the dev-dependencies' features, so the dependencies
+# builds with the `ci-test` profile and the dev-dependencies' features, so the dependencies
 # are built once (in the first step) and every later step builds only our crate and
 # the few crates its feature adds.
 test: deps aarch64-deps python onnxruntime
@@ -88,10 +89,10 @@ test: deps aarch64-deps python onnxruntime
 	# Files of one job: a src/ file over 700 non-test lines fails (issue 32).
 	$(PYTHON) scripts/ci/line_limit.py
 	# The aarch64 type-check (at nice 19, from the start), every test of the default
-	# build with the loom model check beside them at nice 19, the tests about time each
-	# alone, then the `tensorrt` build (GPU code: kernels by nvcc from PyPI, the TensorRT
-	# bridge against TensorRT 10 headers; GPU tests print SKIPPED here). The script
-	# says how and docs/CI.md why.
+	# build with the loom model check and the `tensorrt` build (GPU code: kernels by nvcc
+	# from PyPI, the TensorRT bridge against TensorRT 10 headers; GPU tests print
+	# SKIPPED here) beside them at nice 19, then the tests about time each alone. The
+	# script says how and docs/CI.md why.
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" SEALCHECK_REQUIRE_ORT=1 PROFILE=$(TEST_PROFILE) \
 	    PYTHON=$(CURDIR)/$(PY) scripts/ci/make_test.sh
 
