@@ -42,7 +42,7 @@ status=0
 if ! "$CARGO" nextest --version >/dev/null 2>&1; then
     echo "make_test: cargo-nextest not found (cargo install cargo-nextest --locked): running every step with cargo test, one after another" >&2
     # shellcheck disable=SC2086 # TARGETS is split on purpose
-    "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity || status=1
+    "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity --examples || status=1
     "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
     "$CARGO" test --profile "$PROFILE" --locked --config "profile.$PROFILE.package.sealcheck.opt-level=0" \
         --features loom --lib ring::loom_model || status=1
@@ -65,7 +65,8 @@ mkdir -p "$REUSE"
 "$CARGO" nextest list --cargo-profile "$PROFILE" --locked --features "$FEATURES" $TARGETS \
     --list-type binaries-only --message-format json >"$REUSE/binaries.json" || exit 1
 "$CARGO" metadata --format-version 1 --locked >"$REUSE/cargo.json" || exit 1
-parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --test parity --no-run 2>&1 \
+# The examples (`make demo-plc`'s PLC) are built here too, so that they keep compiling.
+parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --test parity --examples --no-run 2>&1 \
     | sed -n 's/.*Executable tests\/parity.rs (\(.*\))$/\1/p')
 [ -x "$parity" ] || { echo "make_test: cargo named no tests/parity.rs executable" >&2; exit 1; }
 "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
