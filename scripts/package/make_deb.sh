@@ -1,0 +1,105 @@
+#!/bin/sh
+# Run by: `make deb` (amd64) and `make jetson` (arm64); docs/JETSON.md, "Install the package".
+# Builds the Debian package dist/sealcheck_<version>_<arch>.deb with cargo-deb from
+# [package.metadata.deb] in Cargo.toml:
+#
+#   scripts/package/make_deb.sh amd64    release build for this machine (x86_64)
+#   scripts/package/make_deb.sh arm64    release build for aarch64 (the Jetson), cross-compiled
+#
+#   1. the release build (default features) unless NO_BUILD=1 (then the binary must be there);
+#   2. scripts/ci/jetpack_abi_check.py on it: nothing newer than JetPack 6 goes into a package;
+#   3. the unit and the config template rendered for /usr (scripts/install.sh does the same
+#      for a PREFIX) into target/deb-stage/;
+#   4. cargo deb --no-build --no-strip (the line tables stay: a panic's backtrace names lines).
+#
+# Environment: CARGO (default cargo), CARGO_DEB (default: cargo-deb on PATH or in
+# ~/.cargo/bin), PYTHON (default python3), JOBS (cargo -j, default: cargo's own).
+# A missing tool or cross package is named with the command that installs it.
+set -eu
+cd "$(dirname "$0")/../.."
+
+arch=${1:-}
+CARGO=${CARGO:-cargo}
+PYTHON=${PYTHON:-python3}
+NO_BUILD=${NO_BUILD:-0}
+
+die() { echo "make_deb: $*" >&2; exit 1; }
+
+case "$arch" in
+amd64)
+    target=x86_64-unknown-linux-gnu
+    [ "$(uname -m)" = x86_64 ] || die "amd64 packages are built on x86_64 here (this is $(uname -m))"
+    target_args=""
+    binary=target/release/sealcheck
+    ;;
+arm64)
+    target=aarch64-unknown-linux-gnu
+    target_args="--target $target"
+    binary=target/$target/release/sealcheck
+    ;;
+*) die "usage: $0 amd64|arm64" ;;
+esac
+
+if [ -z "${CARGO_DEB:-}" ]; then
+    if command -v cargo-deb >/dev/null 2>&1; then
+        CARGO_DEB=cargo-deb
+    elif [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb" ]; then
+        CARGO_DEB=${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb
+    else
+        die "cargo-deb not found: cargo install cargo-deb --version 3.8.0 --locked (or set CARGO_DEB)"
+    fi
+fi
+command -v objdump >/dev/null 2>&1 || die "objdump not found: apt-get install binutils"
+command -v dpkg-shlibdeps >/dev/null 2>&1 ||
+    die "dpkg-shlibdeps not found (Depends: \$auto): apt-get install dpkg-dev"
+
+if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
+    missing=""
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing="$missing gcc-aarch64-linux-gnu"
+    command -v aarch64-linux-gnu-objdump >/dev/null 2>&1 || missing="$missing binutils-aarch64-linux-gnu"
+    for lib in libgstreamer-1.0.so.0 libgstapp-1.0.so.0 libgstvideo-1.0.so.0 libglib-2.0.so.0; do
+        [ -e "/usr/lib/aarch64-linux-gnu/$lib" ] || missing="$missing $lib(arm64)"
+    done
+    if [ -n "$missing" ]; then
+        die "cross-building for arm64 needs:$missing
+  install: dpkg --add-architecture arm64 && apt-get update && apt-get install gcc-aarch64-linux-gnu \\
+    binutils-aarch64-linux-gnu libgstreamer1.0-0:arm64 libgstreamer-plugins-base1.0-0:arm64 libglib2.0-0:arm64
+  and an aarch64 Rust standard library (rustup target add $target)"
+    fi
+fi
+
+if [ "$NO_BUILD" != 1 ]; then
+    # shellcheck disable=SC2086 # target_args is empty or two words
+    "$CARGO" build --release --locked $target_args ${JOBS:+-j "$JOBS"}
+fi
+[ -x "$binary" ] || die "no binary at $binary (build it: $CARGO build --release --locked $target_args)"
+
+# Nothing newer than JetPack 6 in a package, whichever machine it goes to.
+"$PYTHON" scripts/ci/jetpack_abi_check.py "$binary"
+
+stage=target/deb-stage
+mkdir -p "$stage"
+sed -e 's|/usr/local/bin/sealcheck|/usr/bin/sealcheck|g' \
+    -e 's|/usr/local/share/sealcheck|/usr/share/sealcheck|g' \
+    -e 's|/usr/local/share/doc/sealcheck|/usr/share/doc/sealcheck|g' \
+    systemd/sealcheck.service >"$stage/sealcheck.service"
+sed -e 's|/usr/local/share/sealcheck|/usr/share/sealcheck|g' \
+    -e 's|/usr/local/share/doc/sealcheck|/usr/share/doc/sealcheck|g' \
+    -e 's|/usr/local/bin/sealcheck|/usr/bin/sealcheck|g' \
+    config/sealcheck.toml >"$stage/sealcheck.toml"
+if grep -n '/usr/local' "$stage/sealcheck.service" "$stage/sealcheck.toml"; then
+    die "a /usr/local path is left in the rendered unit or config (above): extend the sed rules"
+fi
+
+mkdir -p dist
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+out=dist/sealcheck_${version}_${arch}.deb
+rm -f "$out"
+# cargo finds the subcommand on PATH.
+PATH="$(dirname "$(command -v "$CARGO_DEB")"):$PATH"
+export PATH
+# shellcheck disable=SC2086
+"$CARGO" deb --no-build --no-strip $target_args --output "$out"
+[ -f "$out" ] || die "cargo-deb made no $out"
+echo "make_deb: $out ($(du -h "$out" | cut -f1))"
+dpkg-deb --field "$out" Package Version Architecture Depends Recommends
