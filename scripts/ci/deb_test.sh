@@ -10,8 +10,9 @@
 # inside a chroot, and checks, each step timed:
 #   1. the files, the conffiles, the service user (group video), the config's owner and mode,
 #      the unit's paths (/usr/bin/sealcheck);
-#   2. `sealcheck check-config` on the shipped demo config and on /etc/sealcheck/sealcheck.toml
-#      (the template names /dev/video0, which a chroot lacks: it must fail naming it, exit 78);
+#   2. `sealcheck check-config`, as the service user, on the shipped demo config and on the
+#      installed template /etc/sealcheck/sealcheck.toml (its /dev/video0 need not exist: a
+#      camera that is not there yet is waited for at run time);
 #   3. the demo: the shipped clip through the shipped models as the service user (tract:
 #      no ONNX Runtime in the package), one result line per frame, the verdicts against
 #      the clip's expected.jsonl;
@@ -128,7 +129,7 @@ mode=$(in_root stat -c '%a %U:%G' /etc/sealcheck/sealcheck.toml)
 [ "$mode" = "640 root:sealcheck" ] || fail "/etc/sealcheck/sealcheck.toml is $mode, not 640 root:sealcheck"
 grep -q '^ExecStart=/usr/bin/sealcheck run --config /etc/sealcheck/sealcheck.toml$' \
     "$root/lib/systemd/system/sealcheck.service" || fail "the unit's ExecStart is not /usr/bin/sealcheck"
-if grep -n '/usr/local' "$root/lib/systemd/system/sealcheck.service" "$root/etc/sealcheck/sealcheck.toml"; then
+if grep -nE '^[^#]*/usr/local' "$root/lib/systemd/system/sealcheck.service" "$root/etc/sealcheck/sealcheck.toml"; then
     fail "a /usr/local path in the installed unit or config (above)"
 fi
 grep -q 'in a chroot: /etc/sysctl.d/60-sealcheck-gige.conf not applied' "$root/tmp/install.log" ||
@@ -138,18 +139,10 @@ in_root sealcheck --version
 step "2. check-config"
 in_root runuser -u sealcheck -- sealcheck check-config /usr/share/sealcheck/demo.toml ||
     fail "check-config on the shipped demo config"
-set +e
-in_root runuser -u sealcheck -- sealcheck check-config /etc/sealcheck/sealcheck.toml >"$root/tmp/cc.log" 2>&1
-rc=$?
-set -e
-cat "$root/tmp/cc.log"
-if [ -e "$root/dev/video0" ]; then
-    [ $rc = 0 ] || fail "check-config on the template (exit $rc)"
-else
-    [ $rc = 78 ] && grep -q '/dev/video0' "$root/tmp/cc.log" ||
-        fail "check-config on the template without /dev/video0: exit $rc, expected 78 naming /dev/video0"
-    echo "(the template's camera /dev/video0 is not in the chroot: exit 78 naming it, as expected)"
-fi
+# The template names /dev/video0; a camera that is not there yet is waited for at run time
+# (docs/OPERATIONS.md), so check-config passes without it too.
+in_root runuser -u sealcheck -- sealcheck check-config /etc/sealcheck/sealcheck.toml ||
+    fail "check-config on the installed template /etc/sealcheck/sealcheck.toml"
 
 step "3. the demo: sealcheck run --config /usr/share/sealcheck/demo.toml (as sealcheck)"
 frames=$(ls "$root/usr/share/sealcheck/samples/demo_clip/" | grep -c '^frame_.*\.jpg$')

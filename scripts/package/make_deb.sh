@@ -30,12 +30,12 @@ amd64)
     target=x86_64-unknown-linux-gnu
     [ "$(uname -m)" = x86_64 ] || die "amd64 packages are built on x86_64 here (this is $(uname -m))"
     target_args=""
-    binary=target/release/sealcheck
+    binary=${CARGO_TARGET_DIR:-target}/release/sealcheck
     ;;
 arm64)
     target=aarch64-unknown-linux-gnu
     target_args="--target $target"
-    binary=target/$target/release/sealcheck
+    binary=${CARGO_TARGET_DIR:-target}/$target/release/sealcheck
     ;;
 *) die "usage: $0 amd64|arm64" ;;
 esac
@@ -87,7 +87,8 @@ sed -e 's|/usr/local/share/sealcheck|/usr/share/sealcheck|g' \
     -e 's|/usr/local/share/doc/sealcheck|/usr/share/doc/sealcheck|g' \
     -e 's|/usr/local/bin/sealcheck|/usr/bin/sealcheck|g' \
     config/sealcheck.toml >"$stage/sealcheck.toml"
-if grep -n '/usr/local' "$stage/sealcheck.service" "$stage/sealcheck.toml"; then
+# (A comment may name /usr/local: the template's example place for libonnxruntime.)
+if grep -nE '^[^#]*/usr/local' "$stage/sealcheck.service" "$stage/sealcheck.toml"; then
     die "a /usr/local path is left in the rendered unit or config (above): extend the sed rules"
 fi
 
