@@ -18,6 +18,8 @@
 #      the clip's expected.jsonl;
 #   4. the config edited, the package reinstalled over it (apt-get install --reinstall):
 #      the edit stays; removed (the config stays, edited); installed again: the edit stays;
+#      upgraded to a copy with a higher version and a changed template (apt-get -o
+#      Dpkg::Options::=--force-confold): the edit stays, the new template lands beside it;
 #   5. purged: the config and the sysctl file are gone, /var/lib/sealcheck and the user stay.
 # The sysctl file is not applied inside a chroot (it would set the host's kernel): the
 # postinst says so and the test checks that it did.
@@ -179,6 +181,24 @@ grep -q 'edited by deb_test' "$root/etc/sealcheck/sealcheck.toml" || fail "insta
 mode=$(in_root stat -c '%a %U:%G' /etc/sealcheck/sealcheck.toml)
 [ "$mode" = "640 root:sealcheck" ] || fail "after installing again the config is $mode"
 echo "installed again: edit kept, config $mode"
+
+step "4b. upgrade to a package whose template changed, over the edited config (--force-confold)"
+# The same package with a higher version and one line added to the template: dpkg must
+# keep the operator's file and put the new template beside it as .dpkg-dist.
+version=$(dpkg-deb --field "$deb" Version)
+up=$root/tmp/up
+rm -rf "$up"
+dpkg-deb -R "$deb" "$up/pkg"
+sed -i "s/^Version: .*/Version: $version+debtest1/" "$up/pkg/DEBIAN/control"
+echo '# a changed template (deb_test)' >>"$up/pkg/etc/sealcheck/sealcheck.toml"
+dpkg-deb --root-owner-group -b "$up/pkg" "$up/up.deb" >/dev/null
+LIMIT=900 in_root sh -c "cd /tmp/up && apt-get install -y -q $recommends -o Dpkg::Options::=--force-confold ./up.deb" \
+    >"$root/tmp/upgrade.log" 2>&1 || { tail -30 "$root/tmp/upgrade.log"; fail "the upgrade"; }
+in_root dpkg-query -W -f '${Version}\n' sealcheck | grep -qx "$version+debtest1" || fail "not upgraded"
+grep -q 'edited by deb_test' "$root/etc/sealcheck/sealcheck.toml" || fail "the upgrade lost the edit"
+grep -q 'a changed template' "$root/etc/sealcheck/sealcheck.toml.dpkg-dist" ||
+    fail "the upgrade's new template is not beside the config as sealcheck.toml.dpkg-dist"
+echo "upgraded to $version+debtest1: edit kept, new template in sealcheck.toml.dpkg-dist"
 
 step "5. purge"
 LIMIT=900 in_root apt-get purge -y -q sealcheck >"$root/tmp/purge.log" 2>&1 ||
