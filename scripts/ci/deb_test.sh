@@ -192,7 +192,7 @@ mkdir -p "$up"
 dpkg-deb -R "$deb" "$up/pkg" || fail "dpkg-deb -R $deb"
 sed -i "s/^Version: .*/Version: $version+debtest1/" "$up/pkg/DEBIAN/control"
 echo '# a changed template (deb_test)' >>"$up/pkg/etc/sealcheck/sealcheck.toml"
-dpkg-deb --root-owner-group -b "$up/pkg" "$up/up.deb" >/dev/null || fail "dpkg-deb -b (the upgrade package)"
+dpkg-deb --root-owner-group -Zgzip -z1 -b "$up/pkg" "$up/up.deb" >/dev/null || fail "dpkg-deb -b (the upgrade package)"
 LIMIT=900 in_root sh -c "cd /tmp/up && apt-get install -y -q $recommends -o Dpkg::Options::=--force-confold ./up.deb" \
     >"$root/tmp/upgrade.log" 2>&1 || { tail -30 "$root/tmp/upgrade.log"; fail "the upgrade"; }
 in_root dpkg-query -W -f '${Version}\n' sealcheck | grep -qx "$version+debtest1" || fail "not upgraded"
