@@ -20,7 +20,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # (Cargo.toml says which). The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci-test
 
-.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall demo-assets clean
+.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall deb jetson deb-test demo-assets clean
 
 all: build
 
@@ -120,6 +120,20 @@ install:
 
 uninstall:
 	scripts/install.sh uninstall
+
+# Debian packages (cargo-deb; docs/JETSON.md, "Install the package"):
+# dist/sealcheck_<version>_amd64.deb and, cross-compiled for the Jetson, _arm64.deb. Each
+# binary passes scripts/ci/jetpack_abi_check.py first. The script names any missing tool.
+deb: deps
+	scripts/package/make_deb.sh amd64
+
+jetson: deps
+	scripts/package/make_deb.sh arm64
+
+# The amd64 package installed, checked, run, removed, reinstalled and purged in a fresh
+# Debian 12 root (debootstrap). Needs root and the network (apt); the script says more.
+deb-test:
+	scripts/ci/deb_test.sh dist/sealcheck_$$(sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)_amd64.deb
 
 # Regenerates the demo models, the sample clip and the model card's numbers.
 demo-assets: python build onnxruntime

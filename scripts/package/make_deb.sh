@@ -1,0 +1,127 @@
+#!/bin/sh
+# Run by: `make deb` (amd64) and `make jetson` (arm64); docs/JETSON.md, "Install the package".
+# Builds the Debian package dist/sealcheck_<version>_<arch>.deb with cargo-deb from
+# [package.metadata.deb] in Cargo.toml:
+#
+#   scripts/package/make_deb.sh amd64    release build for this machine (x86_64)
+#   scripts/package/make_deb.sh arm64    release build for aarch64 (the Jetson), cross-compiled
+#
+#   1. the release build (default features) unless NO_BUILD=1 (then the binary must be there);
+#   2. scripts/ci/jetpack_abi_check.py on it: nothing newer than JetPack 6 goes into a package;
+#   3. the unit and the config template rendered for /usr (scripts/install.sh does the same
+#      for a PREFIX) into target/deb-stage/;
+#   4. cargo deb --no-build --no-strip (the line tables stay: a panic's backtrace names lines).
+#
+# Environment: CARGO (default cargo), CARGO_DEB (default: cargo-deb on PATH or in
+# ~/.cargo/bin), PYTHON (default python3), JOBS (cargo -j, default: cargo's own).
+# A missing tool or cross package is named with the command that installs it.
+# The arm64 path (Debian's Rust and cross compilers, as scripts/ci/aarch64_check.sh; the
+# arm64 GStreamer development files) has not yet built a package end to end: on this
+# project's Debian 12 CI machine its prerequisites cannot all be installed beside the amd64
+# ones (the message says so); docs/JETSON.md, "Install the package", has the plan.
+set -eu
+cd "$(dirname "$0")/../.."
+
+arch=${1:-}
+CARGO=${CARGO:-cargo}
+PYTHON=${PYTHON:-python3}
+NO_BUILD=${NO_BUILD:-0}
+
+die() { echo "make_deb: $*" >&2; exit 1; }
+
+case "$arch" in
+amd64)
+    target=x86_64-unknown-linux-gnu
+    [ "$(uname -m)" = x86_64 ] || die "amd64 packages are built on x86_64 here (this is $(uname -m))"
+    target_args=""
+    binary=${CARGO_TARGET_DIR:-target}/release/sealcheck
+    ;;
+arm64)
+    target=aarch64-unknown-linux-gnu
+    target_args="--target $target"
+    binary=${CARGO_TARGET_DIR:-target}/$target/release/sealcheck
+    ;;
+*) die "usage: $0 amd64|arm64" ;;
+esac
+
+if [ -z "${CARGO_DEB:-}" ]; then
+    if command -v cargo-deb >/dev/null 2>&1; then
+        CARGO_DEB=cargo-deb
+    elif [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb" ]; then
+        CARGO_DEB=${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb
+    else
+        die "cargo-deb not found: cargo install cargo-deb --version 3.8.0 --locked (or set CARGO_DEB)"
+    fi
+fi
+command -v objdump >/dev/null 2>&1 || die "objdump not found: apt-get install binutils"
+command -v dpkg-shlibdeps >/dev/null 2>&1 ||
+    die "dpkg-shlibdeps not found (Depends: \$auto): apt-get install dpkg-dev"
+
+if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
+    # The cross toolchain as scripts/ci/aarch64_check.sh uses it (Debian's Rust, whose
+    # aarch64 standard library is a package; rustup's needs `rustup target add`), and
+    # GStreamer's arm64 development files for the -sys crates' pkg-config and the link.
+    CARGO=${CARGO_AARCH64:-/usr/bin/cargo}
+    RUSTC=${RUSTC_AARCH64:-/usr/bin/rustc}
+    missing=""
+    [ -x "$CARGO" ] || missing="$missing cargo-web"
+    [ -x "$RUSTC" ] || missing="$missing rustc-web"
+    if [ -x "$RUSTC" ] && [ ! -d "$("$RUSTC" --print sysroot)/lib/rustlib/$target/lib" ]; then
+        missing="$missing libstd-rust-web-dev:arm64"
+    fi
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing="$missing gcc-aarch64-linux-gnu"
+    command -v aarch64-linux-gnu-objdump >/dev/null 2>&1 || missing="$missing binutils-aarch64-linux-gnu"
+    pcdir=/usr/lib/aarch64-linux-gnu/pkgconfig
+    [ -e "$pcdir/gstreamer-1.0.pc" ] || missing="$missing libgstreamer1.0-dev:arm64"
+    [ -e "$pcdir/gstreamer-video-1.0.pc" ] && [ -e "$pcdir/gstreamer-app-1.0.pc" ] ||
+        missing="$missing libgstreamer-plugins-base1.0-dev:arm64"
+    if [ -n "$missing" ]; then
+        die "cross-building for arm64 needs:$missing
+  install: dpkg --add-architecture arm64 && apt-get update && apt-get install$missing
+  (on Debian 12, libgstreamer-plugins-base1.0-dev:arm64 replaces the amd64 one that make test
+  needs: build the arm64 package in an arm64 container or on the Jetson instead; docs/JETSON.md)"
+    fi
+    export RUSTC
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+    export CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++
+    export PKG_CONFIG_ALLOW_CROSS=1
+    export PKG_CONFIG_LIBDIR="$pcdir:/usr/share/pkgconfig"
+fi
+
+if [ "$NO_BUILD" != 1 ]; then
+    # shellcheck disable=SC2086 # target_args is empty or two words
+    "$CARGO" build --release --locked $target_args ${JOBS:+-j "$JOBS"}
+fi
+[ -x "$binary" ] || die "no binary at $binary (build it: $CARGO build --release --locked $target_args)"
+
+# Nothing newer than JetPack 6 in a package, whichever machine it goes to.
+"$PYTHON" scripts/ci/jetpack_abi_check.py "$binary"
+
+stage=target/deb-stage
+mkdir -p "$stage"
+sed -e 's|/usr/local/bin/sealcheck|/usr/bin/sealcheck|g' \
+    -e 's|/usr/local/share/sealcheck|/usr/share/sealcheck|g' \
+    -e 's|/usr/local/share/doc/sealcheck|/usr/share/doc/sealcheck|g' \
+    systemd/sealcheck.service >"$stage/sealcheck.service"
+sed -e 's|/usr/local/share/sealcheck|/usr/share/sealcheck|g' \
+    -e 's|/usr/local/share/doc/sealcheck|/usr/share/doc/sealcheck|g' \
+    -e 's|/usr/local/bin/sealcheck|/usr/bin/sealcheck|g' \
+    config/sealcheck.toml >"$stage/sealcheck.toml"
+# (A comment may name /usr/local: the template's example place for libonnxruntime.)
+if grep -nE '^[^#]*/usr/local' "$stage/sealcheck.service" "$stage/sealcheck.toml"; then
+    die "a /usr/local path is left in the rendered unit or config (above): extend the sed rules"
+fi
+
+mkdir -p dist
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
+out=dist/sealcheck_${version}_${arch}.deb
+rm -f "$out"
+# cargo finds the subcommand on PATH.
+PATH="$(dirname "$(command -v "$CARGO_DEB")"):$PATH"
+export PATH
+# shellcheck disable=SC2086
+"$CARGO" deb --no-build --no-strip $target_args --output "$out"
+[ -f "$out" ] || die "cargo-deb made no $out"
+echo "make_deb: $out ($(du -h "$out" | cut -f1))"
+dpkg-deb --field "$out" Package Version Architecture Depends Recommends
