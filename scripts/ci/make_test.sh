@@ -9,7 +9,8 @@
 #      unit tests, the integration tests (one crate, tests/integration.rs) and the test
 #      binaries of their own (steady_state_alloc, tensorrt, parity), built on both cores;
 #      then the doc tests. The binary is copied aside: the tests start the copy
-#      (SEALCHECK_BIN), because step 2 builds the binary again in its place.
+#      (SEALCHECK_BIN), because step 2 builds the binary again in its place; the copy
+#      is checked for anything newer than JetPack 6 has (jetpack_abi_check.py).
 #   2. In the background at nice 19: the loom model check (our library's unit tests
 #      with `loom`), then the TensorRT check (scripts/ci/feature_builds.sh: every target
 #      the feature changes, which includes `cuda`). Our crate at opt-level 0 in both:
@@ -43,6 +44,7 @@ if ! "$CARGO" nextest --version >/dev/null 2>&1; then
     echo "make_test: cargo-nextest not found (cargo install cargo-nextest --locked): running every step with cargo test, one after another" >&2
     # shellcheck disable=SC2086 # TARGETS is split on purpose
     "$CARGO" test --profile "$PROFILE" --locked --no-fail-fast --features "$FEATURES" $TARGETS --test parity --examples || status=1
+    "${PYTHON:-python3}" scripts/ci/jetpack_abi_check.py "target/$PROFILE/sealcheck" || status=1
     "$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --doc || status=1
     "$CARGO" test --profile "$PROFILE" --locked --config "profile.$PROFILE.package.sealcheck.opt-level=0" \
         --features loom --lib ring::loom_model || status=1
@@ -74,6 +76,8 @@ parity=$("$CARGO" test --profile "$PROFILE" --locked --features "$FEATURES" --te
 # The tests start this copy: step 2 links the binary again, with other features, at
 # target/<profile>/sealcheck (a clean-clone run once failed 6 tests so).
 cp "target/$PROFILE/sealcheck" "$REUSE/sealcheck" || exit 1
+# Nothing in it newer than JetPack 6 has (glibc 2.35, GStreamer 1.20, ...): docs/JETSON.md.
+"${PYTHON:-python3}" scripts/ci/jetpack_abi_check.py "$REUSE/sealcheck" || status=1
 SEALCHECK_BIN=$PWD/$REUSE/sealcheck
 export SEALCHECK_BIN
 
