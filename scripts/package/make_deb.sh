@@ -13,7 +13,7 @@
 #   4. cargo deb --no-build --no-strip (the line tables stay: a panic's backtrace names lines).
 #
 # Environment: CARGO (default cargo), CARGO_DEB (default: cargo-deb on PATH or in
-# ~/.cargo/bin), PYTHON (default python3), JOBS (cargo -j, default: cargo's own).
+# ~/.cargo/bin, installed there from crates.io when in neither), PYTHON (default python3), JOBS (cargo -j, default: cargo's own).
 # A missing tool or cross package is named with the command that installs it.
 # The arm64 path (Debian's Rust and cross compilers, as scripts/ci/aarch64_check.sh; the
 # arm64 GStreamer development files) has not yet built a package end to end: on this
@@ -50,7 +50,11 @@ if [ -z "${CARGO_DEB:-}" ]; then
     elif [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb" ]; then
         CARGO_DEB=${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb
     else
-        die "cargo-deb not found: cargo install cargo-deb --version 3.8.0 --locked (or set CARGO_DEB)"
+        # A fresh machine has Rust only: the tool comes from crates.io (minutes to build).
+        echo "make_deb: cargo-deb not found: cargo install cargo-deb --version 3.8.0 --locked"
+        "${CARGO:-cargo}" install cargo-deb --version 3.8.0 --locked ||
+            die "cargo-deb could not be installed (see above); install it yourself or set CARGO_DEB"
+        CARGO_DEB=${CARGO_HOME:-$HOME/.cargo}/bin/cargo-deb
     fi
 fi
 command -v objdump >/dev/null 2>&1 || die "objdump not found: apt-get install binutils"
