@@ -16,7 +16,7 @@
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -41,12 +41,22 @@ pub enum End {
     Io(io::Error),
 }
 
+/// What a connection reports to the server as it serves: the requests it
+/// answered, and when it last had one (the server closes the connection
+/// silent longest when it is full).
+pub struct Activity<'a> {
+    pub requests: &'a AtomicU64,
+    /// Milliseconds after `epoch`.
+    pub last_request: &'a AtomicU64,
+    pub epoch: Instant,
+}
+
 /// Serves `stream` until it ends.
 pub async fn serve(
     stream: TcpStream,
     stations: Arc<[Arc<Station>]>,
     idle: Duration,
-    requests: &AtomicU64,
+    activity: Activity<'_>,
 ) -> End {
     // A PLC polls every few milliseconds: answers go out at once.
     let _ = stream.set_nodelay(true);
@@ -71,7 +81,9 @@ pub async fn serve(
         if let Err(end) = read(&mut stream, pdu, idle).await {
             return end;
         }
-        requests.fetch_add(1, Ordering::Relaxed);
+        activity.requests.fetch_add(1, Ordering::Relaxed);
+        let since = u64::try_from(activity.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        activity.last_request.store(since, Ordering::Relaxed);
         let unit = header[6];
         reply.clear();
         reply.extend_from_slice(&header[..4]);

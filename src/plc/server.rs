@@ -1,6 +1,12 @@
 //! `ModbusServer`: the listener on `[modbus] listen`, on its own thread with
 //! a current-thread tokio runtime; the allow list and the connection cap at
 //! accept; one task per connection (`connection`); a bounded stop.
+//!
+//! A full server never locks a PLC out: as Modbus devices commonly do (the
+//! Modbus TCP implementation guide's connection management), the connection
+//! that has gone longest without a request is closed to admit the new one,
+//! counted (`ModbusCounters::evicted_idle`) and logged. A PLC that reconnects
+//! after a cable pull leaves exactly such half-open connections behind.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -10,10 +16,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::task::Poll;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 
 use super::connection::{self, End};
 use super::error::PlcError;
@@ -39,8 +46,9 @@ pub struct ModbusCounters {
     pub requests: AtomicU64,
     /// Closed at accept: the address is not on `allow`.
     pub refused_not_allowed: AtomicU64,
-    /// Closed at accept: `max_connections` were open.
-    pub refused_cap: AtomicU64,
+    /// Closed to admit a new connection: `max_connections` were open and
+    /// this one had gone longest without a request.
+    pub evicted_idle: AtomicU64,
     /// Closed after `idle_timeout` without a request.
     pub closed_idle: AtomicU64,
     /// Closed on a header that cannot be framed.
@@ -102,6 +110,8 @@ impl ModbusServer {
             max_connections: config.max_connections.max(1),
             idle: config.idle_timeout,
             counters: Arc::clone(&counters),
+            connections: Vec::new(),
+            epoch: Instant::now(),
             refusals: HashMap::new(),
             cap_log: RateLimiter::new(REFUSAL_LOG_EVERY),
         };
@@ -177,10 +187,23 @@ struct Accept {
     max_connections: usize,
     idle: Duration,
     counters: Arc<ModbusCounters>,
+    /// The connections admitted, finished ones pruned at the cap.
+    connections: Vec<Admitted>,
+    /// The zero of `Admitted::last_request`.
+    epoch: Instant,
     /// Each refused address's warnings, one per `REFUSAL_LOG_EVERY`.
     refusals: HashMap<IpAddr, RateLimiter>,
-    /// Refusals at the cap, one warning per `REFUSAL_LOG_EVERY`.
+    /// Evictions at the cap, one warning per `REFUSAL_LOG_EVERY`.
     cap_log: RateLimiter,
+}
+
+/// An admitted connection, as the accept loop sees it.
+struct Admitted {
+    peer: SocketAddr,
+    /// Milliseconds after `Accept::epoch` of its last request (its accept
+    /// before the first), written by its task.
+    last_request: Arc<AtomicU64>,
+    task: AbortHandle,
 }
 
 impl Accept {
@@ -226,22 +249,26 @@ impl Accept {
             }
             return;
         }
-        if self.counters.open.load(Ordering::Relaxed) >= self.max_connections {
-            let refused = self.counters.refused_cap.fetch_add(1, Ordering::Relaxed) + 1;
-            if self.cap_log.admit().is_log() {
-                log::warn!(target: "sealcheck::plc", peer:% = ip, max_connections = self.max_connections, refused = refused;
-                    "Modbus connection from {ip} closed: {} connections are open ([modbus] max_connections)",
-                    self.max_connections);
-            }
-            return;
+        let now = self.millis();
+        self.connections.retain(|c| !c.task.is_finished());
+        if self.connections.len() >= self.max_connections {
+            self.evict_the_longest_idle(peer, now);
         }
         self.counters.accepted.fetch_add(1, Ordering::Relaxed);
         let open = Open::new(Arc::clone(&self.counters));
         let stations = Arc::clone(&self.stations);
         let idle = self.idle;
+        let last_request = Arc::new(AtomicU64::new(now));
+        let written = Arc::clone(&last_request);
+        let epoch = self.epoch;
         log::info!(target: "sealcheck::plc", peer:% = peer; "PLC connected from {peer}");
-        tokio::spawn(async move {
-            let end = connection::serve(stream, stations, idle, &open.counters.requests).await;
+        let task = tokio::spawn(async move {
+            let activity = connection::Activity {
+                requests: &open.counters.requests,
+                last_request: &written,
+                epoch,
+            };
+            let end = connection::serve(stream, stations, idle, activity).await;
             match &end {
                 End::Closed => {
                     log::info!(target: "sealcheck::plc", peer:% = peer; "PLC {peer} disconnected")
@@ -263,6 +290,42 @@ impl Accept {
             }
             drop(open);
         });
+        self.connections.push(Admitted {
+            peer,
+            last_request,
+            task: task.abort_handle(),
+        });
+    }
+
+    /// Milliseconds since `epoch`, the clock of `Admitted::last_request`.
+    fn millis(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Closes the connection that has gone longest without a request, to
+    /// admit `newcomer`. Its task is aborted: on this one-thread runtime it is
+    /// dropped before any other task runs again, which closes its socket and
+    /// drops its `Open`.
+    fn evict_the_longest_idle(&mut self, newcomer: SocketAddr, now: u64) {
+        let Some(index) = self
+            .connections
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| c.last_request.load(Ordering::Relaxed))
+            .map(|(index, _)| index)
+        else {
+            return;
+        };
+        let evicted = self.connections.swap_remove(index);
+        evicted.task.abort();
+        let silent_ms = now.saturating_sub(evicted.last_request.load(Ordering::Relaxed));
+        let count = self.counters.evicted_idle.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.cap_log.admit().is_log() {
+            log::warn!(target: "sealcheck::plc", peer:% = evicted.peer, newcomer:% = newcomer,
+                silent_ms = silent_ms, max_connections = self.max_connections, evicted = count;
+                "Modbus connection from {} closed to admit {newcomer}: {} connections were open ([modbus] max_connections) and it had sent no request for {:.1} s (logged once a minute; {count} closed so far)",
+                evicted.peer, self.max_connections, silent_ms as f64 / 1000.0);
+        }
     }
 }
 
