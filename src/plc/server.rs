@@ -303,9 +303,9 @@ impl Accept {
     }
 
     /// Closes the connection that has gone longest without a request, to
-    /// admit `newcomer`. Its task is aborted: on this one-thread runtime it is
-    /// dropped before any other task runs again, which closes its socket and
-    /// drops its `Open`.
+    /// admit `newcomer`. Its task is aborted: the runtime (this thread) drops
+    /// it when it next schedules it, soon after this accept; that closes its
+    /// socket and drops its `Open` (`counters.open` lags until then).
     fn evict_the_longest_idle(&mut self, newcomer: SocketAddr, now: u64) {
         let Some(index) = self
             .connections
