@@ -53,7 +53,7 @@ impl SourceOutages {
 }
 
 /// The summary's archive line: frames it did not keep, by why; `None`
-/// without `[archive]` or when it kept every one.
+/// when there are no counts or it kept every one.
 fn archive_line(dropped: Option<[(&'static str, u64); 4]>) -> Option<String> {
     let dropped = dropped?;
     let total: u64 = dropped.iter().map(|(_, n)| n).sum();
@@ -87,9 +87,9 @@ pub struct RunSummary {
     pub results_lost: u64,
     /// The live sources' losses, as they happened.
     pub source_outages: SourceOutages,
-    /// Frames the archive should have kept and did not, by why (all 0
-    /// without `[archive]`)
-    /// (`queue_full`, `over_limit`, `low_disk`, `write_error`).
+    /// Frames the archive should have kept and did not, by why
+    /// (`ArchiveDrop::ALL`'s names and counts; all 0 when it archived
+    /// nothing, `[archive]` off included, since reload may turn it on).
     pub archive_dropped: Option<[(&'static str, u64); 4]>,
     /// Verdicts the line got (one per part), and how many were `late`.
     pub line: LineCounts,
