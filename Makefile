@@ -20,7 +20,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # (Cargo.toml says which). The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci-test
 
-.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall deb jetson deb-test demo-assets clean
+.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall deb jetson jetson-check deb-test demo-assets clean
 
 all: build
 
@@ -99,7 +99,7 @@ test: deps aarch64-deps python onnxruntime
 # Debian's Rust with the aarch64 standard library and the cross compilers, for
 # scripts/ci/aarch64_check.sh (`make test`; it says why no arm64 GStreamer packages).
 AARCH64_PKGS := rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
-                g++-aarch64-linux-gnu
+                g++-aarch64-linux-gnu binutils-aarch64-linux-gnu
 aarch64-deps:
 	@if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! [ -x /usr/bin/cargo ] \
 	   || ! ls -d /usr/lib/rustlib/aarch64-unknown-linux-gnu/lib >/dev/null 2>&1; then \
@@ -127,8 +127,22 @@ uninstall:
 deb: deps
 	scripts/package/make_deb.sh amd64
 
-jetson: deps
-	scripts/package/make_deb.sh arm64
+jetson: deps aarch64-deps python
+	PYTHON=$(CURDIR)/$(PY) scripts/package/make_deb.sh arm64
+
+# The arm64 build checked here, under emulation (docs/JETSON.md, "What was verified"): its
+# results, check-config and evaluate against the x86_64 build's on the demo clip
+# (scripts/ci/arm64_run.sh), then its package installed, run, upgraded and removed in a
+# fresh arm64 Debian 12 root (scripts/ci/deb_test.sh). Not in `make test` (docs/CI.md: time).
+JETSON_CHECK_PKGS := qemu-user-static binfmt-support debootstrap file
+jetson-check: jetson build onnxruntime
+	@if ! command -v qemu-aarch64-static >/dev/null || ! command -v debootstrap >/dev/null \
+	   || ! command -v update-binfmts >/dev/null || ! command -v file >/dev/null; then \
+	  echo "Installing: $(JETSON_CHECK_PKGS)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(JETSON_CHECK_PKGS); \
+	fi
+	PYTHON=$(CURDIR)/$(PY) scripts/ci/arm64_run.sh target/jetson/aarch64-unknown-linux-gnu/release/sealcheck $(BINARY)
+	$(SUDO) scripts/ci/deb_test.sh dist/sealcheck_$$(sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -1)_arm64.deb
 
 # The amd64 package installed, checked, run, removed, reinstalled and purged in a fresh
 # Debian 12 root (debootstrap). Needs root and the network (apt); the script says more.

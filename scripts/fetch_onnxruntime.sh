@@ -34,7 +34,7 @@ if [[ -f "$DEST/$LIB_NAME" ]]; then
 fi
 
 # Wheel platform tags on PyPI for onnxruntime 1.31 (manylinux_2_27 / _2_28).
-case "$(uname -m)" in
+case "${ORT_ARCH:-$(uname -m)}" in
     x86_64) ARCH=x86_64 ;;
     aarch64 | arm64) ARCH=aarch64 ;;
     *) fail "no onnxruntime wheel on PyPI for machine type '$(uname -m)'; build ONNX Runtime from source and set ORT_DYLIB_PATH" ;;

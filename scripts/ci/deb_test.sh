@@ -50,6 +50,14 @@ done
 
 arch=$(dpkg-deb --field "$deb" Architecture)
 host_arch=$(dpkg --print-architecture)
+if [ "$arch" != "$host_arch" ] && ! [ -e "/proc/sys/fs/binfmt_misc/qemu-aarch64" ] \
+    && command -v update-binfmts >/dev/null 2>&1; then
+    # A container often starts with binfmt_misc unmounted: mount it and register qemu
+    # (binfmt-support's entry has the F flag, so the chroot needs no copy of qemu).
+    [ -e /proc/sys/fs/binfmt_misc/register ] ||
+        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+    update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+fi
 if [ "$arch" != "$host_arch" ] && ! [ -e "/proc/sys/fs/binfmt_misc/qemu-aarch64" ]; then
     echo "deb_test: a $arch package on $host_arch needs qemu-user-static with binfmt:" \
         "apt-get install qemu-user-static binfmt-support" >&2

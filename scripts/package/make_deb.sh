@@ -63,8 +63,9 @@ command -v dpkg-shlibdeps >/dev/null 2>&1 ||
 
 if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
     # The cross toolchain as scripts/ci/aarch64_check.sh uses it (Debian's Rust, whose
-    # aarch64 standard library is a package; rustup's needs `rustup target add`), and
-    # GStreamer's arm64 development files for the -sys crates' pkg-config and the link.
+    # aarch64 standard library is a package; rustup's needs `rustup target add`), and an
+    # arm64 system root of Debian's GStreamer packages, unpacked beside the amd64 ones
+    # (scripts/package/arm64_sysroot.sh says why not installed) for pkg-config and the link.
     CARGO=${CARGO_AARCH64:-/usr/bin/cargo}
     RUSTC=${RUSTC_AARCH64:-/usr/bin/rustc}
     missing=""
@@ -74,28 +75,41 @@ if [ "$arch" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then
         missing="$missing libstd-rust-web-dev:arm64"
     fi
     command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing="$missing gcc-aarch64-linux-gnu"
+    command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || missing="$missing g++-aarch64-linux-gnu"
     command -v aarch64-linux-gnu-objdump >/dev/null 2>&1 || missing="$missing binutils-aarch64-linux-gnu"
-    pcdir=/usr/lib/aarch64-linux-gnu/pkgconfig
-    [ -e "$pcdir/gstreamer-1.0.pc" ] || missing="$missing libgstreamer1.0-dev:arm64"
-    [ -e "$pcdir/gstreamer-video-1.0.pc" ] && [ -e "$pcdir/gstreamer-app-1.0.pc" ] ||
-        missing="$missing libgstreamer-plugins-base1.0-dev:arm64"
     if [ -n "$missing" ]; then
         die "cross-building for arm64 needs:$missing
-  install: dpkg --add-architecture arm64 && apt-get update && apt-get install$missing
-  (on Debian 12, libgstreamer-plugins-base1.0-dev:arm64 replaces the amd64 one that make test
-  needs: build the arm64 package in an arm64 container or on the Jetson instead; docs/JETSON.md)"
+  install them with \`make aarch64-deps\` (root), or by hand:
+  dpkg --add-architecture arm64 && apt-get update && apt-get install$missing"
     fi
-    export RUSTC
+    sysroot=$(pwd)/target/arm64-sysroot
+    scripts/package/arm64_sysroot.sh "$sysroot"
+    # Every feature: TensorRT (the Jetson's engine; it includes `cuda`, whose kernels nvcc
+    # compiles for sm_87) against the TensorRT check's headers.
+    CUDA_INSTALL_ONLY=1 PYTHON=$PYTHON scripts/ci/ci_cuda_build.sh >&2
+    if [ -z "${CUDA_HOME:-}" ]; then
+        CUDA_HOME=$(cd "$(ls -d .cuda-toolkit/venv/lib/python3*/site-packages/nvidia/cu13 | head -n 1)" && pwd)
+    fi
+    headers=$(PYTHON=$PYTHON scripts/ci/fetch_tensorrt_headers.sh)
+    TENSORRT_INCLUDE_DIR=$(echo "$headers" | sed -n 's/^TENSORRT_INCLUDE_DIR=//p')
+    export CUDA_HOME TENSORRT_INCLUDE_DIR RUSTC
+    features_args="--features tensorrt"
+    lib=$sysroot/usr/lib/aarch64-linux-gnu
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/jetson}
+    binary=$CARGO_TARGET_DIR/$target/release/sealcheck
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    # The cross compiler's own libc; GStreamer, GLib and what they need from the root.
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-Wl,-rpath-link,$lib -C link-arg=-Wl,-rpath-link,$sysroot/lib/aarch64-linux-gnu"
     export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
     export CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++
     export PKG_CONFIG_ALLOW_CROSS=1
-    export PKG_CONFIG_LIBDIR="$pcdir:/usr/share/pkgconfig"
+    export PKG_CONFIG_SYSROOT_DIR=$sysroot
+    export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$sysroot/usr/share/pkgconfig"
 fi
 
 if [ "$NO_BUILD" != 1 ]; then
     # shellcheck disable=SC2086 # target_args is empty or two words
-    "$CARGO" build --release --locked $target_args ${JOBS:+-j "$JOBS"}
+    "$CARGO" build --release --locked $target_args ${features_args:-} ${JOBS:+-j "$JOBS"}
 fi
 [ -x "$binary" ] || die "no binary at $binary (build it: $CARGO build --release --locked $target_args)"
 
