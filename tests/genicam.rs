@@ -384,7 +384,7 @@ fn mono_source(trigger: GenicamTrigger) -> SourceConfig {
             camera: Some(CAMERA_ID.into()),
             exposure_us: CameraValue::Fixed(10_000.0),
             gain_db: CameraValue::Fixed(0.0),
-            pixel_format: GenicamPixelFormat::Mono8,
+            pixel_format: Some(GenicamPixelFormat::Mono8),
             packet_size: None,
             features: vec![
                 ("Width".into(), "256".into()),
