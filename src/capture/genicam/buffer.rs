@@ -73,8 +73,7 @@ impl fmt::Display for BufferWarning {
             write!(
                 f,
                 "raise it with `sudo sysctl -p {SYSCTL_FILE}` (installed by the sealcheck \
-                 package: {}) or `sudo sysctl -w net.core.rmem_default={}`",
-                kib(PACKAGE_BYTES),
+                 package: 32 MiB) or `sudo sysctl -w net.core.rmem_default={}`",
                 self.raise_to
             )?;
         } else {
