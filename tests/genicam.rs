@@ -237,7 +237,8 @@ const BUFFER_WARNING: &str = "is larger than the socket buffer its GigE Vision s
 /// `pixel_format` the camera keeps the format it has (Mono8, the simulator's
 /// own; then BayerGR8, set with arv-tool: left alone, `aravissrc` would take
 /// the first format the camera offers and set it) and its frames are judged,
-/// Bayer through bayer2rgb. A 64 KiB frame fits the default socket buffer: no warning.
+/// Bayer through bayer2rgb. A 64 KiB frame fits the default socket buffer: no
+/// warning. A format sealcheck cannot convert (Mono16) is named at start.
 #[test]
 fn without_pixel_format_the_camera_keeps_its_format_and_its_frames_are_judged() {
     let Some(ns) = Netns::new("camera's own pixel format") else {
@@ -291,6 +292,20 @@ fn without_pixel_format_the_camera_keeps_its_format_and_its_frames_are_judged() 
             "sealcheck left the camera's PixelFormat as it was"
         );
     }
+    // A format sealcheck does not convert: a config problem, named at start.
+    ns.arv_tool(&["control", "PixelFormat=Mono16"])
+        .unwrap_or_else(|e| panic!("the simulator takes Mono16: {e}"));
+    let (code, _, stderr) = start(&ns, &config).finish(START_TIMEOUT);
+    assert_eq!(
+        code, 78,
+        "a format sealcheck cannot read is EX_CONFIG:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the camera sends PixelFormat Mono16, which sealcheck cannot convert")
+            && stderr
+                .contains("the camera offers BayerBG8, BayerGB8, BayerGR8, BayerRG8, Mono8, RGB8"),
+        "the format and the values to set are named:\n{stderr}"
+    );
 }
 
 /// Issue 37, item 6: a GigE camera whose frame is larger than the socket

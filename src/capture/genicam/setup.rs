@@ -7,7 +7,10 @@
 //! the pixel format from the caps, sets the frame rate (which clears every
 //! trigger: `arv_camera_set_frame_rate`), then applies its `features` string.
 //! So exposure, gain and the config's `features` are set here, once; the
-//! trigger goes into the element's `features` string, applied after.
+//! trigger goes into the element's `features` string, applied after. The
+//! pixel format (`format`) is pinned in the capsfilter; one the config names
+//! is also set here, so that the camera's PayloadSize is the streamed frame's
+//! when the socket buffer is checked (`link::GenicamLink::check_socket_buffer`).
 
 use std::str::FromStr;
 
@@ -62,7 +65,10 @@ pub(crate) fn prepare(
         FormatProblem::Refused(reason, accepts) => refused(
             "pixel_format",
             "PixelFormat",
-            config.pixel_format.map_or("", |f| f.name()).into(),
+            config
+                .pixel_format
+                .map_or("(left to the camera)", |f| f.name())
+                .into(),
             reason,
             accepts,
         ),
