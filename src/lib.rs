@@ -38,8 +38,9 @@
 //! (`ring::StreamEnd`), and `capture` names its types for `capture::EndOfStream`.
 //!
 //! `status` (metrics, the page, `/healthz`) is above the stages: it reads the
-//! counters the other rooms own (`capture::SourceStatus`, `archive::ArchiveCounters`,
-//! `output::ResultsFileStatus`, `stats::ResultCounters`, `line::LineStats`)
+//! counters the other rooms own (`capture::SourceStatus`, `capture::GenicamCounters`,
+//! `archive::ArchiveCounters`, `output::ResultsFileStatus`, `stats::ResultCounters`,
+//! `line::LineStats`)
 //! and implements the output stage's `output::ResultTaps`; no room below it
 //! imports it. The pipeline tells it how the run goes on a watch channel
 //! (`status::RunReport`), read or not: nothing checks whether the page is on.

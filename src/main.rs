@@ -154,7 +154,8 @@ fn main() -> ExitCode {
 fn exit_code(e: &anyhow::Error) -> u8 {
     let config_problem = e.chain().any(|c| {
         c.downcast_ref::<config::ConfigError>().is_some()
-            || c.downcast_ref::<sealcheck::check_config::CheckError>().is_some()
+            || c.downcast_ref::<sealcheck::check_config::CheckError>()
+                .is_some()
             || matches!(
                 c.downcast_ref::<PipelineError>(),
                 Some(
@@ -162,7 +163,10 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                         | PipelineError::Inference(_)
                         | PipelineError::Device(_)
                         // A camera refusing a configured setting: the config must change.
-                        | PipelineError::Capture(sealcheck::capture::CaptureError::CameraRefused { .. })
+                        | PipelineError::Capture(
+                            sealcheck::capture::CaptureError::CameraRefused { .. }
+                                | sealcheck::capture::CaptureError::PixelFormatUnread { .. }
+                        )
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()
@@ -185,6 +189,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Cameras => {
+            // Warnings (a GigE camera's frame larger than its socket buffer) on stderr.
+            service::init_logging(config::LogFormat::Logfmt, "warn");
             print!("{}", sealcheck::capture::list_cameras().render());
             Ok(ExitCode::SUCCESS)
         }

@@ -1,7 +1,8 @@
 //! `kind = "genicam"` against Aravis' GigE Vision camera simulator: free run,
-//! features read back from the camera, the software trigger, the hardware
-//! (line) trigger's setup, a camera lost and reopened, packet loss, and the
-//! errors a technician meets first.
+//! features read back from the camera, the camera's own pixel format followed,
+//! the socket-buffer warning, incomplete frames per camera (summary and
+//! /metrics), the software trigger, the hardware (line) trigger's setup, a
+//! camera lost and reopened, packet loss, and the errors a technician meets first.
 //!
 //! ```text
 //! arv-fake-gv-camera-0.8 (512x512, 25 fps; own network namespace per test, see common::genicam)
@@ -175,6 +176,294 @@ fn free_run_gives_one_result_per_delivered_frame_with_seq_contiguous() {
     assert!(
         whole + incomplete >= 240,
         "{whole} whole + {incomplete} incomplete frames in > 10 s at 25 fps:\n{stderr}"
+    );
+    assert_eq!(
+        summary_counts(&service.stdout(), "camera"),
+        (incomplete, whole),
+        "the summary counts what capture logged"
+    );
+}
+
+/// The run summary's GenICam line for `camera` ("camera" for `[source]`,
+/// "camera NAME"): (incomplete, whole).
+fn summary_counts(stdout: &str, camera: &str) -> (u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{camera}: ")) && l.contains("incomplete frame(s)"))
+        .unwrap_or_else(|| {
+            panic!("no incomplete-frames line for {camera} in the summary:\n{stdout}")
+        });
+    let number = |text: &str| -> u64 {
+        text.split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {line}"))
+    };
+    let incomplete = number(&line[camera.len() + 2..]);
+    // "..., 2500 whole[; see ...]": the word before " whole".
+    let whole = number(
+        line.split(" whole")
+            .next()
+            .and_then(|before| before.rsplit(' ').next())
+            .unwrap_or_else(|| panic!("no whole count in {line}")),
+    );
+    (incomplete, whole)
+}
+
+/// `net.core.rmem_default` as seen inside the namespace, in bytes.
+fn rmem_default(ns: &Netns) -> u64 {
+    let out = ns
+        .command("cat")
+        .arg("/proc/sys/net/core/rmem_default")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("rmem_default is a number")
+}
+
+/// Sizes as sealcheck words them: "208 KiB", "150.5 KiB".
+fn kib(bytes: u64) -> String {
+    if bytes % 1024 == 0 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+/// The start warning's words, for all but the camera's name.
+const BUFFER_WARNING: &str = "is larger than the socket buffer its GigE Vision stream gets";
+
+/// Issue 37, item 6: a config that names only the camera works. Without
+/// `pixel_format` the camera keeps the format it has (Mono8, the simulator's
+/// own; then BayerGR8, set with arv-tool: left alone, `aravissrc` would take
+/// the first format the camera offers and set it) and its frames are judged,
+/// Bayer through bayer2rgb. A 64 KiB frame fits the default socket buffer: no
+/// warning. A format sealcheck cannot convert (Mono16) is named at start.
+#[test]
+fn without_pixel_format_the_camera_keeps_its_format_and_its_frames_are_judged() {
+    let Some(ns) = Netns::new("camera's own pixel format") else {
+        return;
+    };
+    let _camera = ns.simulator(0);
+    let fits = rmem_default(&ns) >= 256 * 256;
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!(
+        "kind = \"genicam\"\ncamera = \"{CAMERA_ID}\"\nfeatures = \"{SIZE}\"\n\
+         retry_min_ms = 200\nretry_max_ms = 1000\n"
+    );
+    let config = write_config(dir.path(), &source);
+    let results = dir.path().join("results.jsonl");
+    for format in ["Mono8", "BayerGR8"] {
+        if format != "Mono8" {
+            ns.arv_tool(&["control", &format!("PixelFormat={format}")])
+                .unwrap_or_else(|e| panic!("the simulator takes {format}: {e}"));
+        }
+        assert_eq!(ns.feature("PixelFormat"), format);
+        let _ = fs::remove_file(&results);
+        let mut service = start(&ns, &config);
+        wait_for_results(&results, 5, START_TIMEOUT, &mut service);
+        let status = service.terminate(Duration::from_secs(30));
+        let stderr = service.stderr();
+        assert!(status.success(), "{format}: exit {status}:\n{stderr}");
+        assert!(
+            stderr.contains(&format!("pixel_format={format} pixel_format_from=camera")),
+            "{format}: the camera's own format is logged:\n{stderr}"
+        );
+        if fits {
+            assert!(
+                !stderr.contains(BUFFER_WARNING),
+                "{format}: a 64 KiB frame fits the socket buffer:\n{stderr}"
+            );
+        }
+        let lines = result_lines(&results);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["reason"] != "error" && l["reason"] != "not_inspected"),
+            "{format}: no frame judged: {lines:?}"
+        );
+        assert!(
+            lines.iter().all(|l| l["reason"] != "error"),
+            "{format}: a frame failed: {lines:?}"
+        );
+        assert_eq!(
+            ns.feature("PixelFormat"),
+            format,
+            "sealcheck left the camera's PixelFormat as it was"
+        );
+    }
+    // A format sealcheck does not convert: a config problem, named at start.
+    ns.arv_tool(&["control", "PixelFormat=Mono16"])
+        .unwrap_or_else(|e| panic!("the simulator takes Mono16: {e}"));
+    let (code, _, stderr) = start(&ns, &config).finish(START_TIMEOUT);
+    assert_eq!(
+        code, 78,
+        "a format sealcheck cannot read is EX_CONFIG:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("the camera sends PixelFormat Mono16, which sealcheck cannot convert")
+            && stderr
+                .contains("the camera offers BayerBG8, BayerGB8, BayerGR8, BayerRG8, Mono8, RGB8"),
+        "the format and the values to set are named:\n{stderr}"
+    );
+}
+
+/// Issue 37, item 6: a GigE camera whose frame is larger than the socket
+/// buffer its stream gets (`net.core.rmem_default`, read by the test inside
+/// the namespace as sealcheck reads it) is warned of once at start, by
+/// `sealcheck run` and by `sealcheck cameras`, with both sizes and the fix.
+#[test]
+fn a_frame_larger_than_the_socket_buffer_is_warned_of_at_start_by_run_and_cameras() {
+    let Some(ns) = Netns::new("socket buffer warning") else {
+        return;
+    };
+    let rmem = rmem_default(&ns);
+    // The smallest square 8-bit frame (side a multiple of 32) larger than the buffer.
+    let side = ((rmem as f64).sqrt() as u64 / 32 + 1) * 32;
+    if side > 2048 {
+        common::skipped(format_args!(
+            "socket buffer warning: net.core.rmem_default is {rmem} bytes, more than the \
+             simulator's largest 8-bit frame (2048x2048)"
+        ));
+        return;
+    }
+    let _camera = ns.simulator(0);
+    let expected = format!(
+        "GenICam camera {CAMERA_ID}: one frame ({}) {BUFFER_WARNING} (net.core.rmem_default = {})",
+        kib(side * side),
+        kib(rmem)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let source = genicam_source(&format!("features = \"Width={side} Height={side}\"\n"));
+    let config = write_config(dir.path(), &source);
+    let mut service = start(&ns, &config);
+    assert!(
+        service.wait_for_log(BUFFER_WARNING, START_TIMEOUT),
+        "no warning for a {side}x{side} frame and a {rmem}-byte buffer:\n{}",
+        service.stderr()
+    );
+    service.terminate(Duration::from_secs(30));
+    let stderr = service.stderr();
+    let warning = stderr.lines().find(|l| l.contains(BUFFER_WARNING)).unwrap();
+    assert!(
+        warning.contains(&expected)
+            && warning.contains("level=warn")
+            && warning.contains("sysctl -p /etc/sysctl.d/60-sealcheck-gige.conf"),
+        "expected {expected:?} at WARN with the fix in:\n{warning}"
+    );
+    assert_eq!(
+        stderr.matches(BUFFER_WARNING).count(),
+        1,
+        "once at start:\n{stderr}"
+    );
+    println!("{side}x{side} frame, rmem_default {rmem}: {warning}");
+
+    let cameras = |width: u64| -> String {
+        ns.arv_tool(&[
+            "control",
+            &format!("Width={width}"),
+            &format!("Height={width}"),
+        ])
+        .unwrap_or_else(|e| panic!("the simulator takes {width}x{width}: {e}"));
+        let out = ns
+            .command("timeout")
+            .arg("30")
+            .arg(common::sealcheck_bin())
+            .arg("cameras")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sealcheck cameras: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let listed = cameras(side);
+    assert!(
+        listed.contains(&expected),
+        "sealcheck cameras: expected {expected:?} in:\n{listed}"
+    );
+    if rmem >= 64 * 64 {
+        let small = cameras(64);
+        assert!(
+            !small.contains(BUFFER_WARNING),
+            "a 4 KiB frame fits:\n{small}"
+        );
+    }
+}
+
+/// Issue 37, item 6: the run's summary and `/metrics` count each GenICam
+/// camera's incomplete frames by its name, and they agree with the counts
+/// capture logs at its end. The simulator loses 5 % of its packets (8 KiB
+/// packets, 10 a frame): frames go missing while it runs.
+#[test]
+fn incomplete_frames_are_counted_per_camera_in_the_summary_and_in_metrics() {
+    let Some(ns) = Netns::new("incomplete frames per camera") else {
+        return;
+    };
+    let _camera = ns.simulator(50);
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let config = write_config(dir.path(), &genicam_source("packet_size = 8192\n"));
+    let text = fs::read_to_string(&config)
+        .unwrap()
+        .replacen("[source]\n", "[cameras.side]\n", 1);
+    fs::write(
+        &config,
+        format!("{text}\n[status]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let results = dir.path().join("results.jsonl");
+    let mut service = start(&ns, &config);
+    wait_for_results(&results, 5, START_TIMEOUT, &mut service);
+    let scrape = || -> (u64, String) {
+        let out = ns
+            .command("curl")
+            .args(["-s", "-m", "10"])
+            .arg(format!("http://127.0.0.1:{port}/metrics"))
+            .output()
+            .expect("curl in the namespace");
+        let metrics = String::from_utf8_lossy(&out.stdout).into_owned();
+        let series = |name: &str| -> u64 {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
+        };
+        // Both series from the first scrape on (each read at its own moment
+        // of the scrape: a frame may be counted in between).
+        let camera = series("sealcheck_camera_incomplete_frames_total{camera=\"side\"}");
+        series("sealcheck_source_incomplete_frames_total");
+        (camera, metrics)
+    };
+    // It counts while the run goes on.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let scraped = loop {
+        let (camera, metrics) = scrape();
+        if camera > 0 {
+            break camera;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no incomplete frame counted in 30 s at 5 % packet loss:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let status = service.terminate(Duration::from_secs(30));
+    let stderr = service.stderr();
+    assert!(status.success(), "exit {status}:\n{stderr}");
+    let (whole, incomplete) = logged_counts(&stderr);
+    println!("scraped {scraped} incomplete; at the end {whole} whole, {incomplete} incomplete");
+    assert_eq!(
+        summary_counts(&service.stdout(), "camera side"),
+        (incomplete, whole),
+        "the summary names the camera and counts what capture logged:\n{}",
+        service.stdout()
+    );
+    assert!(
+        scraped <= incomplete,
+        "a counter only goes up: {scraped} scraped, {incomplete} at the end"
     );
 }
 
@@ -384,7 +673,7 @@ fn mono_source(trigger: GenicamTrigger) -> SourceConfig {
             camera: Some(CAMERA_ID.into()),
             exposure_us: CameraValue::Fixed(10_000.0),
             gain_db: CameraValue::Fixed(0.0),
-            pixel_format: GenicamPixelFormat::Mono8,
+            pixel_format: Some(GenicamPixelFormat::Mono8),
             packet_size: None,
             features: vec![
                 ("Width".into(), "256".into()),
@@ -685,21 +974,24 @@ fn check_config_names_every_bad_genicam_key_at_once() {
     ] {
         assert!(text.contains(key), "{key} not named in:\n{text}");
     }
-    let good = write_config(
-        dir.path(),
+    for good in [
         "kind = \"genicam\"\ncamera = \"192.168.10.20\"\nexposure_us = \"auto\"\ngain_db = 6.5\n\
          pixel_format = \"Mono8\"\npacket_size = 8192\nfeatures = \"BalanceWhiteAuto=Off\"\ntrigger = \"line1\"\n",
-    );
-    let out = std::process::Command::new(common::sealcheck_bin())
-        .arg("check-config")
-        .arg(&good)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        // Only the camera: its pixel format is the one it sends.
+        "kind = \"genicam\"\ncamera = \"192.168.10.20\"\n",
+    ] {
+        let good = write_config(dir.path(), good);
+        let out = std::process::Command::new(common::sealcheck_bin())
+            .arg("check-config")
+            .arg(&good)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Issue 29 with issue 31: `[trigger] mode = "plc"` on a camera with

@@ -79,6 +79,22 @@ pub enum CaptureError {
         accepts: Option<String>,
     },
 
+    /// A GenICam camera left to its own pixel format (no `pixel_format` in
+    /// the config) sends one that sealcheck cannot convert to RGB: a person
+    /// has to set `pixel_format`; no retry fixes it.
+    #[error(
+        "{origin}: the camera sends PixelFormat {current}, which sealcheck cannot convert (it reads \
+         Mono8, RGB8 and 8-bit Bayer) — set `pixel_format` in the camera's config section{}",
+        readable_suffix(.readable)
+    )]
+    PixelFormatUnread {
+        origin: String,
+        /// The camera's PixelFormat now, e.g. "Mono12".
+        current: String,
+        /// The camera's own entries that sealcheck reads.
+        readable: Vec<String>,
+    },
+
     /// The Aravis library (`libaravis-0.8.so.0`) cannot be loaded.
     #[error(
         "{origin} needs the Aravis library, which cannot be loaded: {reason} — install \
@@ -129,6 +145,30 @@ fn accepts_suffix(accepts: &Option<String>) -> String {
     accepts
         .as_ref()
         .map_or_else(String::new, |a| format!("; the camera accepts {a}"))
+}
+
+/// The camera's entries sealcheck reads, and the `pixel_format` values for them.
+fn readable_suffix(readable: &[String]) -> String {
+    if readable.is_empty() {
+        return " (the camera offers none of those: it cannot be used as it is)".to_string();
+    }
+    let mut keys: Vec<&str> = Vec::new();
+    for entry in readable {
+        let key = if entry.starts_with("Bayer") {
+            "Bayer"
+        } else {
+            entry.as_str()
+        };
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let keys: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+    format!(
+        " (the camera offers {}: pixel_format = {})",
+        readable.join(", "),
+        keys.join(" or ")
+    )
 }
 
 fn debug_suffix(debug: &Option<String>) -> String {

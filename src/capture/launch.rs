@@ -7,7 +7,7 @@
 //! v4l2:     {v4l2src} [- {capsfilter} [- {decodebin}]] -+
 //! rtsp:     {rtspsrc} - {decodebin} ---------------'
 //! images:   {appsrc "src"} (RGB frames decoded file by file by `image_feeder`) - {appsink "sink"}
-//! genicam:  {aravissrc} - {capsfilter camera_caps} [- {bayer2rgb}] -+ (caps set by `genicam::prepare`)
+//! genicam:  {aravissrc} - {capsfilter camera_caps} [- {bayer2rgb}] -+ (caps set, and bayer2rgb put in, by `genicam::prepare`)
 //! pipeline: the user's description, which must contain {appsink name=sink}
 //! ```
 //!
@@ -219,15 +219,10 @@ pub(crate) fn create_pipeline(
             "nvarguscamerasrc name=src ! capsfilter name=camera_caps ! nvvidconv ! \
              video/x-raw,format=BGRx ! {RGB_TAIL} sync=false"
         ),
-        SourceKind::Genicam(g) => {
-            let demosaic = if g.pixel_format == crate::config::GenicamPixelFormat::Bayer {
-                "bayer2rgb ! "
-            } else {
-                ""
-            };
-            format!(
-                "aravissrc name=src ! capsfilter name=camera_caps ! {demosaic}{RGB_TAIL} sync=false"
-            )
+        // Whether bayer2rgb goes in is known once the camera is open
+        // (`genicam::prepare`): the camera's own format may be followed.
+        SourceKind::Genicam(_) => {
+            format!("aravissrc name=src ! capsfilter name=camera_caps ! {RGB_TAIL} sync=false")
         }
         SourceKind::Pipeline { description, .. } => description.clone(),
     };

@@ -82,7 +82,10 @@ pub struct GenicamSource {
     pub camera: Option<String>,
     pub exposure_us: CameraValue,
     pub gain_db: CameraValue,
-    pub pixel_format: GenicamPixelFormat,
+    /// What the camera is set to send; `None` (the key left out): the camera
+    /// keeps the PixelFormat it has, and the pipeline converts what it sends
+    /// (Mono8, RGB8 or 8-bit Bayer; another format is refused at start).
+    pub pixel_format: Option<GenicamPixelFormat>,
     /// GigE Vision stream packet size in bytes; `None`: negotiated with the
     /// camera (the largest the path carries).
     pub packet_size: Option<u32>,

@@ -67,4 +67,4 @@ pub use context::{RunContext, SourcePlan};
 pub use error::PipelineError;
 pub use run::run;
 pub use status_text::LineTelemetry;
-pub use summary::{RunSummary, SourceOutages};
+pub use summary::{GenicamFrameCounts, RunSummary, SourceOutages};

@@ -15,7 +15,7 @@ use super::reload::reload;
 use super::run_info::run_info;
 use super::stages::{Stages, start_stages};
 use super::status_text::{LineTelemetry, problems_first};
-use super::summary::RunSummary;
+use super::summary::{GenicamFrameCounts, RunSummary};
 use crate::capture::EndOfStream;
 use crate::config::Config;
 use crate::frame::PixelDemand;
@@ -161,6 +161,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     } else {
         (EndOfStream::Stopped, liveness.finished())
     };
+    // Read after the shutdown below, so that every camera's last frames count.
+    let genicam = stages.capture.genicam_counters();
     stages.capture.shutdown();
     // In `plc` mode each deadline clock is fed by its desk: no trigger
     // comes any more, so its feed goes and the thread ends after the last part.
@@ -185,6 +187,14 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         mqtt,
         results_lost: results_file.lost_lines(),
         source_outages,
+        genicam_frames: genicam
+            .into_iter()
+            .map(|(camera, counters)| GenicamFrameCounts {
+                camera,
+                whole: counters.frames(),
+                incomplete: counters.incomplete(),
+            })
+            .collect(),
         archive_dropped: Some(
             crate::archive::ArchiveDrop::ALL.map(|why| (why.as_str(), archive.drops(why))),
         ),

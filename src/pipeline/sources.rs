@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::capture::{Capture, Replay, RingProducer, SourceStatus};
+use crate::capture::{Capture, GenicamCounters, Replay, RingProducer, SourceStatus};
 use crate::config::Config;
 use crate::service::Liveness;
 use crate::status::CameraSource;
@@ -128,6 +128,14 @@ impl StationSources {
         self.cameras.first().and_then(Self::status)
     }
 
+    /// A GenICam camera's frame counts; `None` for every other source.
+    fn genicam(camera: &CameraFeed) -> Option<GenicamCounters> {
+        match &camera.source {
+            FrameSource::Capture(c) => c.genicam_counters(),
+            FrameSource::Replay(_) => None,
+        }
+    }
+
     /// Each camera's source, for the status page and `/metrics`.
     pub(super) fn camera_sources(&self) -> Vec<CameraSource> {
         self.cameras
@@ -136,7 +144,16 @@ impl StationSources {
                 name: camera.name.clone(),
                 kind: camera.kind,
                 status: Self::status(camera),
+                genicam: Self::genicam(camera),
             })
+            .collect()
+    }
+
+    /// Each GenICam camera's frame counts with its name, in camera order.
+    pub(super) fn genicam_counters(&self) -> Vec<(Option<String>, GenicamCounters)> {
+        self.cameras
+            .iter()
+            .filter_map(|camera| Some((camera.name.clone(), Self::genicam(camera)?)))
             .collect()
     }
 

@@ -52,6 +52,39 @@ impl SourceOutages {
     }
 }
 
+/// One GenICam camera's frames over the run, as its stream delivered them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenicamFrameCounts {
+    /// `[cameras.NAME]`'s name; `None` for `[source]`.
+    pub camera: Option<String>,
+    /// Frames that arrived whole (each one judged).
+    pub whole: u64,
+    /// Frames the camera sent that did not arrive whole (lost packets):
+    /// dropped by Aravis, never judged.
+    pub incomplete: u64,
+}
+
+impl GenicamFrameCounts {
+    /// The summary's line for this camera, always (0 incomplete included).
+    pub fn render(&self) -> String {
+        let camera = match &self.camera {
+            Some(name) => format!("camera {name}"),
+            None => "camera".to_string(),
+        };
+        let mut line = format!(
+            "{camera}: {} incomplete frame(s) (lost packets: dropped by Aravis, never judged), {} whole",
+            self.incomplete, self.whole
+        );
+        if self.incomplete > 0 {
+            line.push_str(
+                "; see docs/OPERATIONS.md, \"GigE settings\" (socket buffer, packet size)",
+            );
+        }
+        line.push('\n');
+        line
+    }
+}
+
 /// The summary's archive line: frames it did not keep, by why; `None`
 /// when there are no counts or it kept every one.
 fn archive_line(dropped: Option<[(&'static str, u64); 4]>) -> Option<String> {
@@ -87,6 +120,9 @@ pub struct RunSummary {
     pub results_lost: u64,
     /// The live sources' losses, as they happened.
     pub source_outages: SourceOutages,
+    /// Each GenICam camera's whole and incomplete frames, in camera order
+    /// (empty without one).
+    pub genicam_frames: Vec<GenicamFrameCounts>,
     /// Frames the archive should have kept and did not, by why
     /// (`ArchiveDrop::ALL`'s names and counts; all 0 when it archived
     /// nothing, `[archive]` off included, since reload may turn it on).
@@ -124,6 +160,9 @@ impl RunSummary {
         );
         if let Some(line) = self.source_outages.render(self.frames_delivered) {
             out.push_str(&line);
+        }
+        for camera in &self.genicam_frames {
+            out.push_str(&camera.render());
         }
         if let Some(line) = archive_line(self.archive_dropped) {
             out.push_str(&line);
@@ -164,7 +203,32 @@ impl RunSummary {
 
 #[cfg(test)]
 mod outage_tests {
-    use super::{SourceOutages, archive_line};
+    use super::{GenicamFrameCounts, SourceOutages, archive_line};
+
+    #[test]
+    fn each_genicam_camera_has_its_incomplete_frames_line_even_at_0() {
+        let side = GenicamFrameCounts {
+            camera: Some("side".into()),
+            whole: 250,
+            incomplete: 0,
+        };
+        assert_eq!(
+            side.render(),
+            "camera side: 0 incomplete frame(s) (lost packets: dropped by Aravis, never judged), 250 whole\n"
+        );
+        let source = GenicamFrameCounts {
+            camera: None,
+            whole: 12,
+            incomplete: 121,
+        };
+        let line = source.render();
+        assert!(
+            line.starts_with("camera: 121 incomplete frame(s)")
+                && line.contains("12 whole")
+                && line.contains("GigE settings"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn the_archive_line_names_the_frames_it_skipped_by_why() {

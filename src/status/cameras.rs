@@ -338,6 +338,26 @@ impl Collector for CameraCollector {
                 )?)?;
             }
         }
+        let genicam: Vec<(&str, u64)> = facts
+            .external
+            .cameras
+            .iter()
+            .filter_map(|c| Some((c.name.as_deref()?, c.genicam.as_ref()?.incomplete())))
+            .collect();
+        if !genicam.is_empty() {
+            let mut family = encoder.encode_descriptor(
+                "camera_incomplete_frames",
+                "Frames the GenICam camera sent that did not arrive whole (lost packets): dropped, \
+                 never judged",
+                None,
+                MetricType::Counter,
+            )?;
+            for (camera, incomplete) in genicam {
+                ConstCounter::new(incomplete).encode(family.encode_family(&CameraLabels {
+                    camera: camera.to_string(),
+                })?)?;
+            }
+        }
         let live: Vec<(&str, &SourceStatus)> = named
             .iter()
             .filter_map(|(camera, view)| view.status.map(|s| (*camera, s)))

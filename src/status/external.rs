@@ -7,6 +7,8 @@
 //! - the line (`crate::line`): verdicts sent to the line, `late` fails;
 //! - MQTT (`crate::line::mqtt`): connected, published, dropped by reason, outages;
 //! - source recovery (`crate::capture::SourceStatus`): up or lost, outages;
+//! - GenICam cameras (`crate::capture::GenicamCounters`): incomplete frames,
+//!   every camera's summed (per camera: `cameras::CameraCollector`);
 //! - the results file (`crate::output::ResultsFileStatus`): write-error
 //!   episodes and lost lines;
 //! - triggers (`crate::trigger::TriggerDesk`, `plc` mode): accepted,
@@ -25,7 +27,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
 use super::metrics::DropLabels;
-use crate::capture::SourceStatus;
+use crate::capture::{GenicamCounters, SourceStatus};
 use crate::line::LineStats;
 use crate::line::mqtt::{DropReason, MqttStats};
 use crate::output::ResultsFileStatus;
@@ -55,6 +57,8 @@ pub struct CameraSource {
     pub kind: &'static str,
     /// Up or lost, outages (`None` for a replay).
     pub status: Option<SourceStatus>,
+    /// A GenICam camera's whole and incomplete frames (`None` for other kinds).
+    pub genicam: Option<GenicamCounters>,
 }
 
 impl ExternalStats {
@@ -185,6 +189,20 @@ impl Collector for ExternalCollector {
                     None,
                     MetricType::Gauge,
                 )?)?;
+        }
+        let genicam: Vec<&GenicamCounters> = stats
+            .cameras
+            .iter()
+            .filter_map(|c| c.genicam.as_ref())
+            .collect();
+        if !genicam.is_empty() {
+            counter(
+                &mut encoder,
+                "source_incomplete_frames",
+                "Frames GenICam cameras sent that did not arrive whole (lost packets): dropped, \
+                 never judged; every camera's summed",
+                genicam.iter().map(|g| g.incomplete()).sum(),
+            )?;
         }
         if let Some(results) = &stats.results_file {
             counter(

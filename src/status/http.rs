@@ -625,6 +625,7 @@ mod tests {
                     name: name.map(str::to_string),
                     kind: if status.is_some() { "rtsp" } else { "images" },
                     status: status.clone(),
+                    genicam: None,
                 })
                 .collect(),
             ..Default::default()

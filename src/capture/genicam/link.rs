@@ -3,7 +3,7 @@
 //! every loss so that its GigE Vision control channel is released) and the
 //! camera's frame counts, kept by a probe on `aravissrc`'s output.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -27,6 +27,8 @@ pub(crate) struct GenicamLink {
     incomplete: AtomicU64,
     /// TriggerSoftware commands executed.
     pub(crate) fired: AtomicU64,
+    /// The frame was compared with the stream's socket buffer (once a process).
+    buffer_checked: AtomicBool,
 }
 
 impl GenicamLink {
@@ -38,6 +40,7 @@ impl GenicamLink {
             frames: AtomicU64::new(0),
             incomplete: AtomicU64::new(0),
             fired: AtomicU64::new(0),
+            buffer_checked: AtomicBool::new(false),
         })
     }
 
@@ -52,6 +55,18 @@ impl GenicamLink {
     /// A new pipeline opened this camera (or `None`: the pipeline was lost).
     pub(crate) fn set_camera(&self, camera: Option<Camera>) {
         *self.camera.lock().unwrap_or_else(PoisonError::into_inner) = camera;
+    }
+
+    /// At the first open of this process: a GigE Vision camera read through
+    /// a UDP socket (no `CAP_NET_RAW`) whose frame is larger than the
+    /// socket's buffer is warned of (`buffer`), once.
+    pub(crate) fn check_socket_buffer(&self, camera: &Camera) {
+        if self.buffer_checked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if camera.is_gige().unwrap_or(false) && !crate::capture::net_raw::holds_net_raw() {
+            super::buffer::check(&self.origin, camera);
+        }
     }
 
     pub(crate) fn frames(&self) -> u64 {

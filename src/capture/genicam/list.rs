@@ -1,5 +1,8 @@
-//! The GenICam cameras Aravis finds, with what a technician checks first.
+//! The GenICam cameras Aravis finds, with what a technician checks first; a
+//! GigE Vision camera whose frame is larger than the socket buffer a
+//! `sealcheck run` would get is warned of (`buffer`), as the run warns.
 
+use super::buffer;
 use super::sys::{self, Camera};
 
 /// One camera found on the network or the USB bus.
@@ -47,6 +50,10 @@ pub fn list_genicam_cameras() -> Result<Vec<GenicamCameraInfo>, String> {
 
 fn read_settings(id: &str) -> Result<GenicamSettings, String> {
     let camera = Camera::open(Some(id))?;
+    if camera.is_gige().unwrap_or(false) {
+        // The service reads the stream through a UDP socket (no CAP_NET_RAW).
+        buffer::check(&format!("GenICam camera {id}"), &camera);
+    }
     let (width, height) = camera.size()?;
     Ok(GenicamSettings {
         pixel_format: camera.value("PixelFormat")?,

@@ -7,18 +7,23 @@
 //!        ▼
 //!   setup::prepare: features, exposure, gain, pixel format checked against the
 //!   camera and applied (a refused one is named with the camera's range);
+//!   format: the config's pixel format, or (left out) the camera's own; the
+//!   caps for it, bayer2rgb put in for Bayer;
 //!   trigger features → the element's `features` (applied after its frame rate)
 //!        │
 //!        ▼
-//!   link::GenicamLink: current camera (dropped at a loss), frame counts (probe on src)
+//!   link::GenicamLink: current camera (dropped at a loss), frame counts (probe on src),
+//!        │             the socket buffer checked once (buffer: a frame larger than
+//!        │             net.core.rmem_default is warned of at start)
 //!        ├── SoftwareTrigger::fire() → camera TriggerSoftware (any thread)
 //!        └── GenicamCounters: frames, incomplete (for the logs)
 //! ```
 //!
 //! `sys` is every raw call into `libaravis-0.8.so.0` (opened at run time, as
-//! ONNX Runtime is); `setup` applies the config at each open; `link` is the
-//! state shared with the handles; `trigger` the handles; `list` what
-//! `sealcheck cameras` shows.
+//! ONNX Runtime is); `setup` applies the config at each open, `format` its
+//! pixel format; `link` is the state shared with the handles; `trigger` the
+//! handles; `list` what `sealcheck cameras` shows; `buffer` the socket
+//! buffer rule both of them apply.
 //!
 //! # The software trigger, for the rest of the program
 //!
@@ -37,6 +42,8 @@
 //! Aravis (never judged), so a fire without a frame within the wait the caller
 //! chooses is that part's `no_frame`.
 
+mod buffer;
+mod format;
 mod link;
 mod list;
 mod setup;

@@ -7,24 +7,20 @@
 //! the pixel format from the caps, sets the frame rate (which clears every
 //! trigger: `arv_camera_set_frame_rate`), then applies its `features` string.
 //! So exposure, gain and the config's `features` are set here, once; the
-//! trigger goes into the element's `features` string, applied after.
+//! trigger goes into the element's `features` string, applied after. The
+//! pixel format (`format`) is pinned in the capsfilter; one the config names
+//! is also set here, so that the camera's PayloadSize is the streamed frame's
+//! when the socket buffer is checked (`link::GenicamLink::check_socket_buffer`).
 
 use std::str::FromStr;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
+use super::format::{self, FormatProblem};
 use super::sys::Camera;
 use crate::capture::error::CaptureError;
-use crate::config::{CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger};
-
-/// Raw Bayer formats and their GStreamer names (`video/x-bayer,format=...`).
-const BAYER_PATTERNS: [(&str, &str); 4] = [
-    ("BayerRG8", "rggb"),
-    ("BayerBG8", "bggr"),
-    ("BayerGR8", "grbg"),
-    ("BayerGB8", "gbrg"),
-];
+use crate::config::{CameraValue, GenicamSource, GenicamTrigger};
 
 /// Checks and applies `config` to the camera `aravissrc` opened; sets the
 /// capsfilter `camera_caps` and the element's `features`. `origin` names the
@@ -65,16 +61,31 @@ pub(crate) fn prepare(
         .map_err(|f| setting_failed("exposure_us", "ExposureTime", f))?;
     let gain_db = apply_value(&camera, &config.gain_db, Setting::Gain)
         .map_err(|f| setting_failed("gain_db", "Gain", f))?;
-    let (pixel_format, caps) =
-        choose_pixel_format(&camera, config.pixel_format).map_err(|(reason, accepts)| {
-            refused(
-                "pixel_format",
-                "PixelFormat",
-                config.pixel_format.name().into(),
-                reason,
-                accepts,
-            )
-        })?;
+    let format = format::choose(&camera, config.pixel_format).map_err(|problem| match problem {
+        FormatProblem::Refused(reason, accepts) => refused(
+            "pixel_format",
+            "PixelFormat",
+            config
+                .pixel_format
+                .map_or("(left to the camera)", |f| f.name())
+                .into(),
+            reason,
+            accepts,
+        ),
+        FormatProblem::Unreadable(current, readable) => CaptureError::PixelFormatUnread {
+            origin: origin.to_string(),
+            current,
+            readable,
+        },
+        FormatProblem::Io(reason) => unreachable_camera(origin, "PixelFormat", &reason),
+    })?;
+    if format.from_config {
+        // Set here (aravissrc sets it again from the caps) so that the
+        // camera's PayloadSize is the streamed frame's from now on.
+        camera
+            .set_features(&format!("PixelFormat={}", format.name))
+            .map_err(|reason| unreachable_camera(origin, "PixelFormat", &reason))?;
+    }
     let trigger = trigger_features(&camera, config.trigger).map_err(|(reason, accepts)| {
         refused(
             "trigger",
@@ -84,7 +95,7 @@ pub(crate) fn prepare(
             accepts,
         )
     })?;
-    let mut caps = caps;
+    let mut caps = format.caps.clone();
     if config.trigger != GenicamTrigger::Off
         && let Ok((min, _)) = camera.frame_rate_bounds()
         && min > 0.0
@@ -108,13 +119,22 @@ pub(crate) fn prepare(
             hint: "report this: the genicam pipeline lost its capsfilter",
         })?;
     filter.set_property("caps", caps);
+    if format.bayer {
+        format::insert_demosaic(pipeline, origin)?;
+    }
     if let Some(src) = pipeline.by_name("src") {
         src.set_property("features", trigger.as_str());
     }
-    log::info!(target: "sealcheck::capture", source = origin, pixel_format = pixel_format.as_str(),
+    let pixel_format_from = if format.from_config {
+        "config"
+    } else {
+        "camera"
+    };
+    log::info!(target: "sealcheck::capture", source = origin, pixel_format = format.name.as_str(),
+        pixel_format_from = pixel_format_from,
         exposure_us = exposure_us.unwrap_or(f64::NAN), gain_db = gain_db.unwrap_or(f64::NAN),
         trigger = config.trigger.name().as_str();
-        "camera set up (exposure and gain as read back from the camera)");
+        "camera set up (pixel format from the {pixel_format_from}; exposure and gain as read back from the camera)");
     Ok(camera)
 }
 
@@ -223,42 +243,6 @@ fn apply_value(
             let got = read().map_err(|e| (wanted.to_string(), Failure::Io(e)))?;
             Ok(Some(got))
         }
-    }
-}
-
-/// The PixelFormat entry for the config's choice and the caps `aravissrc`
-/// is asked for. Bayer takes the camera's current Bayer pattern, else the first it offers.
-fn choose_pixel_format(
-    camera: &Camera,
-    wanted: GenicamPixelFormat,
-) -> Result<(String, String), Refusal> {
-    let entries = camera.enumeration("PixelFormat").ok_or_else(|| {
-        (
-            "the camera has no PixelFormat enumeration".to_string(),
-            None,
-        )
-    })?;
-    let offered = |name: &str| entries.iter().any(|e| e == name);
-    let accepts = || Some(entries.join(", "));
-    match wanted {
-        GenicamPixelFormat::Mono8 if offered("Mono8") => {
-            Ok(("Mono8".into(), "video/x-raw,format=GRAY8".into()))
-        }
-        GenicamPixelFormat::Rgb8 if offered("RGB8") => {
-            Ok(("RGB8".into(), "video/x-raw,format=RGB".into()))
-        }
-        GenicamPixelFormat::Bayer => {
-            let current = camera.value("PixelFormat").unwrap_or_default();
-            BAYER_PATTERNS
-                .iter()
-                .find(|(name, _)| *name == current)
-                .or_else(|| BAYER_PATTERNS.iter().find(|(name, _)| offered(name)))
-                .map(|(name, pattern)| {
-                    (name.to_string(), format!("video/x-bayer,format={pattern}"))
-                })
-                .ok_or_else(|| ("the camera offers no 8-bit Bayer format".into(), accepts()))
-        }
-        _ => Err(("the camera does not offer it".into(), accepts())),
     }
 }
 

@@ -41,6 +41,8 @@ struct Api {
     get_device_protocol: unsafe extern "C" fn(c_uint) -> *const c_char,
     camera_new: unsafe extern "C" fn(*const c_char, ErrSlot) -> Cam,
     camera_get_device: unsafe extern "C" fn(Cam) -> *mut c_void,
+    camera_is_gv_device: unsafe extern "C" fn(Cam) -> c_int,
+    camera_get_payload: unsafe extern "C" fn(Cam, ErrSlot) -> c_uint,
     execute_command: unsafe extern "C" fn(Cam, *const c_char, ErrSlot),
     set_exposure_time: unsafe extern "C" fn(Cam, c_double, ErrSlot),
     get_exposure_time: unsafe extern "C" fn(Cam, ErrSlot) -> c_double,
@@ -108,6 +110,8 @@ fn load() -> Result<Api, String> {
             get_device_protocol: lookup(&library, "arv_get_device_protocol")?,
             camera_new: lookup(&library, "arv_camera_new")?,
             camera_get_device: lookup(&library, "arv_camera_get_device")?,
+            camera_is_gv_device: lookup(&library, "arv_camera_is_gv_device")?,
+            camera_get_payload: lookup(&library, "arv_camera_get_payload")?,
             execute_command: lookup(&library, "arv_camera_execute_command")?,
             set_exposure_time: lookup(&library, "arv_camera_set_exposure_time")?,
             get_exposure_time: lookup(&library, "arv_camera_get_exposure_time")?,
@@ -238,6 +242,20 @@ impl Camera {
         // SAFETY: the camera is alive (we hold a reference); the device is owned
         // by the camera (transfer none) and lives as long as it.
         unsafe { (api.camera_get_device)(self.ptr()) }
+    }
+
+    /// Whether the camera is a GigE Vision one (its stream comes over UDP).
+    pub(crate) fn is_gige(&self) -> Result<bool> {
+        let api = api()?;
+        // SAFETY: the camera is alive (we hold a reference); returns a gboolean.
+        Ok(unsafe { (api.camera_is_gv_device)(self.ptr()) } != 0)
+    }
+
+    /// The size of one frame as the camera sends it (PayloadSize), in bytes.
+    pub(crate) fn payload(&self) -> Result<u32> {
+        let api = api()?;
+        // SAFETY: live camera, GError slot.
+        checked(|e| unsafe { (api.camera_get_payload)(self.ptr(), e) })
     }
 
     /// Executes a GenICam command feature (e.g. TriggerSoftware).

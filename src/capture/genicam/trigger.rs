@@ -4,7 +4,7 @@
 //! through the camera object of the `aravissrc` now running; the one frame the
 //! camera takes comes down the same capture as every frame. `GenicamCounters`
 //! reads the camera's frame counts (whole and incomplete frames) for the
-//! logs. With `trigger = "lineN"` under `[trigger] mode = "camera"` each frame
+//! logs, the run summary and `/metrics`. With `trigger = "lineN"` under `[trigger] mode = "camera"` each frame
 //! is a part whose id is sealcheck's count, `seq` + 1 (`frame::Part::counted`).
 
 use std::sync::Arc;

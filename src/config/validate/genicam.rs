@@ -17,22 +17,20 @@ pub(super) fn read_genicam(s: &Section) -> Option<SourceKind> {
     let camera = s.opt_str("camera").filter(|c| !c.trim().is_empty());
     let exposure_us = read_value(s, "exposure_us", 1.0..=EXPOSURE_MAX_US);
     let gain_db = read_value(s, "gain_db", 0.0..=GAIN_MAX_DB);
+    // Left out: the camera keeps its PixelFormat and the pipeline follows it.
     let pixel_format = if s.has("pixel_format") {
         s.choice("pixel_format", &GenicamPixelFormat::NAMES, None)
+            .map(|i| {
+                Some(match i {
+                    0 => GenicamPixelFormat::Mono8,
+                    1 => GenicamPixelFormat::Rgb8,
+                    _ => GenicamPixelFormat::Bayer,
+                })
+            })
     } else {
-        s.problem(
-            "pixel_format",
-            "is missing: set what the camera sends, one of \"Mono8\", \"RGB8\" or \"Bayer\" \
-             (`sealcheck cameras` shows the camera's current PixelFormat)",
-        );
         s.opt_str("pixel_format");
-        None
-    }
-    .map(|i| match i {
-        0 => GenicamPixelFormat::Mono8,
-        1 => GenicamPixelFormat::Rgb8,
-        _ => GenicamPixelFormat::Bayer,
-    });
+        Some(None)
+    };
     let packet_size = if s.has("packet_size") {
         s.int_in("packet_size", 576..=16_384, None)
             .map(|n| Some(n as u32))
