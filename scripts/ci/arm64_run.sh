@@ -14,14 +14,16 @@
 #   scripts/ci/arm64_run.sh [ARM64_BINARY [X86_64_BINARY]]
 #
 # Defaults: target/jetson/aarch64-unknown-linux-gnu/release/sealcheck and
-# target/release/sealcheck. FRAMES (default 300) limits the clip; KEEP=1 keeps the work
-# folder (target/arm64-run).
+# target/release/sealcheck. FRAMES (default 300) limits the clip of `run`, EVAL_FRAMES
+# (default 60: evaluate runs both engines on each frame, slow under emulation) that of
+# `evaluate`; KEEP=1 keeps the work folder (target/arm64-run).
 set -eu
 cd "$(dirname "$0")/../.."
 
 arm=${1:-target/jetson/aarch64-unknown-linux-gnu/release/sealcheck}
 x86=${2:-target/release/sealcheck}
 FRAMES=${FRAMES:-300}
+EVAL_FRAMES=${EVAL_FRAMES:-60}
 PYTHON=${PYTHON:-python3}
 QEMU=${QEMU:-qemu-aarch64-static}
 
@@ -50,6 +52,15 @@ while [ "$i" -lt "$FRAMES" ]; do
 done
 head -n "$i" samples/demo_clip/labels.jsonl >"$work/clip/labels.jsonl"
 frames=$i
+mkdir -p "$work/eval-clip"
+i=0
+while [ "$i" -lt "$EVAL_FRAMES" ] && [ "$i" -lt "$frames" ]; do
+    f=$(printf 'frame_%05d.jpg' "$i")
+    ln -s "$(pwd)/samples/demo_clip/$f" "$work/eval-clip/$f"
+    i=$((i + 1))
+done
+head -n "$i" samples/demo_clip/labels.jsonl >"$work/eval-clip/labels.jsonl"
+eval_frames=$i
 
 # The arm64 binary under the emulator: its loader, libraries and GStreamer plugins from the
 # root (qemu looks up absolute paths there first); the plugin registry of its own, scanned
@@ -122,10 +133,10 @@ if [ "$cx" != 0 ] || [ "$ca" != "$cx" ]; then
     status=1
 fi
 
-echo "--- evaluate (tract the reference, onnxruntime:cpu the candidate, $frames frames)"
-run_x86 evaluate --config "$cfg" --images "$work/clip" --candidate onnxruntime:cpu \
+echo "--- evaluate (tract the reference, onnxruntime:cpu the candidate, $eval_frames frames)"
+run_x86 evaluate --config "$cfg" --images "$work/eval-clip" --candidate onnxruntime:cpu \
     --report "$work/eval-x86_64" >"$work/eval-x86_64.log" 2>&1 || { tail -20 "$work/eval-x86_64.log"; die "evaluate (x86_64)"; }
-run_arm evaluate --config "$cfg" --images "$work/clip" --candidate onnxruntime:cpu \
+run_arm evaluate --config "$cfg" --images "$work/eval-clip" --candidate onnxruntime:cpu \
     --report "$work/eval-arm64" >"$work/eval-arm64.log" 2>&1 || { tail -20 "$work/eval-arm64.log"; die "evaluate (arm64)"; }
 "$PYTHON" - "$work/eval-x86_64/evaluation.json" "$work/eval-arm64/evaluation.json" <<'EOF' || status=1
 import json, sys
@@ -154,6 +165,6 @@ EOF
 
 [ "${KEEP:-0}" = 1 ] || find "$work" -name '*.png' -delete
 if [ "$status" = 0 ]; then
-    echo "ok: the arm64 binary (under $QEMU) gives the x86_64 binary's results on $frames frames (tract and ONNX Runtime), check-config and evaluate"
+    echo "ok: the arm64 binary (under $QEMU) gives the x86_64 binary's results on $frames frames (tract and ONNX Runtime), check-config and evaluate ($eval_frames frames)"
 fi
 exit $status

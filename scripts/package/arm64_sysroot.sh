@@ -63,8 +63,31 @@ echo "arm64_sysroot: downloading $count arm64 packages into $work" >&2
     tail -20 "$work/download.log" >&2
     die "apt-get download failed (above): is the Debian archive reachable?"
 }
+# Beside the files, a dpkg database of the root (target/arm64-sysroot/.dpkg) that names
+# them with their root's prefix: dpkg-shlibdeps reads the arm64 packages' symbols files
+# from it (make_deb.sh: the package's Depends), as it does on an arm64 machine.
+admin=$root/.dpkg
+mkdir -p "$admin/info" "$admin/updates"
+: >"$admin/status"
 for deb in "$work"/*.deb; do
     dpkg-deb -x "$deb" "$root"
+    pkg=$(dpkg-deb --field "$deb" Package)
+    arch=$(dpkg-deb --field "$deb" Architecture)
+    name=$pkg
+    [ "$arch" = all ] || name=$pkg:$arch
+    control=$work/control-$pkg
+    dpkg-deb -e "$deb" "$control"
+    for file in symbols shlibs; do
+        [ -f "$control/$file" ] && cp "$control/$file" "$admin/info/$name.$file"
+    done
+    dpkg-deb --fsys-tarfile "$deb" | tar -t | sed -e 's|^\./|/|' -e 's|/$||' \
+        | grep -v '^/*$' | sed "s|^|$(cd "$root" && pwd)|" >"$admin/info/$name.list"
+    {
+        dpkg-deb --field "$deb" Package Version Architecture Multi-Arch Source
+        echo "Status: install ok installed"
+        echo
+    } >>"$admin/status"
+    rm -rf "$control"
 done
 # Absolute symbolic links point into the build machine's /: make them relative to the root,
 # so that the linker and pkg-config find the arm64 files (libfoo.so -> /lib/... and the like).

@@ -141,5 +141,30 @@ export PATH
 # shellcheck disable=SC2086
 "$CARGO" deb --no-build --no-strip $target_args --output "$out"
 [ -f "$out" ] || die "cargo-deb made no $out"
+if [ -n "${sysroot:-}" ]; then
+    # cargo-deb's $auto asks this machine's dpkg-shlibdeps, which knows no arm64 GStreamer
+    # (not installed: arm64_sysroot.sh says why). Ask it again with the arm64 root's own
+    # dpkg database and libraries, as on an arm64 machine, and write that into the package.
+    shlibs_dir=target/deb-stage/shlibdeps
+    rm -rf "$shlibs_dir"
+    mkdir -p "$shlibs_dir/debian"
+    : >"$shlibs_dir/debian/control"
+    bin_abs=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+    auto=$(cd "$shlibs_dir" && DEB_HOST_ARCH=arm64 DPKG_ADMINDIR=$sysroot/.dpkg \
+        dpkg-shlibdeps --admindir="$sysroot/.dpkg" -xlibgcc -l"$lib" -l"$sysroot/lib/aarch64-linux-gnu" \
+        -O "$bin_abs" | sed -n 's/^shlibs:Depends=//p') ||
+        die "dpkg-shlibdeps found no arm64 dependencies for $binary (above)"
+    [ -n "$auto" ] || die "dpkg-shlibdeps found no arm64 dependencies for $binary"
+    # As cargo-deb: libgcc is always there (LSB).
+    auto=$(echo "$auto" | tr ',' '\n' | sed 's/^ *//' | grep -v '^libgcc' | paste -sd, | sed 's/,/, /g')
+    rest=$(sed -n 's/^depends = "\$auto, \(.*\)"$/\1/p' Cargo.toml)
+    [ -n "$rest" ] || die "Cargo.toml's [package.metadata.deb] depends does not start with \$auto"
+    repack=target/deb-stage/repack
+    rm -rf "$repack"
+    dpkg-deb -R "$out" "$repack"
+    sed -i "s|^Depends: .*|Depends: $auto, $rest|" "$repack/DEBIAN/control"
+    dpkg-deb --root-owner-group -b "$repack" "$out" >/dev/null
+    rm -rf "$repack" "$shlibs_dir"
+fi
 echo "make_deb: $out ($(du -h "$out" | cut -f1))"
 dpkg-deb --field "$out" Package Version Architecture Depends Recommends
