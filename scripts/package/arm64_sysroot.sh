@@ -36,7 +36,7 @@ fi
 
 stamp=$root/.sealcheck-sysroot
 # shellcheck disable=SC2086
-want=$(echo $PACKAGES)
+want="$(echo $PACKAGES) (with its dpkg database, 2)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exit 0
 fi
@@ -54,7 +54,8 @@ apt-get -s -o APT::Architecture=arm64 -o APT::Architectures::=arm64 \
     cat "$work/simulate.txt" >&2
     die "apt could not resolve the arm64 packages (above)"
 }
-sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*\[\(arm64\|all\)\])$/\1:\3=\2/p' "$work/simulate.txt" \
+# (A line may end in " []" after the parenthesis: libc6's does.)
+sed -n 's/^Inst \([^ ]*\) (\([^ ]*\) .*\[\(arm64\|all\)\]).*$/\1:\3=\2/p' "$work/simulate.txt" \
     | sed 's/:all=/=/' >"$work/packages.txt"
 count=$(wc -l <"$work/packages.txt")
 [ "$count" -gt 0 ] || die "apt resolved no packages (see $work/simulate.txt)"
@@ -69,21 +70,22 @@ echo "arm64_sysroot: downloading $count arm64 packages into $work" >&2
 admin=$root/.dpkg
 mkdir -p "$admin/info" "$admin/updates"
 : >"$admin/status"
+printf 'amd64\narm64\n' >"$admin/arch"
 for deb in "$work"/*.deb; do
     dpkg-deb -x "$deb" "$root"
     pkg=$(dpkg-deb --field "$deb" Package)
     arch=$(dpkg-deb --field "$deb" Architecture)
-    name=$pkg
-    [ "$arch" = all ] || name=$pkg:$arch
+    # dpkg-query finds this database's files under the package's plain name.
     control=$work/control-$pkg
     dpkg-deb -e "$deb" "$control"
     for file in symbols shlibs; do
-        [ -f "$control/$file" ] && cp "$control/$file" "$admin/info/$name.$file"
+        if [ -f "$control/$file" ]; then cp "$control/$file" "$admin/info/$pkg.$file"; fi
     done
     dpkg-deb --fsys-tarfile "$deb" | tar -t | sed -e 's|^\./|/|' -e 's|/$||' \
-        | grep -v '^/*$' | sed "s|^|$(cd "$root" && pwd)|" >"$admin/info/$name.list"
+        | grep -v '^/*$' | sed "s|^|$(cd "$root" && pwd)|" >"$admin/info/$pkg.list"
     {
-        dpkg-deb --field "$deb" Package Version Architecture Multi-Arch Source
+        dpkg-deb --field "$deb" Package Version Architecture Multi-Arch Source Maintainer
+        echo "Description: $pkg ($arch), unpacked by arm64_sysroot.sh"
         echo "Status: install ok installed"
         echo
     } >>"$admin/status"
@@ -98,5 +100,11 @@ find "$root" -type l | while read -r link; do
     esac
 done
 rm -rf "$work"
+# The C library above all: without it the linker would fall back to static archives
+# (libm.a), and the binary would need glibc's private symbols.
+for lib in lib/aarch64-linux-gnu/libc.so.6 lib/aarch64-linux-gnu/libm.so.6 \
+    usr/lib/aarch64-linux-gnu/libgstreamer-1.0.so.0; do
+    [ -e "$root/$lib" ] || die "$root/$lib is missing after unpacking: a package was not downloaded"
+done
 echo "$want" >"$stamp"
 echo "arm64_sysroot: $root ($(du -sh "$root" | cut -f1), $count packages)" >&2
