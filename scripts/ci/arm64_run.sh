@@ -62,6 +62,17 @@ done
 head -n "$i" samples/demo_clip/labels.jsonl >"$work/eval-clip/labels.jsonl"
 eval_frames=$i
 
+# Debian 12's qemu (7.2) passes this machine's /proc/cpuinfo through, an x86_64 one, and
+# ONNX Runtime's CPU detection (cpuinfo) dereferences NULL on it: the emulated binary gets
+# the root's /proc/cpuinfo instead (qemu looks up absolute paths in the root first), that of
+# an Orin's six Cortex-A78AE cores.
+mkdir -p "$sysroot/proc"
+cpu=0
+while [ "$cpu" -lt 6 ]; do
+    printf 'processor\t: %d\nBogoMIPS\t: 62.50\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp uscat ilrcpc flagm paca pacg\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x1\nCPU part\t: 0xd42\nCPU revision\t: 1\n\n' "$cpu"
+    cpu=$((cpu + 1))
+done >"$sysroot/proc/cpuinfo"
+
 # The arm64 binary under the emulator: its loader, libraries and GStreamer plugins from the
 # root (qemu looks up absolute paths there first); the plugin registry of its own, scanned
 # in process (the scanner would be another arm64 program).
@@ -81,19 +92,31 @@ config() { # engine arch -> config file
     echo "$work/$1-$2.toml"
 }
 
+# The x86_64 runs one after another; the arm64 ones (slow under emulation) side by side.
 status=0
+run_one() { # engine arch
+    cfg=$(config "$1" "$2")
+    start=$(date +%s)
+    if [ "$2" = arm64 ]; then run_arm run --config "$cfg"; else run_x86 run --config "$cfg"; fi \
+        >"$work/$1-$2.log" 2>&1 || {
+        tail -20 "$work/$1-$2.log"
+        echo "arm64_run: sealcheck run ($1, $2) failed" >&2
+        return 1
+    }
+    echo "--- sealcheck run, $1, $2: $(grep -c . "$work/$1-$2.jsonl") result lines for $frames frames in $(($(date +%s) - start)) s"
+}
 for engine in tract onnxruntime; do
-    for arch in x86_64 arm64; do
-        cfg=$(config "$engine" "$arch")
-        echo "--- sealcheck run, $engine, $arch ($frames frames)"
-        start=$(date +%s)
-        if [ "$arch" = arm64 ]; then run_arm run --config "$cfg"; else run_x86 run --config "$cfg"; fi \
-            >"$work/$engine-$arch.log" 2>&1 || {
-            tail -20 "$work/$engine-$arch.log"
-            die "sealcheck run ($engine, $arch) failed"
-        }
-        echo "$(grep -c . "$work/$engine-$arch.jsonl") result lines in $(($(date +%s) - start)) s"
-    done
+    run_one "$engine" x86_64 || die "sealcheck run ($engine, x86_64) failed"
+done
+pids=""
+for engine in tract onnxruntime; do
+    run_one "$engine" arm64 &
+    pids="$pids $!"
+done
+for pid in $pids; do
+    wait "$pid" || die "an arm64 run failed (above)"
+done
+for engine in tract onnxruntime; do
     "$PYTHON" - "$work/$engine-x86_64.jsonl" "$work/$engine-arm64.jsonl" "$frames" "$engine" <<'EOF' || status=1
 import json, sys
 x86, arm, frames, engine = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
