@@ -6,7 +6,8 @@
 #   scripts/package/make_deb.sh amd64    release build for this machine (x86_64)
 #   scripts/package/make_deb.sh arm64    release build for aarch64 (the Jetson), cross-compiled
 #
-#   1. the release build (default features) unless NO_BUILD=1 (then the binary must be there);
+#   1. the release build (amd64: default features; arm64: tensorrt, which includes cuda)
+#      unless NO_BUILD=1 (then the binary must be there);
 #   2. scripts/ci/jetpack_abi_check.py on it: nothing newer than JetPack 6 goes into a package;
 #   3. the unit and the config template rendered for /usr (scripts/install.sh does the same
 #      for a PREFIX) into target/deb-stage/;
@@ -15,10 +16,10 @@
 # Environment: CARGO (default cargo), CARGO_DEB (default: cargo-deb on PATH or in
 # ~/.cargo/bin, installed there from crates.io when in neither), PYTHON (default python3), JOBS (cargo -j, default: cargo's own).
 # A missing tool or cross package is named with the command that installs it.
-# The arm64 path (Debian's Rust and cross compilers, as scripts/ci/aarch64_check.sh; the
-# arm64 GStreamer development files) has not yet built a package end to end: on this
-# project's Debian 12 CI machine its prerequisites cannot all be installed beside the amd64
-# ones (the message says so); docs/JETSON.md, "Install the package", has the plan.
+# The arm64 path on x86_64 (docs/JETSON.md, "make jetson"): Debian's Rust and cross
+# compilers as scripts/ci/aarch64_check.sh uses them, an arm64 system root of Debian's
+# packages (scripts/package/arm64_sysroot.sh), `--features tensorrt` (nvcc from PyPI, the
+# TensorRT check's headers), and the Depends computed by dpkg-shlibdeps from that root.
 set -eu
 cd "$(dirname "$0")/../.."
 
