@@ -42,25 +42,21 @@ ort_x86=$(pwd)/.ort/lib/libonnxruntime.so.1.31.1
 
 work=$(pwd)/target/arm64-run
 rm -rf "$work"
-mkdir -p "$work/clip"
-i=0
-while [ "$i" -lt "$FRAMES" ]; do
-    f=$(printf 'frame_%05d.jpg' "$i")
-    [ -f "samples/demo_clip/$f" ] || break
-    ln -s "$(pwd)/samples/demo_clip/$f" "$work/clip/$f"
-    i=$((i + 1))
-done
-head -n "$i" samples/demo_clip/labels.jsonl >"$work/clip/labels.jsonl"
-frames=$i
-mkdir -p "$work/eval-clip"
-i=0
-while [ "$i" -lt "$EVAL_FRAMES" ] && [ "$i" -lt "$frames" ]; do
-    f=$(printf 'frame_%05d.jpg' "$i")
-    ln -s "$(pwd)/samples/demo_clip/$f" "$work/eval-clip/$f"
-    i=$((i + 1))
-done
-head -n "$i" samples/demo_clip/labels.jsonl >"$work/eval-clip/labels.jsonl"
-eval_frames=$i
+# The clip's first $2 frames (linked) with their labels, in folder $1; prints how many.
+clip_prefix() {
+    mkdir -p "$1"
+    n=0
+    while [ "$n" -lt "$2" ]; do
+        f=$(printf 'frame_%05d.jpg' "$n")
+        [ -f "samples/demo_clip/$f" ] || break
+        ln -s "$(pwd)/samples/demo_clip/$f" "$1/$f"
+        n=$((n + 1))
+    done
+    head -n "$n" samples/demo_clip/labels.jsonl >"$1/labels.jsonl"
+    echo "$n"
+}
+frames=$(clip_prefix "$work/clip" "$FRAMES")
+eval_frames=$(clip_prefix "$work/eval-clip" "$EVAL_FRAMES")
 
 # Debian 12's qemu (7.2) passes this machine's /proc/cpuinfo through, an x86_64 one, and
 # ONNX Runtime's CPU detection (cpuinfo) dereferences NULL on it: the emulated binary gets
