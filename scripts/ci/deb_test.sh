@@ -31,6 +31,9 @@
 #   DEB_TEST_MIRROR default http://deb.debian.org/debian
 #   DEB_TEST_RECOMMENDS=1  install the Recommends too (Aravis, plugins-bad, libav: slower)
 #   KEEP=1          leave this run's root behind for a look
+#   DEB_TEST_FRAMES=N  the demo on the clip's first N frames (`make jetson-check`: under
+#                   emulation tract takes seconds a frame); DEB_TEST_DEMO_LIMIT its time
+#                   limit in s (default 900)
 # An arm64 package runs the same way under qemu-user-static (binfmt), much slower.
 set -eu
 cd "$(dirname "$0")/../.."
