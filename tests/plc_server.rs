@@ -38,6 +38,16 @@ fn config(buffer: usize, handshake: bool) -> ModbusConfig {
 }
 
 /// A server with `cameras` stations whose desks are ready.
+/// Waits (at most `WAIT`) until the server counts at most `open` connections
+/// open: it counts a close when the connection's task next runs.
+fn wait_open_at_most(server: &ModbusServer, open: usize, what: &str) {
+    let start = Instant::now();
+    while server.counters().open.load(Ordering::Relaxed) > open {
+        assert!(start.elapsed() < WAIT, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn start(config: &ModbusConfig, cameras: u16) -> (ModbusServer, Vec<Arc<Station>>) {
     let stations: Vec<Arc<Station>> = (0..cameras)
         .map(|camera| {
@@ -409,14 +419,7 @@ fn a_full_server_closes_the_connection_silent_longest_and_idle_ones_time_out() {
     // The server notices those two closes when their tasks next read; until
     // then they hold the two places and a newcomer would evict one of them
     // (CI saw evicted_idle 2 here). Wait, bounded, until both are gone.
-    let start = Instant::now();
-    while server.counters().open.load(Ordering::Relaxed) > 0 {
-        assert!(
-            start.elapsed() < WAIT,
-            "closed connections still counted open"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_open_at_most(&server, 0, "closed connections still counted open");
     // Idle: a connection silent past the timeout is closed by the timeout
     // (alone on the server: no newcomer closes it).
     let mut idle = TcpStream::connect(addr).unwrap();
@@ -457,14 +460,7 @@ fn sixty_four_silent_connections_never_keep_a_plc_out() {
     assert!(served < Duration::from_secs(1), "served after {served:?}");
     // 4 open at a time: each newcomer beyond them closed the one silent longest.
     assert_eq!(server.counters().evicted_idle.load(Ordering::Relaxed), 61);
-    let start = Instant::now();
-    while server.counters().open.load(Ordering::Relaxed) > 4 {
-        assert!(
-            start.elapsed() < WAIT,
-            "evicted connections still counted open"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_open_at_most(&server, 4, "evicted connections still counted open");
     drop(silent);
 }
 

@@ -161,7 +161,8 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     } else {
         (EndOfStream::Stopped, liveness.finished())
     };
-    // Read after the shutdown below, so that every camera's last frames count.
+    // The counters' handles, taken while the sources are there; their values are
+    // read after the shutdown below, so that every camera's last frames count.
     let genicam = stages.capture.genicam_counters();
     stages.capture.shutdown();
     // In `plc` mode each deadline clock is fed by its desk: no trigger
