@@ -245,6 +245,48 @@ pub struct ImageView<'a> {
     pub data: &'a [u8],
 }
 
+impl<'a> ImageView<'a> {
+    /// The `width` x `height` pixels from column `x`, row `y`: the same rows
+    /// (same stride), read from the crop's first pixel on; no copy. `None`
+    /// when the rectangle leaves the image.
+    pub fn crop(&self, x: usize, y: usize, width: usize, height: usize) -> Option<ImageView<'a>> {
+        if x.checked_add(width)? > self.width || y.checked_add(height)? > self.height {
+            return None;
+        }
+        let start = y * self.stride + x * self.layout.bytes_per_pixel();
+        Some(ImageView {
+            width,
+            height,
+            stride: self.stride,
+            layout: self.layout,
+            data: self.data.get(start..)?,
+        })
+    }
+}
+
+/// Which cavity of its frame a work record judges, with a cavity layout
+/// (`config::CavityLayout`): the preprocess stage crops each judged cavity
+/// into a work record of its own, and the output stage gathers a frame's
+/// records back into one cycle (`output::CycleAssembler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CavityTag {
+    /// The cavity's number in the layout, from 1.
+    pub number: u16,
+    /// Its place among the frame's judged cavities, from 0: the records of
+    /// one frame travel one after another, in this order.
+    pub index: u16,
+    /// How many of the frame's cavities are judged: its cycle is whole with
+    /// the record of `index == of - 1`.
+    pub of: u16,
+}
+
+impl CavityTag {
+    /// Whether this is the last record of its frame's cycle.
+    pub fn is_last(&self) -> bool {
+        self.index + 1 == self.of
+    }
+}
+
 /// Tensor shapes of the two models, read from the model files at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TensorGeometry {
@@ -343,8 +385,12 @@ pub struct FrameWork {
     pub models: Option<Arc<ModelIds>>,
     /// The frame's pixels, kept only while the archive or the live view asks
     /// for them (`PixelDemand`): the ring slot goes back to capture right
-    /// after preprocessing, before the verdict is known.
+    /// after preprocessing, before the verdict is known. With a cavity
+    /// layout only the cycle's first record keeps them.
     pub pixels: FramePixels,
+    /// With a cavity layout: the cavity this record judges; `None`: the
+    /// whole frame is one seal.
+    pub cavity: Option<CavityTag>,
 }
 
 impl FrameWork {
@@ -361,6 +407,7 @@ impl FrameWork {
             error: None,
             models: None,
             pixels: FramePixels::default(),
+            cavity: None,
         }
     }
 
@@ -372,6 +419,7 @@ impl FrameWork {
         self.error = None;
         self.models = None;
         self.pixels.valid = false;
+        self.cavity = None;
     }
 
     /// Fraction of the mask covered by the seal.

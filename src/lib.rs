@@ -71,6 +71,7 @@ pub mod bench_parts;
 pub mod capture;
 pub mod check_config;
 pub mod config;
+pub mod cycle;
 pub mod decision;
 pub mod evaluate;
 // Test-only fault hooks; a stub that does nothing without the feature.

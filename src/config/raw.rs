@@ -408,6 +408,86 @@ impl<'t, 'i> Section<'t, 'i> {
         }
     }
 
+    /// An array of integers, each in `range`, of exactly `len` items when
+    /// `len` is given: `Some(None)` when the key is absent, `None` (a
+    /// problem recorded) when it is not such an array.
+    pub fn int_list(
+        &self,
+        key: &str,
+        len: Option<usize>,
+        range: RangeInclusive<i64>,
+        what: &str,
+    ) -> Option<Option<Vec<i64>>> {
+        let Some(v) = self.value(key) else {
+            return Some(None);
+        };
+        let expected = match len {
+            Some(n) => format!(
+                "an array of {n} integers from {} to {} ({what})",
+                range.start(),
+                range.end()
+            ),
+            None => format!(
+                "an array of integers from {} to {} ({what})",
+                range.start(),
+                range.end()
+            ),
+        };
+        let numbers = integers(v.get_ref())
+            .filter(|n| len.is_none_or(|len| n.len() == len))
+            .filter(|n| n.iter().all(|i| range.contains(i)));
+        if numbers.is_none() {
+            self.problems.at(
+                Some(v.span()),
+                &self.key_path(key),
+                format!("must be {expected}"),
+            );
+        }
+        numbers.map(Some)
+    }
+
+    /// An array of arrays of `len` integers each, each in `range`:
+    /// `Some(None)` when the key is absent, `None` (a problem recorded,
+    /// naming the item) when it is not such an array.
+    pub fn int_rows(
+        &self,
+        key: &str,
+        len: usize,
+        range: RangeInclusive<i64>,
+        what: &str,
+    ) -> Option<Option<Vec<Vec<i64>>>> {
+        let Some(v) = self.value(key) else {
+            return Some(None);
+        };
+        let DeValue::Array(items) = v.get_ref() else {
+            self.wrong(v, key, &format!("an array of [{what}] arrays"));
+            return None;
+        };
+        let mut rows = Some(Vec::with_capacity(items.len()));
+        for (i, item) in items.iter().enumerate() {
+            let row = integers(item.get_ref())
+                .filter(|n| n.len() == len && n.iter().all(|x| range.contains(x)));
+            match (row, rows.as_mut()) {
+                (Some(row), Some(rows)) => rows.push(row),
+                (Some(_), None) => {}
+                (None, _) => {
+                    self.problems.at(
+                        Some(item.span()),
+                        &self.key_path(key),
+                        format!(
+                            "item {} must be [{what}]: {len} integers from {} to {}",
+                            i + 1,
+                            range.start(),
+                            range.end()
+                        ),
+                    );
+                    rows = None;
+                }
+            }
+        }
+        rows.map(Some)
+    }
+
     /// An array of strings; `Some(vec![])` when the key is absent, `None`
     /// (a problem recorded) when it is not an array of strings.
     pub fn str_list(&self, key: &str, what: &str) -> Option<Vec<String>> {
@@ -468,6 +548,20 @@ impl<'t, 'i> Section<'t, 'i> {
             }
         }
     }
+}
+
+/// The integers of an array value; `None` for anything else.
+fn integers(v: &DeValue<'_>) -> Option<Vec<i64>> {
+    let DeValue::Array(items) = v else {
+        return None;
+    };
+    items
+        .iter()
+        .map(|item| match item.get_ref() {
+            DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix()).ok(),
+            _ => None,
+        })
+        .collect()
 }
 
 fn describe(v: &DeValue<'_>) -> String {

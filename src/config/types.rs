@@ -121,6 +121,18 @@ impl SourceKind {
         matches!(self, SourceKind::Genicam(g) if g.trigger != super::genicam::GenicamTrigger::Off)
     }
 
+    /// The frame size the config fixes (`test`, `csi`): what a cavity
+    /// layout is checked against before the first frame; `None` where only
+    /// the camera or the files know it.
+    pub fn frame_size(&self) -> Option<(u32, u32)> {
+        match self {
+            SourceKind::Test { width, height, .. } | SourceKind::Csi { width, height, .. } => {
+                Some((*width, *height))
+            }
+            _ => None,
+        }
+    }
+
     /// Live sources drop frames by default; stored ones apply backpressure.
     pub fn is_live(&self) -> bool {
         matches!(
@@ -183,6 +195,9 @@ pub struct SourceConfig {
     pub pool_size: usize,
     /// How a live source is brought back after it is lost.
     pub recovery: SourceRecovery,
+    /// `layout`: the cavities of one machine cycle in each frame, each
+    /// judged on its own; `None`: the frame is one seal.
+    pub layout: Option<std::sync::Arc<super::layout::CavityLayout>>,
 }
 
 /// Recovery of a live source inside the process (`[source] retry_min_ms`,

@@ -191,6 +191,13 @@ pub fn device_plan(config: &Config) -> Option<DevicePlan> {
     if !crate::gpu::BUILT_IN || config.inference.preprocess != ComputeDevice::Cuda {
         return None;
     }
+    if config.cameras.iter().any(|c| c.source.layout.is_some()) {
+        // The device path does not crop cavities yet: the host path does,
+        // with the engine `[inference]` names (and the CUDA preprocessing).
+        log::warn!(target: "sealcheck::pipeline",
+            "a camera has a cavity layout: its cavities are cropped and judged on the host path; the device path (one CUDA stream from frame to verdict) does not crop cavities yet");
+        return None;
+    }
     match config.inference.backend {
         BackendChoice::TensorRt => Some(DevicePlan::TensorRt),
         BackendChoice::OnnxRuntime if config.inference.device == ComputeDevice::Cuda => {

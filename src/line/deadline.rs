@@ -164,7 +164,13 @@ mod tests {
             feed.delivered(m);
         }
         // Part 0 is decided at once; 1..3 never are.
-        line.deliver(&metas[0], &crate::decision::Decision::error(), 0.1, None);
+        line.deliver(
+            &metas[0],
+            &crate::decision::Decision::error(),
+            0.1,
+            None,
+            None,
+        );
         drop(feed);
         assert!(
             thread.join_within(Duration::from_secs(10)),

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use super::part_deadline::{PartDeadline, SEND_MARGIN};
 use super::stats::LineStats;
 use super::verdict::{LineOutput, LineVerdict};
-use crate::decision::Decision;
+use crate::config::CavityLayout;
+use crate::cycle::CycleVerdicts;
+use crate::decision::{Decision, Reason};
 use crate::frame::FrameMeta;
 use crate::model_id::ModelIds;
 
@@ -32,6 +34,8 @@ pub struct Line {
     /// `[decision] deadline_ms` in nanoseconds; 0 = off. Changes on reload.
     deadline_ns: AtomicU64,
     stats: Arc<LineStats>,
+    /// The camera's cavity layout: a `late` fail fails each judged cavity.
+    layout: Option<Arc<CavityLayout>>,
 }
 
 impl Line {
@@ -53,9 +57,17 @@ impl Line {
             outputs,
             deadline_ns: AtomicU64::new(0),
             stats,
+            layout: None,
         };
         line.set_deadline(deadline);
         line
+    }
+
+    /// This line's camera judges a cycle of cavities per part (`layout`):
+    /// its `late` fails then fail every judged cavity.
+    pub fn with_layout(mut self, layout: Option<Arc<CavityLayout>>) -> Line {
+        self.layout = layout;
+        self
     }
 
     pub fn stats(&self) -> &Arc<LineStats> {
@@ -90,6 +102,7 @@ impl Line {
         decision: &Decision,
         latency_ms: f64,
         models: Option<&Arc<ModelIds>>,
+        cavities: Option<&Arc<CycleVerdicts>>,
     ) -> Delivery {
         let deadline = self.deadline().map(|d| PartDeadline::of(meta, d));
         let number = meta.part.number;
@@ -123,6 +136,7 @@ impl Line {
             deadline,
             models: models.cloned(),
             camera: self.camera.clone(),
+            cavities: cavities.cloned(),
         });
         Delivery::OnTime
     }
@@ -162,6 +176,11 @@ impl Line {
             deadline: deadline.map(PartDeadline::for_late_fail),
             models: None,
             camera: self.camera.clone(),
+            cavities: self.layout.as_deref().map(|layout| {
+                let mut late = CycleVerdicts::with_capacity(usize::from(layout.enabled_count()));
+                late.fill_failed(layout, Reason::Late);
+                Arc::new(late)
+            }),
         });
     }
 
@@ -181,7 +200,6 @@ impl Line {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::Reason;
 
     /// Test double: records what the line got.
     #[derive(Default)]
@@ -216,10 +234,10 @@ mod tests {
         let (line, out) = line(1000);
         let m0 = FrameMeta::now(0);
         let m1 = FrameMeta::now(1);
-        assert_eq!(line.deliver(&m0, &ok(), 1.0, None), Delivery::OnTime);
+        assert_eq!(line.deliver(&m0, &ok(), 1.0, None, None), Delivery::OnTime);
         // The deadline thread reaches part 1 first.
         assert!(line.expire(&m1, PartDeadline::of(&m1, Duration::from_millis(1000))));
-        assert_eq!(line.deliver(&m1, &ok(), 1.0, None), Delivery::Late);
+        assert_eq!(line.deliver(&m1, &ok(), 1.0, None, None), Delivery::Late);
         // A timer for part 0 firing late finds it claimed.
         assert!(!line.expire(&m0, PartDeadline::of(&m0, Duration::from_millis(1000))));
         assert_eq!(
@@ -234,15 +252,15 @@ mod tests {
         let (line, out) = line(1);
         let m = FrameMeta::now(0);
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(line.deliver(&m, &ok(), 5.0, None), Delivery::Late);
+        assert_eq!(line.deliver(&m, &ok(), 5.0, None, None), Delivery::Late);
         assert_eq!(*out.0.lock().unwrap(), vec![(0, Reason::Late)]);
     }
 
     #[test]
     fn lost_parts_are_failed_in_order_before_the_next() {
         let (line, out) = line(0);
-        line.deliver(&FrameMeta::now(0), &ok(), 1.0, None);
-        line.deliver(&FrameMeta::now(3), &ok(), 1.0, None);
+        line.deliver(&FrameMeta::now(0), &ok(), 1.0, None, None);
+        line.deliver(&FrameMeta::now(3), &ok(), 1.0, None, None);
         assert_eq!(
             *out.0.lock().unwrap(),
             vec![

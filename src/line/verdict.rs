@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use super::part_deadline::PartDeadline;
+use crate::cycle::CycleVerdicts;
 use crate::decision::Decision;
 use crate::frame::Part;
 use crate::model_id::ModelIds;
@@ -28,6 +29,10 @@ pub struct LineVerdict {
     /// The camera's name with `[cameras.NAME]` (MQTT publishes to
     /// `<topic>/<camera>/verdict`); `None` with one `[source]`.
     pub camera: Option<Arc<str>>,
+    /// With a cavity layout: each judged cavity's verdict (the cycle's
+    /// `decision` is its decisive cavity's, `crate::cycle`); `None`: the
+    /// frame is one seal.
+    pub cavities: Option<Arc<CycleVerdicts>>,
 }
 
 impl LineVerdict {
@@ -37,6 +42,11 @@ impl LineVerdict {
         LineVerdict {
             decision: Decision::late(),
             deadline: self.deadline.map(PartDeadline::for_late_fail),
+            // Every cavity of a late cycle fails: none is passed unjudged.
+            cavities: self
+                .cavities
+                .as_ref()
+                .map(|c| Arc::new(c.all_failed(crate::decision::Reason::Late))),
             ..self
         }
     }

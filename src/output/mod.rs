@@ -5,6 +5,7 @@
 //! Results are written in capture order (the channel preserves it) and every
 //! delivered frame gets exactly one line: inspected, dropped or failed.
 
+mod cycles;
 mod frame_spans;
 mod pending;
 mod result_line;
@@ -13,6 +14,7 @@ mod stage;
 mod taps;
 
 pub use crate::timestamp::write_rfc3339;
+pub use cycles::CycleGather;
 pub use result_line::{FrameLatencies, ResultLine, format_output_line, format_result};
 pub use results_file::{OutputError, ResultSink, ResultsFileStatus};
 pub use stage::{LiveSettings, OutputCamera, OutputStage};

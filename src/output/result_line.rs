@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::cycle::{CycleVerdicts, JsonCavities, JsonRejects};
 use crate::decision::Decision;
 use crate::frame::FrameMeta;
 use crate::json_line::{self, write_json};
@@ -31,6 +32,7 @@ pub fn format_result(
 /// Formats the output stage's result line into `line` (cleared first):
 /// `format_result`'s line with `"late"` (the line got a `late` fail for this
 /// part instead of this result) and `"models"` (the model ids) after it.
+#[allow(clippy::too_many_arguments)]
 pub fn format_output_line(
     line: &mut String,
     camera: Option<&str>,
@@ -39,8 +41,9 @@ pub fn format_output_line(
     latencies: Option<&FrameLatencies>,
     late: bool,
     models: Option<&ModelIds>,
+    cycle: Option<&CycleVerdicts>,
 ) {
-    let mut result = ResultLine::new(meta, decision, latencies);
+    let mut result = ResultLine::new(meta, decision, latencies).with_cavities(cycle);
     result.camera = camera;
     write_json(
         line,
@@ -86,9 +89,18 @@ pub struct ResultLine<'a> {
     /// `plc`: from the trigger to the frame's capture and to the verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     trigger_ms: Option<TriggerMs>,
+    /// With a cavity layout: each judged cavity, in number order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cavities: Option<JsonCavities<'a>>,
+    /// The failed cavities' numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reject: Option<JsonRejects<'a>>,
+    /// Bit `n - 1` set for each failed cavity `n`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reject_mask: Option<u64>,
 }
 
-impl ResultLine<'_> {
+impl<'a> ResultLine<'a> {
     pub fn new(meta: &FrameMeta, decision: &Decision, latencies: Option<&FrameLatencies>) -> Self {
         let trigger = meta.part.trigger;
         ResultLine {
@@ -114,6 +126,20 @@ impl ResultLine<'_> {
                     .then(|| ms_between(t.instant, meta.captured_instant)),
                 verdict: t.instant.elapsed().as_secs_f64() * 1e3,
             }),
+            cavities: None,
+            reject: None,
+            reject_mask: None,
+        }
+    }
+
+    /// The cycle's cavities, after the fields above (a camera with a
+    /// cavity layout).
+    pub fn with_cavities(self, cycle: Option<&'a CycleVerdicts>) -> ResultLine<'a> {
+        ResultLine {
+            cavities: cycle.map(CycleVerdicts::json_cavities),
+            reject: cycle.map(CycleVerdicts::json_rejects),
+            reject_mask: cycle.map(CycleVerdicts::reject_mask),
+            ..self
         }
     }
 }
@@ -213,6 +239,7 @@ mod tests {
             None,
             true,
             Some(&models),
+            None,
         );
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["late"], true);
@@ -289,6 +316,7 @@ mod tests {
             None,
             true,
             Some(&models),
+            None,
         );
         assert_eq!(
             line,
@@ -301,6 +329,7 @@ mod tests {
             &Decision::late(),
             Some(&[1.5, 2.0, 3.0, 70.25]),
             false,
+            None,
             None,
         );
         assert_eq!(

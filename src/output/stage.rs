@@ -12,7 +12,8 @@ use super::pending::PendingLines;
 use super::result_line::{FrameLatencies, format_output_line};
 use super::results_file::{OutputError, ResultSink};
 use super::taps::ResultTaps;
-use crate::config::{ArchiveConfig, DecisionConfig, OutputConfig};
+use crate::config::{ArchiveConfig, CavityLayout, DecisionConfig, OutputConfig};
+use crate::cycle::CycleVerdicts;
 use crate::decision::{self, Decision, Reason};
 use crate::frame::{FailedStage, FrameMeta, FrameWork, PartMiss, StageMessage};
 use crate::line::{Delivery, Line, ModelIds};
@@ -57,6 +58,8 @@ pub struct OutputStage {
     /// pipeline always gives one: a `[shadow]` may come with a reload);
     /// `None`: results are written as they come.
     pub shadow: Option<ShadowHandoff>,
+    /// The cycle being gathered, for cameras with a cavity layout.
+    pub cycles: super::cycles::CycleGather,
 }
 
 /// One camera as the output stage sees it.
@@ -66,6 +69,9 @@ pub struct OutputCamera {
     /// Where its verdicts go to the line (MQTT, the deadline); `None`:
     /// results file only.
     pub line: Option<Arc<Line>>,
+    /// Its cavity layout: each frame is a cycle of cavities, one work
+    /// record each, gathered here (`cycles.rs`); `None`: one seal a frame.
+    pub layout: Option<Arc<CavityLayout>>,
 }
 
 /// How often an idle output thread flushes the file and the taps.
@@ -83,7 +89,7 @@ impl LiveSettings {
 
 impl OutputStage {
     /// The camera's name for a log line ("" for `[source]`).
-    fn camera_label(&self, camera: crate::frame::CameraIndex) -> &str {
+    pub(super) fn camera_label(&self, camera: crate::frame::CameraIndex) -> &str {
         self.cameras
             .get(usize::from(camera))
             .and_then(|c| c.name.as_deref())
@@ -126,6 +132,10 @@ impl OutputStage {
             };
             self.apply_reload()?;
             match message {
+                StageMessage::Inspect(work) if work.cavity.is_some() => {
+                    written +=
+                        self.gather_cavity(work, &mut line, &mut pending, &mut frame_spans)?;
+                }
                 StageMessage::Inspect(mut work) => {
                     let thresholds = self.settings.decision_of(work.meta.camera);
                     let decision = decision::decide(&work, self.defect_class, thresholds);
@@ -150,14 +160,19 @@ impl OutputStage {
                         &decision,
                         Some(&latencies),
                         Some(&mut work),
+                        None,
                     )?;
                     written += 1;
                     // The preprocess stage may already be gone at the end of a run.
                     let _ = self.recycle.send(work);
                 }
                 StageMessage::NotInspected { first, count } => {
+                    written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     for i in 0..count {
                         let meta = first.nth_of_run(i);
+                        let cycle =
+                            self.cycles
+                                .failed(&self.cameras, meta.camera, Reason::NotInspected);
                         self.emit(
                             &mut line,
                             &mut pending,
@@ -165,12 +180,17 @@ impl OutputStage {
                             &Decision::not_inspected(),
                             None,
                             None,
+                            cycle.as_ref(),
                         )?;
                         written += 1;
                     }
                 }
                 StageMessage::CaptureFailed { meta, message } => {
+                    written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
+                    let cycle = self
+                        .cycles
+                        .failed(&self.cameras, meta.camera, Reason::Error);
                     self.emit(
                         &mut line,
                         &mut pending,
@@ -178,6 +198,7 @@ impl OutputStage {
                         &Decision::error(),
                         None,
                         None,
+                        cycle.as_ref(),
                     )?;
                     written += 1;
                 }
@@ -186,8 +207,10 @@ impl OutputStage {
                         PartMiss::NoFrame => Reason::NoFrame,
                         PartMiss::Overrun => Reason::Overrun,
                     };
+                    written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), part_id = meta.part.id, reason = reason.as_str();
                         "part {} got no frame to judge: it fails {}", meta.part.id, reason.as_str());
+                    let cycle = self.cycles.failed(&self.cameras, meta.camera, reason);
                     self.emit(
                         &mut line,
                         &mut pending,
@@ -195,10 +218,14 @@ impl OutputStage {
                         &Decision::failed(reason),
                         None,
                         None,
+                        cycle.as_ref(),
                     )?;
                     written += 1;
                 }
-                StageMessage::End => break,
+                StageMessage::End => {
+                    written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
+                    break;
+                }
             }
             self.write_pending(&mut pending, false)?;
         }
@@ -243,7 +270,11 @@ impl OutputStage {
         Ok(())
     }
 
-    fn emit(
+    /// One result: to the line, the results file, the counts, the taps and
+    /// the journal. `cycle`: a camera with a cavity layout's cavities, whose
+    /// decisive one `d` is (`crate::cycle`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit(
         &mut self,
         line: &mut String,
         pending: &mut PendingLines,
@@ -251,6 +282,7 @@ impl OutputStage {
         d: &Decision,
         latencies: Option<&FrameLatencies>,
         mut work: Option<&mut FrameWork>,
+        cycle: Option<&Arc<CycleVerdicts>>,
     ) -> Result<(), OutputError> {
         let camera = self.cameras.get(usize::from(meta.camera));
         let name = camera.and_then(|c| c.name.as_deref());
@@ -261,7 +293,7 @@ impl OutputStage {
                 (None, Some(l)) => l[3],
                 _ => meta.started_instant().elapsed().as_secs_f64() * 1e3,
             };
-            l.deliver(meta, d, latency, self.models.as_ref())
+            l.deliver(meta, d, latency, self.models.as_ref(), cycle)
         });
         let late = delivery == Some(Delivery::Late);
         // Preprocessing or a model failed this frame (not capture): see Liveness.
@@ -270,10 +302,21 @@ impl OutputStage {
             .and_then(|w| w.error.as_ref())
             .map(|(stage, _)| *stage)
             .filter(|stage| *stage != FailedStage::Capture);
-        format_output_line(line, name, meta, d, latencies, late, self.models.as_deref());
-        // After the line got the verdict: the shadow never delays it.
+        let cycle = cycle.map(Arc::as_ref);
+        format_output_line(
+            line,
+            name,
+            meta,
+            d,
+            latencies,
+            late,
+            self.models.as_deref(),
+            cycle,
+        );
+        // After the line got the verdict: the shadow never delays it. The
+        // shadow judges whole frames: a cycle's cavities are not offered.
         let shadowed = match (&self.shadow, work.as_deref_mut()) {
-            (Some(shadow), Some(w)) => {
+            (Some(shadow), Some(w)) if cycle.is_none() => {
                 shadow.offer(w, d, self.settings.decision_of(meta.camera), line)
             }
             _ => false,
@@ -296,7 +339,7 @@ impl OutputStage {
             }
         }
         self.counters.record(d.reason);
-        self.taps.record(meta, d, latencies, line, work);
+        self.taps.record(meta, d, latencies, line, work, cycle);
         if self.settings.output.log_verdicts {
             let (defect_prob, seal_area) = (
                 d.defect_prob.unwrap_or(f64::NAN),

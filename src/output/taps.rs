@@ -4,6 +4,7 @@
 //! trait, so it imports nothing of the status room above it.
 
 use crate::config::ArchiveConfig;
+use crate::cycle::CycleVerdicts;
 use crate::decision::Decision;
 use crate::frame::{FrameMeta, FrameWork};
 
@@ -14,7 +15,9 @@ pub type Latencies = [f64; 4];
 /// not wait or allocate per frame: it runs on the verdict's path.
 pub trait ResultTaps: Send {
     /// One result, after its line was written. `work` is the frame's record
-    /// when it was inspected (its pixels may be taken by the archive).
+    /// when it was inspected (its pixels may be taken by the archive);
+    /// with a cavity layout, the cycle's first record (the frame's pixels)
+    /// and `cycle` its cavities' verdicts.
     fn record(
         &mut self,
         meta: &FrameMeta,
@@ -22,6 +25,7 @@ pub trait ResultTaps: Send {
         latencies: Option<&Latencies>,
         line: &str,
         work: Option<&mut FrameWork>,
+        cycle: Option<&CycleVerdicts>,
     );
 
     /// No frame came for a while: publish what is pending.

@@ -246,12 +246,15 @@ fn camera_lines(
             let mut line_outputs: Vec<Arc<dyn crate::line::LineOutput>> =
                 mqtt.iter().map(|m| m.output()).collect();
             line_outputs.extend(outputs.get(index).into_iter().flatten().cloned());
-            Arc::new(Line::of_camera(
-                line_outputs,
-                camera.decision.deadline,
-                camera.name.as_deref().map(Arc::from),
-                Arc::clone(&line_stats),
-            ))
+            Arc::new(
+                Line::of_camera(
+                    line_outputs,
+                    camera.decision.deadline,
+                    camera.name.as_deref().map(Arc::from),
+                    Arc::clone(&line_stats),
+                )
+                .with_layout(camera.source.layout.clone()),
+            )
         })
         .collect();
     (line_stats, lines)

@@ -100,9 +100,13 @@ impl Stages {
 
 /// Work records for batches of up to `max_batch`: preprocess and output
 /// each hold one frame plus one waiting, and infer a batch while the next
-/// gathers; more only adds queueing latency, not throughput.
-fn work_records(max_batch: usize) -> usize {
-    2 * max_batch.max(1) + 2
+/// gathers; more only adds queueing latency, not throughput. With a cavity
+/// layout a frame takes a record per judged cavity (`per_frame`), and the
+/// batch holds at least one cycle (`batch_policy`): the output stage holds
+/// at most one cycle's records but one while it gathers it, so the
+/// preprocess stage always finds a record for the next cavity.
+fn work_records(max_batch: usize, per_frame: usize) -> usize {
+    2 * max_batch.max(per_frame).max(1) + 2
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -141,7 +145,9 @@ pub(super) fn start_stages(
     };
     // Room for the most work records a run may make (see `work_records`
     // below, decided once the engine tells how it batches).
-    let most_records = work_records(config.inference.max_batch);
+    let crops = crate::preprocess::CycleCrops::from_config(config);
+    let per_frame = crops.most_per_frame();
+    let most_records = work_records(config.inference.max_batch, per_frame);
     let (free_tx, free_rx) = bounded::<Box<FrameWork>>(most_records);
     let (to_infer, infer_in) = bounded::<StageMessage>(most_records);
     let (to_output, output_in) = bounded::<StageMessage>(most_records);
@@ -169,8 +175,8 @@ pub(super) fn start_stages(
     )
     .map_err(|e| PipelineError::Spawn("archive", e))?;
     let archive_counters = taps.archive_counters();
-    let batching = batch_policy(config, &frame_path);
-    let mut records: Vec<Box<FrameWork>> = (0..work_records(batching.max_batch))
+    let batching = batch_policy(config, &frame_path, per_frame);
+    let mut records: Vec<Box<FrameWork>> = (0..work_records(batching.max_batch, per_frame))
         .map(|_| Box::new(FrameWork::new(&geometry)))
         .collect();
     let mut batch_buffers = infer::BatchBuffers::default();
@@ -219,6 +225,7 @@ pub(super) fn start_stages(
         models: Some(Arc::clone(models)),
         taps: Box::new(taps),
         shadow: Some(shadow_handoff),
+        cycles: crate::output::CycleGather::with_capacity(per_frame),
     };
     let output = spawn("output", move || {
         let result = output.run();
@@ -271,6 +278,7 @@ pub(super) fn start_stages(
                 preprocessor: frame_preprocessor,
                 liveness: liveness.clone(),
                 pixel_demand,
+                crops,
             };
             (spawn("preprocess", move || preprocess.run())?, Some(infer))
         }
@@ -412,10 +420,18 @@ fn warm_up_size(config: &Config, source: &SourcePlan) -> infer::WarmUpSize {
 
 /// How the stage that runs the models batches: `max_batch` as the models
 /// allow it (host) or as the device thread reported it, and `batch_wait`.
-fn batch_policy(config: &Config, frame_path: &FramePath) -> infer::BatchPolicy {
+/// With a cavity layout a batch holds at least one cycle's `per_frame`
+/// crops, so that a cycle is judged in one engine run where the models
+/// batch.
+fn batch_policy(config: &Config, frame_path: &FramePath, per_frame: usize) -> infer::BatchPolicy {
     match frame_path {
         FramePath::Host { backend, .. } => {
-            let max_batch = config.inference.max_batch.min(backend.max_batch());
+            let wanted = config.inference.max_batch.max(per_frame);
+            if wanted > config.inference.max_batch {
+                log::info!(target: "sealcheck::pipeline", max_batch = config.inference.max_batch, cavities = per_frame;
+                    "a cycle's cavities are judged in one batch: max_batch raised to the cavities of one frame");
+            }
+            let max_batch = wanted.min(backend.max_batch());
             if config.inference.max_batch > 1 && max_batch == 1 {
                 log::info!(target: "sealcheck::pipeline", max_batch = config.inference.max_batch;
                     "the models have a batch dimension of 1: frames are judged one after another (export them with a dynamic batch to judge frames ready at once in one run)");
@@ -482,6 +498,7 @@ fn output_cameras(config: &Config, lines: &[Arc<Line>]) -> Vec<OutputCamera> {
         .map(|(camera, line)| OutputCamera {
             name: camera.name.as_deref().map(Arc::from),
             line: Some(Arc::clone(line)),
+            layout: camera.source.layout.clone(),
         })
         .collect()
 }

@@ -38,7 +38,16 @@ pub const IR_RESULTS_BUFFERED: u16 = 6;
 pub const IR_ERROR_CODE: u16 = 7;
 pub const IR_TRIGGER_TO_RESULT_MS: u16 = 8;
 pub const IR_RESULT_SEQ: u16 = 9;
-pub const INPUT_REGISTERS: u16 = 11;
+/// The active recipe's id (issue 39's recipes; 0 until they exist).
+pub const IR_ACTIVE_RECIPE: u16 = 11;
+/// The presented result's reject mask, 64 bits in four registers, high
+/// word first: register 12 holds bits 63..48, register 15 bits 15..0; bit
+/// `n - 1` set for each failed cavity `n`. 0 without a cavity layout.
+pub const IR_REJECT_MASK: u16 = 12;
+/// The presented result's number of cavities (the layout's, disabled ones
+/// included); 0 without a cavity layout.
+pub const IR_CAVITY_COUNT: u16 = 16;
+pub const INPUT_REGISTERS: u16 = 17;
 
 /// Heartbeat counts up once per this period while the server runs.
 pub const HEARTBEAT_PERIOD: Duration = Duration::from_millis(100);
@@ -95,6 +104,10 @@ pub struct PlcResult {
     pub seq: u32,
     /// The part's place on the line (not on the map; for logs and tests).
     pub number: u64,
+    /// Bit `n - 1` set for each failed cavity `n` (a cavity layout; else 0).
+    pub reject_mask: u64,
+    /// The layout's cavities; 0 without a layout.
+    pub cavities: u16,
 }
 
 impl PlcResult {
@@ -116,8 +129,20 @@ impl PlcResult {
                 RESULT_SEQ_NO_FRAME
             },
             number: verdict.part.number,
+            reject_mask: verdict.cavities.as_ref().map_or(0, |c| c.reject_mask()),
+            cavities: verdict.cavities.as_ref().map_or(0, |c| c.count()),
         }
     }
+}
+
+/// A u64 as four registers, high word first.
+pub fn quad_words(value: u64) -> [u16; 4] {
+    [
+        (value >> 48) as u16,
+        (value >> 32) as u16,
+        (value >> 16) as u16,
+        value as u16,
+    ]
 }
 
 /// A u32 as two registers, high word first.

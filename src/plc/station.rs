@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use super::map::{
     COIL_CLEAR_ERROR, COIL_RESULTS_ACK, COIL_TRIGGER, COIL_TRIGGER_ENABLE, COILS, DISCRETE_INPUTS,
-    ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words, words,
+    ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words,
+    quad_words, words,
 };
 use crate::config::ModbusConfig;
 use crate::frame::TriggeredBy;
@@ -163,8 +164,11 @@ impl Station {
             trigger_to_result: 0,
             seq: 0,
             number: 0,
+            reject_mask: 0,
+            cavities: 0,
         });
         let [id_high, id_low] = words(shown.part_id);
+        let [mask_3, mask_2, mask_1, mask_0] = quad_words(shown.reject_mask);
         let [seq_high, seq_low] = words(shown.seq);
         let buffered = if self.handshake {
             state.queue.len()
@@ -183,6 +187,13 @@ impl Station {
             shown.trigger_to_result,
             seq_high,
             seq_low,
+            // ActiveRecipe: no recipes yet.
+            0,
+            mask_3,
+            mask_2,
+            mask_1,
+            mask_0,
+            shown.cavities,
         ]
     }
 

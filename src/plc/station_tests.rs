@@ -46,6 +46,7 @@ fn verdict(number: u64, id: u64, reason: Reason) -> LineVerdict {
         deadline: None,
         models: None,
         camera: None,
+        cavities: None,
     }
 }
 

@@ -23,6 +23,7 @@
 //! thread), `error.rs`, and `gpu/` (the same work on the GPU; `gpu_stub.rs`
 //! without the `cuda` feature).
 
+mod cavities;
 mod device;
 mod error;
 pub(crate) mod frame_rows;
@@ -39,6 +40,7 @@ mod resize;
 mod stage;
 pub(crate) mod taps;
 
+pub use cavities::{CycleCrops, CycleFit};
 pub use device::{FramePreprocessor, cpu_preprocessor};
 pub use error::{FramePreprocessError, PreprocessError};
 pub use frame_rows::MAX_FRAME_SIDE;

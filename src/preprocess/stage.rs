@@ -1,14 +1,19 @@
 //! The preprocess thread: takes frames off the capture ring, fills a work
 //! record's tensors, gives the frame slot straight back to capture, and passes
 //! the work record on to inference.
+//!
+//! A camera with a cavity layout (`[source.layout]`) gives one work record
+//! per judged cavity of each frame, its crop (`cavities::CycleCrops`), one
+//! after another; the output stage gathers them back into the cycle.
 
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::cavities::{CycleCrops, CycleFit};
 use super::device::FramePreprocessor;
 use crate::capture::EndOfStream;
-use crate::frame::{FailedStage, FrameSlot, FrameWork, StageMessage};
+use crate::frame::{FailedStage, FrameSlot, FrameWork, ImageView, StageMessage};
 use crate::ring::Popped;
 use crate::trigger::PartRings;
 
@@ -19,11 +24,19 @@ pub fn preprocess_frame(
     frame: &FrameSlot,
     work: &mut FrameWork,
 ) {
-    let started = Instant::now();
     work.reset(frame.meta);
-    if let Err(e) =
-        preprocessor.frame_to_tensors(frame.image(), &mut work.seg_input, &mut work.cls_input)
-    {
+    preprocess_view(preprocessor, frame.image(), work);
+}
+
+/// Fills `work`'s tensors from `image` (a frame or a cavity's crop of it),
+/// timing it; a failure marks the record.
+pub(super) fn preprocess_view(
+    preprocessor: &mut FramePreprocessor,
+    image: ImageView<'_>,
+    work: &mut FrameWork,
+) {
+    let started = Instant::now();
+    if let Err(e) = preprocessor.frame_to_tensors(image, &mut work.seg_input, &mut work.cls_input) {
         work.error = Some((FailedStage::Preprocess, e.to_string()));
     }
     work.timings.preprocess_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -39,6 +52,8 @@ pub struct PreprocessStage {
     pub liveness: crate::service::Liveness,
     /// Whether to keep the frame's pixels in its work record (archive, live view).
     pub pixel_demand: std::sync::Arc<crate::frame::PixelDemand>,
+    /// Each camera's cavity layout, by `FrameMeta::camera`.
+    pub crops: CycleCrops,
 }
 
 impl PreprocessStage {
@@ -49,6 +64,14 @@ impl PreprocessStage {
                 continue;
             };
             let message = match event {
+                Popped::Frame(slot) if self.crops.has_layout(slot.meta.camera) => {
+                    if self.send_cavities(&slot).is_err() {
+                        return EndOfStream::Stopped;
+                    }
+                    self.input.recycle(slot);
+                    self.liveness.frame_preprocessed();
+                    continue;
+                }
                 Popped::Frame(slot) => {
                     let Ok(mut work) = self.free_work.recv() else {
                         // The output stage is gone: nothing downstream can take more frames.
@@ -72,5 +95,55 @@ impl PreprocessStage {
                 return EndOfStream::Stopped;
             }
         }
+    }
+
+    /// One work record per judged cavity of `slot`'s frame, each its crop,
+    /// sent on as it is made. A frame the layout does not fit fails every
+    /// cavity with `error`, naming the cavity and the sizes. `Err`: the
+    /// output or the infer stage is gone.
+    fn send_cavities(&mut self, slot: &FrameSlot) -> Result<(), ()> {
+        let image = slot.image();
+        let fit = self.crops.fit(slot.meta.camera, image.width, image.height);
+        let layout = fit.layout();
+        let of = layout.enabled_count();
+        for (index, number) in layout.enabled().enumerate() {
+            let mut work = self.free_work.recv().map_err(|_| ())?;
+            work.reset(slot.meta);
+            work.cavity = Some(crate::frame::CavityTag {
+                number,
+                index: index as u16,
+                of,
+            });
+            match &fit {
+                CycleFit::Fits(layout) => {
+                    let r = layout.crop(number, (image.width as u32, image.height as u32));
+                    match image.crop(
+                        r.x as usize,
+                        r.y as usize,
+                        r.width as usize,
+                        r.height as usize,
+                    ) {
+                        Some(crop) => preprocess_view(&mut self.preprocessor, crop, &mut work),
+                        None => {
+                            work.error = Some((
+                                FailedStage::Preprocess,
+                                format!("cavity {number}'s crop {r} leaves the frame"),
+                            ))
+                        }
+                    }
+                }
+                CycleFit::Misfit { message, .. } => {
+                    work.error = Some((FailedStage::Preprocess, message.clone()));
+                }
+            }
+            // The archive and the live view see the cycle's frame once.
+            if index == 0 && self.pixel_demand.wanted() {
+                work.pixels.copy_from(slot);
+            }
+            self.output
+                .send(StageMessage::Inspect(work))
+                .map_err(|_| ())?;
+        }
+        Ok(())
     }
 }

@@ -16,6 +16,7 @@ use super::board::StatusBoard;
 use super::telemetry::Telemetry;
 use crate::archive::{ArchiveCounters, ArchiveQueue};
 use crate::config::ArchiveConfig;
+use crate::cycle::CycleVerdicts;
 use crate::decision::Decision;
 use crate::frame::{FrameMeta, FrameWork, PixelDemand};
 use crate::output::{Latencies, ResultTaps};
@@ -213,6 +214,7 @@ impl ResultTaps for OperatorTaps {
         latencies: Option<&Latencies>,
         line: &str,
         work: Option<&mut FrameWork>,
+        cycle: Option<&CycleVerdicts>,
     ) {
         self.status
             .counted(d, latencies, work.as_deref(), self.mask_hw);

@@ -80,6 +80,7 @@ mod tests {
             deadline: None,
             models: None,
             camera: None,
+            cavities: None,
         }
     }
 

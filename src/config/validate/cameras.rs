@@ -88,15 +88,24 @@ fn read_source(s: &Section, files: &Files) -> Option<SourceConfig> {
         });
     let pool_size = s.int_in("pool_size", 2..=64, Some(4));
     let recovery = read_recovery(s);
+    let layout = super::layout::read_layout(s);
     // Which keys belong in [source] depends on the kind: judge them only once it is known.
     if kind_index.is_some() {
         s.finish();
     }
+    let (kind, layout) = (kind?, layout?);
+    if let (Some(layout), Some((width, height))) = (&layout, kind.frame_size())
+        && let Err(misfit) = layout.check_frame(width, height)
+    {
+        s.section("layout").problem("rows", misfit.to_string());
+        return None;
+    }
     Some(SourceConfig {
-        kind: kind?,
+        kind,
         overflow: overflow?,
         pool_size: pool_size? as usize,
         recovery: recovery?,
+        layout: layout.map(std::sync::Arc::new),
     })
 }
 

@@ -20,6 +20,7 @@ mod files;
 mod genicam;
 mod host;
 mod inference;
+mod layout;
 mod models;
 mod mqtt;
 mod outputs;

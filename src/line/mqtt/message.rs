@@ -5,6 +5,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::cycle::{CycleVerdicts, JsonCavities, JsonRejects};
 use crate::json_line::{self, write_json};
 use crate::line::verdict::LineVerdict;
 use crate::model_id::ModelIds;
@@ -29,6 +30,9 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
         deadline: v.deadline.map(|d| d.at),
         expires: v.deadline.map(|d| d.expires_at),
         models,
+        cavities: v.cavities.as_deref().map(CycleVerdicts::json_cavities),
+        reject: v.cavities.as_deref().map(CycleVerdicts::json_rejects),
+        reject_mask: v.cavities.as_deref().map(CycleVerdicts::reject_mask),
     };
     write_json(out, &message);
 }
@@ -69,6 +73,15 @@ struct VerdictMessage<'a> {
     #[serde(serialize_with = "json_line::rfc3339_or_null")]
     expires: Option<SystemTime>,
     models: &'a ModelIds,
+    /// With a cavity layout: each judged cavity, in number order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cavities: Option<JsonCavities<'a>>,
+    /// The failed cavities' numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reject: Option<JsonRejects<'a>>,
+    /// Bit `n - 1` set for each failed cavity `n`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reject_mask: Option<u64>,
 }
 
 #[cfg(test)]
@@ -93,6 +106,7 @@ mod tests {
             deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
             models: None,
             camera: None,
+            cavities: None,
         };
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
@@ -133,6 +147,7 @@ mod tests {
             deadline: Some(PartDeadline::of(&meta, Duration::from_millis(60))),
             models: None,
             camera: None,
+            cavities: None,
         };
         let mut s = String::new();
         format_verdict(&mut s, &late, &models);
@@ -158,6 +173,7 @@ mod tests {
         );
         let camera = LineVerdict {
             camera: Some("side".into()),
+            cavities: None,
             ..pass.clone()
         };
         format_verdict(&mut s, &camera, &models);

@@ -19,5 +19,6 @@ pub(super) fn verdict(seq: u64, deadline_ms: Option<u64>) -> LineVerdict {
         deadline: deadline_ms.map(|ms| PartDeadline::of(&meta, Duration::from_millis(ms))),
         models: None,
         camera: None,
+        cavities: None,
     }
 }
