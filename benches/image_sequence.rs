@@ -20,6 +20,7 @@ fn frames_per_second(kind: SourceKind) -> (u64, f64) {
         overflow: OverflowPolicy::Block,
         pool_size: 4,
         recovery: SourceRecovery::default(),
+        layout: None,
     };
     let (producer, mut consumer) = frame_ring(source.pool_size);
     let started = Instant::now();

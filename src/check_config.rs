@@ -42,6 +42,13 @@ pub enum CheckError {
         #[source]
         error: ShadowRefused,
     },
+    #[error("config file {}: [{table}]: {message}", path.display())]
+    Layout {
+        path: PathBuf,
+        /// `source.layout` or `cameras.NAME.layout`.
+        table: String,
+        message: String,
+    },
 }
 
 /// What was checked, one line each, for the operator.
@@ -59,6 +66,11 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
             path: path.to_path_buf(),
             error,
         })?;
+    }
+    for camera in &cfg.cameras {
+        if let Some(line) = check_layout(path, camera)? {
+            lines.push(format!("{shown}: {line}"));
+        }
     }
     lines.push(format!("{shown}: {}", check_models(&cfg)?));
     lines.push(format!("{shown}: {}", triggers(&cfg)));
@@ -85,6 +97,55 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
         cfg.inference.backend.as_str()
     ));
     Ok(Checked { lines })
+}
+
+/// A camera's cavity layout against the frames it will get, where they can
+/// be known without a camera: the size the config fixes (checked by the
+/// config itself) or an image sequence's first image. `Some(line)` saying
+/// what is judged per frame when there is a layout.
+fn check_layout(path: &Path, camera: &config::CameraConfig) -> Result<Option<String>, CheckError> {
+    let Some(layout) = &camera.source.layout else {
+        return Ok(None);
+    };
+    let table = match &camera.name {
+        Some(name) => format!("cameras.{name}.layout"),
+        None => "source.layout".to_string(),
+    };
+    let failed = |message: String| CheckError::Layout {
+        path: path.to_path_buf(),
+        table: table.clone(),
+        message,
+    };
+    let size = match &camera.source.kind {
+        config::SourceKind::Images { location, .. } => {
+            let first = config::image_file(location, 0);
+            let size = imagesize::size(&first).map_err(|e| {
+                failed(format!(
+                    "the first image {} cannot be read for its size ({e}); every cavity of its frame would fail",
+                    first.display()
+                ))
+            })?;
+            Some((size.width as u32, size.height as u32))
+        }
+        kind => kind.frame_size(),
+    };
+    let frame = match size {
+        Some((width, height)) => {
+            layout.check_frame(width, height).map_err(|m| failed(m.to_string()))?;
+            format!("{width}x{height} frames")
+        }
+        None => "frames the camera sets (checked on its first frame)".to_string(),
+    };
+    let disabled = layout.count() - layout.enabled_count();
+    let grid = layout
+        .grid
+        .map_or(String::new(), |(rows, cols)| format!("{rows}x{cols} "));
+    Ok(Some(format!(
+        "[{table}]: {grid}{} cavities, {} judged per cycle ({disabled} disabled), margin {} px, on {frame}",
+        layout.count(),
+        layout.enabled_count(),
+        layout.margin
+    )))
 }
 
 /// The engine whose loader checks the model files, and why that one: the

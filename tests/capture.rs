@@ -29,6 +29,7 @@ fn source(kind: SourceKind, overflow: OverflowPolicy, pool_size: usize) -> Sourc
         overflow,
         pool_size,
         recovery: SourceRecovery::default(),
+        layout: None,
     }
 }
 

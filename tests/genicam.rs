@@ -684,6 +684,7 @@ fn mono_source(trigger: GenicamTrigger) -> SourceConfig {
         overflow: OverflowPolicy::Block,
         pool_size: 8,
         recovery: SourceRecovery::default(),
+        layout: None,
     }
 }
 

@@ -28,6 +28,7 @@ mod alerts;
 mod cameras;
 mod cameras_status;
 mod capture;
+mod cavities;
 mod config;
 mod config_proptest;
 mod demo_assets;

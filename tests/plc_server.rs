@@ -13,7 +13,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::plc::{Plc, TriggerRefused};
 use sealcheck::capture::EndOfStream;
-use sealcheck::config::ModbusConfig;
+use sealcheck::config::{CavityLayout, CavityRect, ModbusConfig};
+use sealcheck::cycle::CycleVerdicts;
 use sealcheck::decision::{Decision, Reason};
 use sealcheck::frame::Part;
 use sealcheck::frame::StageMessage;
@@ -82,6 +83,7 @@ fn verdict(number: u64, id: u64, reason: Reason) -> LineVerdict {
         deadline: None,
         models: None,
         camera: None,
+        cavities: None,
     }
 }
 
@@ -298,6 +300,60 @@ fn a_trigger_with_trigger_enable_off_is_refused_with_an_error_code() {
         plc.trigger(43, Duration::from_millis(50)),
         Err(TriggerRefused::NoAck { error_code: 2 })
     );
+}
+
+/// A cycle of a 2x3 layout (cavity 4 disabled) whose cavities `failed` fail.
+fn cycle_verdict(number: u64, id: u64, failed: &[u16]) -> LineVerdict {
+    let rects = (0..6)
+        .map(|i| CavityRect {
+            x: (i % 3) * 100,
+            y: (i / 3) * 100,
+            width: 90,
+            height: 90,
+        })
+        .collect();
+    let layout = CavityLayout::new(rects, &[4], 5, Some((2, 3))).unwrap();
+    let mut cycle = CycleVerdicts::with_capacity(6);
+    cycle.start(&layout);
+    for n in layout.enabled() {
+        let reason = if failed.contains(&n) { Reason::Defect } else { Reason::Ok };
+        cycle.push(n, verdict(number, id, reason).decision);
+    }
+    LineVerdict {
+        decision: cycle.overall(),
+        cavities: Some(Arc::new(cycle)),
+        ..verdict(number, id, Reason::Ok)
+    }
+}
+
+#[test]
+fn a_plc_reads_each_cycles_reject_mask_and_cavity_count_over_the_handshake() {
+    let (server, stations) = start(&config(8, true), 1);
+    let mut plc = Plc::connect(server.local_addr(), 1);
+    // Without a layout the cavity registers read 0.
+    stations[0].send(&verdict(0, 70, Reason::Defect));
+    let plain = plc.take_result(Duration::from_secs(5)).expect("a result");
+    assert_eq!((plain.part_id, plain.reject_mask, plain.cavities), (70, 0, 0));
+    let cycles: [&[u16]; 4] = [&[2, 5], &[], &[1, 2, 3, 5, 6], &[6]];
+    for (i, failed) in cycles.iter().enumerate() {
+        stations[0].send(&cycle_verdict(i as u64 + 1, 71 + i as u64, failed));
+    }
+    for (i, failed) in cycles.iter().enumerate() {
+        let r = plc.take_result(Duration::from_secs(5)).expect("a cycle's result");
+        let mask = failed.iter().fold(0u64, |m, n| m | 1 << (n - 1));
+        assert_eq!(
+            (r.part_id, r.reject_mask, r.cavities, r.pass),
+            (71 + i as u32, mask, 6, failed.is_empty()),
+            "cycle {i}"
+        );
+        assert_eq!(r.reason_code, if failed.is_empty() { 0 } else { 1 });
+    }
+    // The mask's four words, high word first, as a PLC reads them raw.
+    stations[0].send(&cycle_verdict(5, 80, &[1, 6]));
+    plc.wait_result(Duration::from_secs(5)).expect("the last cycle");
+    let raw = plc.try_read_inputs(11, 6).unwrap().unwrap();
+    assert_eq!(raw, [0, 0, 0, 0, 0b10_0001, 6]);
+    assert_eq!(plc.registers().active_recipe, 0);
 }
 
 #[test]

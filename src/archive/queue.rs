@@ -113,7 +113,11 @@ impl ArchiveQueue {
         job.reason = d.reason;
         std::mem::swap(&mut job.pixels, &mut work.pixels);
         work.pixels.valid = false;
-        job.mask_valid = !matches!(
+        // A cycle of cavities (`work` is its first cavity's record) is kept
+        // as its frame alone: each cavity's mask is in its own crop's
+        // pixels, and the manifest's result line names the failed cavities.
+        job.mask_valid = work.cavity.is_none()
+            && !matches!(
             &work.error,
             Some((
                 FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,

@@ -55,6 +55,12 @@ pub struct Registers {
     /// Tenths of a millisecond.
     pub trigger_to_result: u16,
     pub result_seq: u32,
+    /// Register 11: the active recipe's id (0: no recipes).
+    pub active_recipe: u16,
+    /// Registers 12 to 15, high word first: bit n-1 for failed cavity n.
+    pub reject_mask: u64,
+    /// Register 16: the layout's cavities (0: no layout).
+    pub cavities: u16,
 }
 
 /// One result as the PLC read it.
@@ -67,6 +73,8 @@ pub struct PlcResult {
     pub defect_prob: u16,
     pub trigger_to_result: u16,
     pub result_seq: u32,
+    pub reject_mask: u64,
+    pub cavities: u16,
     /// When the simulator first saw ResultsValid high for it.
     pub seen_at: Instant,
 }
@@ -138,9 +146,10 @@ impl Plc {
     }
 
     pub fn registers(&mut self) -> Registers {
-        let result = self.ctx.read_input_registers(0, 11);
+        let result = self.ctx.read_input_registers(0, 17);
         let r = Plc::ok("read input registers", result);
         let u32_at = |i: usize| (u32::from(r[i]) << 16) | u32::from(r[i + 1]);
+        let u64_at = |i: usize| (u64::from(u32_at(i)) << 32) | u64::from(u32_at(i + 2));
         Registers {
             heartbeat: r[0],
             acquisition_count: r[1],
@@ -151,6 +160,9 @@ impl Plc {
             error_code: r[7],
             trigger_to_result: r[8],
             result_seq: u32_at(9),
+            active_recipe: r[11],
+            reject_mask: u64_at(12),
+            cavities: r[16],
         }
     }
 
@@ -195,6 +207,8 @@ impl Plc {
                     defect_prob: r.defect_prob,
                     trigger_to_result: r.trigger_to_result,
                     result_seq: r.result_seq,
+                    reject_mask: r.reject_mask,
+                    cavities: r.cavities,
                     seen_at,
                 });
             }
