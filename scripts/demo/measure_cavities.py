@@ -246,9 +246,16 @@ def main():
         ok_areas = [rows[m][fr][c["cavity"]][3] for fr in frames for c in labels[fr]["cavities"]
                     if c["label"] == "ok" and c["cavity"] in rows[m][fr]]
         print(f"  seal area of good cavities {min(ok_areas):.4f}..{max(ok_areas):.4f} (all {min(areas):.4f}..{max(areas):.4f})")
+        ok_p = [rows[m][fr][c["cavity"]][2] for fr in frames for c in labels[fr]["cavities"]
+                if c["label"] == "ok" and c["cavity"] in rows[m][fr]]
+        bad_p = [rows[m][fr][c["cavity"]][2] for fr in frames for c in labels[fr]["cavities"]
+                 if c["label"] == "defect" and c["kind"] != "missing" and c["cavity"] in rows[m][fr]]
+        print(f"  p_defect: good cavities max {max(ok_p):.4g} (99th percentile {np.percentile(ok_p, 99):.3g}); "
+              f"defective (not missing) min {min(bad_p) if bad_p else float('nan'):.4g}")
         summary["margins"][m] = {
             "recall": rec, "false_reject_rate": fr_rate, "totals": tot,
             "good_seal_area": [min(ok_areas), max(ok_areas)],
+            "good_p_defect_max": max(ok_p), "defective_p_defect_min": min(bad_p) if bad_p else None,
             "per_cavity": {n: {"defects": s["defect"], "caught": s["caught"], "good": s["ok"],
                                "passed": s["passed"], "missed": s["missed"], "false_rejects": s["false"]}
                            for n, s in sorted(per.items())}}
