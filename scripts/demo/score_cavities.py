@@ -103,7 +103,7 @@ def score(results, labels_rows, last=50, grid=(2, 3), out=None):
 
     # (a) per cavity
     say("per cavity (defective cavities caught, good cavities passed, false rejects):")
-    say(f"  {'cavity':>6}  {'caught':>15}  {'good passed':>17}  {'false rejects':>13}")
+    say(f"  {'cavity':>6}  {'caught':<16}  {'good passed':<18}  false rejects")
     tot = collections.Counter()
     for n in numbers:
         c = per[n]
@@ -138,7 +138,7 @@ def score(results, labels_rows, last=50, grid=(2, 3), out=None):
                    sum(fails[n]) / len(fails[n]) if fails[n] else 0.0, sum(fails[n]), len(fails[n]))
     cell_w = 17
     if rows * cols >= (max(numbers) if numbers else 0):
-        say("        " + "".join(f"{'col ' + str(c + 1):<{cell_w}}" for c in range(cols)))
+        say(("        " + "".join(f"{'col ' + str(c + 1):<{cell_w}}" for c in range(cols))).rstrip())
         for r_ in range(rows):
             cells = []
             for c_ in range(cols):
@@ -147,7 +147,7 @@ def score(results, labels_rows, last=50, grid=(2, 3), out=None):
                     cells.append(f"{n}: {rate[n][0]:4.0%} ({rate[n][3]:3.0%})")
                 else:
                     cells.append(f"{n}:   -")
-            say(f"  row {r_ + 1} " + "".join(f"{s:<{cell_w}}" for s in cells))
+            say((f"  row {r_ + 1} " + "".join(f"{s:<{cell_w}}" for s in cells)).rstrip())
     else:
         say(f"  ({len(numbers)} cavities do not fit a {rows}x{cols} grid; listed)")
         for n in numbers:
