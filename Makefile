@@ -20,7 +20,7 @@ export ORT_DYLIB_PATH := $(CURDIR)/$(ORT_LIB)
 # (Cargo.toml says which). The scripts it calls take it from PROFILE.
 TEST_PROFILE := ci-test
 
-.PHONY: all build demo demo-cameras demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall deb jetson jetson-check deb-test demo-assets clean
+.PHONY: all build demo demo-cameras demo-cavities demo-plc test aarch64-deps test-tensorrt deps python onnxruntime install uninstall deb jetson jetson-check deb-test demo-assets clean
 
 all: build
 
@@ -66,6 +66,14 @@ demo: build onnxruntime
 demo-cameras: build onnxruntime
 	@mkdir -p results && rm -f results/demo-cameras.jsonl
 	$(BINARY) run --config config/demo-cameras.toml
+
+# A multi-cavity machine (samples/demo_cavities/: 2x3 trays per cycle, cavity 5's sealing head
+# drifting bad): every cavity judged on its own, then the per-cavity confusion and the heat
+# map's worst cavity (scripts/demo/score_cavities.py).
+demo-cavities: build onnxruntime
+	@mkdir -p results && rm -f results/demo-cavities.jsonl
+	$(BINARY) run --config config/demo-cavities.toml
+	$(PY) scripts/demo/score_cavities.py --results results/demo-cavities.jsonl --labels samples/demo_cavities/labels.jsonl
 
 # Parts triggered by a PLC over Modbus TCP (config/demo-plc.toml: a live camera, the sample
 # clip looped at 30 frames/s): a PLC simulator (examples/demo_plc.rs) runs the handshake of
