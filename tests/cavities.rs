@@ -209,7 +209,7 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
     let said = String::from_utf8_lossy(&checked.stderr);
     assert_eq!(checked.status.code(), Some(78), "{said}");
     assert!(
-        said.contains("cavity 3 at [1360, 10, 600, 340] reaches past the 1920x720 frame"),
+        said.contains("cavity 3 at [1420, 10, 600, 340] reaches past the 1920x720 frame"),
         "{said}"
     );
 

@@ -1052,11 +1052,14 @@ fn the_template_names_every_key_the_config_reads_and_no_other() {
                 .unwrap_or_default();
             for key in allowed {
                 let named_for_kind = match kind {
-                    Some(kind) => keys.iter().any(|k| {
-                        k.table == "source"
-                            && k.key == key
-                            && (k.kind.is_none() || k.kind.as_ref() == Some(kind))
-                    }),
+                    // A sub-table of [source] ([source.layout]) is every kind's.
+                    Some(kind) => {
+                        keys.iter().any(|k| {
+                            k.table == "source"
+                                && k.key == key
+                                && (k.kind.is_none() || k.kind.as_ref() == Some(kind))
+                        }) || tables.iter().any(|(t, _)| *t == key_path("source", &key))
+                    }
                     None => named.contains(&key),
                 };
                 if !named_for_kind {
