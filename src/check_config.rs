@@ -131,7 +131,9 @@ fn check_layout(path: &Path, camera: &config::CameraConfig) -> Result<Option<Str
     };
     let frame = match size {
         Some((width, height)) => {
-            layout.check_frame(width, height).map_err(|m| failed(m.to_string()))?;
+            layout
+                .check_frame(width, height)
+                .map_err(|m| failed(m.to_string()))?;
             format!("{width}x{height} frames")
         }
         None => "frames the camera sets (checked on its first frame)".to_string(),

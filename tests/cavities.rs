@@ -131,14 +131,22 @@ fn a_cycles_cavities_judged_in_one_batch_match_the_same_crops_judged_one_by_one(
 
     let checked = sealcheck(&["check-config"], &config);
     let said = String::from_utf8_lossy(&checked.stdout);
-    assert!(checked.status.success(), "{said}{}", String::from_utf8_lossy(&checked.stderr));
+    assert!(
+        checked.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
     assert!(
         said.contains("[source.layout]: 2x3 6 cavities, 5 judged per cycle (1 disabled), margin 10 px, on 1920x720 frames"),
         "check-config says what each frame is judged as: {said}"
     );
 
     let run = sealcheck(&["run"], &config);
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let cycles = common::result_lines(&dir.path().join("cycles.jsonl"));
     assert_eq!(cycles.len(), frames, "one result line per cycle");
 
@@ -148,7 +156,11 @@ fn a_cycles_cavities_judged_in_one_batch_match_the_same_crops_judged_one_by_one(
     inspect.arg("inspect").arg("--config").arg(&single);
     inspect.args(crops.iter().map(|(_, _, path)| path));
     let inspected = inspect.output().unwrap();
-    assert!(inspected.status.success(), "{}", String::from_utf8_lossy(&inspected.stderr));
+    assert!(
+        inspected.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inspected.stderr)
+    );
     let alone: Vec<serde_json::Value> = String::from_utf8_lossy(&inspected.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -159,17 +171,35 @@ fn a_cycles_cavities_judged_in_one_batch_match_the_same_crops_judged_one_by_one(
     for (f, cycle) in cycles.iter().enumerate() {
         assert_eq!(cycle["seq"], f);
         let cavities = cycle["cavities"].as_array().expect("the cycle's cavities");
-        let numbers: Vec<u64> = cavities.iter().map(|c| c["cavity"].as_u64().unwrap()).collect();
-        assert_eq!(numbers, [1, 2, 3, 4, 6], "judged cavities in number order, 5 disabled");
+        let numbers: Vec<u64> = cavities
+            .iter()
+            .map(|c| c["cavity"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            numbers,
+            [1, 2, 3, 4, 6],
+            "judged cavities in number order, 5 disabled"
+        );
         for cavity in cavities {
             let n = cavity["cavity"].as_u64().unwrap() as u16;
-            let i = crops.iter().position(|(cf, cc, _)| (*cf, *cc) == (f, n)).unwrap();
+            let i = crops
+                .iter()
+                .position(|(cf, cc, _)| (*cf, *cc) == (f, n))
+                .unwrap();
             let one = &alone[i];
             let what = format!("frame {f} cavity {n}");
             assert_eq!(cavity["verdict"], one["verdict"], "{what}");
             assert_eq!(cavity["reason"], one["reason"], "{what}");
-            assert_close(&format!("{what} defect_prob"), &cavity["defect_prob"], &one["defect_prob"]);
-            assert_close(&format!("{what} seal_area"), &cavity["seal_area"], &one["seal_area"]);
+            assert_close(
+                &format!("{what} defect_prob"),
+                &cavity["defect_prob"],
+                &one["defect_prob"],
+            );
+            assert_close(
+                &format!("{what} seal_area"),
+                &cavity["seal_area"],
+                &one["seal_area"],
+            );
         }
         let rejects: Vec<u64> = cavities
             .iter()
@@ -180,10 +210,16 @@ fn a_cycles_cavities_judged_in_one_batch_match_the_same_crops_judged_one_by_one(
         assert_eq!(cycle["reject"], serde_json::json!(rejects));
         let mask: u64 = rejects.iter().map(|n| 1u64 << (n - 1)).sum();
         assert_eq!(cycle["reject_mask"], mask);
-        assert_eq!(cycle["verdict"], if rejects.is_empty() { "pass" } else { "fail" });
+        assert_eq!(
+            cycle["verdict"],
+            if rejects.is_empty() { "pass" } else { "fail" }
+        );
         if let Some(first) = rejects.first() {
             let decisive = cavities.iter().find(|c| c["cavity"] == *first).unwrap();
-            assert_eq!(cycle["reason"], decisive["reason"], "the first failed cavity decides");
+            assert_eq!(
+                cycle["reason"], decisive["reason"],
+                "the first failed cavity decides"
+            );
         }
     }
     // The clip has defective and good seals: both kinds of cavity were seen.
@@ -219,7 +255,10 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
     let checked = sealcheck(&["check-config"], &config);
     let said = String::from_utf8_lossy(&checked.stderr);
     assert_eq!(checked.status.code(), Some(78), "{said}");
-    assert!(said.contains("cavity 3 at [1300, 10, 600, 340] reaches past the 1280x720 frame"), "{said}");
+    assert!(
+        said.contains("cavity 3 at [1300, 10, 600, 340] reaches past the 1280x720 frame"),
+        "{said}"
+    );
 
     // Overlapping and duplicate cavities, each pair named.
     let list = "cavities = [[0, 0, 100, 100], [50, 50, 100, 100], [0, 0, 100, 100]]";
@@ -227,8 +266,14 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
     let checked = sealcheck(&["check-config"], &config);
     let said = String::from_utf8_lossy(&checked.stderr);
     assert_eq!(checked.status.code(), Some(78), "{said}");
-    assert!(said.contains("cavities 1 at [0, 0, 100, 100] and 2 at [50, 50, 100, 100] overlap"), "{said}");
-    assert!(said.contains("cavities 1 and 3 are the same region"), "{said}");
+    assert!(
+        said.contains("cavities 1 at [0, 0, 100, 100] and 2 at [50, 50, 100, 100] overlap"),
+        "{said}"
+    );
+    assert!(
+        said.contains("cavities 1 and 3 are the same region"),
+        "{said}"
+    );
 
     // A camera whose size only its frames tell: 1280x720 frames under a
     // layout for 1920x720 fail every judged cavity, never pass, never crash.
@@ -240,12 +285,22 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
     let lines = common::result_lines(&dir.path().join("misfit.jsonl"));
     assert_eq!(lines.len(), 3, "{log}");
     for line in &lines {
-        assert_eq!((&line["verdict"], &line["reason"]), (&"fail".into(), &"error".into()));
+        assert_eq!(
+            (&line["verdict"], &line["reason"]),
+            (&"fail".into(), &"error".into())
+        );
         let cavities = line["cavities"].as_array().unwrap();
         assert_eq!(cavities.len(), 5);
-        assert!(cavities.iter().all(|c| c["verdict"] == "fail" && c["reason"] == "error"));
+        assert!(
+            cavities
+                .iter()
+                .all(|c| c["verdict"] == "fail" && c["reason"] == "error")
+        );
         assert_eq!(line["reject"], serde_json::json!([1, 2, 3, 4, 6]));
         assert_eq!(line["reject_mask"], 0b10_1111);
     }
-    assert!(log.contains("reaches past the 1280x720 frame"), "the log names why: {log}");
+    assert!(
+        log.contains("reaches past the 1280x720 frame"),
+        "the log names why: {log}"
+    );
 }

@@ -316,7 +316,11 @@ fn cycle_verdict(number: u64, id: u64, failed: &[u16]) -> LineVerdict {
     let mut cycle = CycleVerdicts::with_capacity(6);
     cycle.start(&layout);
     for n in layout.enabled() {
-        let reason = if failed.contains(&n) { Reason::Defect } else { Reason::Ok };
+        let reason = if failed.contains(&n) {
+            Reason::Defect
+        } else {
+            Reason::Ok
+        };
         cycle.push(n, verdict(number, id, reason).decision);
     }
     LineVerdict {
@@ -333,13 +337,18 @@ fn a_plc_reads_each_cycles_reject_mask_and_cavity_count_over_the_handshake() {
     // Without a layout the cavity registers read 0.
     stations[0].send(&verdict(0, 70, Reason::Defect));
     let plain = plc.take_result(Duration::from_secs(5)).expect("a result");
-    assert_eq!((plain.part_id, plain.reject_mask, plain.cavities), (70, 0, 0));
+    assert_eq!(
+        (plain.part_id, plain.reject_mask, plain.cavities),
+        (70, 0, 0)
+    );
     let cycles: [&[u16]; 4] = [&[2, 5], &[], &[1, 2, 3, 5, 6], &[6]];
     for (i, failed) in cycles.iter().enumerate() {
         stations[0].send(&cycle_verdict(i as u64 + 1, 71 + i as u64, failed));
     }
     for (i, failed) in cycles.iter().enumerate() {
-        let r = plc.take_result(Duration::from_secs(5)).expect("a cycle's result");
+        let r = plc
+            .take_result(Duration::from_secs(5))
+            .expect("a cycle's result");
         let mask = failed.iter().fold(0u64, |m, n| m | 1 << (n - 1));
         assert_eq!(
             (r.part_id, r.reject_mask, r.cavities, r.pass),
@@ -350,7 +359,8 @@ fn a_plc_reads_each_cycles_reject_mask_and_cavity_count_over_the_handshake() {
     }
     // The mask's four words, high word first, as a PLC reads them raw.
     stations[0].send(&cycle_verdict(5, 80, &[1, 6]));
-    plc.wait_result(Duration::from_secs(5)).expect("the last cycle");
+    plc.wait_result(Duration::from_secs(5))
+        .expect("the last cycle");
     let raw = plc.try_read_inputs(11, 6).unwrap().unwrap();
     assert_eq!(raw, [0, 0, 0, 0, 0b10_0001, 6]);
     assert_eq!(plc.registers().active_recipe, 0);

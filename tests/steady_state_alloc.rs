@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use sealcheck::capture::CaptureEvent;
 use sealcheck::config::{
-    DecisionConfig, Normalization, OutputConfig, OverflowPolicy, ResultsRotation,
+    CavityLayout, DecisionConfig, Normalization, OutputConfig, OverflowPolicy, ResultsRotation,
 };
+use sealcheck::cycle::CycleVerdicts;
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameMeta, FrameWork, ImageView, PixelLayout, TensorGeometry};
-use sealcheck::output::{ResultSink, format_result};
+use sealcheck::output::{ResultSink, format_output_line, format_result};
 use sealcheck::preprocess::{FramePreprocessor, Preprocessor, logits_to_mask, preprocess_frame};
 use sealcheck::ring::frame_ring;
 
@@ -226,6 +227,110 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
             .lines()
             .count(),
         13
+    );
+}
+
+/// A machine cycle of 2x3 cavities: each cavity's crop preprocessed on its
+/// own (the crops at the frame's edge are clipped smaller than the others,
+/// so the resize tables change size within a cycle), the cavities decided
+/// and the cycle's line written: nothing allocated once warm.
+#[test]
+fn a_cycle_of_cavities_allocates_nothing_in_steady_state() {
+    let norm = Normalization {
+        mean: [0.485, 0.456, 0.406],
+        std: [0.229, 0.224, 0.225],
+    };
+    let geometry = TensorGeometry {
+        seg_hw: (640, 640),
+        seg_classes: 2,
+        cls_hw: (224, 512),
+        cls_classes: 2,
+    };
+    let (width, height) = (1920usize, 720usize);
+    let camera: Vec<u8> = (0..width * 3 * height)
+        .map(|i| (i * 7 % 253) as u8)
+        .collect();
+    let rects = CavityLayout::grid_rects(2, 3, (320, 180), (640, 360), (600, 340)).unwrap();
+    let layout = CavityLayout::new(rects, &[5], 30, Some((2, 3))).unwrap();
+    let mut pre = FramePreprocessor::Cpu(Preprocessor::new(norm, norm, 0.0, 1.0, geometry));
+    let mask_pre = Preprocessor::new(norm, norm, 0.0, 1.0, geometry);
+    let mut works: Vec<FrameWork> = (0..5).map(|_| FrameWork::new(&geometry)).collect();
+    let thresholds = DecisionConfig {
+        defect_threshold: 0.5,
+        no_seal_below: 0.005,
+        min_seal_area: 0.01,
+        max_seal_area: 0.9,
+        deadline: None,
+    };
+    let mut cycle = CycleVerdicts::with_capacity(6);
+    let mut line = String::with_capacity(1024);
+    let frame = ImageView {
+        width,
+        height,
+        stride: width * 3,
+        layout: PixelLayout::Rgb,
+        data: &camera,
+    };
+    let sizes: Vec<(u32, u32)> = layout
+        .enabled()
+        .map(|n| {
+            let r = layout.crop(n, (width as u32, height as u32));
+            (r.width, r.height)
+        })
+        .collect();
+    assert!(
+        sizes.iter().any(|s| *s != sizes[0]),
+        "the edge crops are clipped: {sizes:?}"
+    );
+
+    let mut one_cycle = |seq: u64| {
+        cycle.start(&layout);
+        for (work, number) in works.iter_mut().zip(layout.enabled()) {
+            work.reset(FrameMeta::now(seq));
+            let r = layout.crop(number, (width as u32, height as u32));
+            let crop = frame
+                .crop(
+                    r.x as usize,
+                    r.y as usize,
+                    r.width as usize,
+                    r.height as usize,
+                )
+                .unwrap();
+            pre.frame_to_tensors(crop, &mut work.seg_input, &mut work.cls_input)
+                .unwrap();
+            work.seg_logits[geometry.mask_len()..]
+                .iter_mut()
+                .step_by(3)
+                .for_each(|v| *v = 1.0);
+            work.mask_pixels = logits_to_mask(&work.seg_logits, 2, 1, &mut work.mask);
+            mask_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+            work.cls_logits.copy_from_slice(&[1.0, -1.0]);
+            cycle.push(number, decide(work, 1, &thresholds));
+        }
+        let overall = cycle.overall();
+        format_output_line(
+            &mut line,
+            None,
+            &works[0].meta,
+            &overall,
+            Some(&[1.0, 2.0, 3.0, 6.0]),
+            false,
+            None,
+            Some(&cycle),
+        );
+        assert!(line.contains("\"cavities\":["), "{line}");
+    };
+    for seq in 0..3 {
+        one_cycle(seq);
+    }
+    let before = allocations();
+    for seq in 3..13 {
+        one_cycle(seq);
+    }
+    let during = allocations() - before;
+    assert_eq!(
+        during, 0,
+        "10 steady-state cycles of 5 cavities allocated {during} times"
     );
 }
 

@@ -118,12 +118,13 @@ impl ArchiveQueue {
         // pixels, and the manifest's result line names the failed cavities.
         job.mask_valid = work.cavity.is_none()
             && !matches!(
-            &work.error,
-            Some((
-                FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
-                _
-            ))
-        ) && work.mask.len() == job.mask.len();
+                &work.error,
+                Some((
+                    FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
+                    _
+                ))
+            )
+            && work.mask.len() == job.mask.len();
         if job.mask_valid {
             std::mem::swap(&mut job.mask, &mut work.mask);
         }

@@ -203,6 +203,10 @@ pub(super) fn start_stages(
         Arc::clone(shadow_agreement),
     );
     shadow.apply(config, true);
+    if config.shadow.is_some() && config.cameras.iter().any(|c| c.source.layout.is_some()) {
+        log::warn!(target: "sealcheck::shadow",
+            "[shadow] judges whole frames: the cycles of a camera with a cavity layout are not offered to it (its counts leave them out)");
+    }
 
     let sink = ResultSink::open(&config.output)?;
     let results_file = sink.status();
