@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Serialize, Serializer};
 
 use crate::capture::{self, CaptureError};
-use crate::config::{Config, DecisionConfig};
+use crate::config::{CavityLayout, Config, DecisionConfig};
 use crate::decision::{self, Decision};
 use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork, TensorGeometry};
 use crate::infer::{self, InferError, InferenceBackend, infer_frame};
@@ -17,6 +17,7 @@ use crate::npy::{NpyError, write_npy_f32};
 use crate::output::ResultLine;
 use crate::preprocess::{
     FramePreprocessError, FramePreprocessor, Preprocessor, cpu_preprocessor, preprocess_frame,
+    preprocess_image,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,9 @@ pub struct ImageJudge {
     mask_class: usize,
     defect_class: usize,
     slot: FrameSlot,
+    /// The image `slot` holds, decoded: a frame's cavities are judged one
+    /// after another from one decode.
+    decoded: Option<PathBuf>,
     /// The last judged frame's tensors, mask, logits and timings.
     pub work: FrameWork,
 }
@@ -67,6 +71,7 @@ impl ImageJudge {
             mask_class: config.segmentation.mask_class,
             defect_class: config.classifier.defect_class,
             slot: FrameSlot::with_capacity(0),
+            decoded: None,
             work: FrameWork::new(&geometry),
             backend: selection.backend,
             reason: selection.reason,
@@ -83,14 +88,63 @@ impl ImageJudge {
         meta: FrameMeta,
         thresholds: &DecisionConfig,
     ) -> Decision {
+        self.judge_cavity(image, meta, thresholds, None)
+    }
+
+    /// `judge`, of one cavity of the image's cycle when `cavity` names it
+    /// and the layout: its crop (region and margin, clipped) is judged as
+    /// a frame of its own, as the run judges it. An image the layout does
+    /// not fit fails with `error`, naming the cavity and the sizes.
+    pub fn judge_cavity(
+        &mut self,
+        image: &Path,
+        meta: FrameMeta,
+        thresholds: &DecisionConfig,
+        cavity: Option<(u16, &CavityLayout)>,
+    ) -> Decision {
         self.slot.meta = meta;
-        if let Err(e) = capture::decode_image_file(image, &mut self.slot) {
-            report_unreadable(image, &e);
-            self.work.reset(meta);
-            self.work.error = Some((FailedStage::Capture, e.to_string()));
-            return Decision::error();
+        if self.decoded.as_deref() != Some(image) {
+            self.decoded = None;
+            if let Err(e) = capture::decode_image_file(image, &mut self.slot) {
+                report_unreadable(image, &e);
+                self.work.reset(meta);
+                self.work.error = Some((FailedStage::Capture, e.to_string()));
+                return Decision::error();
+            }
+            self.decoded = Some(image.to_path_buf());
         }
-        preprocess_frame(&mut self.frame_preprocessor, &self.slot, &mut self.work);
+        match cavity {
+            None => preprocess_frame(&mut self.frame_preprocessor, &self.slot, &mut self.work),
+            Some((number, layout)) => {
+                let frame = self.slot.image();
+                let size = (frame.width as u32, frame.height as u32);
+                let crop = layout.check_frame(size.0, size.1).map(|()| {
+                    let r = layout.crop(number, size);
+                    frame.crop(
+                        r.x as usize,
+                        r.y as usize,
+                        r.width as usize,
+                        r.height as usize,
+                    )
+                });
+                match crop {
+                    Ok(Some(crop)) => {
+                        preprocess_image(&mut self.frame_preprocessor, meta, crop, &mut self.work)
+                    }
+                    Ok(None) => {
+                        self.work.reset(meta);
+                        self.work.error = Some((
+                            FailedStage::Preprocess,
+                            format!("cavity {number} is not in the layout"),
+                        ));
+                    }
+                    Err(misfit) => {
+                        self.work.reset(meta);
+                        self.work.error = Some((FailedStage::Preprocess, misfit.to_string()));
+                    }
+                }
+            }
+        }
         infer_frame(
             self.backend.as_mut(),
             &self.preprocessor,

@@ -304,3 +304,105 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
         "the log names why: {log}"
     );
 }
+
+#[test]
+fn evaluate_scores_each_cavity_when_the_labels_name_cavities() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = dir.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let clip = repo().join("samples/demo_cavities");
+    let frames = 6;
+    for f in 0..frames {
+        let name = format!("frame_{f:05}.jpg");
+        std::fs::copy(clip.join(&name), images.join(&name)).unwrap();
+    }
+    let labels: Vec<String> = std::fs::read_to_string(clip.join("labels.jsonl"))
+        .unwrap()
+        .lines()
+        .take(frames)
+        .map(str::to_string)
+        .collect();
+    std::fs::write(images.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
+    let (mut defects, mut goods) = ([0u64; 7], [0u64; 7]);
+    for line in &labels {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        for c in row["cavities"].as_array().unwrap() {
+            let n = c["cavity"].as_u64().unwrap() as usize;
+            if c["label"] == "defect" {
+                defects[n] += 1;
+            } else {
+                goods[n] += 1;
+            }
+        }
+    }
+
+    let report = dir.path().join("report");
+    let evaluate = |config: &Path| {
+        Command::new(common::sealcheck_bin())
+            .arg("evaluate")
+            .arg("--config")
+            .arg(config)
+            .arg("--images")
+            .arg(&images)
+            .args(["--candidate", "onnxruntime:cpu", "--report"])
+            .arg(&report)
+            .output()
+            .unwrap()
+    };
+    if common::backend() == "tract" {
+        common::skipped(format_args!(
+            "ONNX Runtime is not available for the candidate"
+        ));
+        return;
+    }
+    let out = evaluate(&repo().join("config/demo-cavities.toml"));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.starts_with(&format!(
+            "{frames} frames ({} cavities, each judged on its own)",
+            frames * 6
+        )),
+        "{table}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("evaluation.json")).unwrap())
+            .unwrap();
+    for engine in [&json["reference"], &json["candidates"][0]] {
+        let per_cavity = engine["per_cavity"].as_array().unwrap();
+        assert_eq!(per_cavity.len(), 6, "{engine}");
+        for (i, c) in per_cavity.iter().enumerate() {
+            let n = i + 1;
+            assert_eq!(c["cavity"], n);
+            assert_eq!(
+                (c["defects"].as_u64(), c["goods"].as_u64()),
+                (Some(defects[n]), Some(goods[n]))
+            );
+            // The demo models catch every defective cavity of the clip and pass every good one.
+            assert_eq!(c["wrong_verdicts"], 0, "cavity {n}: {c}");
+            let row = format!("cavity {n} caught, false rej");
+            let cells = format!("{}/{}, 0/{}", defects[n], defects[n], goods[n]);
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.starts_with(&row) && l.matches(&cells).count() == 2),
+                "{row} {cells}: {table}"
+            );
+        }
+        assert_eq!(engine["per_frame"].as_array().unwrap().len(), frames * 6);
+    }
+
+    // The same labels with a config without a layout: said, not guessed.
+    let plain = write_config(dir.path(), "plain", "kind = \"test\"", "");
+    let out = evaluate(&plain);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("the labels name cavities, but the config has no [source.layout]"),
+        "{said}"
+    );
+}

@@ -251,6 +251,7 @@ mod tests {
                 image: format!("frame_{frame:05}.jpg"),
                 defect: labelled.then_some(defect),
                 kind: None,
+                cavity: None,
                 verdict,
                 reason: if fail { Reason::Defect } else { Reason::Ok },
                 defect_prob: Some(if fail { 0.9 } else { 0.1 }),

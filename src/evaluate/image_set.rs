@@ -4,7 +4,11 @@
 //! Layout, as the demo clip and `scripts/demo/gen_seals.py` write it: images
 //! `NAME.jpg`/`.jpeg`/`.png` whose name ends in the frame number, optional
 //! masks `NAME_mask.png` beside them, and `labels.jsonl` lines
-//! `{"frame": N, "label": "ok"|"defect", "kind": ...}`.
+//! `{"frame": N, "label": "ok"|"defect", "kind": ...}`. A frame of a machine
+//! cycle of cavities (`scripts/demo/gen_cavities.py`) is labelled per cavity,
+//! `{"frame": N, "cavities": [{"cavity": 1, "label": ..., "kind": ...}, ...]}`:
+//! each labelled cavity is then a sample of its own, cropped by the config's
+//! `[source.layout]`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,16 @@ pub struct EvalFrame {
     /// The label's `kind` (`wrinkle`, `gap`...), for per-kind tables.
     pub kind: Option<String>,
     pub ground_truth_mask: Option<PathBuf>,
+    /// With labels per cavity: the cavity of the frame this sample is.
+    pub cavity: Option<u16>,
+}
+
+/// One label of a frame: the whole frame's, or one cavity's.
+#[derive(Debug, Clone)]
+struct Label {
+    cavity: Option<u16>,
+    defect: bool,
+    kind: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,28 +124,37 @@ impl ImageSet {
         if let (Some(path), Some(labelled)) = (&labels, &labelled) {
             check_coverage(folder, path, &by_frame, labelled)?;
         }
-        let frames = by_frame
-            .into_iter()
-            .map(|(frame, image)| {
-                let label = labelled.as_ref().and_then(|l| l.get(&frame));
-                let mask = image.with_file_name(format!(
-                    "{}_mask.png",
-                    image.file_stem().unwrap_or_default().to_string_lossy()
-                ));
-                EvalFrame {
-                    frame,
-                    defect: label.map(|l| l.0),
-                    kind: label.map(|l| l.1.clone()),
-                    ground_truth_mask: mask.is_file().then_some(mask),
-                    image,
-                }
-            })
-            .collect();
+        let mut frames = Vec::with_capacity(by_frame.len());
+        for (frame, image) in by_frame {
+            let mask = image.with_file_name(format!(
+                "{}_mask.png",
+                image.file_stem().unwrap_or_default().to_string_lossy()
+            ));
+            let sample = |label: Option<&Label>| EvalFrame {
+                frame,
+                defect: label.map(|l| l.defect),
+                kind: label.map(|l| l.kind.clone()),
+                // A whole frame's mask; a cavity has none of its own.
+                ground_truth_mask: (label.is_none_or(|l| l.cavity.is_none()) && mask.is_file())
+                    .then(|| mask.clone()),
+                cavity: label.and_then(|l| l.cavity),
+                image: image.clone(),
+            };
+            match labelled.as_ref().and_then(|l| l.get(&frame)) {
+                Some(labels) => frames.extend(labels.iter().map(|l| sample(Some(l)))),
+                None => frames.push(sample(None)),
+            }
+        }
         Ok(ImageSet { frames })
     }
 
     pub fn labelled(&self) -> bool {
         self.frames.iter().all(|f| f.defect.is_some())
+    }
+
+    /// Whether the labels are per cavity.
+    pub fn has_cavities(&self) -> bool {
+        self.frames.iter().any(|f| f.cavity.is_some())
     }
 }
 
@@ -147,8 +170,8 @@ fn trailing_number(stem: &str) -> Option<u64> {
     stem[stem.len() - digits..].parse().ok()
 }
 
-/// frame -> (defective, kind)
-fn read_labels(path: &Path) -> Result<BTreeMap<u64, (bool, String)>, ImageSetError> {
+/// frame -> its labels: one for the whole frame, or one per labelled cavity.
+fn read_labels(path: &Path) -> Result<BTreeMap<u64, Vec<Label>>, ImageSetError> {
     let text = std::fs::read_to_string(path).map_err(|source| ImageSetError::LabelsFile {
         path: path.to_path_buf(),
         source,
@@ -169,15 +192,45 @@ fn read_labels(path: &Path) -> Result<BTreeMap<u64, (bool, String)>, ImageSetErr
         let frame = row["frame"]
             .as_u64()
             .ok_or_else(|| problem("needs \"frame\": a whole number".into()))?;
-        let defect = match row["label"].as_str() {
-            Some("defect") => true,
-            Some("ok") => false,
-            _ => return Err(problem("needs \"label\": \"ok\" or \"defect\"".into())),
+        let read = |row: &serde_json::Value, cavity: Option<u16>| {
+            let defect = match row["label"].as_str() {
+                Some("defect") => true,
+                Some("ok") => false,
+                _ => return Err(problem("needs \"label\": \"ok\" or \"defect\"".into())),
+            };
+            let kind = row["kind"]
+                .as_str()
+                .unwrap_or(if defect { "defect" } else { "ok" });
+            Ok(Label {
+                cavity,
+                defect,
+                kind: kind.to_string(),
+            })
         };
-        let kind = row["kind"]
-            .as_str()
-            .unwrap_or(if defect { "defect" } else { "ok" });
-        if labels.insert(frame, (defect, kind.to_string())).is_some() {
+        let frame_labels = match row["cavities"].as_array() {
+            None => vec![read(&row, None)?],
+            Some(cavities) => {
+                let mut list = Vec::with_capacity(cavities.len());
+                for c in cavities {
+                    let number = c["cavity"]
+                        .as_u64()
+                        .and_then(|n| u16::try_from(n).ok())
+                        .filter(|n| *n >= 1)
+                        .ok_or_else(|| {
+                            problem(
+                                "each of \"cavities\" needs \"cavity\": its number, from 1".into(),
+                            )
+                        })?;
+                    if list.iter().any(|l: &Label| l.cavity == Some(number)) {
+                        return Err(problem(format!("cavity {number} is labelled twice")));
+                    }
+                    list.push(read(c, Some(number))?);
+                }
+                list.sort_by_key(|l| l.cavity);
+                list
+            }
+        };
+        if labels.insert(frame, frame_labels).is_some() {
             return Err(problem(format!("frame {frame} is labelled twice")));
         }
     }
@@ -188,7 +241,7 @@ fn check_coverage(
     folder: &Path,
     labels_path: &Path,
     images: &BTreeMap<u64, PathBuf>,
-    labels: &BTreeMap<u64, (bool, String)>,
+    labels: &BTreeMap<u64, Vec<Label>>,
 ) -> Result<(), ImageSetError> {
     let missing: Vec<String> = labels
         .keys()

@@ -24,6 +24,8 @@ pub struct EvaluateRequest {
 pub enum EvaluateError {
     #[error(transparent)]
     Images(#[from] ImageSetError),
+    #[error("{0}")]
+    Cavities(String),
     #[error("the reference engine `{spec}` cannot run, so nothing can be compared: {reason}")]
     Reference { spec: String, reason: String },
     #[error("cannot write the report in {}: {source}", path.display())]
@@ -57,6 +59,8 @@ pub struct Evaluation {
     pub images: PathBuf,
     pub labelled: bool,
     pub frames: usize,
+    /// With labels per cavity: the cavities judged (each a sample); 0 without.
+    pub cavities: usize,
     pub reference: EngineOutcome,
     pub candidates: Vec<EngineOutcome>,
     /// Peak resident memory of the whole evaluation (all engines open at once).

@@ -84,13 +84,27 @@ fn engine_json(outcome: &EngineOutcome) -> Value {
         "seal_iou_vs_ground_truth": opt(t.truth_iou()),
         "latency_ms": latency,
         "gate": rules,
+        "per_cavity": per_cavity(t),
         "per_frame": t.records.iter().map(frame_json).collect::<Vec<_>>(),
     })
+}
+
+/// With labels per cavity: each cavity's figures (an empty list without).
+fn per_cavity(t: &super::tally::EngineTally) -> Value {
+    t.cavity_scores()
+        .iter()
+        .map(|c| {
+            json!({"cavity": c.cavity, "defects": c.defects, "goods": c.goods,
+                   "accuracy": c.scores.accuracy, "defect_recall": c.scores.defect_recall,
+                   "false_reject_rate": c.scores.false_reject_rate, "wrong_verdicts": c.scores.wrong})
+        })
+        .collect()
 }
 
 fn frame_json(r: &FrameRecord) -> Value {
     json!({
         "frame": r.frame,
+        "cavity": r.cavity,
         "image": r.image,
         "label": r.defect.map(|d| if d { "defect" } else { "ok" }),
         "kind": r.kind,
@@ -111,6 +125,7 @@ pub fn to_json(e: &Evaluation) -> Value {
     json!({
         "images": e.images.display().to_string(),
         "frames": e.frames,
+        "cavities": e.cavities,
         "labelled": e.labelled,
         "peak_rss_mib": e.peak_rss_mib,
         "gate_passed": e.gate_passed(),
@@ -163,6 +178,29 @@ pub fn render(e: &Evaluation) -> String {
                 .map_or("-".into(), |s| s.wrong.to_string())
         })
     });
+    // Labels per cavity: each cavity's recall and false rejects, as
+    // `caught/defects, false rejects/goods`.
+    let cavities: Vec<u16> = e
+        .reference
+        .result
+        .as_ref()
+        .map(|r| r.tally.cavity_scores().iter().map(|c| c.cavity).collect())
+        .unwrap_or_default();
+    for cavity in cavities {
+        row(&format!("cavity {cavity} caught, false rej"), &|o| {
+            run(o, &|r| {
+                r.tally
+                    .cavity_scores()
+                    .iter()
+                    .find(|c| c.cavity == cavity)
+                    .map_or("-".into(), |c| {
+                        let caught = (c.scores.defect_recall * c.defects as f64).round() as u64;
+                        let rejected = (c.scores.false_reject_rate * c.goods as f64).round() as u64;
+                        format!("{caught}/{}, {rejected}/{}", c.defects, c.goods)
+                    })
+            })
+        });
+    }
     row("verdict flips vs ref", &|o| {
         run(o, &|r| {
             r.tally
@@ -232,8 +270,13 @@ pub fn render(e: &Evaluation) -> String {
                 .unwrap_or(0)
         })
         .collect();
+    let cavities = if e.cavities > 0 {
+        format!(" ({} cavities, each judged on its own)", e.cavities)
+    } else {
+        String::new()
+    };
     let mut out = format!(
-        "{} frames from {}{}\n",
+        "{} frames{cavities} from {}{}\n",
         e.frames,
         e.images.display(),
         if e.labelled {

@@ -19,6 +19,27 @@ use crate::inspect::ImageJudge;
 /// Runs the evaluation and writes the report folder.
 pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
     let set = ImageSet::open(&request.images, request.labels.as_deref())?;
+    // Labels per cavity: each cavity is cropped by the config's layout.
+    let layout = request.config.first_source().layout.clone();
+    if set.has_cavities() {
+        let Some(layout) = &layout else {
+            return Err(EvaluateError::Cavities(
+                "the labels name cavities, but the config has no [source.layout]: add the layout the frames were taken with".to_string(),
+            ));
+        };
+        if let Some(f) = set
+            .frames
+            .iter()
+            .find(|f| f.cavity.is_some_and(|n| !layout.is_enabled(n)))
+        {
+            return Err(EvaluateError::Cavities(format!(
+                "frame {} labels cavity {}, which is not a judged cavity of [source.layout] ({} cavities, disabled ones left out)",
+                f.frame,
+                f.cavity.unwrap_or_default(),
+                layout.count()
+            )));
+        }
+    }
     let report_dir = report::prepare_folder(&request.report)?;
     let mut reference = open_engine(&request.config, &request.reference).map_err(|reason| {
         EvaluateError::Reference {
@@ -47,14 +68,19 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
     let mut gt = tally::GroundTruth::new(reference.judge.geometry.seg_hw);
     for (seq, frame) in set.frames.iter().enumerate() {
         let meta = FrameMeta::now(seq as u64);
-        let ref_decision = reference.judge.judge(&frame.image, meta, &thresholds);
+        let cavity = frame.cavity.zip(layout.as_deref());
+        let ref_decision = reference
+            .judge
+            .judge_cavity(&frame.image, meta, &thresholds, cavity);
         let truth = frame.ground_truth_mask.as_deref().and_then(|p| gt.load(p));
         reference
             .tally
             .record(frame, &ref_decision, &reference.judge.work, None, truth);
         for (spec, engine) in &mut candidates {
             let Ok(open) = engine else { continue };
-            let decision = open.judge.judge(&frame.image, meta, &thresholds);
+            let decision = open
+                .judge
+                .judge_cavity(&frame.image, meta, &thresholds, cavity);
             let record = open.tally.record(
                 frame,
                 &decision,
@@ -62,7 +88,8 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
                 Some((&ref_decision, &reference.judge.work)),
                 truth,
             );
-            if record.disagrees() {
+            // Overlays draw a whole frame's masks; a cavity's are its crop's.
+            if record.disagrees() && cavity.is_none() {
                 overlays.draw(
                     &spec.text,
                     frame,
@@ -108,7 +135,12 @@ pub fn evaluate(request: EvaluateRequest) -> Result<Evaluation, EvaluateError> {
     let evaluation = Evaluation {
         images: request.images,
         labelled,
-        frames: set.frames.len(),
+        frames: {
+            let mut frames: Vec<u64> = set.frames.iter().map(|f| f.frame).collect();
+            frames.dedup();
+            frames.len()
+        },
+        cavities: set.frames.iter().filter(|f| f.cavity.is_some()).count(),
         reference: EngineOutcome {
             spec: request.reference,
             result: Ok(reference_run),

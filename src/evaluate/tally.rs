@@ -20,6 +20,8 @@ pub struct FrameRecord {
     /// The label: defective or not.
     pub defect: Option<bool>,
     pub kind: Option<String>,
+    /// With labels per cavity: the cavity this record judged.
+    pub cavity: Option<u16>,
     pub verdict: Verdict,
     pub reason: Reason,
     pub defect_prob: Option<f64>,
@@ -80,6 +82,43 @@ pub struct LabelScores {
     pub defect_recall: f64,
     pub false_reject_rate: f64,
     pub wrong: u64,
+}
+
+/// One cavity's figures against the labels (`EngineTally::cavity_scores`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CavityScores {
+    pub cavity: u16,
+    pub scores: LabelScores,
+    /// Labelled defective, and good.
+    pub defects: u64,
+    pub goods: u64,
+}
+
+/// The figures of `records` against their labels; `None` unless each is labelled.
+fn scores<'a>(records: impl Iterator<Item = &'a FrameRecord> + Clone) -> Option<LabelScores> {
+    let wrong: Vec<bool> = records
+        .clone()
+        .map(FrameRecord::wrong)
+        .collect::<Option<_>>()?;
+    let defects: Vec<&FrameRecord> = records.clone().filter(|r| r.defect == Some(true)).collect();
+    let goods: Vec<&FrameRecord> = records.filter(|r| r.defect == Some(false)).collect();
+    let fails =
+        |rs: &[&FrameRecord]| rs.iter().filter(|r| r.verdict == Verdict::Fail).count() as u64;
+    let wrong_count = wrong.iter().filter(|w| **w).count() as u64;
+    Some(LabelScores {
+        accuracy: 1.0 - ratio(wrong_count, wrong.len() as u64).min(1.0),
+        defect_recall: if defects.is_empty() {
+            1.0
+        } else {
+            ratio(fails(&defects), defects.len() as u64)
+        },
+        false_reject_rate: if goods.is_empty() {
+            0.0
+        } else {
+            ratio(fails(&goods), goods.len() as u64)
+        },
+        wrong: wrong_count,
+    })
 }
 
 /// Figures against the reference.
@@ -154,6 +193,7 @@ impl EngineTally {
             image: frame.image.display().to_string(),
             defect: frame.defect,
             kind: frame.kind.clone(),
+            cavity: frame.cavity,
             verdict: decision.verdict,
             reason: decision.reason,
             defect_prob: decision.defect_prob,
@@ -188,40 +228,28 @@ impl EngineTally {
 
     /// `None` unless every frame is labelled.
     pub fn label_scores(&self) -> Option<LabelScores> {
-        let wrong: Vec<bool> = self
-            .records
-            .iter()
-            .map(FrameRecord::wrong)
-            .collect::<Option<_>>()?;
-        let defects: Vec<&FrameRecord> = self
-            .records
-            .iter()
-            .filter(|r| r.defect == Some(true))
-            .collect();
-        let goods: Vec<&FrameRecord> = self
-            .records
-            .iter()
-            .filter(|r| r.defect == Some(false))
-            .collect();
-        let fails =
-            |rs: &[&FrameRecord]| rs.iter().filter(|r| r.verdict == Verdict::Fail).count() as u64;
-        let wrong_count = wrong.iter().filter(|w| **w).count() as u64;
-        Some(LabelScores {
-            accuracy: 1.0 - ratio(wrong_count, wrong.len() as u64).min(1.0),
-            defect_recall: if defects.is_empty() {
-                1.0
-            } else {
-                ratio(fails(&defects), defects.len() as u64)
-            },
-            false_reject_rate: if goods.is_empty() {
-                0.0
-            } else {
-                ratio(fails(&goods), goods.len() as u64)
-            },
-            wrong: wrong_count,
-        })
+        scores(self.records.iter())
     }
 
+    /// With labels per cavity: each cavity's scores, in number order.
+    pub fn cavity_scores(&self) -> Vec<CavityScores> {
+        let mut numbers: Vec<u16> = self.records.iter().filter_map(|r| r.cavity).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
+            .into_iter()
+            .filter_map(|n| {
+                let of = || self.records.iter().filter(move |r| r.cavity == Some(n));
+                let count = |defect: bool| of().filter(|r| r.defect == Some(defect)).count() as u64;
+                Some(CavityScores {
+                    cavity: n,
+                    scores: scores(of())?,
+                    defects: count(true),
+                    goods: count(false),
+                })
+            })
+            .collect()
+    }
     /// `None` for the reference itself.
     pub fn reference_scores(&self) -> Option<ReferenceScores> {
         let comparisons: Vec<ReferenceComparison> = self

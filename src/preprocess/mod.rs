@@ -47,4 +47,4 @@ pub use frame_rows::MAX_FRAME_SIDE;
 pub(crate) use mask::MaskResampler;
 pub use mask::logits_to_mask;
 pub use preprocessor::Preprocessor;
-pub use stage::{PreprocessStage, preprocess_frame};
+pub use stage::{PreprocessStage, preprocess_frame, preprocess_image};

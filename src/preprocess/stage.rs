@@ -28,6 +28,18 @@ pub fn preprocess_frame(
     preprocess_view(preprocessor, frame.image(), work);
 }
 
+/// `work` reset for `meta`, its tensors filled from `image` (a frame, or a
+/// cavity's crop of one).
+pub fn preprocess_image(
+    preprocessor: &mut FramePreprocessor,
+    meta: crate::frame::FrameMeta,
+    image: ImageView<'_>,
+    work: &mut FrameWork,
+) {
+    work.reset(meta);
+    preprocess_view(preprocessor, image, work);
+}
+
 /// Fills `work`'s tensors from `image` (a frame or a cavity's crop of it),
 /// timing it; a failure marks the record.
 pub(super) fn preprocess_view(
