@@ -406,3 +406,97 @@ fn evaluate_scores_each_cavity_when_the_labels_name_cavities() {
         "{said}"
     );
 }
+
+/// The first `frames` cycles of the cavity demo clip, as an image sequence in `dir`/clip.
+fn cavity_clip(dir: &Path, frames: usize) -> String {
+    let clip = dir.join("clip");
+    std::fs::create_dir_all(&clip).unwrap();
+    for f in 0..frames {
+        let name = format!("frame_{f:05}.jpg");
+        std::fs::copy(
+            repo().join("samples/demo_cavities").join(&name),
+            clip.join(&name),
+        )
+        .unwrap();
+    }
+    format!(
+        "kind = \"images\"\nlocation = \"{}/frame_%05d.jpg\"",
+        clip.display()
+    )
+}
+
+#[test]
+fn each_cycles_mqtt_message_carries_its_cavities_and_a_late_cycle_fails_every_cavity() {
+    use common::mqtt::{Broker, Subscriber, TOPIC, wait_until};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let frames = 4;
+    let source = cavity_clip(dir.path(), frames);
+    let layout = LAYOUT.replace("disabled = [5]\n", "disabled = [3]\n");
+    let run = |name: &str, deadline_ms: u64, env: &[(&str, &str)]| {
+        let subscriber = Subscriber::start(broker.port, None);
+        let config = write_config(dir.path(), name, &source, &layout);
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text = text.replace(
+            "[output]",
+            &format!("deadline_ms = {deadline_ms}\n\n[mqtt]\nurl = \"{}\"\ntopic = \"{TOPIC}\"\nqos = 1\n\n[output]", broker.url()),
+        );
+        std::fs::write(&config, text).unwrap();
+        let (code, stdout, stderr) =
+            common::Sealcheck::start(&config, env).finish(Duration::from_secs(240));
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        assert!(wait_until(Duration::from_secs(5), || subscriber
+            .verdicts()
+            .len()
+            >= frames));
+        let verdicts = subscriber.verdicts();
+        assert_eq!(verdicts.len(), frames, "one message per cycle");
+        super::mqtt::assert_schema_valid(&verdicts);
+        let results = common::result_lines(&dir.path().join(format!("{name}.jsonl")));
+        assert_eq!(results.len(), frames);
+        (
+            verdicts.into_iter().map(|(_, m)| m).collect::<Vec<_>>(),
+            results,
+        )
+    };
+
+    let (messages, results) = run("on_time", 0, &[]);
+    for (m, r) in messages.iter().zip(&results) {
+        assert_eq!(m["seq"], r["seq"]);
+        for key in ["verdict", "reason", "cavities", "reject", "reject_mask"] {
+            assert_eq!(m[key], r[key], "{key} of seq {}", m["seq"]);
+        }
+        let numbers: Vec<u64> = m["cavities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["cavity"].as_u64().unwrap())
+            .collect();
+        assert_eq!(numbers, [1, 2, 4, 5, 6], "cavity 3 disabled");
+    }
+
+    // Inference 250 ms slower than a 100 ms deadline: every cycle is late,
+    // and the line gets every judged cavity failed, whatever the models said.
+    let (messages, results) = run("late", 100, &[("SEALCHECK_FAULT_DELAY_INFER_MS", "250")]);
+    for (m, r) in messages.iter().zip(&results) {
+        assert_eq!(
+            (&m["verdict"], &m["reason"]),
+            (&"fail".into(), &"late".into()),
+            "{m}"
+        );
+        let cavities = m["cavities"].as_array().unwrap();
+        assert_eq!(cavities.len(), 5, "{m}");
+        assert!(
+            cavities
+                .iter()
+                .all(|c| c["verdict"] == "fail" && c["reason"] == "late"),
+            "{m}"
+        );
+        assert_eq!(m["reject"], serde_json::json!([1, 2, 4, 5, 6]));
+        assert_eq!(m["reject_mask"], 0b11_1011);
+        // The results file keeps what the models said, marked late.
+        assert_eq!(r["late"], true);
+        assert_ne!(r["reason"], "late");
+    }
+}

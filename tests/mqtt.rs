@@ -131,7 +131,7 @@ fn summary_counts(stdout: &str) -> (u64, u64, u64, u64) {
 
 /// Validates every message against docs/verdict.schema.json with Python's
 /// `jsonschema` (scripts/requirements.txt; `make test` puts the venv on PATH).
-fn assert_schema_valid(verdicts: &[(SystemTime, serde_json::Value)]) {
+pub(crate) fn assert_schema_valid(verdicts: &[(SystemTime, serde_json::Value)]) {
     let dir = tempfile::tempdir().unwrap();
     let messages = dir.path().join("messages.jsonl");
     let text: Vec<String> = verdicts.iter().map(|(_, v)| v.to_string()).collect();
