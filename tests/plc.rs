@@ -691,3 +691,50 @@ fn the_plc_demo_config_judges_every_part_a_plc_triggers() {
         );
     }
 }
+
+#[test]
+fn a_plc_reads_each_cycles_reject_mask_matching_its_result_line() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // The cavity demo clip as a live camera, 5 cycles a second; cavity 3 disabled.
+    let camera = format!(
+        "[source]\nkind = \"pipeline\"\npipeline = \"multifilesrc location={}/frame_%05d.jpg loop=true caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\nlive = true\n\n[source.layout]\nrows = 2\ncols = 3\nfirst = [320, 180]\npitch = [640, 360]\nsize = [600, 340]\nmargin = 10\ndisabled = [3]\n",
+        repo().join("samples/demo_cavities").display()
+    );
+    let config = write_config(dir.path(), &camera, "", port, "buffer = 16", "");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("/seg.onnx", "/seg_batch.onnx")
+            .replace("/cls.onnx", "/cls_batch.onnx")
+            .replace("threads = 2", "threads = 2\nmax_batch = 6"),
+    )
+    .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let service = start(&config, addr, &[1]);
+    let parts = 12;
+    let ids: Vec<u32> = (0..parts).map(|k| 8000 + k).collect();
+    let reader = thread::spawn(move || take_results(addr, 1, parts as usize, Duration::from_secs(10)));
+    let accepted = trigger_all(addr, 1, ids.clone(), Duration::from_millis(400));
+    let results = reader.join().unwrap();
+    service.signal("INT");
+    let (code, _, stderr) = service.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(accepted, ids, "{stderr}");
+    let got: Vec<u32> = results.iter().map(|r| r.part_id).collect();
+    assert_eq!(got, ids, "every cycle's result on Modbus, in order");
+    let lines = result_lines(&dir.path().join("results.jsonl"));
+    assert_eq!(lines.len(), parts as usize);
+    let mut rejected = 0;
+    for (r, line) in results.iter().zip(&lines) {
+        assert_eq!(line["part_id"].as_u64(), Some(u64::from(r.part_id)));
+        let mask = line["reject_mask"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(r.reject_mask, mask, "part {}: {line}", r.part_id);
+        assert_eq!(r.cavities, 6, "the layout's cavities, the disabled one included");
+        assert_eq!(mask & 0b100, 0, "disabled cavity 3 never fails");
+        assert_eq!(r.pass, mask == 0, "Pass exactly when no cavity is rejected");
+        rejected += mask.count_ones();
+    }
+    assert!(rejected > 0, "the clip's defective cavities show in the masks");
+}
