@@ -139,11 +139,17 @@ fn check_layout(path: &Path, camera: &config::CameraConfig) -> Result<Option<Str
         None => "frames the camera sets (checked on its first frame)".to_string(),
     };
     let disabled = layout.count() - layout.enabled_count();
+    let seam = layout.margin_reaches_a_neighbour().map_or(String::new(), |(a, b)| {
+        format!(
+            "; warning: with margin {} px the crops of cavities {a} and {b} overlap, so each model sees the edge of the neighbour's cell (lower `margin` to at most half the gap between cavities)",
+            layout.margin
+        )
+    });
     let grid = layout
         .grid
         .map_or(String::new(), |(rows, cols)| format!("{rows}x{cols} "));
     Ok(Some(format!(
-        "[{table}]: {grid}{} cavities, {} judged per cycle ({disabled} disabled), margin {} px, on {frame}",
+        "[{table}]: {grid}{} cavities, {} judged per cycle ({disabled} disabled), margin {} px, on {frame}{seam}",
         layout.count(),
         layout.enabled_count(),
         layout.margin

@@ -715,7 +715,8 @@ fn a_plc_reads_each_cycles_reject_mask_matching_its_result_line() {
     let service = start(&config, addr, &[1]);
     let parts = 12;
     let ids: Vec<u32> = (0..parts).map(|k| 8000 + k).collect();
-    let reader = thread::spawn(move || take_results(addr, 1, parts as usize, Duration::from_secs(10)));
+    let reader =
+        thread::spawn(move || take_results(addr, 1, parts as usize, Duration::from_secs(10)));
     let accepted = trigger_all(addr, 1, ids.clone(), Duration::from_millis(400));
     let results = reader.join().unwrap();
     service.signal("INT");
@@ -729,12 +730,20 @@ fn a_plc_reads_each_cycles_reject_mask_matching_its_result_line() {
     let mut rejected = 0;
     for (r, line) in results.iter().zip(&lines) {
         assert_eq!(line["part_id"].as_u64(), Some(u64::from(r.part_id)));
-        let mask = line["reject_mask"].as_u64().unwrap_or_else(|| panic!("{line}"));
+        let mask = line["reject_mask"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{line}"));
         assert_eq!(r.reject_mask, mask, "part {}: {line}", r.part_id);
-        assert_eq!(r.cavities, 6, "the layout's cavities, the disabled one included");
+        assert_eq!(
+            r.cavities, 6,
+            "the layout's cavities, the disabled one included"
+        );
         assert_eq!(mask & 0b100, 0, "disabled cavity 3 never fails");
         assert_eq!(r.pass, mask == 0, "Pass exactly when no cavity is rejected");
         rejected += mask.count_ones();
     }
-    assert!(rejected > 0, "the clip's defective cavities show in the masks");
+    assert!(
+        rejected > 0,
+        "the clip's defective cavities show in the masks"
+    );
 }

@@ -249,6 +249,33 @@ impl CavityLayout {
         }
     }
 
+    /// The first two cavities whose crops (regions grown by `margin`,
+    /// before clipping) overlap: the margin is more than half the gap
+    /// between them, so each crop takes in the edge of the other's cell (a
+    /// seam the models were not trained on). `None` when the margins stay
+    /// within the gaps.
+    pub fn margin_reaches_a_neighbour(&self) -> Option<(u16, u16)> {
+        let m = self.margin;
+        let grown = |a: &CavityRect| {
+            let (x, y) = (a.x.saturating_sub(m), a.y.saturating_sub(m));
+            CavityRect {
+                x,
+                y,
+                width: a.width + (a.x - x) + m,
+                height: a.height + (a.y - y) + m,
+            }
+        };
+        for (i, a) in self.cavities.iter().enumerate() {
+            let a = grown(a);
+            for (j, b) in self.cavities.iter().enumerate().skip(i + 1) {
+                if a.overlaps(&grown(b)) {
+                    return Some((i as u16 + 1, j as u16 + 1));
+                }
+            }
+        }
+        None
+    }
+
     /// Whether every cavity (margin aside, which is clipped) lies inside a
     /// frame of `width` x `height`; else the first one that does not.
     pub fn check_frame(&self, width: u32, height: u32) -> Result<(), LayoutMisfit> {
@@ -365,6 +392,16 @@ mod tests {
             problems[0].starts_with("cavity 2 (row 1, column 2) would start at x -100"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_margin_wider_than_the_gap_is_found_with_the_neighbour_it_reaches() {
+        let rects = CavityLayout::grid_rects(2, 3, (320, 180), (640, 360), (600, 340)).unwrap();
+        // 40 px between columns and 20 px between rows: 10 px of margin stays clear.
+        let fits = CavityLayout::new(rects.clone(), &[], 10, Some((2, 3))).unwrap();
+        assert_eq!(fits.margin_reaches_a_neighbour(), None);
+        let reaches = CavityLayout::new(rects, &[], 11, Some((2, 3))).unwrap();
+        assert_eq!(reaches.margin_reaches_a_neighbour(), Some((1, 4)));
     }
 
     #[test]

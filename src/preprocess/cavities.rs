@@ -45,7 +45,20 @@ impl CycleFit<'_> {
 }
 
 impl CycleCrops {
+    /// Each camera's layout; a margin that takes a cavity's crop into a
+    /// neighbour's region is logged (`check-config` says it too).
     pub fn from_config(config: &Config) -> CycleCrops {
+        for camera in &config.cameras {
+            if let Some((a, b)) = camera
+                .source
+                .layout
+                .as_deref()
+                .and_then(CavityLayout::margin_reaches_a_neighbour)
+            {
+                log::warn!(target: "sealcheck::preprocess", camera = camera.label(), cavity = a, neighbour = b;
+                    "the layout's margin makes the crops of cavities {a} and {b} overlap: each model sees the edge of the neighbour's cell; lower `margin` to at most half the gap between cavities");
+            }
+        }
         CycleCrops {
             cameras: config
                 .cameras
