@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, select};
 
+use super::cycles::CycleGather;
 use super::frame_spans::FrameSpans;
 use super::pending::PendingLines;
 use super::result_line::{FrameLatencies, format_output_line};
@@ -59,7 +60,7 @@ pub struct OutputStage {
     /// `None`: results are written as they come.
     pub shadow: Option<ShadowHandoff>,
     /// The cycle being gathered, for cameras with a cavity layout.
-    pub cycles: super::cycles::CycleGather,
+    pub cycles: CycleGather,
 }
 
 /// One camera as the output stage sees it.
@@ -89,7 +90,14 @@ impl LiveSettings {
 
 impl OutputStage {
     /// The camera's name for a log line ("" for `[source]`).
-    pub(super) fn camera_label(&self, camera: crate::frame::CameraIndex) -> &str {
+    /// The camera's cavity layout, if it has one (a handle: no copy).
+    fn layout_of(&self, camera: crate::frame::CameraIndex) -> Option<Arc<CavityLayout>> {
+        self.cameras
+            .get(usize::from(camera))
+            .and_then(|c| c.layout.clone())
+    }
+
+    fn camera_label(&self, camera: crate::frame::CameraIndex) -> &str {
         self.cameras
             .get(usize::from(camera))
             .and_then(|c| c.name.as_deref())
@@ -170,9 +178,8 @@ impl OutputStage {
                     written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     for i in 0..count {
                         let meta = first.nth_of_run(i);
-                        let cycle =
-                            self.cycles
-                                .failed(&self.cameras, meta.camera, Reason::NotInspected);
+                        let layout = self.layout_of(meta.camera);
+                        let cycle = self.cycles.failed(layout.as_deref(), Reason::NotInspected);
                         self.emit(
                             &mut line,
                             &mut pending,
@@ -188,9 +195,8 @@ impl OutputStage {
                 StageMessage::CaptureFailed { meta, message } => {
                     written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), seq = meta.seq, stage = "capture", error = message.as_str(); "frame could not be captured: {message}");
-                    let cycle = self
-                        .cycles
-                        .failed(&self.cameras, meta.camera, Reason::Error);
+                    let layout = self.layout_of(meta.camera);
+                    let cycle = self.cycles.failed(layout.as_deref(), Reason::Error);
                     self.emit(
                         &mut line,
                         &mut pending,
@@ -210,7 +216,8 @@ impl OutputStage {
                     written += self.end_cut_cycle(&mut line, &mut pending, &mut frame_spans)?;
                     log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), part_id = meta.part.id, reason = reason.as_str();
                         "part {} got no frame to judge: it fails {}", meta.part.id, reason.as_str());
-                    let cycle = self.cycles.failed(&self.cameras, meta.camera, reason);
+                    let layout = self.layout_of(meta.camera);
+                    let cycle = self.cycles.failed(layout.as_deref(), reason);
                     self.emit(
                         &mut line,
                         &mut pending,
@@ -235,6 +242,107 @@ impl OutputStage {
         self.sink.close();
         self.taps.finish();
         Ok(written)
+    }
+
+    /// Takes one cavity's record (`cycles.rs` gathers them); at the cycle's
+    /// last, decides and writes the cycle. Returns the result lines written
+    /// (0 or 1, 2 after a cycle cut short).
+    fn gather_cavity(
+        &mut self,
+        work: Box<FrameWork>,
+        line: &mut String,
+        pending: &mut PendingLines,
+        frame_spans: &mut FrameSpans,
+    ) -> Result<u64, OutputError> {
+        let mut written = 0;
+        let other_frame = self
+            .cycles
+            .first()
+            .is_some_and(|w| (w.meta.camera, w.meta.seq) != (work.meta.camera, work.meta.seq));
+        if other_frame {
+            written += self.end_cut_cycle(line, pending, frame_spans)?;
+        }
+        if self.cycles.push(work) {
+            self.finish_cycle(line, pending, frame_spans)?;
+            written += 1;
+        }
+        Ok(written)
+    }
+
+    /// Writes a cycle still gathered (before a message of another frame,
+    /// and at the end), which the stages before never leave: its missing
+    /// cavities fail with `error`.
+    fn end_cut_cycle(
+        &mut self,
+        line: &mut String,
+        pending: &mut PendingLines,
+        frame_spans: &mut FrameSpans,
+    ) -> Result<u64, OutputError> {
+        let Some(first) = self.cycles.first() else {
+            return Ok(0);
+        };
+        log::error!(target: "sealcheck::verdict", camera = self.camera_label(first.meta.camera), seq = first.meta.seq;
+            "a cycle's cavities did not all arrive: the missing ones fail with error");
+        self.finish_cycle(line, pending, frame_spans)?;
+        Ok(1)
+    }
+
+    /// Decides each gathered cavity, writes the cycle as one result and
+    /// sends the records back.
+    fn finish_cycle(
+        &mut self,
+        line: &mut String,
+        pending: &mut PendingLines,
+        frame_spans: &mut FrameSpans,
+    ) -> Result<(), OutputError> {
+        let Some(meta) = self.cycles.first().map(|w| w.meta) else {
+            return Ok(());
+        };
+        let Some(layout) = self
+            .cameras
+            .get(usize::from(meta.camera))
+            .and_then(|c| c.layout.clone())
+        else {
+            unreachable!("cavity records come only from cameras with a layout");
+        };
+        let thresholds = *self.settings.decision_of(meta.camera);
+        let (verdicts, timings) = self.cycles.decide(&layout, self.defect_class, &thresholds);
+        let overall = verdicts.overall();
+        let mut records = self.cycles.take_records();
+        let failed = records.iter().find_map(|w| {
+            let cavity = w.cavity.map_or(0, |t| t.number);
+            w.error
+                .as_ref()
+                .map(|(stage, message)| (cavity, *stage, message))
+        });
+        if let Some((cavity, stage, message)) = failed {
+            log::warn!(target: "sealcheck::verdict", camera = self.camera_label(meta.camera), seq = meta.seq, cavity = cavity, stage = stage.as_str(), error = message.as_str();
+                "cavity {cavity} failed in {}: {message}", stage.as_str());
+        }
+        if let Some(models) = records.iter().find_map(|w| w.models.as_ref()) {
+            self.models = Some(Arc::clone(models));
+        }
+        let now = Instant::now();
+        if meta.seq >= self.measure_from_seq {
+            frame_spans.record(&meta, &records[0].timings.stamps, now);
+        }
+        let total = now.duration_since(meta.captured_instant).as_secs_f64() * 1e3;
+        let latencies = [timings[0], timings[1], timings[2], total];
+        self.emit(
+            line,
+            pending,
+            &meta,
+            &overall,
+            Some(&latencies),
+            Some(&mut records[0]),
+            Some(&verdicts),
+        )?;
+        for record in records.drain(..) {
+            // The preprocess stage may already be gone at the end of a run.
+            let _ = self.recycle.send(record);
+        }
+        self.cycles.give_back(records);
+        Ok(())
     }
 
     /// At the end: the shadow's verdicts still to come, for at most
@@ -274,7 +382,7 @@ impl OutputStage {
     /// the journal. `cycle`: a camera with a cavity layout's cavities, whose
     /// decisive one `d` is (`crate::cycle`).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn emit(
+    fn emit(
         &mut self,
         line: &mut String,
         pending: &mut PendingLines,
