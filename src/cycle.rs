@@ -117,15 +117,26 @@ impl CycleVerdicts {
         decisive.map_or_else(Decision::error, |c| c.decision)
     }
 
-    /// The result line's and the MQTT message's `"cavities"` array.
-    pub fn json_cavities(&self) -> JsonCavities<'_> {
-        JsonCavities(self)
+    /// The keys a result line and an MQTT message add for a cycle,
+    /// flattened into either (`#[serde(flatten)]`).
+    pub fn json(&self) -> JsonCycle<'_> {
+        JsonCycle {
+            cavities: JsonCavities(self),
+            reject: JsonRejects(self),
+            reject_mask: self.reject_mask(),
+        }
     }
+}
 
-    /// The result line's and the MQTT message's `"reject"` array.
-    pub fn json_rejects(&self) -> JsonRejects<'_> {
-        JsonRejects(self)
-    }
+/// `"cavities": [...], "reject": [...], "reject_mask": n`, in that order.
+#[derive(serde::Serialize)]
+pub struct JsonCycle<'a> {
+    /// Each judged cavity, in number order.
+    cavities: JsonCavities<'a>,
+    /// The failed cavities' numbers.
+    reject: JsonRejects<'a>,
+    /// Bit `n - 1` set for each failed cavity `n`.
+    reject_mask: u64,
 }
 
 /// `[{"cavity": 1, "verdict": "pass", "reason": "ok", "defect_prob": 0.02,
@@ -226,15 +237,14 @@ mod tests {
             Some(0.7),
             "cavity 2 decides: the first to fail"
         );
-        let json = serde_json::to_value(cycle.json_cavities()).unwrap();
-        assert_eq!(json.as_array().unwrap().len(), 5);
-        assert_eq!(json[1]["cavity"], 2);
-        assert_eq!(json[1]["verdict"], "fail");
-        assert_eq!(json[1]["reason"], "defect");
-        assert_eq!(
-            serde_json::to_string(&cycle.json_rejects()).unwrap(),
-            "[2,5]"
-        );
+        let json = serde_json::to_value(cycle.json()).unwrap();
+        let cavities = &json["cavities"];
+        assert_eq!(cavities.as_array().unwrap().len(), 5);
+        assert_eq!(cavities[1]["cavity"], 2);
+        assert_eq!(cavities[1]["verdict"], "fail");
+        assert_eq!(cavities[1]["reason"], "defect");
+        assert_eq!(json["reject"], serde_json::json!([2, 5]));
+        assert_eq!(json["reject_mask"], 18);
     }
 
     #[test]
@@ -250,7 +260,10 @@ mod tests {
             (Verdict::Pass, Some(0.4))
         );
         assert_eq!(cycle.reject_mask(), 0);
-        assert_eq!(serde_json::to_string(&cycle.json_rejects()).unwrap(), "[]");
+        assert_eq!(
+            serde_json::to_value(cycle.json()).unwrap()["reject"],
+            serde_json::json!([])
+        );
     }
 
     #[test]

@@ -308,21 +308,13 @@ fn a_layout_that_does_not_fit_is_refused_by_check_config_and_fails_every_cavity_
 #[test]
 fn evaluate_scores_each_cavity_when_the_labels_name_cavities() {
     let dir = tempfile::tempdir().unwrap();
-    let images = dir.path().join("images");
-    std::fs::create_dir(&images).unwrap();
-    let clip = repo().join("samples/demo_cavities");
     let frames = 6;
-    for f in 0..frames {
-        let name = format!("frame_{f:05}.jpg");
-        std::fs::copy(clip.join(&name), images.join(&name)).unwrap();
-    }
-    let labels: Vec<String> = std::fs::read_to_string(clip.join("labels.jsonl"))
+    let images = common::sample_prefix("demo_cavities", dir.path(), "images", frames, true);
+    let labels: Vec<String> = std::fs::read_to_string(images.join("labels.jsonl"))
         .unwrap()
         .lines()
-        .take(frames)
         .map(str::to_string)
         .collect();
-    std::fs::write(images.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
     let (mut defects, mut goods) = ([0u64; 7], [0u64; 7]);
     for line in &labels {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -409,16 +401,7 @@ fn evaluate_scores_each_cavity_when_the_labels_name_cavities() {
 
 /// The first `frames` cycles of the cavity demo clip, as an image sequence in `dir`/clip.
 fn cavity_clip(dir: &Path, frames: usize) -> String {
-    let clip = dir.join("clip");
-    std::fs::create_dir_all(&clip).unwrap();
-    for f in 0..frames {
-        let name = format!("frame_{f:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_cavities").join(&name),
-            clip.join(&name),
-        )
-        .unwrap();
-    }
+    let clip = common::sample_prefix("demo_cavities", dir, "clip", frames, false);
     format!(
         "kind = \"images\"\nlocation = \"{}/frame_%05d.jpg\"",
         clip.display()

@@ -66,8 +66,8 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-#[test]
-fn second_frame_of_the_same_size_allocates_nothing() {
+/// The demo models' normalization and tensor shapes, and thresholds.
+fn demo_setup() -> (Normalization, TensorGeometry, DecisionConfig) {
     let norm = Normalization {
         mean: [0.485, 0.456, 0.406],
         std: [0.229, 0.224, 0.225],
@@ -78,6 +78,37 @@ fn second_frame_of_the_same_size_allocates_nothing() {
         cls_hw: (224, 512),
         cls_classes: 2,
     };
+    let thresholds = DecisionConfig {
+        defect_threshold: 0.5,
+        no_seal_below: 0.005,
+        min_seal_area: 0.01,
+        max_seal_area: 0.9,
+        deadline: None,
+    };
+    (norm, geometry, thresholds)
+}
+
+/// Infer, minus the engines: a stand-in segmentation result (every
+/// `step`th logit of the seal class high), then our mask steps, and a
+/// classifier's answer.
+fn stand_in_inference(
+    work: &mut FrameWork,
+    mask_pre: &Preprocessor,
+    geometry: &TensorGeometry,
+    step: usize,
+) {
+    work.seg_logits[geometry.mask_len()..]
+        .iter_mut()
+        .step_by(step)
+        .for_each(|v| *v = 1.0);
+    work.mask_pixels = logits_to_mask(&work.seg_logits, 2, 1, &mut work.mask);
+    mask_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
+    work.cls_logits.copy_from_slice(&[1.0, -1.0]);
+}
+
+#[test]
+fn second_frame_of_the_same_size_allocates_nothing() {
+    let (norm, geometry, _) = demo_setup();
     let mut pre = Preprocessor::new(norm, norm, 0.5, 0.5, geometry);
     let (width, height, stride) = (1280, 720, 1280 * 4 + 64);
     let data: Vec<u8> = (0..stride * height).map(|i| (i * 7 % 251) as u8).collect();
@@ -145,16 +176,7 @@ fn second_frame_of_the_same_size_allocates_nothing() {
 /// line into the results file.
 #[test]
 fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
-    let norm = Normalization {
-        mean: [0.485, 0.456, 0.406],
-        std: [0.229, 0.224, 0.225],
-    };
-    let geometry = TensorGeometry {
-        seg_hw: (640, 640),
-        seg_classes: 2,
-        cls_hw: (224, 512),
-        cls_classes: 2,
-    };
+    let (norm, geometry, thresholds) = demo_setup();
     let (width, height) = (1280usize, 720usize);
     let camera: Vec<u8> = (0..width * 3 * height)
         .map(|i| (i * 13 % 251) as u8)
@@ -163,13 +185,6 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
     let mut pre = FramePreprocessor::Cpu(Preprocessor::new(norm, norm, 0.0, 1.0, geometry));
     let mask_pre = Preprocessor::new(norm, norm, 0.0, 1.0, geometry);
     let mut work = Box::new(FrameWork::new(&geometry));
-    let thresholds = DecisionConfig {
-        defect_threshold: 0.5,
-        no_seal_below: 0.005,
-        min_seal_area: 0.01,
-        max_seal_area: 0.9,
-        deadline: None,
-    };
     let dir = tempfile::tempdir().unwrap();
     let output = results_config(dir.path());
     let mut sink = ResultSink::open(&output).unwrap();
@@ -190,14 +205,7 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
         };
         preprocess_frame(&mut pre, &slot, &mut work);
         consumer.recycle(slot);
-        // Infer, minus the engines: a stand-in segmentation result, then our mask steps.
-        work.seg_logits[geometry.mask_len()..]
-            .iter_mut()
-            .step_by(5)
-            .for_each(|v| *v = 1.0);
-        work.mask_pixels = logits_to_mask(&work.seg_logits, 2, 1, &mut work.mask);
-        mask_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
-        work.cls_logits.copy_from_slice(&[1.0, -1.0]);
+        stand_in_inference(&mut work, &mask_pre, &geometry, 5);
         // Decision and output.
         let decision = decide(&work, 1, &thresholds);
         format_result(
@@ -236,16 +244,7 @@ fn a_frame_through_every_stage_of_ours_allocates_nothing_in_steady_state() {
 /// and the cycle's line written: nothing allocated once warm.
 #[test]
 fn a_cycle_of_cavities_allocates_nothing_in_steady_state() {
-    let norm = Normalization {
-        mean: [0.485, 0.456, 0.406],
-        std: [0.229, 0.224, 0.225],
-    };
-    let geometry = TensorGeometry {
-        seg_hw: (640, 640),
-        seg_classes: 2,
-        cls_hw: (224, 512),
-        cls_classes: 2,
-    };
+    let (norm, geometry, thresholds) = demo_setup();
     let (width, height) = (1920usize, 720usize);
     let camera: Vec<u8> = (0..width * 3 * height)
         .map(|i| (i * 7 % 253) as u8)
@@ -255,13 +254,6 @@ fn a_cycle_of_cavities_allocates_nothing_in_steady_state() {
     let mut pre = FramePreprocessor::Cpu(Preprocessor::new(norm, norm, 0.0, 1.0, geometry));
     let mask_pre = Preprocessor::new(norm, norm, 0.0, 1.0, geometry);
     let mut works: Vec<FrameWork> = (0..5).map(|_| FrameWork::new(&geometry)).collect();
-    let thresholds = DecisionConfig {
-        defect_threshold: 0.5,
-        no_seal_below: 0.005,
-        min_seal_area: 0.01,
-        max_seal_area: 0.9,
-        deadline: None,
-    };
     let mut cycle = CycleVerdicts::with_capacity(6);
     let mut line = String::with_capacity(1024);
     let frame = ImageView {
@@ -298,13 +290,7 @@ fn a_cycle_of_cavities_allocates_nothing_in_steady_state() {
                 .unwrap();
             pre.frame_to_tensors(crop, &mut work.seg_input, &mut work.cls_input)
                 .unwrap();
-            work.seg_logits[geometry.mask_len()..]
-                .iter_mut()
-                .step_by(3)
-                .for_each(|v| *v = 1.0);
-            work.mask_pixels = logits_to_mask(&work.seg_logits, 2, 1, &mut work.mask);
-            mask_pre.mask_to_classifier_channel(&work.mask, &mut work.cls_input);
-            work.cls_logits.copy_from_slice(&[1.0, -1.0]);
+            stand_in_inference(work, &mask_pre, &geometry, 3);
             cycle.push(number, decide(work, 1, &thresholds));
         }
         let overall = cycle.overall();

@@ -42,6 +42,9 @@ import time
 import numpy as np
 from PIL import Image
 
+# The contract's resize in numpy (bilinear, half-pixel, no antialias), written once.
+from export_batch_fp16 import resize
+
 try:
     import tomllib
 except ImportError:  # Python < 3.11
@@ -57,24 +60,6 @@ DEFAULT_LAYOUT = {"rows": 2, "cols": 3, "first": [320, 180], "pitch": [640, 360]
 # config/demo.toml's [decision]
 DEFAULT_DECISION = {"defect_threshold": 0.5, "no_seal_below": 0.005, "min_seal_area": 0.02,
                     "max_seal_area": 0.25}
-
-
-def _axis_weights(n_in, n_out):
-    """F.interpolate(mode='bilinear', align_corners=False) along one axis: indices and weights."""
-    scale = n_in / n_out
-    src = np.maximum((np.arange(n_out, dtype=np.float64) + 0.5) * scale - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-    i1 = np.minimum(i0 + 1, n_in - 1)
-    w1 = (src - i0).astype(np.float32)
-    return i0, i1, 1.0 - w1, w1
-
-
-def resize(x, hw):
-    """x: C,H,W float32 -> C,h,w, bilinear, half-pixel centres, no antialias."""
-    y0, y1, wy0, wy1 = _axis_weights(x.shape[1], hw[0])
-    x0, x1, wx0, wx1 = _axis_weights(x.shape[2], hw[1])
-    rows = x[:, y0, :] * wy0[None, :, None] + x[:, y1, :] * wy1[None, :, None]
-    return rows[:, :, x0] * wx0[None, None, :] + rows[:, :, x1] * wx1[None, None, :]
 
 
 def cavity_regions(layout, frame_w, frame_h, margin):

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::cycle::{CycleVerdicts, JsonCavities, JsonRejects};
+use crate::cycle::{CycleVerdicts, JsonCycle};
 use crate::decision::Decision;
 use crate::frame::FrameMeta;
 use crate::json_line::{self, write_json};
@@ -89,15 +89,9 @@ pub struct ResultLine<'a> {
     /// `plc`: from the trigger to the frame's capture and to the verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     trigger_ms: Option<TriggerMs>,
-    /// With a cavity layout: each judged cavity, in number order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cavities: Option<JsonCavities<'a>>,
-    /// The failed cavities' numbers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reject: Option<JsonRejects<'a>>,
-    /// Bit `n - 1` set for each failed cavity `n`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reject_mask: Option<u64>,
+    /// With a cavity layout: `cavities`, `reject`, `reject_mask`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    cycle: Option<JsonCycle<'a>>,
 }
 
 impl<'a> ResultLine<'a> {
@@ -126,9 +120,7 @@ impl<'a> ResultLine<'a> {
                     .then(|| ms_between(t.instant, meta.captured_instant)),
                 verdict: t.instant.elapsed().as_secs_f64() * 1e3,
             }),
-            cavities: None,
-            reject: None,
-            reject_mask: None,
+            cycle: None,
         }
     }
 
@@ -136,9 +128,7 @@ impl<'a> ResultLine<'a> {
     /// cavity layout).
     pub fn with_cavities(self, cycle: Option<&'a CycleVerdicts>) -> ResultLine<'a> {
         ResultLine {
-            cavities: cycle.map(CycleVerdicts::json_cavities),
-            reject: cycle.map(CycleVerdicts::json_rejects),
-            reject_mask: cycle.map(CycleVerdicts::reject_mask),
+            cycle: cycle.map(CycleVerdicts::json),
             ..self
         }
     }

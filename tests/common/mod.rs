@@ -54,28 +54,37 @@ pub fn sealcheck_bin() -> PathBuf {
 
 /// The first `frames` frames of the demo clip, copied into `dir/name/`.
 pub fn clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
-    let folder = dir.join(name);
-    std::fs::create_dir_all(&folder).unwrap();
-    for i in 0..frames {
-        let file = format!("frame_{i:05}.jpg");
-        std::fs::copy(
-            repo().join("samples/demo_clip").join(&file),
-            folder.join(&file),
-        )
-        .unwrap();
-    }
-    folder
+    sample_prefix("demo_clip", dir, name, frames, false)
 }
 
 /// The first `frames` frames of the demo clip with their lines of
 /// `labels.jsonl`, copied into `dir/name/`: a labelled image folder.
 pub fn labelled_clip_prefix(dir: &Path, name: &str, frames: usize) -> PathBuf {
-    let folder = clip_prefix(dir, name, frames);
-    let labels: Vec<&str> = include_str!("../../samples/demo_clip/labels.jsonl")
-        .lines()
-        .take(frames)
-        .collect();
-    std::fs::write(folder.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
+    sample_prefix("demo_clip", dir, name, frames, true)
+}
+
+/// The first `frames` frames of `samples/<sample>/` (`demo_clip`,
+/// `demo_cavities`), with their lines of its `labels.jsonl` when
+/// `labelled`, copied into `dir/name/`.
+pub fn sample_prefix(
+    sample: &str,
+    dir: &Path,
+    name: &str,
+    frames: usize,
+    labelled: bool,
+) -> PathBuf {
+    let from = repo().join("samples").join(sample);
+    let folder = dir.join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    for i in 0..frames {
+        let file = format!("frame_{i:05}.jpg");
+        std::fs::copy(from.join(&file), folder.join(&file)).unwrap();
+    }
+    if labelled {
+        let all = std::fs::read_to_string(from.join("labels.jsonl")).unwrap();
+        let labels: Vec<&str> = all.lines().take(frames).collect();
+        std::fs::write(folder.join("labels.jsonl"), labels.join("\n") + "\n").unwrap();
+    }
     folder
 }
 

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::cycle::{CycleVerdicts, JsonCavities, JsonRejects};
+use crate::cycle::{CycleVerdicts, JsonCycle};
 use crate::json_line::{self, write_json};
 use crate::line::verdict::LineVerdict;
 use crate::model_id::ModelIds;
@@ -30,9 +30,7 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
         deadline: v.deadline.map(|d| d.at),
         expires: v.deadline.map(|d| d.expires_at),
         models,
-        cavities: v.cavities.as_deref().map(CycleVerdicts::json_cavities),
-        reject: v.cavities.as_deref().map(CycleVerdicts::json_rejects),
-        reject_mask: v.cavities.as_deref().map(CycleVerdicts::reject_mask),
+        cycle: v.cavities.as_deref().map(CycleVerdicts::json),
     };
     write_json(out, &message);
 }
@@ -73,15 +71,9 @@ struct VerdictMessage<'a> {
     #[serde(serialize_with = "json_line::rfc3339_or_null")]
     expires: Option<SystemTime>,
     models: &'a ModelIds,
-    /// With a cavity layout: each judged cavity, in number order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cavities: Option<JsonCavities<'a>>,
-    /// The failed cavities' numbers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reject: Option<JsonRejects<'a>>,
-    /// Bit `n - 1` set for each failed cavity `n`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reject_mask: Option<u64>,
+    /// With a cavity layout: `cavities`, `reject`, `reject_mask`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    cycle: Option<JsonCycle<'a>>,
 }
 
 #[cfg(test)]
