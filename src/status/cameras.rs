@@ -22,8 +22,13 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::board::BoardState;
 use super::camera_tally::{CameraTally, unix_minute};
+use super::cavities::cavities_json;
+use super::cavity_tally::CavityTally;
+use crate::config::CavityLayout;
 use super::figures::{by_reason, yield_pct};
 
 const REASONS: usize = Reason::ALL.len();
@@ -67,6 +72,8 @@ pub struct CameraView<'a> {
     /// A live source's state; `None` for a replay (or before the run said).
     pub status: Option<&'a SourceStatus>,
     pub tally: Option<&'a CameraTally>,
+    /// Its cavities, with a cavity layout.
+    pub cavities: Option<&'a CavityTally>,
     pub up: bool,
     pub state: CameraState,
 }
@@ -125,6 +132,7 @@ pub fn cameras<'a>(
             });
             let status = source.and_then(|s| s.status.as_ref());
             let tally = board.cameras.get(i);
+            let cavities = board.cavities.get(i).and_then(Option::as_deref);
             let up = facts.camera_up(i);
             let state = match facts.state {
                 RunState::Starting => CameraState::Starting,
@@ -146,6 +154,7 @@ pub fn cameras<'a>(
                 kind,
                 status,
                 tally,
+                cavities,
                 up,
                 state,
             }
@@ -226,14 +235,21 @@ fn rfc3339(t: SystemTime) -> String {
     s
 }
 
-/// `/api/status`'s `cameras`: one object per camera, in the config's order.
-pub fn cameras_json(views: &[CameraView<'_>], now: SystemTime) -> Value {
+/// `/api/status`'s `cameras`: one object per camera, in the config's order
+/// (`layouts`: each camera's cavity layout, by index).
+pub fn cameras_json(
+    views: &[CameraView<'_>],
+    now: SystemTime,
+    layouts: &[Option<Arc<CavityLayout>>],
+) -> Value {
     let now_minute = unix_minute(now);
     let empty = CameraTally::default();
     views
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             let t = c.tally.unwrap_or(&empty);
+            let layout = layouts.get(i).and_then(Option::as_deref);
             let frames = t.passed + t.failed;
             json!({
                 "name": c.name,
@@ -261,6 +277,7 @@ pub fn cameras_json(views: &[CameraView<'_>], now: SystemTime) -> Value {
                     "pass": b.passed,
                     "fail": b.failed,
                 })).collect::<Vec<_>>(),
+                "cavities": cavities_json(c.cavities, layout),
             })
         })
         .collect::<Vec<_>>()
