@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The demo machine's 2x3 tool, as `samples/demo_cavities/README.md` gives it.
-const LAYOUT: &str = "rows = 2\ncols = 3\nfirst = [320, 180]\npitch = [640, 360]\nsize = [600, 340]\nmargin = 10";
+const LAYOUT: &str =
+    "rows = 2\ncols = 3\nfirst = [320, 180]\npitch = [640, 360]\nsize = [600, 340]\nmargin = 10";
 
 /// The widths the page must read well at: a phone, a tablet upright, a
 /// desktop screen (width, height, device pixel ratio, mobile).
@@ -153,13 +154,23 @@ fn check_against_results(status: &Value, metrics: &str, lines: &[Value]) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["cavity"].as_u64().unwrap(), c["reason"].as_str().unwrap().to_string()))
+        .map(|c| {
+            (
+                c["cavity"].as_u64().unwrap(),
+                c["reason"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     let line_last: Vec<(u64, String)> = last_line["cavities"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["cavity"].as_u64().unwrap(), c["reason"].as_str().unwrap().to_string()))
+        .map(|c| {
+            (
+                c["cavity"].as_u64().unwrap(),
+                c["reason"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(shown_last, line_last, "the last cycle's cavities");
     let recent: Vec<&&Value> = judged.iter().rev().take(100).collect();
@@ -179,8 +190,16 @@ fn check_against_results(status: &Value, metrics: &str, lines: &[Value]) {
         let recent_fails = fails_of(&mut recent.iter().map(|l| **l));
         let c = &cavities["layout"][n as usize - 1];
         assert_eq!(c["cavity"].as_u64(), Some(n));
-        assert_eq!(c["shift"]["fail"].as_u64(), Some(shift_fails), "cavity {n} over the shift");
-        assert_eq!(c["recent"]["fail"].as_u64(), Some(recent_fails), "cavity {n} recently");
+        assert_eq!(
+            c["shift"]["fail"].as_u64(),
+            Some(shift_fails),
+            "cavity {n} over the shift"
+        );
+        assert_eq!(
+            c["recent"]["fail"].as_u64(),
+            Some(recent_fails),
+            "cavity {n} recently"
+        );
         // By reason, in /metrics.
         let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
         for l in &judged {
@@ -197,9 +216,14 @@ fn check_against_results(status: &Value, metrics: &str, lines: &[Value]) {
             }
         }
         for (verdict_reason, count) in by_reason {
-            let series =
-                format!("sealcheck_cavity_results_total{{cavity=\"{n}\",verdict=\"{verdict_reason}\"}}");
-            assert_eq!(sample(metrics, &series), Some(count as f64), "{series}\n{metrics}");
+            let series = format!(
+                "sealcheck_cavity_results_total{{cavity=\"{n}\",verdict=\"{verdict_reason}\"}}"
+            );
+            assert_eq!(
+                sample(metrics, &series),
+                Some(count as f64),
+                "{series}\n{metrics}"
+            );
         }
     }
     assert!(
@@ -254,7 +278,10 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
     let dir = tmp.path();
     let config = write_config(
         dir,
-        &format!("[source]\n{}", looping_cavity_clip(&format!("\n[source.layout]\n{LAYOUT}"))),
+        &format!(
+            "[source]\n{}",
+            looping_cavity_clip(&format!("\n[source.layout]\n{LAYOUT}"))
+        ),
     );
     let mut service = start(&config, &[]);
     let addr = service.status_addr();
@@ -293,7 +320,10 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let s = status_json(addr);
-                snapshots.lock().unwrap().insert(s["snapshot"].as_u64().unwrap(), s);
+                snapshots
+                    .lock()
+                    .unwrap()
+                    .insert(s["snapshot"].as_u64().unwrap(), s);
                 std::thread::sleep(Duration::from_millis(50));
             }
         })
@@ -310,9 +340,13 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
             ready,
             MEASURE,
         );
-        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("status-page-cavities-{width}.png"));
+        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("status-page-cavities-{width}.png"));
         std::fs::write(&shot, png).unwrap();
-        println!("status page with cavities at {width} px: {}", shot.display());
+        println!(
+            "status page with cavities at {width} px: {}",
+            shot.display()
+        );
         measured.push((width, m));
     }
     drop(browser);
@@ -323,7 +357,12 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
 
     for (width, m) in &measured {
         let at = |what: &str| format!("at {width} px: {what}\n{m:#}");
-        assert_eq!(m["inner"].as_u64(), Some(u64::from(*width)), "{}", at("the viewport"));
+        assert_eq!(
+            m["inner"].as_u64(),
+            Some(u64::from(*width)),
+            "{}",
+            at("the viewport")
+        );
         assert!(
             m["scroll"].as_f64() <= m["inner"].as_f64() && m["over"].as_array().unwrap().is_empty(),
             "{}",
@@ -335,26 +374,48 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
             at("the header runs off the edge")
         );
         if *width == 390 {
-            assert!(m["header_rows"].as_u64() >= Some(2), "{}", at("the header does not wrap"));
+            assert!(
+                m["header_rows"].as_u64() >= Some(2),
+                "{}",
+                at("the header does not wrap")
+            );
         }
         // The frame stays readable: at least 300 px wide (the whole width on a phone).
-        let frame = m["frame"].as_f64().unwrap_or_else(|| panic!("{}", at("no cycle frame")));
+        let frame = m["frame"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{}", at("no cycle frame")));
         assert!(frame >= 300.0, "{}", at("the frame is too small"));
         // One column below 1000 px (the numbers under the frame), side by side above.
         let (view, side) = (&m["view"], &m["side"]);
         if *width < 1000 {
-            assert!(side["top"].as_f64() >= view["bottom"].as_f64(), "{}", at("not one column"));
+            assert!(
+                side["top"].as_f64() >= view["bottom"].as_f64(),
+                "{}",
+                at("not one column")
+            );
         } else {
-            assert!(side["left"].as_f64() >= view["right"].as_f64(), "{}", at("not two columns"));
+            assert!(
+                side["left"].as_f64() >= view["right"].as_f64(),
+                "{}",
+                at("not two columns")
+            );
         }
 
         // Each cavity outlined in its verdict's colour in that frame's cycle.
-        let seq = m["seq"].as_str().and_then(|s| s.parse::<u64>().ok()).unwrap();
+        let seq = m["seq"]
+            .as_str()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap();
         let line = lines
             .iter()
             .find(|l| l["seq"].as_u64() == Some(seq))
             .unwrap_or_else(|| panic!("no result line for the shown cycle #{seq}"));
-        let rejects: Vec<u64> = line["reject"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
+        let rejects: Vec<u64> = line["reject"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_u64().unwrap())
+            .collect();
         let outlines: Vec<(u64, String)> = m["outlines"]
             .as_array()
             .unwrap()
@@ -363,27 +424,53 @@ fn the_cavity_view_outlines_each_cavity_and_its_heat_map_names_the_worst_from_a_
             .collect();
         assert_eq!(outlines.len(), 6, "{}", at("outlines"));
         for (n, class) in &outlines {
-            let want = if rejects.contains(n) { "cav fail" } else { "cav pass" };
-            assert_eq!(class, want, "{}", at(&format!("cavity {n} of cycle #{seq} ({line})")));
+            let want = if rejects.contains(n) {
+                "cav fail"
+            } else {
+                "cav pass"
+            };
+            assert_eq!(
+                class,
+                want,
+                "{}",
+                at(&format!("cavity {n} of cycle #{seq} ({line})"))
+            );
         }
 
         // The heat map: a cell per cavity with the shown snapshot's rates, the worst named.
         let snapshot: u64 = m["snapshot"].as_str().unwrap().parse().unwrap();
         let shown = &snapshots
             .get(&snapshot)
-            .unwrap_or_else(|| panic!("snapshot {snapshot} not among those served"))["cameras"][0]["cavities"];
+            .unwrap_or_else(|| panic!("snapshot {snapshot} not among those served"))["cameras"][0]
+            ["cavities"];
         let cells = m["cells"].as_array().unwrap();
         assert_eq!(cells.len(), 6, "{}", at("cells"));
         for (i, cell) in cells.iter().enumerate() {
             let c = &shown["layout"][i];
             assert_eq!(cell[0], format!("cav-{}", i + 1));
-            assert!(shown_as(cell[2].as_str().unwrap(), c["recent"]["rate"].as_f64()), "{}", at("recent rate"));
-            assert!(shown_as(cell[3].as_str().unwrap(), c["shift"]["rate"].as_f64()), "{}", at("shift rate"));
+            assert!(
+                shown_as(cell[2].as_str().unwrap(), c["recent"]["rate"].as_f64()),
+                "{}",
+                at("recent rate")
+            );
+            assert!(
+                shown_as(cell[3].as_str().unwrap(), c["shift"]["rate"].as_f64()),
+                "{}",
+                at("shift rate")
+            );
         }
         let worst = shown["worst"]["cavity"].as_u64().expect("a worst cavity");
-        let marked: Vec<&Value> = cells.iter().filter(|c| c[1].as_str().unwrap().contains("worst")).collect();
+        let marked: Vec<&Value> = cells
+            .iter()
+            .filter(|c| c[1].as_str().unwrap().contains("worst"))
+            .collect();
         assert_eq!(marked.len(), 1, "{}", at("one worst cell"));
-        assert_eq!(marked[0][0], format!("cav-{worst}"), "{}", at("the worst cell"));
+        assert_eq!(
+            marked[0][0],
+            format!("cav-{worst}"),
+            "{}",
+            at("the worst cell")
+        );
         let said = m["worst"].as_str().unwrap();
         assert!(
             said.starts_with(&format!("Worst: cavity {worst}, ")) && said.contains("sealing head"),
@@ -418,15 +505,24 @@ fn camera_tiles_stack_on_a_narrow_screen_and_a_cavity_cameras_view_has_its_heat_
     );
     let mut service = start(&config, &[]);
     let addr = service.status_addr();
-    wait_until(Duration::from_secs(240), "both cameras judging", &service, || {
-        let s = status_json(addr);
-        let c = s["cameras"].as_array().cloned().unwrap_or_default();
-        c.len() == 2
-            && c[0]["cavities"]["cycles"]["shift"].as_u64() >= Some(2)
-            && c[1]["frames"].as_u64() >= Some(2)
-    });
+    wait_until(
+        Duration::from_secs(240),
+        "both cameras judging",
+        &service,
+        || {
+            let s = status_json(addr);
+            let c = s["cameras"].as_array().cloned().unwrap_or_default();
+            c.len() == 2
+                && c[0]["cavities"]["cycles"]["shift"].as_u64() >= Some(2)
+                && c[1]["frames"].as_u64() >= Some(2)
+        },
+    );
     let status = status_json(addr);
-    assert_eq!(status["cameras"][1]["cavities"], Value::Null, "lid has no layout");
+    assert_eq!(
+        status["cameras"][1]["cavities"],
+        Value::Null,
+        "lid has no layout"
+    );
     let metrics = get(addr, "/metrics").text();
     assert!(
         metrics.contains("sealcheck_cavity_results_total{camera=\"tray\",cavity=\"1\",verdict=\"pass\",reason=\"ok\"}"),
@@ -443,10 +539,19 @@ fn camera_tiles_stack_on_a_narrow_screen_and_a_cavity_cameras_view_has_its_heat_
     for (width, height, scale, mobile) in SCREENS {
         let tiles_ready = "(() => document.querySelectorAll('.tile').length === 2 \
             && !document.getElementById('tile-tray-cycle').hasAttribute('hidden') && !document.getElementById('tile-lid-img').hidden)()";
-        let (m, png) = browser.open(&format!("http://{addr}/"), (width, height, scale, mobile), tiles_ready, MEASURE);
-        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("status-page-tiles-{width}.png"));
+        let (m, png) = browser.open(
+            &format!("http://{addr}/"),
+            (width, height, scale, mobile),
+            tiles_ready,
+            MEASURE,
+        );
+        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("status-page-tiles-{width}.png"));
         std::fs::write(&shot, png).unwrap();
-        println!("status page with two cameras at {width} px: {}", shot.display());
+        println!(
+            "status page with two cameras at {width} px: {}",
+            shot.display()
+        );
         let at = |what: &str| format!("tiles at {width} px: {what}\n{m:#}");
         assert!(
             m["scroll"].as_f64() <= m["inner"].as_f64() && m["over"].as_array().unwrap().is_empty(),
@@ -457,18 +562,33 @@ fn camera_tiles_stack_on_a_narrow_screen_and_a_cavity_cameras_view_has_its_heat_
         assert_eq!(frames.len(), 2, "{}", at("a frame per tile"));
         let tiles = m["tiles"].as_array().unwrap();
         if width < 1000 {
-            assert_eq!(tiles[0]["left"], tiles[1]["left"], "{}", at("tiles not in one column"));
+            assert_eq!(
+                tiles[0]["left"],
+                tiles[1]["left"],
+                "{}",
+                at("tiles not in one column")
+            );
         }
         if width >= 820 {
             for f in frames {
-                assert!(f["width"].as_f64() >= Some(300.0), "{}", at("a frame too small"));
+                assert!(
+                    f["width"].as_f64() >= Some(300.0),
+                    "{}",
+                    at("a frame too small")
+                );
             }
         }
 
         let view_ready = "(() => { const s = document.getElementById('live-cycle'); return !s.hasAttribute('hidden') \
             && s.querySelectorAll('rect.cav').length === 6 && document.querySelectorAll('#cav-map .cell').length === 6; })()";
-        let (m, png) = browser.open(&format!("http://{addr}/#camera=tray"), (width, height, scale, mobile), view_ready, MEASURE);
-        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("status-page-tray-{width}.png"));
+        let (m, png) = browser.open(
+            &format!("http://{addr}/#camera=tray"),
+            (width, height, scale, mobile),
+            view_ready,
+            MEASURE,
+        );
+        let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("status-page-tray-{width}.png"));
         std::fs::write(&shot, png).unwrap();
         let at = |what: &str| format!("tray's view at {width} px: {what}\n{m:#}");
         assert!(
@@ -476,7 +596,11 @@ fn camera_tiles_stack_on_a_narrow_screen_and_a_cavity_cameras_view_has_its_heat_
             "{}",
             at("the page is wider than the screen")
         );
-        assert!(m["frame"].as_f64() >= Some(300.0), "{}", at("the frame is too small"));
+        assert!(
+            m["frame"].as_f64() >= Some(300.0),
+            "{}",
+            at("the frame is too small")
+        );
         assert_eq!(m["cavities_hidden"], false, "{}", at("no heat map"));
     }
     drop(browser);
@@ -491,12 +615,21 @@ fn camera_tiles_stack_on_a_narrow_screen_and_a_cavity_cameras_view_has_its_heat_
 /// Whether `text` is `rate` as the heat map writes it (the page's `pct`):
 /// "–" for none, whole percent from 10 % (and 0), else one decimal.
 fn shown_as(text: &str, rate: Option<f64>) -> bool {
-    let Some(rate) = rate else { return text == "–" };
-    let Some(number) = text.strip_suffix(" %") else { return false };
+    let Some(rate) = rate else {
+        return text == "–";
+    };
+    let Some(number) = text.strip_suffix(" %") else {
+        return false;
+    };
     let decimals = number.split_once('.').map_or(0, |(_, d)| d.len());
-    let wanted = if rate == 0.0 || rate * 100.0 >= 9.95 { 0 } else { 1 };
+    let wanted = if rate == 0.0 || rate * 100.0 >= 9.95 {
+        0
+    } else {
+        1
+    };
     number.parse::<f64>().is_ok_and(|shown| {
-        decimals == wanted && (shown - rate * 100.0).abs() <= 0.5 * 10f64.powi(-(wanted as i32)) + 1e-9
+        decimals == wanted
+            && (shown - rate * 100.0).abs() <= 0.5 * 10f64.powi(-(wanted as i32)) + 1e-9
     })
 }
 
@@ -575,7 +708,10 @@ impl Browser {
         loop {
             let mut raw = Vec::new();
             let n = self.from.read_until(0, &mut raw).expect("chromium's pipe");
-            assert!(n > 0, "chromium ended (or was killed after 2 minutes) during {method}");
+            assert!(
+                n > 0,
+                "chromium ended (or was killed after 2 minutes) during {method}"
+            );
             raw.pop();
             let reply: Value = serde_json::from_slice(&raw).unwrap();
             if reply["id"].as_u64() == Some(self.next_id) {
@@ -588,10 +724,22 @@ impl Browser {
     /// `url` in a new page of `screen`'s size (width, height, pixel ratio,
     /// mobile); once `ready` (JavaScript) is true, what `measure` returns
     /// (a JSON string) and a screenshot (PNG).
-    fn open(&mut self, url: &str, screen: (u32, u32, f64, bool), ready: &str, measure: &str) -> (Value, Vec<u8>) {
+    fn open(
+        &mut self,
+        url: &str,
+        screen: (u32, u32, f64, bool),
+        ready: &str,
+        measure: &str,
+    ) -> (Value, Vec<u8>) {
         let (width, height, scale, mobile) = screen;
-        let target = self.call(None, "Target.createTarget", json!({"url": "about:blank"}))["targetId"].clone();
-        let session = self.call(None, "Target.attachToTarget", json!({"targetId": target, "flatten": true}))["sessionId"]
+        let target =
+            self.call(None, "Target.createTarget", json!({"url": "about:blank"}))["targetId"]
+                .clone();
+        let session = self.call(
+            None,
+            "Target.attachToTarget",
+            json!({"targetId": target, "flatten": true}),
+        )["sessionId"]
             .as_str()
             .unwrap()
             .to_string();
@@ -604,18 +752,38 @@ impl Browser {
         self.call(s, "Page.navigate", json!({"url": url}));
         let deadline = Instant::now() + Duration::from_secs(45);
         loop {
-            let r = self.call(s, "Runtime.evaluate", json!({"expression": ready, "returnByValue": true}));
+            let r = self.call(
+                s,
+                "Runtime.evaluate",
+                json!({"expression": ready, "returnByValue": true}),
+            );
             if r["result"]["value"] == json!(true) {
                 break;
             }
             if Instant::now() > deadline {
-                let m = self.call(s, "Runtime.evaluate", json!({"expression": measure, "returnByValue": true}));
-                panic!("the page at {width} px never got ready ({ready}); it shows: {}", m["result"]["value"]);
+                let m = self.call(
+                    s,
+                    "Runtime.evaluate",
+                    json!({"expression": measure, "returnByValue": true}),
+                );
+                panic!(
+                    "the page at {width} px never got ready ({ready}); it shows: {}",
+                    m["result"]["value"]
+                );
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let m = self.call(s, "Runtime.evaluate", json!({"expression": measure, "returnByValue": true}));
-        let measured: Value = serde_json::from_str(m["result"]["value"].as_str().unwrap_or_else(|| panic!("{m}"))).unwrap();
+        let m = self.call(
+            s,
+            "Runtime.evaluate",
+            json!({"expression": measure, "returnByValue": true}),
+        );
+        let measured: Value = serde_json::from_str(
+            m["result"]["value"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{m}")),
+        )
+        .unwrap();
         let shot = self.call(s, "Page.captureScreenshot", json!({"format": "png"}));
         let png = base64_decode(shot["data"].as_str().unwrap());
         self.call(None, "Target.closeTarget", json!({"targetId": target}));
@@ -625,7 +793,9 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.to.write_all(b"{\"id\":999999,\"method\":\"Browser.close\"}\0");
+        let _ = self
+            .to
+            .write_all(b"{\"id\":999999,\"method\":\"Browser.close\"}\0");
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -651,7 +821,11 @@ fn base64_decode(text: &str) -> Vec<u8> {
         b'/' => 63,
         _ => panic!("not base64: {c}"),
     };
-    let digits: Vec<u8> = text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).map(value).collect();
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|c| *c != b'=' && !c.is_ascii_whitespace())
+        .map(value)
+        .collect();
     let mut out = Vec::with_capacity(digits.len() * 3 / 4);
     for chunk in digits.chunks(4) {
         let mut n = 0u32;

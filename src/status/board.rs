@@ -406,14 +406,24 @@ mod tests {
             board.record(&meta, &cycle.overall(), None, false, Some(&cycle));
             published.clone_from(&board.state);
             let at: *const CavityTally = &**published.cavities[1].as_ref().unwrap();
-            assert_eq!(*boxed_at.get_or_insert(at), at, "publish {seq} made a new box");
+            assert_eq!(
+                *boxed_at.get_or_insert(at),
+                at,
+                "publish {seq} made a new box"
+            );
         }
         let tally = board.state.cavities[1].as_deref().unwrap();
         assert_eq!(tally as *const CavityTally, made, "no cycle made a tally");
         assert_eq!(tally.shift(3).failed, 5);
         assert_eq!(published.cavities[1].as_ref().unwrap().shift(3).failed, 5);
         // A cycle of a camera nobody said had a layout still counts (once made).
-        board.record(&FrameMeta::now(9), &cycle.overall(), None, false, Some(&cycle));
+        board.record(
+            &FrameMeta::now(9),
+            &cycle.overall(),
+            None,
+            false,
+            Some(&cycle),
+        );
         assert_eq!(board.state.cavities[0].as_ref().unwrap().cycles(), (1, 1));
     }
 }

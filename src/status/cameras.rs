@@ -22,13 +22,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
-use std::sync::Arc;
-
 use super::board::BoardState;
 use super::camera_tally::{CameraTally, unix_minute};
-use super::cavities::cavities_json;
 use super::cavity_tally::CavityTally;
-use crate::config::CavityLayout;
 use super::figures::{by_reason, yield_pct};
 
 const REASONS: usize = Reason::ALL.len();
@@ -236,20 +232,14 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 /// `/api/status`'s `cameras`: one object per camera, in the config's order
-/// (`layouts`: each camera's cavity layout, by index).
-pub fn cameras_json(
-    views: &[CameraView<'_>],
-    now: SystemTime,
-    layouts: &[Option<Arc<CavityLayout>>],
-) -> Value {
+/// (each camera's `cavities` are added by `cavities::add_cavities`).
+pub fn cameras_json(views: &[CameraView<'_>], now: SystemTime) -> Value {
     let now_minute = unix_minute(now);
     let empty = CameraTally::default();
     views
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
+        .map(|c| {
             let t = c.tally.unwrap_or(&empty);
-            let layout = layouts.get(i).and_then(Option::as_deref);
             let frames = t.passed + t.failed;
             json!({
                 "name": c.name,
@@ -277,7 +267,6 @@ pub fn cameras_json(
                     "pass": b.passed,
                     "fail": b.failed,
                 })).collect::<Vec<_>>(),
-                "cavities": cavities_json(c.cavities, layout),
             })
         })
         .collect::<Vec<_>>()

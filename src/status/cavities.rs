@@ -7,7 +7,7 @@
 //! ```text
 //! output thread: StatusBoard::record ─▶ BoardState.cavities[camera] (CavityTally)
 //! HTTP thread:   BoardState + the config's layouts (Telemetry::cavity_layouts)
-//!                  ─▶ cavities_json: /api/status cameras[i].cavities ─▶ the page's outlines and heat map
+//!                  ─▶ add_cavities (cavities_json): /api/status cameras[i].cavities ─▶ the page's outlines and heat map
 //!                  ─▶ CavityCollector: sealcheck_cavity_results_total{camera, cavity, verdict, reason}
 //! ```
 //!
@@ -30,6 +30,23 @@ use super::cavity_tally::{CavityTally, Fails, RECENT_CYCLES};
 use super::run_report::RunFacts;
 use crate::config::CavityLayout;
 use crate::decision::Reason;
+
+/// Adds `cavities` to each camera of `/api/status`'s `cameras` (the
+/// objects `cameras::cameras_json` made from `views`, in the same order):
+/// `null` for a camera without a layout.
+pub fn add_cavities(
+    cameras: &mut Value,
+    views: &[cameras::CameraView<'_>],
+    layouts: &[Option<Arc<CavityLayout>>],
+) {
+    let Some(cameras) = cameras.as_array_mut() else {
+        return;
+    };
+    for (i, (camera, view)) in cameras.iter_mut().zip(views).enumerate() {
+        let layout = layouts.get(i).and_then(Option::as_deref);
+        camera["cavities"] = cavities_json(view.cavities, layout);
+    }
+}
 
 /// `/api/status`'s `cavities` of one camera: `null` without a layout.
 pub fn cavities_json(tally: Option<&CavityTally>, layout: Option<&CavityLayout>) -> Value {
@@ -154,14 +171,14 @@ impl Collector for CavityCollector {
                     let counter = ConstCounter::new(n);
                     let (verdict, reason) = (reason.verdict().as_str(), reason.as_str());
                     match camera {
-                        Some(camera) => counter.encode(family.encode_family(
-                            &CameraCavityLabels {
+                        Some(camera) => {
+                            counter.encode(family.encode_family(&CameraCavityLabels {
                                 camera: camera.to_string(),
                                 cavity: cavity.clone(),
                                 verdict,
                                 reason,
-                            },
-                        )?)?,
+                            })?)?
+                        }
                         None => counter.encode(family.encode_family(&CavityLabels {
                             cavity: cavity.clone(),
                             verdict,

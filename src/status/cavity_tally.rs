@@ -51,7 +51,10 @@ impl LastCycle {
             } else {
                 Verdict::Pass
             };
-            (verdict, Reason::ALL[usize::from(self.reasons[index(number)])])
+            (
+                verdict,
+                Reason::ALL[usize::from(self.reasons[index(number)])],
+            )
         })
     }
 }

@@ -20,6 +20,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use super::board::{BoardState, WINDOW};
 use super::cameras;
+use super::cavities;
 use super::figures::{by_reason, yield_pct};
 use super::run_report::RunFacts;
 use super::telemetry::Telemetry;
@@ -438,6 +439,8 @@ pub fn status_json(t: &Telemetry) -> Value {
             })
         })
         .collect();
+    let mut cameras_json = cameras::cameras_json(&views, SystemTime::now());
+    cavities::add_cavities(&mut cameras_json, &views, &t.cavity_layouts());
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "state": facts.state.as_str(),
@@ -471,7 +474,7 @@ pub fn status_json(t: &Telemetry) -> Value {
             "p50": board.window_latency_quantile(0.5),
             "p99": board.window_latency_quantile(0.99),
         },
-        "cameras": cameras::cameras_json(&views, SystemTime::now(), &t.cavity_layouts()),
+        "cameras": cameras_json,
         "late": external.late(),
         "last": board.last.map(|l| json!({
             "seq": l.seq,
@@ -860,7 +863,10 @@ mod tests {
                 == "sealcheck_cavity_results_total{cavity=\"1\",verdict=\"pass\",reason=\"ok\"} 0"),
             "{metrics}"
         );
-        assert_eq!(status_json(&t)["cameras"][0]["cavities"]["last"], Value::Null);
+        assert_eq!(
+            status_json(&t)["cameras"][0]["cavities"]["last"],
+            Value::Null
+        );
         cycles(&mut board, &t, 0, &layout, 4);
         let metrics = t.metrics.encode_prometheus();
         assert!(
@@ -869,7 +875,10 @@ mod tests {
             "{metrics}"
         );
         assert!(!metrics.contains("camera=\""), "{metrics}");
-        assert_eq!(status_json(&t)["cameras"][0]["cavities"]["worst"]["cavity"], 2);
+        assert_eq!(
+            status_json(&t)["cameras"][0]["cavities"]["worst"]["cavity"],
+            2
+        );
     }
 
     #[test]

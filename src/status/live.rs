@@ -128,12 +128,12 @@ impl LiveView {
         frame.mask.clear();
         let mask_made = cycle.is_none()
             && !matches!(
-            &work.error,
-            Some((
-                FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
-                _
-            ))
-        );
+                &work.error,
+                Some((
+                    FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
+                    _
+                ))
+            );
         if mask_made {
             frame
                 .mask
@@ -302,7 +302,10 @@ mod tests {
     fn each_camera_gets_its_own_frame_and_copying_stops_once_every_page_is_served() {
         let demand = Arc::new(PixelDemand::default());
         let live = LiveView::new(Arc::clone(&demand));
-        assert!(!live.offer(&work(0, 1), &ok(), (2, 2), None), "nobody asked");
+        assert!(
+            !live.offer(&work(0, 1), &ok(), (2, 2), None),
+            "nobody asked"
+        );
         // Pages ask for cameras 1 and 2.
         assert!(live.jpeg(1).is_none() && live.jpeg(2).is_none());
         assert!(demand.live_requested());
