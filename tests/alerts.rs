@@ -123,17 +123,19 @@ fn every_series_the_rules_name_is_one_sealcheck_exposes() {
     );
 
     // A live run with every part that adds series: MQTT (to a port where no
-    // broker listens), the archive and a deadline.
+    // broker listens), the archive, a deadline and a cavity layout (the
+    // per-cavity counters; its cycles in one batch of the batch models).
     let dir = tempfile::tempdir().unwrap();
     let closed_port = common::free_port();
     let config = dir.path().join("sealcheck.toml");
     std::fs::write(
         &config,
         format!(
-            "[source]\nkind = \"test\"\nframerate = 10\nnum_buffers = 0\n\
-             [inference]\nbackend = \"tract\"\n\
-             [models.segmentation]\npath = \"{models}/seg.onnx\"\n\
-             [models.classifier]\npath = \"{models}/cls.onnx\"\n\
+            "[source]\nkind = \"test\"\nframerate = 10\nnum_buffers = 0\nwidth = 1920\nheight = 720\n\
+             [source.layout]\nrows = 2\ncols = 3\nfirst = [320, 180]\npitch = [640, 360]\nsize = [600, 340]\n\
+             [inference]\nbackend = \"tract\"\nmax_batch = 6\n\
+             [models.segmentation]\npath = \"{models}/seg_batch.onnx\"\n\
+             [models.classifier]\npath = \"{models}/cls_batch.onnx\"\n\
              [decision]\ndeadline_ms = 500\n\
              [output]\nresults = \"results.jsonl\"\nlog_verdicts = false\n\
              [status]\nlisten = \"127.0.0.1:0\"\n\

@@ -29,6 +29,7 @@ mod cameras;
 mod cameras_status;
 mod capture;
 mod cavities;
+mod cavities_status;
 mod config;
 mod config_proptest;
 mod demo_assets;

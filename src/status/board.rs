@@ -1,5 +1,6 @@
 //! The page's numbers: counters for the shift, the last 1000 seals and the
-//! last 50 rejects, and each camera's tally (`camera_tally::CameraTally`), kept
+//! last 50 rejects, each camera's tally (`camera_tally::CameraTally`) and,
+//! for a camera with a cavity layout, its cavities' (`cavity_tally`), kept
 //! by the output thread and published as a snapshot.
 //!
 //! ```text
@@ -13,6 +14,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use super::camera_tally::LastResult;
 use super::camera_tally::{CameraTally, MAX_CAMERAS};
+use super::cavity_tally::CavityTally;
+use crate::config::CavityLayout;
+use crate::cycle::CycleVerdicts;
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{CameraIndex, FrameMeta};
 use crate::stats::{ResultCounters, percentile_of_sorted};
@@ -63,6 +67,10 @@ pub struct BoardState {
     /// Each camera's tally, by `FrameMeta::camera` (grown when a camera's
     /// first result comes: once per camera, never per frame).
     pub cameras: Vec<CameraTally>,
+    /// Each camera's cavities, by `FrameMeta::camera`; `None` for a camera
+    /// without a cavity layout. Made at start from the layouts
+    /// (`StatusBoard::prepare_cavities`), else at a camera's first cycle.
+    pub cavities: Vec<Option<Box<CavityTally>>>,
     /// Increases with every publish: a reader sees whether it changed.
     pub version: u64,
 }
@@ -83,6 +91,7 @@ impl BoardState {
             rejects_next: 0,
             last: None,
             cameras: Vec::new(),
+            cavities: Vec::new(),
             version: 0,
         }
     }
@@ -142,6 +151,8 @@ impl Clone for BoardState {
         self.last = s.last;
         // Reuses this copy's buffer: it only grows when a camera is added.
         self.cameras.clone_from(&s.cameras);
+        // `Option<Box<_>>::clone_from` copies into the box already there.
+        self.cavities.clone_from(&s.cavities);
         self.version = s.version;
     }
 }
@@ -186,13 +197,32 @@ impl StatusBoard {
         }
     }
 
-    /// Records one result and publishes now and then.
+    /// Makes the cavity tallies of the cameras with a layout (`layouts`
+    /// by camera index), so that no cycle allocates one.
+    pub fn prepare_cavities(&mut self, layouts: &[Option<std::sync::Arc<CavityLayout>>]) {
+        let s = &mut self.state;
+        for (camera, layout) in layouts.iter().enumerate().take(MAX_CAMERAS) {
+            if let Some(layout) = layout {
+                if camera >= s.cavities.len() {
+                    s.cavities.resize_with(camera + 1, || None);
+                }
+                s.cavities[camera] = Some(Box::new(CavityTally::for_layout(
+                    layout.count(),
+                    layout.enabled_mask(),
+                )));
+            }
+        }
+    }
+
+    /// Records one result (with a cavity layout, one cycle: `cycle` its
+    /// cavities) and publishes now and then.
     pub fn record(
         &mut self,
         meta: &FrameMeta,
         d: &Decision,
         latency_ms: Option<f64>,
         archived: bool,
+        cycle: Option<&CycleVerdicts>,
     ) {
         let s = &mut self.state;
         let reason_index = Reason::ALL.iter().position(|r| *r == d.reason).unwrap_or(0);
@@ -227,6 +257,15 @@ impl StatusBoard {
                 s.cameras.resize(camera + 1, CameraTally::default());
             }
             s.cameras[camera].record(meta, d, reason_index, latency_ms, now);
+            if let Some(cycle) = cycle {
+                if camera >= s.cavities.len() {
+                    // A layout `prepare_cavities` was not told of: once per camera.
+                    s.cavities.resize_with(camera + 1, || None);
+                }
+                s.cavities[camera]
+                    .get_or_insert_with(Box::default)
+                    .record(meta, cycle);
+            }
         }
         if now.saturating_duration_since(self.last_publish) >= PUBLISH_EVERY {
             self.publish();
@@ -291,6 +330,7 @@ mod tests {
                 &decision(reason),
                 Some(seq as f64),
                 false,
+                None,
             );
         }
         board.publish();
@@ -324,7 +364,7 @@ mod tests {
                     camera,
                     ..FrameMeta::now(seq)
                 };
-                board.record(&meta, &decision(reason), None, false);
+                board.record(&meta, &decision(reason), None, false, None);
             }
         }
         board.publish();
@@ -339,5 +379,51 @@ mod tests {
         );
         let newest = s.rejects().next().unwrap();
         assert_eq!((newest.camera, newest.seq), (1, 28));
+    }
+
+    #[test]
+    fn cavity_tallies_are_made_at_start_and_publishing_copies_into_the_same_boxes() {
+        let rects =
+            crate::config::CavityLayout::grid_rects(2, 3, (320, 180), (640, 360), (600, 340))
+                .unwrap();
+        let layout = std::sync::Arc::new(
+            crate::config::CavityLayout::new(rects, &[], 0, Some((2, 3))).unwrap(),
+        );
+        let slot = std::sync::Arc::new(SnapshotSlot::default());
+        let mut board = StatusBoard::new(std::sync::Arc::clone(&slot), ResultCounters::default());
+        board.prepare_cavities(&[None, Some(std::sync::Arc::clone(&layout))]);
+        assert!(board.state.cavities[0].is_none(), "camera 0 has no layout");
+        let made: *const CavityTally = &**board.state.cavities[1].as_ref().unwrap();
+        let mut published = BoardState::new();
+        let mut cycle = CycleVerdicts::with_capacity(6);
+        let mut boxed_at = None;
+        for seq in 0..5u64 {
+            cycle.fill_failed(&layout, Reason::Defect);
+            let meta = FrameMeta {
+                camera: 1,
+                ..FrameMeta::now(seq)
+            };
+            board.record(&meta, &cycle.overall(), None, false, Some(&cycle));
+            published.clone_from(&board.state);
+            let at: *const CavityTally = &**published.cavities[1].as_ref().unwrap();
+            assert_eq!(
+                *boxed_at.get_or_insert(at),
+                at,
+                "publish {seq} made a new box"
+            );
+        }
+        let tally = board.state.cavities[1].as_deref().unwrap();
+        assert_eq!(tally as *const CavityTally, made, "no cycle made a tally");
+        assert_eq!(tally.shift(3).failed, 5);
+        assert_eq!(published.cavities[1].as_ref().unwrap().shift(3).failed, 5);
+        // A cycle of a camera nobody said had a layout still counts (once made).
+        board.record(
+            &FrameMeta::now(9),
+            &cycle.overall(),
+            None,
+            false,
+            Some(&cycle),
+        );
+        assert_eq!(board.state.cavities[0].as_ref().unwrap().cycles(), (1, 1));
     }
 }

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::board::BoardState;
 use super::camera_tally::{CameraTally, unix_minute};
+use super::cavity_tally::CavityTally;
 use super::figures::{by_reason, yield_pct};
 
 const REASONS: usize = Reason::ALL.len();
@@ -67,6 +68,8 @@ pub struct CameraView<'a> {
     /// A live source's state; `None` for a replay (or before the run said).
     pub status: Option<&'a SourceStatus>,
     pub tally: Option<&'a CameraTally>,
+    /// Its cavities, with a cavity layout.
+    pub cavities: Option<&'a CavityTally>,
     pub up: bool,
     pub state: CameraState,
 }
@@ -125,6 +128,7 @@ pub fn cameras<'a>(
             });
             let status = source.and_then(|s| s.status.as_ref());
             let tally = board.cameras.get(i);
+            let cavities = board.cavities.get(i).and_then(Option::as_deref);
             let up = facts.camera_up(i);
             let state = match facts.state {
                 RunState::Starting => CameraState::Starting,
@@ -146,6 +150,7 @@ pub fn cameras<'a>(
                 kind,
                 status,
                 tally,
+                cavities,
                 up,
                 state,
             }
@@ -226,7 +231,8 @@ fn rfc3339(t: SystemTime) -> String {
     s
 }
 
-/// `/api/status`'s `cameras`: one object per camera, in the config's order.
+/// `/api/status`'s `cameras`: one object per camera, in the config's order
+/// (each camera's `cavities` are added by `cavities::add_cavities`).
 pub fn cameras_json(views: &[CameraView<'_>], now: SystemTime) -> Value {
     let now_minute = unix_minute(now);
     let empty = CameraTally::default();

@@ -20,6 +20,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use super::board::{BoardState, WINDOW};
 use super::cameras;
+use super::cavities;
 use super::figures::{by_reason, yield_pct};
 use super::run_report::RunFacts;
 use super::telemetry::Telemetry;
@@ -282,6 +283,13 @@ async fn live_jpeg(State(t): State<Arc<Telemetry>>, Query(query): Query<LiveQuer
                     "none"
                 }),
             );
+            // With a cavity layout: the cycle's failed cavities (bit n - 1
+            // for cavity n, as the result line's `reject_mask`).
+            if let Some(mask) = frame.reject_mask
+                && let Ok(v) = HeaderValue::from_str(&mask.to_string())
+            {
+                h.insert("x-sealcheck-reject-mask", v);
+            }
             h.insert(
                 "x-sealcheck-reason",
                 HeaderValue::from_static(if frame.judged {
@@ -431,6 +439,8 @@ pub fn status_json(t: &Telemetry) -> Value {
             })
         })
         .collect();
+    let mut cameras_json = cameras::cameras_json(&views, SystemTime::now());
+    cavities::add_cavities(&mut cameras_json, &views, &t.cavity_layouts());
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "state": facts.state.as_str(),
@@ -464,7 +474,7 @@ pub fn status_json(t: &Telemetry) -> Value {
             "p50": board.window_latency_quantile(0.5),
             "p99": board.window_latency_quantile(0.99),
         },
-        "cameras": cameras::cameras_json(&views, SystemTime::now()),
+        "cameras": cameras_json,
         "late": external.late(),
         "last": board.last.map(|l| json!({
             "seq": l.seq,
@@ -658,7 +668,7 @@ mod tests {
                 defect_prob: None,
                 seal_area: None,
             };
-            board.record(&meta, &d, Some(5.0), false);
+            board.record(&meta, &d, Some(5.0), false, None);
         }
         board.publish();
     }
@@ -738,6 +748,136 @@ mod tests {
         assert!(
             !metrics.contains("sealcheck_camera_source_outages_total{camera=\"top\"}"),
             "a replay has no outages"
+        );
+    }
+
+    /// A 2x3 grid with cavity 6 disabled.
+    fn grid_layout() -> Arc<crate::config::CavityLayout> {
+        let rects =
+            crate::config::CavityLayout::grid_rects(2, 3, (320, 180), (640, 360), (600, 340))
+                .unwrap();
+        Arc::new(crate::config::CavityLayout::new(rects, &[6], 0, Some((2, 3))).unwrap())
+    }
+
+    /// `cycles` cycles of `layout` on `camera`: cavity 2 fails (defect) in
+    /// every other one, the rest pass.
+    fn cycles(
+        board: &mut crate::status::StatusBoard,
+        t: &Telemetry,
+        camera: u16,
+        layout: &crate::config::CavityLayout,
+        cycles: u64,
+    ) {
+        for seq in 0..cycles {
+            let mut cycle = crate::cycle::CycleVerdicts::with_capacity(6);
+            cycle.start(layout);
+            for n in layout.enabled() {
+                let reason = if n == 2 && seq % 2 == 1 {
+                    Reason::Defect
+                } else {
+                    Reason::Ok
+                };
+                cycle.push(
+                    n,
+                    crate::decision::Decision {
+                        verdict: reason.verdict(),
+                        reason,
+                        defect_prob: None,
+                        seal_area: None,
+                    },
+                );
+            }
+            let d = cycle.overall();
+            t.metrics.results.record(d.reason);
+            let meta = crate::frame::FrameMeta {
+                camera,
+                ..crate::frame::FrameMeta::now(seq)
+            };
+            board.record(&meta, &d, Some(5.0), false, Some(&cycle));
+        }
+        board.publish();
+    }
+
+    #[test]
+    fn a_camera_with_a_cavity_layout_is_tallied_per_cavity_in_api_status_and_metrics() {
+        let report = RunReport::new();
+        let t = telemetry(&report);
+        let layout = grid_layout();
+        t.set_cavity_layouts(vec![Some(Arc::clone(&layout)), None]);
+        running(&report, &[(Some("top"), None), (Some("side"), None)]);
+        let mut board =
+            crate::status::StatusBoard::new(Arc::clone(&t.board), t.metrics.results.clone());
+        board.prepare_cavities(&t.cavity_layouts());
+        cycles(&mut board, &t, 0, &layout, 10);
+        judge(&mut board, &t, 1, 2, 0);
+
+        let status = status_json(&t);
+        let (top, side) = (&status["cameras"][0], &status["cameras"][1]);
+        assert_eq!(side["cavities"], Value::Null, "no layout: as before");
+        let cavities = &top["cavities"];
+        assert_eq!(cavities["grid"], json!({"rows": 2, "cols": 3}));
+        assert_eq!(cavities["layout"].as_array().unwrap().len(), 6);
+        assert_eq!(cavities["layout"][1]["rect"], json!([660, 10, 600, 340]));
+        assert_eq!(cavities["layout"][1]["recent"]["rate"], 0.5);
+        assert_eq!(cavities["layout"][5]["enabled"], false);
+        assert_eq!(cavities["last"]["seq"], 9);
+        assert_eq!(cavities["last"]["cavities"][1]["verdict"], "fail");
+        assert_eq!(cavities["worst"]["cavity"], 2);
+        assert_eq!(top["fail"], 5, "a cycle is one result");
+
+        let metrics = t.metrics.encode_prometheus();
+        for line in [
+            "# TYPE sealcheck_cavity_results_total counter",
+            "sealcheck_cavity_results_total{camera=\"top\",cavity=\"2\",verdict=\"fail\",reason=\"defect\"} 5",
+            "sealcheck_cavity_results_total{camera=\"top\",cavity=\"2\",verdict=\"pass\",reason=\"ok\"} 5",
+            "sealcheck_cavity_results_total{camera=\"top\",cavity=\"5\",verdict=\"pass\",reason=\"ok\"} 10",
+            "sealcheck_cavity_results_total{camera=\"top\",cavity=\"1\",verdict=\"fail\",reason=\"no_seal\"} 0",
+        ] {
+            assert!(
+                metrics.lines().any(|l| l == line),
+                "no {line:?} in\n{metrics}"
+            );
+        }
+        assert!(
+            !metrics.contains("cavity=\"6\""),
+            "a disabled cavity has no series"
+        );
+        assert!(!metrics.contains("sealcheck_cavity_results_total{camera=\"side\""));
+    }
+
+    #[test]
+    fn a_sources_cavities_are_counted_without_a_camera_label() {
+        let report = RunReport::new();
+        let t = telemetry(&report);
+        let layout = grid_layout();
+        t.set_cavity_layouts(vec![Some(Arc::clone(&layout))]);
+        running(&report, &[(None, None)]);
+        let mut board =
+            crate::status::StatusBoard::new(Arc::clone(&t.board), t.metrics.results.clone());
+        // No cycle yet: every judged cavity's series is there, at 0.
+        board.prepare_cavities(&t.cavity_layouts());
+        board.publish();
+        let metrics = t.metrics.encode_prometheus();
+        assert!(
+            metrics.lines().any(|l| l
+                == "sealcheck_cavity_results_total{cavity=\"1\",verdict=\"pass\",reason=\"ok\"} 0"),
+            "{metrics}"
+        );
+        assert_eq!(
+            status_json(&t)["cameras"][0]["cavities"]["last"],
+            Value::Null
+        );
+        cycles(&mut board, &t, 0, &layout, 4);
+        let metrics = t.metrics.encode_prometheus();
+        assert!(
+            metrics.lines().any(|l| l
+                == "sealcheck_cavity_results_total{cavity=\"2\",verdict=\"fail\",reason=\"defect\"} 2"),
+            "{metrics}"
+        );
+        assert!(!metrics.contains("camera=\""), "{metrics}");
+        assert_eq!(
+            status_json(&t)["cameras"][0]["cavities"]["worst"]["cavity"],
+            2
         );
     }
 

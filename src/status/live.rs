@@ -1,4 +1,7 @@
 //! The live view: each camera's latest frame with its seal mask, for the page.
+//! A camera with a cavity layout shows its whole frame untinted (one
+//! record's mask is one cavity's crop), with the cycle's reject mask for
+//! the page to outline each cavity in its verdict's colour.
 //!
 //! ```text
 //! page polls /api/live.jpg[?camera=NAME] --(that camera's frame older than 500 ms)--> wanted + PixelDemand::request_live
@@ -15,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::archive::{encode_rgb, mask_to_frame, packed_rgb, tint_mask};
 use crate::config::ImageFormat;
+use crate::cycle::CycleVerdicts;
 use crate::decision::{Decision, Reason, Verdict};
 use crate::frame::{FailedStage, FramePixels, FrameSlot, FrameWork, PixelDemand};
 
@@ -29,6 +33,8 @@ struct LatestFrame {
     judged: bool,
     verdict: Verdict,
     reason: Reason,
+    /// With a cavity layout: bit `n - 1` set for each failed cavity `n`.
+    reject_mask: Option<u64>,
     pixels: FramePixels,
     /// Model-space mask, 0 or 1 per pixel; empty when the frame had none.
     mask: Vec<u8>,
@@ -45,6 +51,9 @@ pub struct LiveJpeg {
     pub judged: bool,
     pub verdict: Verdict,
     pub reason: Reason,
+    /// With a cavity layout: bit `n - 1` set for each failed cavity `n`
+    /// of the frame's cycle.
+    pub reject_mask: Option<u64>,
     pub jpeg: Arc<Vec<u8>>,
 }
 
@@ -72,9 +81,16 @@ impl LiveView {
         }
     }
 
-    /// The output thread offers a judged frame; taken only when a page asked
-    /// for its camera and the HTTP side is not reading right now.
-    pub fn offer(&self, work: &FrameWork, d: &Decision, mask_hw: (usize, usize)) -> bool {
+    /// The output thread offers a judged frame (with a cavity layout, a
+    /// cycle's: `cycle` its cavities); taken only when a page asked for its
+    /// camera and the HTTP side is not reading right now.
+    pub fn offer(
+        &self,
+        work: &FrameWork,
+        d: &Decision,
+        mask_hw: (usize, usize),
+        cycle: Option<&CycleVerdicts>,
+    ) -> bool {
         if !self.demand.live_requested() || !work.pixels.valid {
             return false;
         }
@@ -96,6 +112,7 @@ impl LiveView {
             judged: true,
             verdict: d.verdict,
             reason: d.reason,
+            reject_mask: None,
             pixels: FramePixels::default(),
             mask: Vec::new(),
             mask_hw: (0, 0),
@@ -106,15 +123,17 @@ impl LiveView {
         frame.judged = true;
         frame.verdict = d.verdict;
         frame.reason = d.reason;
+        frame.reject_mask = cycle.map(CycleVerdicts::reject_mask);
         frame.pixels.clone_from_pixels(&work.pixels);
         frame.mask.clear();
-        let mask_made = !matches!(
-            &work.error,
-            Some((
-                FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
-                _
-            ))
-        );
+        let mask_made = cycle.is_none()
+            && !matches!(
+                &work.error,
+                Some((
+                    FailedStage::Capture | FailedStage::Preprocess | FailedStage::Segment,
+                    _
+                ))
+            );
         if mask_made {
             frame
                 .mask
@@ -160,6 +179,7 @@ impl LiveView {
             judged: false,
             verdict: Verdict::Fail,
             reason: Reason::NotInspected,
+            reject_mask: None,
             pixels: FramePixels::default(),
             mask: Vec::new(),
             mask_hw: (0, 0),
@@ -168,6 +188,7 @@ impl LiveView {
         taken.seq = frame.meta.seq;
         taken.captured_at = frame.meta.captured_at;
         taken.judged = false;
+        taken.reject_mask = None;
         taken.pixels.copy_from(frame);
         taken.mask.clear();
         taken.taken = Instant::now();
@@ -227,6 +248,7 @@ impl LiveView {
             judged: frame.judged,
             verdict: frame.verdict,
             reason: frame.reason,
+            reject_mask: frame.reject_mask,
             jpeg: Arc::new(jpeg),
         };
         *encoded = Some(live.clone());
@@ -280,21 +302,24 @@ mod tests {
     fn each_camera_gets_its_own_frame_and_copying_stops_once_every_page_is_served() {
         let demand = Arc::new(PixelDemand::default());
         let live = LiveView::new(Arc::clone(&demand));
-        assert!(!live.offer(&work(0, 1), &ok(), (2, 2)), "nobody asked");
+        assert!(
+            !live.offer(&work(0, 1), &ok(), (2, 2), None),
+            "nobody asked"
+        );
         // Pages ask for cameras 1 and 2.
         assert!(live.jpeg(1).is_none() && live.jpeg(2).is_none());
         assert!(demand.live_requested());
         assert!(
-            !live.offer(&work(0, 2), &ok(), (2, 2)),
+            !live.offer(&work(0, 2), &ok(), (2, 2), None),
             "camera 0 was not asked for"
         );
-        assert!(live.offer(&work(2, 3), &ok(), (2, 2)));
+        assert!(live.offer(&work(2, 3), &ok(), (2, 2), None));
         assert!(demand.live_requested(), "camera 1 still waits");
         assert!(
-            !live.offer(&work(2, 4), &ok(), (2, 2)),
+            !live.offer(&work(2, 4), &ok(), (2, 2), None),
             "camera 2 was served"
         );
-        assert!(live.offer(&work(1, 5), &ok(), (2, 2)));
+        assert!(live.offer(&work(1, 5), &ok(), (2, 2), None));
         assert!(
             !demand.live_requested(),
             "every page served: no more copies"
@@ -322,7 +347,7 @@ mod tests {
         // A judged frame afterwards is shown judged.
         std::thread::sleep(MIN_INTERVAL);
         assert!(live.jpeg(0).is_some(), "asks for a newer frame");
-        assert!(live.offer(&work(0, 9), &ok(), (2, 2)));
+        assert!(live.offer(&work(0, 9), &ok(), (2, 2), None));
         let judged = live.jpeg(0).unwrap();
         assert_eq!((judged.seq, judged.judged), (9, true));
     }

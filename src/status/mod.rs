@@ -17,6 +17,12 @@
 //! their series with `camera`. With `[source]` nothing looks or answers
 //! differently from before.
 //!
+//! A camera with a cavity layout (`[source.layout]`) is tallied per cavity
+//! as well (`cavity_tally`, in the board): `/api/status` gives its layout,
+//! last cycle, fail rates and worst cavity, `/metrics` counts
+//! `sealcheck_cavity_results_total`, and the page outlines each cavity on
+//! the frame and shows the heat map (`cavities`).
+//!
 //! Nothing here is on the frame path: the output thread touches atomics and,
 //! a few times a second, a `try_lock` that never waits; encoding, JSON and
 //! sockets happen on the HTTP and archive threads. No endpoint changes the
@@ -26,6 +32,8 @@
 mod board;
 mod camera_tally;
 mod cameras;
+mod cavities;
+mod cavity_tally;
 mod external;
 mod figures;
 mod http;
@@ -40,11 +48,12 @@ mod trigger_api;
 pub use board::{BoardState, SnapshotSlot, StatusBoard};
 pub use camera_tally::{CameraTally, MinuteBucket, TREND_MINUTES};
 pub use cameras::CameraState;
+pub use cavity_tally::{CavityTally, RECENT_CYCLES};
 pub use external::{CameraSource, ExternalStats};
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
 pub use run_report::{RunFacts, RunInfo, RunReport, RunState};
 pub use taps::{NoStatus, OperatorTaps, ServerFeed, StatusFeed};
-pub use telemetry::Telemetry;
+pub use telemetry::{CavityLayouts, Telemetry};
 pub use trigger_api::TriggerApi;

@@ -26,16 +26,27 @@ use crate::stats::ResultCounters;
 /// What the status server takes from each result.
 pub trait StatusFeed: Send {
     /// Before the archive sees the frame: the counters and the live view.
+    /// `cycle`: with a cavity layout, the cycle's cavities (`work` is then
+    /// its first record, with the whole frame's pixels).
     fn counted(
         &mut self,
         d: &Decision,
         latencies: Option<&Latencies>,
         work: Option<&FrameWork>,
         mask_hw: (usize, usize),
+        cycle: Option<&CycleVerdicts>,
     );
 
-    /// After it: the page's board, which links the archived frame.
-    fn boarded(&mut self, meta: &FrameMeta, d: &Decision, total_ms: Option<f64>, archived: bool);
+    /// After it: the page's board, which links the archived frame and
+    /// tallies the cycle's cavities.
+    fn boarded(
+        &mut self,
+        meta: &FrameMeta,
+        d: &Decision,
+        total_ms: Option<f64>,
+        archived: bool,
+        cycle: Option<&CycleVerdicts>,
+    );
 
     /// No frame for a while: publish what changed.
     fn idle(&mut self);
@@ -67,9 +78,18 @@ impl StatusFeed for NoStatus {
         _: Option<&Latencies>,
         _: Option<&FrameWork>,
         _: (usize, usize),
+        _: Option<&CycleVerdicts>,
     ) {
     }
-    fn boarded(&mut self, _: &FrameMeta, _: &Decision, _: Option<f64>, _: bool) {}
+    fn boarded(
+        &mut self,
+        _: &FrameMeta,
+        _: &Decision,
+        _: Option<f64>,
+        _: bool,
+        _: Option<&CycleVerdicts>,
+    ) {
+    }
     fn idle(&mut self) {}
     fn archive_settings(&self, _: Option<&ArchiveConfig>) {}
     fn archive_counters(&self) -> ArchiveCounters {
@@ -95,14 +115,15 @@ pub struct ServerFeed {
 }
 
 impl ServerFeed {
+    /// The feed of `telemetry`; the cameras' cavity tallies are made now
+    /// when it knows the layouts (`Telemetry::set_cameras`).
     pub fn new(telemetry: Arc<Telemetry>) -> Self {
-        ServerFeed {
-            board: StatusBoard::new(
-                Arc::clone(&telemetry.board),
-                telemetry.metrics.results.clone(),
-            ),
-            telemetry,
-        }
+        let mut board = StatusBoard::new(
+            Arc::clone(&telemetry.board),
+            telemetry.metrics.results.clone(),
+        );
+        board.prepare_cavities(&telemetry.cavity_layouts());
+        ServerFeed { board, telemetry }
     }
 }
 
@@ -113,6 +134,7 @@ impl StatusFeed for ServerFeed {
         latencies: Option<&Latencies>,
         work: Option<&FrameWork>,
         mask_hw: (usize, usize),
+        cycle: Option<&CycleVerdicts>,
     ) {
         // Frames and verdicts are counted by the output stage, in the
         // counters `/metrics` registers (`result_counters`).
@@ -124,14 +146,21 @@ impl StatusFeed for ServerFeed {
             }
         }
         if let Some(work) = work
-            && self.telemetry.live.offer(work, d, mask_hw)
+            && self.telemetry.live.offer(work, d, mask_hw, cycle)
         {
             m.live_frames.inc();
         }
     }
 
-    fn boarded(&mut self, meta: &FrameMeta, d: &Decision, total_ms: Option<f64>, archived: bool) {
-        self.board.record(meta, d, total_ms, archived);
+    fn boarded(
+        &mut self,
+        meta: &FrameMeta,
+        d: &Decision,
+        total_ms: Option<f64>,
+        archived: bool,
+        cycle: Option<&CycleVerdicts>,
+    ) {
+        self.board.record(meta, d, total_ms, archived, cycle);
     }
 
     fn idle(&mut self) {
@@ -206,7 +235,8 @@ impl OperatorTaps {
 
 impl ResultTaps for OperatorTaps {
     /// One result, after its line was written. `work` is the frame's record
-    /// when it was inspected (its pixels may be taken by the archive).
+    /// when it was inspected (its pixels may be taken by the archive); with
+    /// a cavity layout, the cycle's first record, and `cycle` its cavities.
     fn record(
         &mut self,
         meta: &FrameMeta,
@@ -217,13 +247,13 @@ impl ResultTaps for OperatorTaps {
         cycle: Option<&CycleVerdicts>,
     ) {
         self.status
-            .counted(d, latencies, work.as_deref(), self.mask_hw);
+            .counted(d, latencies, work.as_deref(), self.mask_hw, cycle);
         let archived = match (&mut self.archive, work) {
             (Some(archive), Some(work)) => archive.offer(work, d, line),
             _ => false,
         };
         self.status
-            .boarded(meta, d, latencies.map(|l| l[3]), archived);
+            .boarded(meta, d, latencies.map(|l| l[3]), archived, cycle);
     }
 
     /// No frame for a while: publish what changed.

@@ -10,11 +10,12 @@ use tokio::sync::watch;
 
 use super::board::SnapshotSlot;
 use super::cameras;
+use super::cavities;
 use super::external;
 use super::live::LiveView;
 use super::metrics::LineMetrics;
 use super::run_report::{RunFacts, RunInfo, RunState};
-use crate::config::ArchiveConfig;
+use crate::config::{ArchiveConfig, CameraConfig, CavityLayout};
 use crate::frame::PixelDemand;
 use crate::service::{Health, stuck_source_reason, unhealthy_remedy};
 
@@ -35,7 +36,13 @@ pub struct Telemetry {
     started: Instant,
     /// `POST /api/trigger`, when `[trigger] http = true`.
     triggers: std::sync::OnceLock<super::TriggerApi>,
+    /// Each camera's cavity layout, by `FrameMeta::camera` (`None`: no
+    /// layout), as the config gave them at start (`set_cameras`).
+    layouts: std::sync::OnceLock<CavityLayouts>,
 }
+
+/// The cameras' cavity layouts, by camera index.
+pub type CavityLayouts = Arc<[Option<Arc<CavityLayout>>]>;
 
 struct FactsReader {
     facts: watch::Receiver<RunFacts>,
@@ -68,6 +75,12 @@ impl Telemetry {
             .register_collector(Box::new(cameras::CameraCollector(Arc::new(move || {
                 (reported.borrow().clone(), tallies.read(), stall_timeout)
             }))));
+        let (reported, tallies) = (facts.clone(), Arc::clone(&board));
+        metrics
+            .registry()
+            .register_collector(Box::new(cavities::CavityCollector(Arc::new(move || {
+                (reported.borrow().clone(), tallies.read())
+            }))));
         Arc::new(Telemetry {
             metrics,
             board,
@@ -81,8 +94,26 @@ impl Telemetry {
             supervised,
             archive: Mutex::new(archive),
             triggers: std::sync::OnceLock::new(),
+            layouts: std::sync::OnceLock::new(),
             started: Instant::now(),
         })
+    }
+
+    /// The run's cameras as configured (once, at start, before the status
+    /// feed is made): their cavity layouts, for the per-cavity tallies the
+    /// feed makes at start, `/api/status` and the page.
+    pub fn set_cameras(&self, cameras: &[CameraConfig]) {
+        self.set_cavity_layouts(cameras.iter().map(|c| c.source.layout.clone()).collect());
+    }
+
+    /// As `set_cameras`, the layouts alone (by camera index).
+    pub fn set_cavity_layouts(&self, layouts: Vec<Option<Arc<CavityLayout>>>) {
+        let _ = self.layouts.set(layouts.into());
+    }
+
+    /// Each camera's cavity layout, by index (empty before `set_cameras`).
+    pub fn cavity_layouts(&self) -> CavityLayouts {
+        self.layouts.get().cloned().unwrap_or_else(|| Arc::new([]))
     }
 
     /// Turns `POST /api/trigger` on (once, at start).
