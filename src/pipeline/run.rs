@@ -215,7 +215,7 @@ fn operator_telemetry(
     report: &Arc<RunReport>,
 ) -> Option<Arc<Telemetry>> {
     config.status.as_ref().map(|_| {
-        Telemetry::new(
+        let telemetry = Telemetry::new(
             config.service.stall_timeout,
             context.notifier.ping_interval().is_some(),
             config
@@ -225,7 +225,11 @@ fn operator_telemetry(
             Arc::clone(pixel_demand),
             config.archive.clone(),
             report.subscribe(),
-        )
+        );
+        // The cameras' cavity layouts: the status feed made next tallies
+        // each camera's cavities from the start.
+        telemetry.set_cameras(&config.cameras);
+        telemetry
     })
 }
 
