@@ -9,6 +9,7 @@ use serde::{Serialize, Serializer};
 
 use crate::capture::{self, CaptureError};
 use crate::config::{CavityLayout, Config, DecisionConfig};
+use crate::cycle::CycleVerdicts;
 use crate::decision::{self, Decision};
 use crate::frame::{FailedStage, FrameMeta, FrameSlot, FrameWork, TensorGeometry};
 use crate::infer::{self, InferError, InferenceBackend, infer_frame};
@@ -175,23 +176,50 @@ pub fn inspect(
         line: String::with_capacity(512),
         decision: Decision::error(),
     };
+    // With a cavity layout each image is a cycle: every judged cavity's
+    // crop judged on its own, one line with them all, as `run` writes it.
+    let layout = config.first_source().layout.clone();
+    let mut cycle = CycleVerdicts::with_capacity(layout.as_ref().map_or(0, |l| l.count().into()));
     for (seq, image) in images.iter().enumerate() {
         let meta = FrameMeta::now(seq as u64);
-        let decision = judge.judge(image, meta, &config.decision);
-        let work = &judge.work;
-        if !matches!(work.error, Some((FailedStage::Capture, _))) {
-            if let Some((stage, message)) = &work.error {
-                log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), stage = stage.as_str(), error = message.as_str(); "inspection failed");
+        let cavities: Vec<Option<u16>> = match &layout {
+            Some(layout) => {
+                cycle.start(layout);
+                layout.enabled().map(Some).collect()
             }
-            if let Some(dir) = dump {
-                dump_tensors(dir, image, work, &judge.geometry)?;
+            None => vec![None],
+        };
+        let mut decision = Decision::error();
+        let mut stages = [0.0f64; 3];
+        let mut decoded = true;
+        for cavity in cavities {
+            decision =
+                judge.judge_cavity(image, meta, &config.decision, cavity.zip(layout.as_deref()));
+            let work = &judge.work;
+            decoded = !matches!(work.error, Some((FailedStage::Capture, _)));
+            if decoded {
+                if let Some((stage, message)) = &work.error {
+                    log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), cavity = cavity.unwrap_or(0), stage = stage.as_str(), error = message.as_str(); "inspection failed");
+                }
+                if let Some(dir) = dump {
+                    dump_tensors(dir, image, cavity, work, &judge.geometry)?;
+                }
+            }
+            let t = &work.timings;
+            stages[0] += t.preprocess_ms;
+            stages[1] += t.segment_ms;
+            stages[2] += t.classify_ms;
+            if let Some(number) = cavity {
+                cycle.push(number, decision);
             }
         }
-        let t = &work.timings;
+        if layout.is_some() {
+            decision = cycle.overall();
+        }
         let latencies = [
-            t.preprocess_ms,
-            t.segment_ms,
-            t.classify_ms,
+            stages[0],
+            stages[1],
+            stages[2],
             meta.captured_instant.elapsed().as_secs_f64() * 1e3,
         ];
         result.decision = decision;
@@ -200,7 +228,8 @@ pub fn inspect(
             image,
             &meta,
             &decision,
-            decoded_latencies(work, &latencies),
+            decoded.then_some(&latencies),
+            layout.is_some().then_some(&cycle),
         );
         emit(image, &result);
     }
@@ -213,10 +242,11 @@ fn format_image_line(
     meta: &FrameMeta,
     decision: &Decision,
     latencies: Option<&[f64; 4]>,
+    cycle: Option<&CycleVerdicts>,
 ) {
     let image_line = ImageLine {
         image,
-        result: ResultLine::new(meta, decision, latencies),
+        result: ResultLine::new(meta, decision, latencies).with_cavities(cycle),
     };
     write_json(line, &image_line);
 }
@@ -235,26 +265,25 @@ fn path_text<S: Serializer>(path: &&Path, serializer: S) -> Result<S::Ok, S::Err
     serializer.collect_str(&path.display())
 }
 
-fn decoded_latencies<'a>(work: &FrameWork, latencies: &'a [f64; 4]) -> Option<&'a [f64; 4]> {
-    match work.error {
-        Some((FailedStage::Capture, _)) => None,
-        _ => Some(latencies),
-    }
-}
-
 fn report_unreadable(image: &Path, e: &CaptureError) {
     log::error!(target: "sealcheck::inspect", image = image.display().to_string().as_str(), error = e.to_string().as_str(); "image cannot be read; it fails with reason error");
 }
 
+/// Each tensor of `work` under `dir/<image stem>/` (`<image stem>_c<N>/`
+/// for cavity N of a cycle).
 fn dump_tensors(
     dir: &Path,
     image: &Path,
+    cavity: Option<u16>,
     work: &FrameWork,
     g: &crate::frame::TensorGeometry,
 ) -> Result<(), InspectError> {
-    let stem = image
+    let mut stem = image
         .file_stem()
         .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+    if let Some(n) = cavity {
+        stem = format!("{stem}_c{n}");
+    }
     let out = dir.join(stem);
     std::fs::create_dir_all(&out).map_err(|source| InspectError::DumpFolder {
         path: out.clone(),
@@ -309,6 +338,7 @@ mod tests {
             &meta,
             &d,
             Some(&[1.25, 10.0, 3.5, 15.125]),
+            None,
         );
         assert_eq!(
             line,
@@ -319,6 +349,7 @@ mod tests {
             Path::new("missing.png"),
             &meta,
             &Decision::error(),
+            None,
             None,
         );
         assert_eq!(

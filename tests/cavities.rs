@@ -483,3 +483,59 @@ fn each_cycles_mqtt_message_carries_its_cavities_and_a_late_cycle_fails_every_ca
         assert_ne!(r["reason"], "late");
     }
 }
+
+#[test]
+fn inspect_judges_each_cavity_of_an_image_as_run_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = common::sample_prefix("demo_cavities", dir.path(), "clip", 2, false);
+    let config = write_config(
+        dir.path(),
+        "inspect",
+        &format!(
+            "kind = \"images\"\nlocation = \"{}/frame_%05d.jpg\"",
+            clip.display()
+        ),
+        LAYOUT,
+    );
+    let run = sealcheck(&["run"], &config);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ran = common::result_lines(&dir.path().join("inspect.jsonl"));
+    let mut inspect = Command::new(common::sealcheck_bin());
+    inspect.arg("inspect").arg("--config").arg(&config);
+    inspect
+        .arg(clip.join("frame_00000.jpg"))
+        .arg(clip.join("frame_00001.jpg"));
+    let out = inspect.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "one line per image, the cycle's");
+    for (inspected, ran) in lines.iter().zip(&ran) {
+        assert!(inspected["image"].as_str().unwrap().ends_with(".jpg"));
+        for key in ["verdict", "reason", "reject", "reject_mask"] {
+            assert_eq!(inspected[key], ran[key], "{key}: {inspected} / {ran}");
+        }
+        let (a, b) = (
+            inspected["cavities"].as_array().unwrap(),
+            ran["cavities"].as_array().unwrap(),
+        );
+        assert_eq!(a.len(), 5);
+        for (a, b) in a.iter().zip(b) {
+            assert_eq!(
+                (&a["cavity"], &a["verdict"], &a["reason"]),
+                (&b["cavity"], &b["verdict"], &b["reason"])
+            );
+            assert_close("defect_prob", &a["defect_prob"], &b["defect_prob"]);
+        }
+    }
+}
