@@ -12,6 +12,9 @@
 //!            frame's page-locked ring slot (none when mapped)
 //!          compute stream: [begin, first frame] wait for the upload, frame
 //!            kernel into frame k's tensors
+//!          (a cavity layout's frame: one entry k per judged cavity, the
+//!           frame uploaded at its first crop only; each crop is the frame
+//!           kernel over its rectangle of the frame already on the GPU)
 //! launch:  upload stream: [uploaded]
 //!          compute stream: [preprocessed] -> engine: segmentation of frames 0..n
 //!          -> a mask kernel per frame + counts D2H [masked]
@@ -52,8 +55,8 @@ use std::sync::Arc;
 
 use super::device_error::DeviceFrameError;
 use super::device_path::{
-    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, GpuTimings, PathInfo, ReadWait,
-    StreamLease, SwapSite,
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, FramePart, GpuTimings, PathInfo,
+    ReadWait, StreamLease, SwapSite,
 };
 use super::model_role::ModelRole;
 use crate::config::Config;
@@ -311,6 +314,7 @@ impl DeviceFramePath for DeviceRunner {
         frame: ImageView<'_>,
         placement: HostPlacement,
         host_mask: bool,
+        part: FramePart,
     ) -> Result<Option<u64>, DeviceFrameError> {
         let index = self.staging_ticket()?;
         let max_batch = self.max_batch();
@@ -329,13 +333,20 @@ impl DeviceFramePath for DeviceRunner {
                 .record(self.preprocessor.upload_stream())
                 .map_err(gpu_error("record an event"))?;
         }
-        let read = self
-            .preprocessor
-            .enqueue_frame_at(frame, placement, k)
-            .map_err(|source| DeviceFrameError::Preprocess {
-                action: "queue the frame kernel",
-                source,
-            })?;
+        let read = match part {
+            FramePart::Whole => self.preprocessor.enqueue_frame_at(frame, placement, k),
+            FramePart::Crop { rect, first: true } => self
+                .preprocessor
+                .enqueue_frame_crop_at(frame, placement, rect, k),
+            // The frame staged just before, already on the GPU.
+            FramePart::Crop { rect, first: false } => {
+                self.preprocessor.enqueue_staged_crop_at(rect, k)
+            }
+        }
+        .map_err(|source| DeviceFrameError::Preprocess {
+            action: "queue the frame kernel",
+            source,
+        })?;
         ticket.host_mask[k] = host_mask;
         ticket.frames = k + 1;
         Ok(read)
