@@ -592,7 +592,7 @@ const CAVITY_STRIDE: usize = 10;
 /// the CPU preprocessing of the same crops, both geometries, both
 /// transfers; and a crop outside the frame, or of no frame, is refused.
 fn cavity_crops_match_cpu(gpu: &Arc<GpuContext>) -> CaseResult {
-    let (_, layout, frames) = cavity_demo()?;
+    let CavityDemo { layout, frames, .. } = cavity_demo()?;
     let numbers: Vec<u16> = layout.enabled().collect();
     let batch = numbers.len();
     let (mut worst, mut crops) = (0.0f32, 0);
@@ -689,7 +689,11 @@ fn cavity_crops_match_cpu(gpu: &Arc<GpuContext>) -> CaseResult {
 /// batch, the frame uploaded once) against the CPU host path (CPU
 /// preprocessing of each crop, ONNX Runtime CPU) on the demo machine.
 fn cavity_verdicts_match_host_path(_gpu: &Arc<GpuContext>) -> CaseResult {
-    let (mut config, layout, frames) = cavity_demo()?;
+    let CavityDemo {
+        mut config,
+        layout,
+        frames,
+    } = cavity_demo()?;
     config.inference.backend = BackendChoice::OnnxRuntime;
     config.inference.device = ComputeDevice::Cuda;
     config.inference.preprocess = ComputeDevice::Cuda;
@@ -797,9 +801,15 @@ fn cavity_verdicts_match_host_path(_gpu: &Arc<GpuContext>) -> CaseResult {
     ))
 }
 
-/// The demo machine's config, camera 0's layout and every
+/// The demo machine: its config, camera 0's layout and every
 /// `CAVITY_STRIDE`-th frame of its clip, decoded (name, frame).
-fn cavity_demo() -> Result<(Config, Arc<CavityLayout>, Vec<(String, FrameSlot)>), String> {
+struct CavityDemo {
+    config: Config,
+    layout: Arc<CavityLayout>,
+    frames: Vec<(String, FrameSlot)>,
+}
+
+fn cavity_demo() -> Result<CavityDemo, String> {
     let repo = repo();
     let config = sealcheck::config::load(&repo.join("config/demo-cavities.toml"))
         .map_err(|e| format!("config/demo-cavities.toml: {e}"))?;
@@ -832,7 +842,11 @@ fn cavity_demo() -> Result<(Config, Arc<CavityLayout>, Vec<(String, FrameSlot)>)
     if frames.is_empty() {
         return Err("no frames in samples/demo_cavities".to_string());
     }
-    Ok((config, layout, frames))
+    Ok(CavityDemo {
+        config,
+        layout,
+        frames,
+    })
 }
 
 /// The source tree: the current folder when it is one (a binary carried to

@@ -72,10 +72,10 @@ pub enum GpuError {
          frame or is empty"
     )]
     CropOutside {
-        x: usize,
-        y: usize,
-        width: usize,
-        height: usize,
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
         frame_width: usize,
         frame_height: usize,
     },

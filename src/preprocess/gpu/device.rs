@@ -33,7 +33,7 @@
 //!                                  -> kernel(crop 2) -> consumed[j] -> .. (one per cavity)
 //! ```
 
-use super::buffers::{PendingRead, TensorBuffer, check_len};
+use super::buffers::{PendingRead, StagedFrame, TensorBuffer, check_len};
 use super::options::FrameTransfer;
 use super::preprocessor::GpuPreprocessor;
 use super::tables::ChannelAffine;
@@ -475,34 +475,16 @@ impl GpuPreprocessor {
     }
 }
 
-/// The frame staged last, which further crops read where it is on the GPU
-/// (`enqueue_staged_crop_at`).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct StagedFrame {
-    /// Its staging slot (events, device copy).
-    slot: usize,
-    /// The device address the frame kernel reads its first pixel at.
-    frame_ptr: u64,
-    width: usize,
-    height: usize,
-    stride: usize,
-    layout: PixelLayout,
-    /// Its staging number.
-    number: u64,
-    /// The GPU reads the caller's own bytes (`Some(number)` was returned).
-    in_place: bool,
-}
-
 /// `crop` lies inside a `width` x `height` frame and is not empty.
 fn check_crop(crop: CavityRect, width: usize, height: usize) -> Result<(), GpuError> {
     let (x, y) = (crop.x as usize, crop.y as usize);
     let (w, h) = (crop.width as usize, crop.height as usize);
     if w == 0 || h == 0 || x + w > width || y + h > height {
         return Err(GpuError::CropOutside {
-            x,
-            y,
-            width: w,
-            height: h,
+            x: crop.x,
+            y: crop.y,
+            width: crop.width,
+            height: crop.height,
             frame_width: width,
             frame_height: height,
         });

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use std::collections::VecDeque;
 
-use super::buffers::{HostStaging, PendingRead, ResizeTables, StagingSlot, TensorBuffer};
-use super::device::StagedFrame;
+use super::buffers::{
+    HostStaging, PendingRead, ResizeTables, StagedFrame, StagingSlot, TensorBuffer,
+};
 use super::options::{FrameTransfer, GpuOptions, MAX_TENSOR_SIDE};
 use super::tables::{self, ChannelAffine, MaskAffine};
 use crate::config::{Config, Normalization};
