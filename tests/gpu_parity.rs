@@ -8,6 +8,18 @@
 //! and pixel counts identical. Device outputs are poisoned (NaN) and host
 //! outputs filled with NaN before every run, so an unwritten element fails.
 //!
+//! A cavity layout's crops (issue 38): the demo machine's frames
+//! (`samples/demo_cavities`, `config/demo-cavities.toml`), each cavity cut
+//! on the GPU from the frame uploaded once (`enqueue_frame_crop_at`, then
+//! `enqueue_staged_crop_at`), against the CPU preprocessing of the same
+//! crops (`ImageView::crop`) within the f32 tolerance; and the whole device
+//! path (ONNX Runtime CUDA, each cycle one batch, `run_crops`) against the
+//! CPU host path (CPU preprocessing of each crop + ONNX Runtime CPU):
+//! the same verdict and reason for every cavity, classifier logits within
+//! 1e-3 relative and the mask's pixel count within 1e-3 of the mask, as
+//! `tests/parity.rs` holds the device path. Where ONNX Runtime or its CUDA
+//! provider is missing, that case says `skipped`.
+//!
 //! Own harness (`harness = false`): with no CUDA driver or device it prints
 //! `SKIPPED: no CUDA device` and counts every case as skipped, not passed.
 //! Run on a GPU machine: `target/release/deps/gpu_parity-<hash>` (built by
@@ -17,9 +29,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sealcheck::config::Normalization;
-use sealcheck::frame::{ImageView, PixelLayout, TensorGeometry};
+use sealcheck::config::{
+    BackendChoice, CavityLayout, CavityRect, ComputeDevice, Config, Normalization,
+};
+use sealcheck::decision::decide;
+use sealcheck::frame::{FrameSlot, FrameWork, ImageView, PixelLayout, TensorGeometry};
+use sealcheck::frame_bytes::HostPlacement;
 use sealcheck::gpu::{GpuContext, GpuError, TensorElement};
+use sealcheck::infer::device_stage::{DevicePlan, open_path, run_crops};
+use sealcheck::infer::infer_frame;
+use sealcheck::infer::onnxruntime::OrtBackend;
 use sealcheck::preprocess::gpu::{FrameTransfer, GpuOptions, GpuPreprocessor};
 use sealcheck::preprocess::{FramePreprocessError, Preprocessor, logits_to_mask};
 
@@ -99,6 +118,14 @@ fn main() {
         Case {
             name: "mask_f16_matches_cpu",
             run: mask_f16_matches_cpu,
+        },
+        Case {
+            name: "cavity_crops_match_cpu_on_the_demo_machine",
+            run: cavity_crops_match_cpu,
+        },
+        Case {
+            name: "cavity_verdicts_device_path_match_cpu_host_path",
+            run: cavity_verdicts_match_host_path,
         },
         Case {
             name: "wrong_inputs_are_refused",
@@ -555,6 +582,300 @@ fn no_release_failed(gpu: &Arc<GpuContext>) -> CaseResult {
         (0, _) => Ok("no failed release in any Drop".to_string()),
         (n, first) => Err(format!("{n} releases failed; first: {first:?}")),
     }
+}
+
+/// Every `CAVITY_STRIDE`-th frame of the demo machine's clip.
+const CAVITY_STRIDE: usize = 10;
+
+/// The demo machine's cavity crops cut on the GPU (the frame uploaded or
+/// mapped once, one kernel per cavity into its own batch index) against
+/// the CPU preprocessing of the same crops, both geometries, both
+/// transfers; and a crop outside the frame, or of no frame, is refused.
+fn cavity_crops_match_cpu(gpu: &Arc<GpuContext>) -> CaseResult {
+    let CavityDemo { layout, frames, .. } = cavity_demo()?;
+    let numbers: Vec<u16> = layout.enabled().collect();
+    let batch = numbers.len();
+    let (mut worst, mut crops) = (0.0f32, 0);
+    for geometry in geometries() {
+        let mut cpu = cpu_preprocessor(geometry);
+        for frame_transfer in [FrameTransfer::Copy, FrameTransfer::Mapped] {
+            let options = GpuOptions {
+                batch_frames: batch,
+                frame_slots: 2 * batch,
+                frame_transfer,
+                ..GpuOptions::default()
+            };
+            let mut gpu_pre = gpu_preprocessor(gpu, geometry, options)?;
+            let mut seg_gpu = vec![f32::NAN; batch * geometry.seg_input_len()];
+            let mut cls_gpu = vec![f32::NAN; batch * geometry.cls_input_len()];
+            for (name, slot) in &frames {
+                let image = slot.image();
+                let size = (image.width as u32, image.height as u32);
+                let rects: Vec<CavityRect> =
+                    numbers.iter().map(|&n| layout.crop(n, size)).collect();
+                let context = |k: usize| {
+                    format!(
+                        "{name} cavity {} {:?} {frame_transfer:?}",
+                        numbers[k], geometry.seg_hw
+                    )
+                };
+                gpu_pre.poison_outputs().map_err(|e| e.to_string())?;
+                for (k, &rect) in rects.iter().enumerate() {
+                    let queued = if k == 0 {
+                        gpu_pre.enqueue_frame_crop_at(image, HostPlacement::Pageable, rect, k)
+                    } else {
+                        gpu_pre.enqueue_staged_crop_at(rect, k)
+                    };
+                    queued.map_err(|e| format!("{}: {e}", context(k)))?;
+                }
+                gpu_pre
+                    .download_seg_input(&mut seg_gpu)
+                    .map_err(|e| e.to_string())?;
+                gpu_pre
+                    .download_cls_input(&mut cls_gpu)
+                    .map_err(|e| e.to_string())?;
+                let rgb = 3 * geometry.cls_hw.0 * geometry.cls_hw.1;
+                for (k, rect) in rects.iter().enumerate() {
+                    let crop = image
+                        .crop(
+                            rect.x as usize,
+                            rect.y as usize,
+                            rect.width as usize,
+                            rect.height as usize,
+                        )
+                        .ok_or_else(|| format!("{}: the crop leaves the frame", context(k)))?;
+                    let (mut seg, mut cls) = cpu_buffers(&geometry);
+                    cpu.frame_to_tensors(crop, &mut seg, &mut cls)
+                        .map_err(|e| format!("{}: cpu: {e}", context(k)))?;
+                    let seg_k = &seg_gpu[k * seg.len()..(k + 1) * seg.len()];
+                    let cls_k = &cls_gpu[k * cls.len()..][..rgb];
+                    worst = worst.max(
+                        max_abs_diff(seg_k, &seg, F32_TOLERANCE)
+                            .map_err(|e| format!("{} seg input: {e}", context(k)))?,
+                    );
+                    worst = worst.max(
+                        max_abs_diff(cls_k, &cls[..rgb], F32_TOLERANCE)
+                            .map_err(|e| format!("{} cls input: {e}", context(k)))?,
+                    );
+                    crops += 1;
+                }
+            }
+            // Refusals: a crop leaving the frame, a crop with no frame staged.
+            let (_, slot) = &frames[0];
+            let image = slot.image();
+            let outside = CavityRect {
+                x: image.width as u32 - 10,
+                y: 0,
+                width: 20,
+                height: 10,
+            };
+            match gpu_pre.enqueue_frame_crop_at(image, HostPlacement::Pageable, outside, 0) {
+                Err(FramePreprocessError::Gpu(GpuError::CropOutside { .. })) => {}
+                other => return Err(format!("a crop leaving the frame gave {other:?}")),
+            }
+            match gpu_pre.enqueue_staged_crop_at(outside, 1) {
+                Err(FramePreprocessError::Gpu(GpuError::NoFrameToCrop)) => {}
+                other => return Err(format!("a crop after a refused frame gave {other:?}")),
+            }
+        }
+    }
+    Ok(format!(
+        "{} frames x {batch} cavities, {crops} crops (2 geometries, copy and mapped), max |gpu - cpu| = {worst:e}",
+        frames.len()
+    ))
+}
+
+/// The device path (ONNX Runtime CUDA, the GPU kernels, each cycle one
+/// batch, the frame uploaded once) against the CPU host path (CPU
+/// preprocessing of each crop, ONNX Runtime CPU) on the demo machine.
+fn cavity_verdicts_match_host_path(_gpu: &Arc<GpuContext>) -> CaseResult {
+    let CavityDemo {
+        mut config,
+        layout,
+        frames,
+    } = cavity_demo()?;
+    config.inference.backend = BackendChoice::OnnxRuntime;
+    config.inference.device = ComputeDevice::Cuda;
+    config.inference.preprocess = ComputeDevice::Cuda;
+    let numbers: Vec<u16> = layout.enabled().collect();
+    config.inference.max_batch = config.inference.max_batch.max(numbers.len());
+    let mut opened = match open_path(&config, DevicePlan::OnnxRuntimeCuda) {
+        Ok(opened) => opened,
+        Err(e) if e.is_engine_unavailable() => {
+            return Ok(format!("skipped (SKIPPED: ONNX Runtime CUDA: {e})"));
+        }
+        Err(e) => return Err(format!("the device path did not open: {e}")),
+    };
+    if opened.info.max_batch < numbers.len() {
+        return Err(format!(
+            "the device path takes {} per batch, a cycle has {} cavities",
+            opened.info.max_batch,
+            numbers.len()
+        ));
+    }
+    let mut host = match OrtBackend::open(&config, ComputeDevice::Cpu) {
+        Ok(host) => host,
+        Err(e) if e.is_engine_unavailable() => {
+            return Ok(format!("skipped (SKIPPED: ONNX Runtime CPU: {e})"));
+        }
+        Err(e) => return Err(format!("ONNX Runtime CPU did not open: {e}")),
+    };
+    let geometry = opened.info.geometry;
+    let mut preprocessor = sealcheck::preprocess::cpu_preprocessor(&config, geometry);
+    let mask_class = config.segmentation.mask_class;
+    let mut device_works: Vec<FrameWork> =
+        numbers.iter().map(|_| FrameWork::new(&geometry)).collect();
+    let mut want = FrameWork::new(&geometry);
+    let (mut worst, mut worst_mask, mut fails) = (0.0f64, 0.0f64, 0usize);
+    let mut mismatches = Vec::new();
+    for (name, slot) in &frames {
+        let image = slot.image();
+        let size = (image.width as u32, image.height as u32);
+        let rects: Vec<CavityRect> = numbers.iter().map(|&n| layout.crop(n, size)).collect();
+        for work in device_works.iter_mut() {
+            work.reset(slot.meta);
+            work.cls_logits.fill(f32::NAN);
+            work.mask_pixels = u64::MAX;
+        }
+        run_crops(opened.path.as_mut(), image, &rects, &mut device_works)
+            .map_err(|e| format!("{name}: device path: {e}"))?;
+        for (k, rect) in rects.iter().enumerate() {
+            let crop = image
+                .crop(
+                    rect.x as usize,
+                    rect.y as usize,
+                    rect.width as usize,
+                    rect.height as usize,
+                )
+                .ok_or_else(|| format!("{name}: cavity {}'s crop leaves the frame", numbers[k]))?;
+            want.reset(slot.meta);
+            preprocessor
+                .frame_to_tensors(crop, &mut want.seg_input, &mut want.cls_input)
+                .map_err(|e| format!("{name}: cpu: {e}"))?;
+            infer_frame(&mut host, &preprocessor, mask_class, &mut want);
+            if let Some((_, e)) = &want.error {
+                return Err(format!("{name}: host path: {e}"));
+            }
+            let work = &device_works[k];
+            let error = relative_error(&work.cls_logits, &want.cls_logits);
+            let mask = (work.mask_pixels as f64 - want.mask_pixels as f64).abs()
+                / geometry.mask_len() as f64;
+            worst = worst.max(error);
+            worst_mask = worst_mask.max(mask);
+            let decided = decide(work, config.classifier.defect_class, &config.decision);
+            let expected = decide(&want, config.classifier.defect_class, &config.decision);
+            if expected.verdict.as_str() == "fail" {
+                fails += 1;
+            }
+            // `!(x <= limit)` on purpose: a NaN difference is a mismatch.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            if decided.verdict != expected.verdict
+                || decided.reason != expected.reason
+                || !(error <= 1e-3)
+                || !(mask <= 1e-3)
+            {
+                mismatches.push(format!(
+                    "{name} cavity {}: {}/{} vs host {}/{}, logits rel {error:.2e}, mask {} vs {}",
+                    numbers[k],
+                    decided.verdict.as_str(),
+                    decided.reason.as_str(),
+                    expected.verdict.as_str(),
+                    expected.reason.as_str(),
+                    work.mask_pixels,
+                    want.mask_pixels
+                ));
+            }
+        }
+    }
+    let judged = frames.len() * numbers.len();
+    if !mismatches.is_empty() {
+        return Err(format!(
+            "{} of {judged} cavities differ: {}",
+            mismatches.len(),
+            mismatches.join("; ")
+        ));
+    }
+    Ok(format!(
+        "{} cycles, {judged} cavities ({fails} fail on the host path), every verdict and reason equal; worst logits relative error {worst:.2e}, worst mask count {worst_mask:.2e} of the mask",
+        frames.len()
+    ))
+}
+
+/// The demo machine: its config, camera 0's layout and every
+/// `CAVITY_STRIDE`-th frame of its clip, decoded (name, frame).
+struct CavityDemo {
+    config: Config,
+    layout: Arc<CavityLayout>,
+    frames: Vec<(String, FrameSlot)>,
+}
+
+fn cavity_demo() -> Result<CavityDemo, String> {
+    let repo = repo();
+    let config = sealcheck::config::load(&repo.join("config/demo-cavities.toml"))
+        .map_err(|e| format!("config/demo-cavities.toml: {e}"))?;
+    let layout = config.cameras[0]
+        .source
+        .layout
+        .clone()
+        .ok_or("config/demo-cavities.toml has no [source.layout]")?;
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(repo.join("samples/demo_cavities"))
+        .map_err(|e| format!("samples/demo_cavities: {e}"))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+        .collect();
+    paths.sort();
+    let frames = paths
+        .iter()
+        .step_by(CAVITY_STRIDE)
+        .map(|path| {
+            let mut slot = FrameSlot::with_capacity(0);
+            sealcheck::capture::decode_image_file(path, &mut slot)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Ok((name, slot))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if frames.is_empty() {
+        return Err("no frames in samples/demo_cavities".to_string());
+    }
+    Ok(CavityDemo {
+        config,
+        layout,
+        frames,
+    })
+}
+
+/// The source tree: the current folder when it is one (a binary carried to
+/// another machine runs from a copy there), else where this was built.
+fn repo() -> PathBuf {
+    if std::path::Path::new("config/demo-cavities.toml").is_file() {
+        return PathBuf::from(".");
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Largest |a - reference| over the reference's largest magnitude, as
+/// `tests/parity.rs` measures it; NaN when either side holds one (an
+/// unwritten element).
+fn relative_error(a: &[f32], reference: &[f32]) -> f64 {
+    let scale = reference
+        .iter()
+        .map(|v| f64::from(v.abs()))
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    let worst = a
+        .iter()
+        .zip(reference)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(
+            0.0,
+            |worst: f64, d| if d.is_nan() { f64::NAN } else { worst.max(d) },
+        );
+    worst / scale
 }
 
 // ---------------------------------------------------------------- helpers

@@ -35,7 +35,9 @@ use sealcheck::config::{self, ComputeDevice, Config};
 use sealcheck::decision::decide;
 use sealcheck::frame::{FrameSlot, FrameWork, ImageView, TensorGeometry};
 use sealcheck::frame_bytes::{FrameBytes, HostPlacement, SlotMemory};
-use sealcheck::infer::device_stage::{DeviceFramePath, DevicePlan, ReadWait, open_path, run_frame};
+use sealcheck::infer::device_stage::{
+    DeviceFramePath, DevicePlan, FramePart, ReadWait, open_path, run_frame,
+};
 use sealcheck::infer::onnxruntime::OrtBackend;
 use sealcheck::infer::{InferenceBackend, geometry, infer_frame, tract::TractBackend};
 use sealcheck::preprocess::{Preprocessor, cpu_preprocessor};
@@ -118,7 +120,7 @@ impl FramePath for DeviceBatch {
         let staged: Vec<Result<(), String>> = frames
             .iter()
             .map(|frame| {
-                path.stage(*frame, HostPlacement::Pageable, true)
+                path.stage(*frame, HostPlacement::Pageable, true, FramePart::Whole)
                     .map(drop)
                     .map_err(|e| e.to_string())
             })
@@ -167,17 +169,19 @@ impl FramePath for DeviceSlots {
                 data: &slot[..],
                 ..*frame
             };
-            staged.push(match path.stage(view, slot.placement(), true) {
-                Ok(Some(number)) => {
-                    numbers.push(number);
-                    Ok(())
-                }
-                Ok(None) => Err(format!(
-                    "a {:?} slot was copied, not read in place",
-                    slot.placement()
-                )),
-                Err(e) => Err(e.to_string()),
-            });
+            staged.push(
+                match path.stage(view, slot.placement(), true, FramePart::Whole) {
+                    Ok(Some(number)) => {
+                        numbers.push(number);
+                        Ok(())
+                    }
+                    Ok(None) => Err(format!(
+                        "a {:?} slot was copied, not read in place",
+                        slot.placement()
+                    )),
+                    Err(e) => Err(e.to_string()),
+                },
+            );
         }
         if let Err(e) = path.launch() {
             return vec![Err(e.to_string()); frames.len()];

@@ -67,6 +67,23 @@ pub enum GpuError {
          set frame transfer to copy"
     )]
     Unmapped,
+    #[error(
+        "crop [{x}, {y}, {width}, {height}] (x, y, width, height) leaves the {frame_width}x{frame_height} \
+         frame or is empty"
+    )]
+    CropOutside {
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
+        frame_width: usize,
+        frame_height: usize,
+    },
+    #[error(
+        "a crop of the frame already on the GPU was asked for, but no frame is staged there \
+         (its staging failed, or another frame was staged since)"
+    )]
+    NoFrameToCrop,
     #[error("{what} is too large for the GPU kernels ({value}; at most {max})")]
     TooLarge {
         what: &'static str,

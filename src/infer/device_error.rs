@@ -57,6 +57,20 @@ pub enum DeviceFrameError {
     /// A model swap the device path could not take.
     #[error("GPU device path: cannot swap models: {0}")]
     Swap(String),
+    /// A camera's cavity layout has more judged cavities than one batch of
+    /// the device path holds: a cycle is judged in one batch.
+    #[error(
+        "a camera's cavity layout judges {cavities} cavities per frame, all in one batch, but the \
+         {engine} models on the GPU device path take at most {max_batch} frames per batch \
+         (max_batch {max_batch} < {cavities} cavities): use models with a dynamic batch \
+         dimension (models/*_batch.onnx), or preprocess = \"cpu\" to judge the cavities on the \
+         host path"
+    )]
+    CycleTooLarge {
+        engine: &'static str,
+        max_batch: usize,
+        cavities: usize,
+    },
     #[error("the device thread ended before reporting whether it started")]
     StartLost,
     /// The path opened but could not run the start-up warm-up's frames.

@@ -23,7 +23,7 @@ use std::sync::{Arc, RwLock};
 use super::backend::BackendKind;
 use super::device_error::DeviceFrameError;
 use super::model_role::ModelRole;
-use crate::config::Config;
+use crate::config::{CavityRect, Config};
 use crate::frame::{FrameWork, ImageView, TensorGeometry};
 use crate::frame_bytes::{HostAllocator, HostPlacement};
 use crate::gpu::{DeviceTensor, GpuContext, Stream, TensorElement};
@@ -104,6 +104,23 @@ impl PathInfo {
     }
 }
 
+/// What of a frame `DeviceFramePath::stage` turns into the next entry of the
+/// batch: the whole frame (one seal), or one cavity's crop of it (a camera
+/// with a `[source.layout]`: each judged cavity is an entry of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FramePart {
+    /// The whole frame.
+    Whole,
+    /// The crop `rect` of the frame (inside it: `CavityLayout::crop` of a
+    /// frame that fits the layout), resized as the host path resizes the
+    /// same crop. `first`: the frame's first crop staged: the frame goes to
+    /// the GPU (its upload, or its in-place read) and the kernel reads
+    /// `rect` of it. Otherwise `frame` is the one the stage call just before
+    /// staged, passed again unchanged, and the kernel reads `rect` of it
+    /// where it already is on the GPU: nothing is uploaded again.
+    Crop { rect: CavityRect, first: bool },
+}
+
 /// How long `DeviceFramePath::reads_done` may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadWait {
@@ -123,6 +140,8 @@ pub enum ReadWait {
 /// describe (once, at open)
 /// stage, stage, .. (<= max_batch) -> launch -> .. -> complete, complete, .. (oldest first)
 ///   (up to max_in_flight batches launched and not yet completed)
+///   a cavity layout's frame: stage(Crop first), stage(Crop), .. one entry per
+///   judged cavity, all before the next frame and before `reads_done`
 /// reads_done: after each step, which staged frames' bytes the GPU is past
 /// swap_engine: between batches, with nothing staged or in flight
 /// ```
@@ -132,22 +151,31 @@ pub trait DeviceFramePath {
     fn describe(&self) -> PathInfo;
 
     /// Called for each frame of a batch as the batch is gathered (and by
-    /// the warm-up): queues `frame`'s upload (or, mapped, its in-place
-    /// read) and preprocessing as the next frame of the batch being built
-    /// (at most `max_batch`); `placement` says where its bytes live. A
-    /// failed stage leaves the frame out of the batch. `host_mask`: also
-    /// bring the seal mask back to the host (for the archive and the live
-    /// view).
+    /// the warm-up), with `FramePart::Whole`: queues `frame`'s upload (or,
+    /// mapped, its in-place read) and preprocessing as the next entry of
+    /// the batch being built (at most `max_batch` entries); `placement`
+    /// says where its bytes live. A failed stage leaves the entry out of
+    /// the batch. `host_mask`: also bring the entry's seal mask back to the
+    /// host (for the archive and the live view).
+    ///
+    /// For a frame with a cavity layout, called once per judged cavity, one
+    /// call right after the other, with `FramePart::Crop`: the first crop
+    /// puts the frame on the GPU, each later one only runs the frame kernel
+    /// on its crop of the frame already there. Each crop is an entry of its
+    /// own (its own result at `complete`).
     ///
     /// Returns `Some(n)` when the GPU reads `frame`'s own (page-locked)
     /// bytes after this returns: they must stay valid and unwritten until
-    /// `reads_done` is above `n`. `None`: `frame` may be reused at once
-    /// (heap bytes are copied into staging first).
+    /// `reads_done` is above `n` (every crop of a frame returns the frame's
+    /// `n`, and the read ends after its last crop). `None`: `frame` may be
+    /// reused at once (heap bytes are copied into staging first) once its
+    /// last crop is staged.
     fn stage(
         &mut self,
         frame: ImageView<'_>,
         placement: HostPlacement,
         host_mask: bool,
+        part: FramePart,
     ) -> Result<Option<u64>, DeviceFrameError>;
 
     /// Called once a batch is gathered: queues both models and the copies
@@ -192,9 +220,36 @@ pub fn run_frame(
     frame: ImageView<'_>,
     work: &mut FrameWork,
 ) -> Result<GpuTimings, DeviceFrameError> {
-    path.stage(frame, HostPlacement::Pageable, true)?;
+    path.stage(frame, HostPlacement::Pageable, true, FramePart::Whole)?;
     path.launch()?;
     path.complete(work)
+}
+
+/// One frame from heap memory through `path` as a cavity layout's cycle:
+/// crop `crops[i]` into `works[i]` (as many as there are crops), all in
+/// one batch (at most the path's `max_batch`), masks brought back: the
+/// frame goes to the GPU once, each crop is a kernel over it. For checks
+/// outside the frame loop (`tests/gpu_parity.rs`); `device_stage` does
+/// the same per ring slot. The first error ends the cycle.
+pub fn run_crops(
+    path: &mut dyn DeviceFramePath,
+    frame: ImageView<'_>,
+    crops: &[CavityRect],
+    works: &mut [FrameWork],
+) -> Result<GpuTimings, DeviceFrameError> {
+    for (i, &rect) in crops.iter().enumerate() {
+        let part = FramePart::Crop {
+            rect,
+            first: i == 0,
+        };
+        path.stage(frame, HostPlacement::Pageable, true, part)?;
+    }
+    path.launch()?;
+    let mut timings = GpuTimings::default();
+    for work in works.iter_mut().take(crops.len()) {
+        timings = path.complete(work)?;
+    }
+    Ok(timings)
 }
 
 /// How one GPU engine runs its two models on the runner's stream. The

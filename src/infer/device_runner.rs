@@ -12,6 +12,9 @@
 //!            frame's page-locked ring slot (none when mapped)
 //!          compute stream: [begin, first frame] wait for the upload, frame
 //!            kernel into frame k's tensors
+//!          (a cavity layout's frame: one entry k per judged cavity, the
+//!           frame uploaded at its first crop only; each crop is the frame
+//!           kernel over its rectangle of the frame already on the GPU)
 //! launch:  upload stream: [uploaded]
 //!          compute stream: [preprocessed] -> engine: segmentation of frames 0..n
 //!          -> a mask kernel per frame + counts D2H [masked]
@@ -52,8 +55,8 @@ use std::sync::Arc;
 
 use super::device_error::DeviceFrameError;
 use super::device_path::{
-    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, GpuTimings, PathInfo, ReadWait,
-    StreamLease, SwapSite,
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, FramePart, GpuTimings, PathInfo,
+    ReadWait, StreamLease, SwapSite,
 };
 use super::model_role::ModelRole;
 use crate::config::Config;
@@ -98,9 +101,8 @@ pub struct DeviceRunner {
     engine: Box<dyn DeviceEngine>,
     cls_logits_device: DeviceBuffer<f32>,
     tickets: [Ticket; IN_FLIGHT],
-    /// Tickets of the batches launched and not yet completed, oldest first;
-    /// tickets are taken in turn, so the next one follows the newest.
-    in_flight: VecDeque<usize>,
+    /// Which ticket the batch being staged and each batch on the stream use.
+    order: TicketOrder,
     /// Frames of the oldest launched batch already completed.
     completed: usize,
     /// Why the oldest batch's wait failed (its later frames fail with it).
@@ -179,7 +181,7 @@ impl DeviceRunner {
             engine,
             cls_logits_device,
             tickets,
-            in_flight: VecDeque::with_capacity(IN_FLIGHT),
+            order: TicketOrder::default(),
             completed: 0,
             batch_failure: None,
             capacity,
@@ -209,20 +211,6 @@ impl DeviceRunner {
             elements: self.elements,
             frames: self.capacity,
         }
-    }
-
-    /// The ticket of the batch being staged (the one after the newest
-    /// launched), or why none is free.
-    fn staging_ticket(&self) -> Result<usize, DeviceFrameError> {
-        if self.in_flight.len() >= IN_FLIGHT {
-            return Err(DeviceFrameError::Sequence(
-                "a third batch staged while two are on the stream (complete one first)",
-            ));
-        }
-        Ok(self
-            .in_flight
-            .back()
-            .map_or(0, |newest| (newest + 1) % IN_FLIGHT))
     }
 
     /// Queues the models, masks and copies back of the `frames` frames
@@ -311,8 +299,9 @@ impl DeviceFramePath for DeviceRunner {
         frame: ImageView<'_>,
         placement: HostPlacement,
         host_mask: bool,
+        part: FramePart,
     ) -> Result<Option<u64>, DeviceFrameError> {
-        let index = self.staging_ticket()?;
+        let index = self.order.staging()?;
         let max_batch = self.max_batch();
         let ticket = &mut self.tickets[index];
         let k = ticket.frames;
@@ -329,13 +318,20 @@ impl DeviceFramePath for DeviceRunner {
                 .record(self.preprocessor.upload_stream())
                 .map_err(gpu_error("record an event"))?;
         }
-        let read = self
-            .preprocessor
-            .enqueue_frame_at(frame, placement, k)
-            .map_err(|source| DeviceFrameError::Preprocess {
-                action: "queue the frame kernel",
-                source,
-            })?;
+        let read = match part {
+            FramePart::Whole => self.preprocessor.enqueue_frame_at(frame, placement, k),
+            FramePart::Crop { rect, first: true } => self
+                .preprocessor
+                .enqueue_frame_crop_at(frame, placement, rect, k),
+            // The frame staged just before, already on the GPU.
+            FramePart::Crop { rect, first: false } => {
+                self.preprocessor.enqueue_staged_crop_at(rect, k)
+            }
+        }
+        .map_err(|source| DeviceFrameError::Preprocess {
+            action: "queue the frame kernel",
+            source,
+        })?;
         ticket.host_mask[k] = host_mask;
         ticket.frames = k + 1;
         Ok(read)
@@ -353,7 +349,9 @@ impl DeviceFramePath for DeviceRunner {
     }
 
     fn launch(&mut self) -> Result<(), DeviceFrameError> {
-        let index = self.staging_ticket()?;
+        let Some(index) = self.order.take_staging() else {
+            return Ok(());
+        };
         let frames = self.tickets[index].frames;
         if frames == 0 {
             return Ok(());
@@ -364,13 +362,13 @@ impl DeviceFramePath for DeviceRunner {
         let queued = self.queue_batch(index, frames);
         if queued.is_ok() {
             self.tickets[index].frames = frames;
-            self.in_flight.push_back(index);
+            self.order.launched(index);
         }
         queued
     }
 
     fn complete(&mut self, work: &mut FrameWork) -> Result<GpuTimings, DeviceFrameError> {
-        let index = *self.in_flight.front().ok_or(DeviceFrameError::Sequence(
+        let index = self.order.oldest().ok_or(DeviceFrameError::Sequence(
             "complete called with no batch on the stream",
         ))?;
         let k = self.completed;
@@ -391,7 +389,7 @@ impl DeviceFramePath for DeviceRunner {
             // The ticket is free for the next batch staged.
             self.tickets[index].frames = 0;
             self.completed = 0;
-            self.in_flight.pop_front();
+            self.order.completed_oldest();
         }
         result
     }
@@ -401,10 +399,10 @@ impl DeviceFramePath for DeviceRunner {
         candidate: Box<dyn DeviceCandidate>,
     ) -> Result<usize, DeviceFrameError> {
         let staged: usize = self.tickets.iter().map(|t| t.frames).sum();
-        if !self.in_flight.is_empty() || staged > 0 {
+        if self.order.on_stream() > 0 || staged > 0 {
             return Err(DeviceFrameError::Swap(format!(
                 "{} batch(es) still on the stream, {staged} frame(s) staged",
-                self.in_flight.len()
+                self.order.on_stream()
             )));
         }
         // Nothing of ours is queued; work a warm-up queued may still be.
@@ -419,6 +417,67 @@ impl DeviceFramePath for DeviceRunner {
         // The old engine is dropped here, after its last frame.
         drop(std::mem::replace(&mut self.engine, engine));
         Ok(self.max_batch())
+    }
+}
+
+/// Which ticket each batch uses: the batches launched and not yet completed
+/// (oldest first), and the one being staged, which keeps the ticket it took
+/// at its first frame until it is launched, whatever is completed meanwhile
+/// (the device stage completes the oldest batch while it stages the next
+/// when it waits for a work record: a cavity layout's cycle, or a batch of
+/// several cameras' frames). A new batch takes the ticket after the newest
+/// on the stream (any with none there), never one on the stream.
+#[derive(Debug, Default)]
+struct TicketOrder {
+    in_flight: VecDeque<usize>,
+    staging: Option<usize>,
+}
+
+impl TicketOrder {
+    /// The ticket of the batch being staged: the one it took, or for a new
+    /// batch the one after the newest on the stream; none while `IN_FLIGHT`
+    /// batches are on the stream.
+    fn staging(&mut self) -> Result<usize, DeviceFrameError> {
+        if let Some(index) = self.staging {
+            return Ok(index);
+        }
+        if self.in_flight.len() >= IN_FLIGHT {
+            return Err(DeviceFrameError::Sequence(
+                "a third batch staged while two are on the stream (complete one first)",
+            ));
+        }
+        let index = self
+            .in_flight
+            .back()
+            .map_or(0, |newest| (newest + 1) % IN_FLIGHT);
+        self.staging = Some(index);
+        Ok(index)
+    }
+
+    /// The batch being staged ends (launched, or dropped on an error): its
+    /// ticket, if any was taken.
+    fn take_staging(&mut self) -> Option<usize> {
+        self.staging.take()
+    }
+
+    /// Ticket `index`'s batch is on the stream.
+    fn launched(&mut self, index: usize) {
+        self.in_flight.push_back(index);
+    }
+
+    /// The oldest batch on the stream's ticket.
+    fn oldest(&self) -> Option<usize> {
+        self.in_flight.front().copied()
+    }
+
+    /// The oldest batch on the stream is completed: its ticket is free.
+    fn completed_oldest(&mut self) {
+        self.in_flight.pop_front();
+    }
+
+    /// Batches on the stream.
+    fn on_stream(&self) -> usize {
+        self.in_flight.len()
     }
 }
 
@@ -473,5 +532,54 @@ impl Drop for DeviceRunner {
                 e,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_keeps_its_ticket_while_the_oldest_is_completed_during_its_staging() {
+        let mut order = TicketOrder::default();
+        // Batch A on ticket 0, launched.
+        let a = order.staging().unwrap();
+        assert_eq!(order.take_staging(), Some(a));
+        order.launched(a);
+        // Batch B stages its first frames on the other ticket ...
+        let b = order.staging().unwrap();
+        assert_ne!(a, b);
+        // ... the device stage completes A meanwhile (it waited for a work
+        // record), and B's later frames still go to B's ticket.
+        assert_eq!(order.oldest(), Some(a));
+        order.completed_oldest();
+        assert_eq!(order.staging().unwrap(), b, "B's ticket did not change");
+        assert_eq!(order.take_staging(), Some(b));
+        order.launched(b);
+        // C takes the free ticket, A's; a fourth waits for two on the stream.
+        let c = order.staging().unwrap();
+        assert_eq!(c, a);
+        order.take_staging();
+        order.launched(c);
+        assert!(order.staging().is_err(), "two are on the stream");
+        assert_eq!(order.oldest(), Some(b));
+        order.completed_oldest();
+        assert_eq!(order.staging().unwrap(), b);
+        assert_eq!(order.on_stream(), 1);
+    }
+
+    #[test]
+    fn a_dropped_batch_takes_no_ticket_on_the_stream() {
+        let mut order = TicketOrder::default();
+        assert_eq!(order.take_staging(), None, "nothing staged");
+        let a = order.staging().unwrap();
+        order.take_staging();
+        order.launched(a);
+        // B's launch failed: it never went on the stream.
+        let b = order.staging().unwrap();
+        assert_eq!(order.take_staging(), Some(b));
+        assert_eq!(order.on_stream(), 1);
+        // C must not take A's ticket, which is still on the stream.
+        assert_ne!(order.staging().unwrap(), a);
     }
 }

@@ -186,16 +186,11 @@ pub enum DevicePlan {
 
 /// Whether the config runs each frame wholly on the GPU (device mode): CUDA
 /// preprocessing, a GPU engine (or `auto`), and a build with the kernels.
-/// `None` is host mode: preprocess and infer threads.
+/// `None` is host mode: preprocess and infer threads. A camera with a
+/// cavity layout changes nothing here: the device path crops each cavity on
+/// the GPU (`device_stage`), as the host path crops on the host.
 pub fn device_plan(config: &Config) -> Option<DevicePlan> {
     if !crate::gpu::BUILT_IN || config.inference.preprocess != ComputeDevice::Cuda {
-        return None;
-    }
-    if config.cameras.iter().any(|c| c.source.layout.is_some()) {
-        // The device path does not crop cavities yet: the host path does,
-        // with the engine `[inference]` names (and the CUDA preprocessing).
-        log::warn!(target: "sealcheck::pipeline",
-            "a camera has a cavity layout: its cavities are cropped and judged on the host path; the device path (one CUDA stream from frame to verdict) does not crop cavities yet");
         return None;
     }
     match config.inference.backend {
@@ -355,5 +350,15 @@ mod tests {
         assert_eq!(device_plan(&config), on_gpu(DevicePlan::OnnxRuntimeCuda));
         config.inference.backend = BackendChoice::TensorRt;
         assert_eq!(device_plan(&config), on_gpu(DevicePlan::TensorRt));
+        // A cavity layout is cropped on the GPU: no host fallback.
+        let mut cavities = crate::config::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo-cavities.toml"),
+        )
+        .unwrap();
+        assert!(cavities.cameras[0].source.layout.is_some());
+        cavities.inference.preprocess = ComputeDevice::Cuda;
+        cavities.inference.backend = BackendChoice::OnnxRuntime;
+        cavities.inference.device = ComputeDevice::Cuda;
+        assert_eq!(device_plan(&cavities), on_gpu(DevicePlan::OnnxRuntimeCuda));
     }
 }

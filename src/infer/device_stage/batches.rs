@@ -5,9 +5,24 @@
 //! oldest first. A ring slot the GPU reads goes back to capture at the
 //! batcher's hand-back once the GPU is past it.
 //!
+//! A camera with a cavity layout (`[source.layout]`): its frame is one
+//! entry of the batch per judged cavity, each with a work record of its own
+//! tagged with its cavity (`frame::CavityTag`), staged one after another
+//! (`FramePart::Crop`: the frame goes to the GPU at the first crop, each
+//! crop is the frame kernel over its rectangle of the frame already there,
+//! never a host copy), so the output stage gathers them back into the
+//! cycle. Batch sizes count entries (cavities): a frame of N cavities takes
+//! N of the batch, and the batcher is told how many frames fit
+//! (`begin`: the path's batch over the most cavities a frame has), so a
+//! cycle is judged in one batch. A frame the layout does not fit
+//! (`CycleCrops::fit`) fails every cavity with `error`, and nothing of it
+//! goes to the GPU. Only models whose batch became smaller than a cycle
+//! (a model swap) have a cycle split over batches, launched as it fills.
+//!
 //! ```text
 //! Batcher ─begin─▶ take a waiting swap; finish the oldest batch when `depth` are on the GPU
 //!         ─add──▶ work record + DeviceFramePath::stage(slot) ─▶ slot kept (read in place) or given back
+//!                 (a layout: a record + stage(Crop) per judged cavity; the slot kept until all are read)
 //!         ─run──▶ DeviceFramePath::launch ─▶ OnGpu
 //!         ─idle / pass_on─▶ finish_oldest / finish_all: complete ─▶ StageMessage::Inspect ─▶ output
 //!         ─hand_back─▶ slots the GPU is past (reads_done) ─▶ PartRings::recycle
@@ -22,27 +37,32 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::{DeviceStage, DeviceSwap};
 use crate::capture::EndOfStream;
-use crate::frame::{FailedStage, FrameSlot, FrameWork, PixelDemand, StageMessage};
-use crate::infer::batch::{BatchPolicy, BatchRuns};
+use crate::config::CavityRect;
+use crate::frame::{CavityTag, FailedStage, FrameSlot, FrameWork, PixelDemand, StageMessage};
+use crate::infer::batch::{BatchCounts, BatchPolicy, BatchRuns};
 use crate::infer::batcher::{BatchPath, Batcher, IDLE_WAIT};
-use crate::infer::device_path::{DeviceFramePath, PathInfo, ReadWait};
+use crate::infer::device_path::{DeviceFramePath, FramePart, PathInfo, ReadWait};
 use crate::infer::gpu_spans::GpuSpans;
 use crate::infer::on_gpu::OnGpu;
 use crate::model_id::ModelIds;
+use crate::preprocess::{CycleCrops, CycleFit};
 use crate::trigger::{NotAFrame, PartRings};
 
 impl DeviceStage {
     /// Runs until capture ends, with up to `frames_in_flight` batches on the
     /// GPU (as far as the path allows, `info.max_in_flight`), each of up to
-    /// `batching.max_batch` frames (as far as the path allows); returns how
-    /// it ended. Called by the device thread once `path` (which told
-    /// `info` when it was opened) is warmed up.
+    /// `batching.max_batch` entries (as far as the path allows: frames, or
+    /// a layout's cavities); returns how it ended. `crops`: each camera's
+    /// cavity layout (none: every frame is one seal). Called by the device
+    /// thread once `path` (which told `info` when it was opened) is warmed
+    /// up.
     pub(super) fn run(
         self,
         path: &mut dyn DeviceFramePath,
         info: &PathInfo,
         frames_in_flight: usize,
         batching: BatchPolicy,
+        crops: CycleCrops,
     ) -> EndOfStream {
         let DeviceStage {
             mut input,
@@ -56,6 +76,7 @@ impl DeviceStage {
             slot_memory: _,
         } = self;
         let depth = info.max_in_flight.min(frames_in_flight).max(1);
+        let per_frame = crops.most_per_frame();
         let mut batches = DeviceBatches {
             on_gpu: OnGpu::with_capacity(depth, batching.max_batch),
             path,
@@ -73,6 +94,12 @@ impl DeviceStage {
             reading: VecDeque::with_capacity((depth + 1) * batching.max_batch.max(1)),
             unread: Vec::with_capacity(1),
             spans: GpuSpans::default(),
+            cuts: Vec::with_capacity(per_frame),
+            crops,
+            per_frame,
+            entries: 0,
+            split_logged: false,
+            batch_counts: Arc::clone(&batch_counts),
         };
         // The rings never close (their end comes as `NotAFrame::End`): a
         // loop that ended otherwise was stopped.
@@ -131,6 +158,20 @@ struct DeviceBatches<'p> {
     unread: Vec<Box<FrameSlot>>,
     /// The completed batches' GPU spans, logged at the end.
     spans: GpuSpans,
+    /// Each camera's cavity layout and the frame size it fits.
+    crops: CycleCrops,
+    /// The most judged cavities of one frame (1 without a layout): the
+    /// entries a frame may take of a batch.
+    per_frame: usize,
+    /// The frame at hand's judged cavities and their crops (reused).
+    cuts: Vec<(u16, CavityRect)>,
+    /// Entries staged on the path in the batch being built.
+    entries: usize,
+    /// Whether the warning that cycles are split over batches was logged.
+    split_logged: bool,
+    /// Batches launched inside a frame (a split cycle) are counted here;
+    /// the batcher counts the others.
+    batch_counts: Arc<BatchCounts>,
 }
 
 impl BatchPath<PartRings> for DeviceBatches<'_> {
@@ -169,45 +210,46 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
                 max_batch = self.max_batch;
                 "device stage: bytes copied per frame (host_mask_extra: more out while the archive or the live view wants masks)");
         }
-        ControlFlow::Continue(self.path_max_batch)
+        // Entries count cavities: as many frames as leave room for their
+        // every cavity, so a cycle is judged in one batch.
+        ControlFlow::Continue((self.path_max_batch / self.per_frame).max(1))
     }
 
     /// Stages `slot`'s frame as the next of the batch being built (its work
-    /// record joins `on_gpu`); the slot is kept while the GPU reads it
-    /// (`reading`), else goes back at the hand-back that follows (`unread`).
+    /// record joins `on_gpu`), or, for a camera with a layout, each of its
+    /// judged cavities (`add_cycle`); the slot is kept while the GPU reads
+    /// it (`reading`), else goes back at the hand-back that follows
+    /// (`unread`).
     fn add(&mut self, slot: Box<FrameSlot>) -> ControlFlow<EndOfStream> {
         let taken = Instant::now();
-        let mut work = match self.free_work.try_recv() {
-            Ok(work) => work,
-            Err(_) => {
-                // Every work record is out: finishing a batch on the GPU
-                // may be what gives one back.
-                if !self.finish_oldest() {
-                    return ControlFlow::Break(EndOfStream::Stopped);
-                }
-                let Ok(work) = self.free_work.recv() else {
-                    return ControlFlow::Break(EndOfStream::Stopped);
-                };
-                work
-            }
+        if self.crops.has_layout(slot.meta.camera) {
+            return self.add_cycle(slot, taken);
+        }
+        let Some(mut work) = self.free_record() else {
+            return ControlFlow::Break(EndOfStream::Stopped);
         };
-        work.reset(slot.meta);
-        work.timings.stamps.in_slot = slot.in_slot;
-        work.timings.stamps.taken = Some(taken);
-        work.models = Some(Arc::clone(&self.models));
+        self.fill_record(&mut work, &slot, taken);
         // No host pass over the frame: the GPU reads the page-locked slot
         // (a copy only while the archive or the live view wants it, or for
         // a frame due to the shadow).
         let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
         let placement = slot.data.placement();
-        let staged = self.path.stage(slot.image(), placement, host_copy);
+        let staged = self
+            .path
+            .stage(slot.image(), placement, host_copy, FramePart::Whole);
         // After the stage: the GPU works on the frame while it is copied.
         if host_copy {
             work.pixels.copy_from(&slot);
         }
         match staged {
-            Ok(Some(number)) => self.reading.push_back((number, slot)),
-            Ok(None) => self.unread.push(slot),
+            Ok(Some(number)) => {
+                self.entries += 1;
+                self.reading.push_back((number, slot));
+            }
+            Ok(None) => {
+                self.entries += 1;
+                self.unread.push(slot);
+            }
             // A failed stage leaves the frame out of the batch: its error
             // marks it. Nothing of it is left on the GPU.
             Err(e) => {
@@ -221,10 +263,7 @@ impl BatchPath<PartRings> for DeviceBatches<'_> {
 
     /// Launches the batch gathered: both models and the copies back.
     fn run(&mut self) -> Result<BatchRuns, EndOfStream> {
-        let launched = self.path.launch();
-        Ok(self
-            .on_gpu
-            .launched(launched.err().as_ref(), Instant::now()))
+        Ok(self.launch())
     }
 
     /// Sends on a marker, or the end, once every frame before it is judged.
@@ -326,6 +365,142 @@ impl DeviceBatches<'_> {
             }
         }
         true
+    }
+
+    /// A free work record: finishing the oldest batch on the GPU when every
+    /// record is out (that may be what gives one back). `None`: the output
+    /// stage is gone.
+    fn free_record(&mut self) -> Option<Box<FrameWork>> {
+        if let Ok(work) = self.free_work.try_recv() {
+            return Some(work);
+        }
+        if !self.finish_oldest() {
+            return None;
+        }
+        self.free_work.recv().ok()
+    }
+
+    /// `work` made ready for a frame of `slot` taken at `taken`.
+    fn fill_record(&self, work: &mut FrameWork, slot: &FrameSlot, taken: Instant) {
+        work.reset(slot.meta);
+        work.timings.stamps.in_slot = slot.in_slot;
+        work.timings.stamps.taken = Some(taken);
+        work.models = Some(Arc::clone(&self.models));
+    }
+
+    /// Launches the batch being built; returns the engine runs made.
+    fn launch(&mut self) -> BatchRuns {
+        self.entries = 0;
+        let launched = self.path.launch();
+        self.on_gpu
+            .launched(launched.err().as_ref(), Instant::now())
+    }
+
+    /// Stages every judged cavity of `slot`'s frame (its camera has a
+    /// layout), each as an entry of the batch with a work record of its
+    /// own, tagged, in number order: the first crop puts the frame on the
+    /// GPU, the others read it there. A frame the layout does not fit fails
+    /// every cavity with the misfit's message, and one the GPU could not
+    /// take (its first crop's stage failed) every cavity with that error;
+    /// nothing is judged of either. The slot is kept until the GPU has read
+    /// it for its last crop.
+    fn add_cycle(&mut self, slot: Box<FrameSlot>, taken: Instant) -> ControlFlow<EndOfStream> {
+        let image = slot.image();
+        let misfit = {
+            let fit = self.crops.fit(slot.meta.camera, image.width, image.height);
+            let layout = fit.layout();
+            // Both below 2^24: the frame was checked at capture.
+            let frame = (image.width as u32, image.height as u32);
+            self.cuts.clear();
+            self.cuts
+                .extend(layout.enabled().map(|n| (n, layout.crop(n, frame))));
+            match fit {
+                CycleFit::Fits(_) => None,
+                CycleFit::Misfit { message, .. } => Some(message),
+            }
+        };
+        let of = self.cuts.len() as u16;
+        let host_copy = self.pixel_demand.wanted_for(slot.meta.seq);
+        let placement = slot.data.placement();
+        // Why every cavity (left) fails without going to the GPU.
+        let mut failed = misfit.map(|message| (FailedStage::Preprocess, message));
+        // Whether the frame is on the GPU (its first crop staged), and its
+        // read number while the GPU reads the slot in place.
+        let (mut on_gpu, mut read) = (false, None);
+        for index in 0..self.cuts.len() {
+            let (number, rect) = self.cuts[index];
+            let Some(mut work) = self.free_record() else {
+                self.keep(slot, read);
+                return ControlFlow::Break(EndOfStream::Stopped);
+            };
+            self.fill_record(&mut work, &slot, taken);
+            work.cavity = Some(CavityTag {
+                number,
+                index: index as u16,
+                of,
+            });
+            if let Some(error) = &failed {
+                work.error = Some(error.clone());
+            } else if self.entries >= self.path_max_batch && !self.split_cycle() {
+                // The run ends: the record is not judged, the slot is
+                // handed back once the GPU has read it (`hand_back_all`).
+                drop(work);
+                self.keep(slot, read);
+                return ControlFlow::Break(EndOfStream::Stopped);
+            } else {
+                let part = FramePart::Crop {
+                    rect,
+                    first: !on_gpu,
+                };
+                match self.path.stage(image, placement, host_copy, part) {
+                    Ok(number) => {
+                        if !on_gpu {
+                            (on_gpu, read) = (true, number);
+                        }
+                        self.entries += 1;
+                    }
+                    Err(e) => {
+                        let error = (e.failed_stage(), e.to_string());
+                        if !on_gpu {
+                            // The frame never reached the GPU.
+                            failed = Some(error.clone());
+                        }
+                        work.error = Some(error);
+                    }
+                }
+            }
+            // The archive and the live view see the cycle's frame once,
+            // copied while the GPU works on the first crop.
+            if index == 0 && host_copy {
+                work.pixels.copy_from(&slot);
+            }
+            self.on_gpu.stage(work);
+        }
+        self.keep(slot, read);
+        ControlFlow::Continue(())
+    }
+
+    /// Keeps `slot` while the GPU reads it (`read`: its number), else it
+    /// goes back at the next hand-back.
+    fn keep(&mut self, slot: Box<FrameSlot>, read: Option<u64>) {
+        match read {
+            Some(number) => self.reading.push_back((number, slot)),
+            None => self.unread.push(slot),
+        }
+    }
+
+    /// The batch is full inside a frame (models whose batch is smaller
+    /// than a cycle, after a model swap): launches it, making room on the
+    /// GPU for the rest of the cycle. `false` when the output stage is gone.
+    fn split_cycle(&mut self) -> bool {
+        if !self.split_logged {
+            self.split_logged = true;
+            log::warn!(target: "sealcheck::pipeline", max_batch = self.path_max_batch, cavities = self.per_frame;
+                "the device path's models take fewer entries per batch than a cycle has cavities (models swapped for ones with a smaller batch): each cycle is judged over several batches; export the models with a dynamic batch to judge a cycle in one");
+        }
+        let made = self.launch();
+        self.batch_counts.record(made);
+        self.on_gpu.batches() < self.depth || self.finish_oldest()
     }
 
     /// Completes every batch on the GPU, oldest first; `false` when the

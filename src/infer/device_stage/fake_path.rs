@@ -1,6 +1,7 @@
 //! Test doubles for the device stage's tests: a fake "GPU" path
-//! (`FakeDevicePath`) that answers from each frame's first byte, a fake swap
-//! candidate and engine, and a stage over a fresh ring.
+//! (`FakeDevicePath`) that answers from each entry's first byte (a frame's,
+//! or a cavity crop's), a fake swap candidate and engine, and a stage over
+//! a fresh ring.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,11 +20,12 @@ use crate::infer::backend::BackendKind;
 use crate::infer::batch::BatchPolicy;
 use crate::infer::device_error::DeviceFrameError;
 use crate::infer::device_path::{
-    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, GpuTimings,
-    PathInfo, ReadWait, SwapSite,
+    BoundTensors, DeviceCandidate, DeviceEngine, DeviceFramePath, DeviceModelsOpener, FramePart,
+    GpuTimings, PathInfo, ReadWait, SwapSite,
 };
 use crate::infer::model_role::ModelRole;
 use crate::model_id::ModelIds;
+use crate::preprocess::CycleCrops;
 use crate::ring::frame_ring;
 use crate::trigger::PartRings;
 
@@ -86,11 +88,13 @@ impl DeviceEngine for FakeEngine {
     }
 }
 
-/// Test double: a "GPU" that answers from the frame's first byte plus
-/// 1000 times its engine's generation (as at stage), so the test sees
-/// which frame each result came from and which engine judged it, and
-/// holds up to `depth` batches of up to `max_batch` frames like a stream
-/// would. Like the device runner, it refuses a swap with frames in flight.
+/// Test double: a "GPU" that answers from the entry's first byte (the
+/// frame's, or its crop's) plus 1000 times its engine's generation (as at
+/// stage), so the test sees which frame or cavity each result came from
+/// and which engine judged it, and holds up to `depth` batches of up to
+/// `max_batch` entries like a stream would. Like the device runner, it
+/// refuses a swap with frames in flight, and a crop of a frame other than
+/// the one staged just before.
 pub(super) struct FakeDevicePath {
     /// Launched batches, oldest first: per frame its first byte, engine
     /// generation, and whether the mask was asked for.
@@ -111,8 +115,14 @@ pub(super) struct FakeDevicePath {
     /// and the reads end late: only the first `released` frames staged
     /// are read (the test moves it; the stand-in for the slots' events).
     pub(super) released: Option<Arc<AtomicU64>>,
-    /// Frames staged so far (each one's staging number).
+    /// Frames put on the "GPU" so far (each one's staging number): a
+    /// whole frame, or a frame's first crop.
     pub(super) staged: u64,
+    /// Every stage call's part, in order.
+    pub(super) parts: Vec<FramePart>,
+    /// The address and length of the bytes of the frame staged last, which
+    /// a later crop must name again.
+    last_frame: Option<(usize, usize)>,
 }
 
 impl FakeDevicePath {
@@ -132,6 +142,8 @@ impl FakeDevicePath {
             swap_on: None,
             released: None,
             staged: 0,
+            parts: Vec::new(),
+            last_frame: None,
         }
     }
 }
@@ -154,6 +166,7 @@ impl DeviceFramePath for FakeDevicePath {
         frame: ImageView<'_>,
         _placement: HostPlacement,
         host_mask: bool,
+        part: FramePart,
     ) -> Result<Option<u64>, DeviceFrameError> {
         assert!(
             self.queued.len() < self.depth,
@@ -163,12 +176,41 @@ impl DeviceFramePath for FakeDevicePath {
             self.staging.len() < self.max_batch,
             "more frames staged than a batch holds"
         );
-        let first = frame.data.first().copied().unwrap_or_default();
+        self.parts.push(part);
+        let bytes = (frame.data.as_ptr() as usize, frame.data.len());
+        let (entry, uploads) = match part {
+            FramePart::Whole => (frame, true),
+            FramePart::Crop { rect, first } => {
+                let crop = frame
+                    .crop(
+                        rect.x as usize,
+                        rect.y as usize,
+                        rect.width as usize,
+                        rect.height as usize,
+                    )
+                    .expect("a crop inside the frame");
+                if !first {
+                    assert_eq!(
+                        self.last_frame,
+                        Some(bytes),
+                        "a later crop names the frame staged just before"
+                    );
+                }
+                (crop, first)
+            }
+        };
+        let first = entry.data.first().copied().unwrap_or_default();
         if first == 0xDD {
+            if uploads {
+                self.last_frame = None;
+            }
             return Err(DeviceFrameError::Unsupported("a frame refused at staging"));
         }
-        let number = self.staged;
-        self.staged += 1;
+        if uploads {
+            self.staged += 1;
+            self.last_frame = Some(bytes);
+        }
+        let number = self.staged - 1;
         let generation = self.generation.load(Ordering::SeqCst);
         self.staging.push((first, generation, host_mask));
         if self.swap_on.as_ref().is_some_and(|(on, ..)| *on == first)
@@ -250,15 +292,26 @@ impl DeviceFramePath for FakeDevicePath {
 }
 
 /// Runs `stage` over `path` as the device thread does once the path is
-/// open and warmed up.
+/// open and warmed up, no camera with a cavity layout.
 pub(super) fn run_stage(
     stage: DeviceStage,
     path: &mut FakeDevicePath,
     frames_in_flight: usize,
     batching: BatchPolicy,
 ) -> EndOfStream {
+    run_stage_with(stage, path, frames_in_flight, batching, CycleCrops::none())
+}
+
+/// As `run_stage`, with the cameras' cavity layouts `crops`.
+pub(super) fn run_stage_with(
+    stage: DeviceStage,
+    path: &mut FakeDevicePath,
+    frames_in_flight: usize,
+    batching: BatchPolicy,
+    crops: CycleCrops,
+) -> EndOfStream {
     let info = path.describe();
-    stage.run(path, &info, frames_in_flight, batching)
+    stage.run(path, &info, frames_in_flight, batching, crops)
 }
 
 pub(super) fn ids(segmentation: &str, classifier: &str) -> Arc<ModelIds> {
@@ -336,4 +389,76 @@ pub(super) fn results_until_the_end(
             StageMessage::PartMissed { .. } => panic!("no trigger was sent"),
         }
     }
+}
+
+/// The cameras' cavity layouts with camera 0's `layout` (the demo
+/// config's other settings; no frame size fixed).
+pub(super) fn crops_of(layout: crate::config::CavityLayout) -> CycleCrops {
+    let mut config = crate::config::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml"),
+    )
+    .unwrap();
+    config.cameras[0].source.layout = Some(Arc::new(layout));
+    CycleCrops::from_config(&config)
+}
+
+/// A layout of cavities 2x1 pixels side by side in a row, from x = 0; the
+/// numbers in `disabled` left out, no margin.
+pub(super) fn row_layout(cavities: u32, disabled: &[u16]) -> crate::config::CavityLayout {
+    let rects = (0..cavities)
+        .map(|i| crate::config::CavityRect {
+            x: 2 * i,
+            y: 0,
+            width: 2,
+            height: 1,
+        })
+        .collect();
+    crate::config::CavityLayout::new(rects, disabled, 0, None).unwrap()
+}
+
+/// A frame of one row whose cavity `i` (2 pixels from x = 2i, as
+/// `row_layout`) starts with byte `firsts[i]`.
+pub(super) fn cavity_frame(producer: &mut crate::capture::RingProducer, seq: u64, firsts: &[u8]) {
+    let mut slot = producer.acquire_slot(OverflowPolicy::Block).unwrap();
+    slot.meta.seq = seq;
+    slot.width = 2 * firsts.len() as u32;
+    slot.height = 1;
+    slot.stride = 6 * firsts.len();
+    slot.layout = PixelLayout::Rgb;
+    slot.data.clear();
+    for &first in firsts {
+        slot.data.extend_from_slice(&[first, 0, 0, 0, 0, 0]);
+    }
+    producer.push(CaptureEvent::Frame(slot));
+}
+
+/// One record out of the stage: seq, cavity (number, index, of), mask
+/// pixels (the fake's answer), error.
+pub(super) type Record = (u64, Option<(u16, u16, u16)>, u64, Option<String>);
+
+/// The stage's records until its end, work records going back as they come.
+pub(super) fn records_until_the_end(
+    out_rx: &Receiver<StageMessage>,
+    free_tx: &Sender<Box<FrameWork>>,
+) -> Vec<Record> {
+    let mut seen = Vec::new();
+    loop {
+        match out_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
+            StageMessage::Inspect(work) => {
+                seen.push(record(&work));
+                let _ = free_tx.send(work);
+            }
+            StageMessage::End => return seen,
+            _ => panic!("only frames were sent"),
+        }
+    }
+}
+
+pub(super) fn record(work: &FrameWork) -> Record {
+    (
+        work.meta.seq,
+        work.cavity.map(|t| (t.number, t.index, t.of)),
+        work.mask_pixels,
+        work.error.as_ref().map(|(_, e)| e.clone()),
+    )
 }

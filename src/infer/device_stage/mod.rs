@@ -85,8 +85,8 @@ mod tests;
 // model swap, which see the device path only through this stage.
 pub use super::device_error::DeviceFrameError;
 pub use super::device_path::{
-    DeviceCandidate, DeviceFramePath, DeviceModelsOpener, FrameTraffic, GpuTimings, OpenedPath,
-    PathInfo, ReadWait, run_frame,
+    DeviceCandidate, DeviceFramePath, DeviceModelsOpener, FramePart, FrameTraffic, GpuTimings,
+    OpenedPath, PathInfo, ReadWait, run_crops, run_frame,
 };
 pub use super::engine_choice::{DevicePlan, device_plan, open_path};
 pub use start::{DeviceStartFailed, DeviceStarted, StartWait, WARM_UP_ROUNDS, warm_up_path};

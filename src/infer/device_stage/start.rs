@@ -22,9 +22,10 @@ use crate::frame_bytes::HostPlacement;
 use crate::infer::backend::BackendKind;
 use crate::infer::batch::BatchPolicy;
 use crate::infer::device_error::DeviceFrameError;
-use crate::infer::device_path::{DeviceFramePath, DeviceModelsOpener, PathInfo};
+use crate::infer::device_path::{DeviceFramePath, DeviceModelsOpener, FramePart, PathInfo};
 use crate::infer::warm_up::warm_up_sizes;
 use crate::infer::warm_up::{WarmUpFrame, WarmUpSize};
+use crate::preprocess::CycleCrops;
 
 /// Rounds of the start-up warm-up: each puts as many frames on the stream as
 /// may be in flight, then completes them. ONNX Runtime records its CUDA
@@ -106,6 +107,23 @@ impl DeviceStage {
         warm_up: WarmUpSize,
         started_tx: &Sender<Start>,
     ) -> EndOfStream {
+        // A camera with a cavity layout: each judged cavity is an entry of
+        // a batch, and a cycle is judged in one batch, so the path is sized
+        // for at least one frame's cavities (as the host path raises its
+        // max_batch, `pipeline::stages::batch_policy`).
+        let crops = CycleCrops::from_config(config);
+        let cavities = crops.most_per_frame();
+        let raised;
+        let config = if cavities > config.inference.max_batch {
+            log::info!(target: "sealcheck::pipeline", max_batch = config.inference.max_batch, cavities = cavities;
+                "device path: a cycle's cavities are judged in one batch: max_batch raised to the cavities of one frame");
+            let mut more = config.clone();
+            more.inference.max_batch = cavities;
+            raised = more;
+            &raised
+        } else {
+            config
+        };
         let mut opened = match open_path(config, plan) {
             Ok(opened) => opened,
             Err(e) => {
@@ -118,6 +136,10 @@ impl DeviceStage {
         };
         let frames_in_flight = config.inference.frames_in_flight;
         let kind = opened.info.kind;
+        if let Err(error) = cycle_fits(&opened.info, cavities) {
+            let _ = started_tx.send(Err((error, None)));
+            return EndOfStream::Stopped;
+        }
         // Before capture starts (it waits for this thread's start message):
         // every slot's first frame lands in page-locked memory.
         if let Some(allocator) = opened.info.slot_allocator.take() {
@@ -170,8 +192,22 @@ impl DeviceStage {
             &opened.info,
             frames_in_flight,
             batching,
+            crops,
         )
     }
+}
+
+/// Whether a frame of `cavities` judged cavities fits one batch of the
+/// path `info` describes; else the refusal that names both.
+fn cycle_fits(info: &PathInfo, cavities: usize) -> Result<(), DeviceFrameError> {
+    if info.max_batch >= cavities {
+        return Ok(());
+    }
+    Err(DeviceFrameError::CycleTooLarge {
+        engine: info.kind.as_str(),
+        max_batch: info.max_batch,
+        cavities,
+    })
 }
 
 /// The device path's warm-up before the start: `frame` through `path`
@@ -208,7 +244,7 @@ pub fn warm_up_path(
             for _ in 0..depth {
                 for _ in 0..batch {
                     // Heap bytes: copied into staging, nothing held.
-                    path.stage(frame, HostPlacement::Pageable, host_mask)
+                    path.stage(frame, HostPlacement::Pageable, host_mask, FramePart::Whole)
                         .map_err(failed("queue a frame"))?;
                 }
                 path.launch().map_err(failed("queue a batch"))?;
@@ -266,6 +302,19 @@ mod tests {
             StageMessage::End
         ));
         assert_eq!(handle.join().unwrap(), EndOfStream::Finished);
+    }
+
+    #[test]
+    fn a_cycle_larger_than_the_paths_batch_is_refused_naming_both() {
+        let info = FakeDevicePath::batching(2, 4).describe();
+        assert!(cycle_fits(&info, 1).is_ok() && cycle_fits(&info, 4).is_ok());
+        let message = cycle_fits(&info, 6).unwrap_err().to_string();
+        assert!(
+            message.contains("judges 6 cavities per frame")
+                && message.contains("max_batch 4 < 6 cavities")
+                && message.contains("onnxruntime-cuda"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The device stage's behaviour over the cameras' rings, with a fake "GPU"
 //! path (`fake_path`): batches, markers in place, frames in flight, model
-//! swaps between batches, and ring slots handed back only once the GPU is
-//! past them.
+//! swaps between batches, ring slots handed back only once the GPU is past
+//! them, and a cavity layout's frames cropped on the "GPU", one tagged
+//! entry per judged cavity.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,10 +11,11 @@ use std::time::{Duration, Instant};
 use super::DeviceSwap;
 use super::fake_path::*;
 use crate::capture::{CaptureEvent, EndOfStream};
-use crate::config::OverflowPolicy;
+use crate::config::{CavityRect, OverflowPolicy};
 use crate::frame::{FrameSlot, StageMessage};
 use crate::infer::batch::BatchPolicy;
 use crate::infer::batcher::IDLE_WAIT;
+use crate::infer::device_path::FramePart;
 
 /// Runs a stream queued up in full (three frames, a run of two drops,
 /// three frames, one failing) through a path that can hold two frames,
@@ -341,5 +343,242 @@ fn at_the_end_every_read_is_waited_for_and_every_slot_handed_back() {
         released.load(Ordering::SeqCst),
         staged,
         "the stage waited for every read before handing the slots back"
+    );
+}
+
+/// `row_layout`'s cavity at column `x`, staged as a crop.
+fn crop(x: u32, first: bool) -> FramePart {
+    FramePart::Crop {
+        rect: CavityRect {
+            x,
+            y: 0,
+            width: 2,
+            height: 1,
+        },
+        first,
+    }
+}
+
+fn batches_of(max_batch: usize) -> BatchPolicy {
+    BatchPolicy {
+        max_batch,
+        wait: Duration::ZERO,
+    }
+}
+
+#[test]
+fn a_layouts_frame_is_a_tagged_entry_per_cavity_cropped_on_the_gpu_its_slot_kept_until_read() {
+    // Cavities 1, 2 and 4 judged (3 is disabled): three entries a frame,
+    // a batch of three, so one cycle per batch.
+    let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(2, 8);
+    let counts = Arc::clone(&stage.batch_counts);
+    let released = Arc::new(AtomicU64::new(0));
+    let mut path = FakeDevicePath::batching(2, 3);
+    path.released = Some(Arc::clone(&released));
+    let crops = crops_of(row_layout(4, &[3]));
+    let handle = std::thread::spawn(move || {
+        let end = run_stage_with(stage, &mut path, 2, batches_of(3), crops);
+        (end, path.parts, path.batch_sizes, path.staged)
+    });
+    cavity_frame(&mut producer, 0, &[11, 12, 13, 14]);
+    cavity_frame(&mut producer, 1, &[21, 22, 23, 24]);
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let StageMessage::Inspect(work) = out_rx.recv_timeout(Duration::from_secs(10)).unwrap()
+        else {
+            panic!("expected a cavity's record");
+        };
+        seen.push(record(&work));
+        free_tx.send(work).unwrap();
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (0, Some((1, 0, 3)), 11, None),
+            (0, Some((2, 1, 3)), 12, None),
+            (0, Some((4, 2, 3)), 14, None),
+            (1, Some((1, 0, 3)), 21, None),
+            (1, Some((2, 1, 3)), 22, None),
+            (1, Some((4, 2, 3)), 24, None),
+        ],
+        "each judged cavity's own result from its own crop, tagged, in number order, frame after frame"
+    );
+    // Every cavity judged and the stage idle since: the GPU still reads
+    // both frames, so neither slot is back with capture.
+    std::thread::sleep(IDLE_WAIT + Duration::from_millis(100));
+    assert!(
+        free_slot(&mut producer).is_none(),
+        "a slot went back to capture while the GPU still read it"
+    );
+    // The first frame's read (for all its crops) ends: its slot comes back.
+    released.store(1, Ordering::SeqCst);
+    let first = slot_back_within_5s(&mut producer);
+    assert_eq!(first.data[0], 11, "the slot of the frame read first");
+    assert!(free_slot(&mut producer).is_none());
+    released.store(2, Ordering::SeqCst);
+    let second = slot_back_within_5s(&mut producer);
+    assert_eq!(second.data[0], 21);
+    drop((first, second));
+    producer.push(CaptureEvent::End(EndOfStream::Finished));
+    assert!(matches!(
+        out_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        StageMessage::End
+    ));
+    let (end, parts, batch_sizes, staged) = handle.join().unwrap();
+    assert_eq!(end, EndOfStream::Finished);
+    assert_eq!(
+        parts,
+        vec![
+            crop(0, true),
+            crop(2, false),
+            crop(6, false),
+            crop(0, true),
+            crop(2, false),
+            crop(6, false),
+        ],
+        "one stage per judged cavity with its crop; the frame goes to the GPU at the first"
+    );
+    assert_eq!(staged, 2, "each frame went to the GPU once");
+    assert_eq!(batch_sizes, vec![3, 3], "a cycle is one batch");
+    assert_eq!(counts.snapshot(), (2, 6), "2 engine runs judged 6 cavities");
+}
+
+#[test]
+fn cycles_waiting_together_share_a_batch_as_far_as_their_every_cavity_fits() {
+    let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(4, 16);
+    // Three frames of three cavities wait; a batch of 7 entries takes two
+    // whole cycles (never part of the third).
+    for seq in 0..3u64 {
+        let base = 10 * (seq as u8 + 1);
+        cavity_frame(&mut producer, seq, &[base + 1, base + 2, base + 3]);
+    }
+    producer.push(CaptureEvent::End(EndOfStream::Finished));
+    let handle = std::thread::spawn(move || {
+        let mut path = FakeDevicePath::batching(2, 7);
+        let end = run_stage_with(
+            stage,
+            &mut path,
+            2,
+            batches_of(7),
+            crops_of(row_layout(3, &[])),
+        );
+        (end, path.batch_sizes)
+    });
+    let seen = records_until_the_end(&out_rx, &free_tx);
+    let (end, batch_sizes) = handle.join().unwrap();
+    assert_eq!(end, EndOfStream::Finished);
+    assert_eq!(batch_sizes, vec![6, 3]);
+    let answers: Vec<_> = seen.iter().map(|r| (r.0, r.1.map(|t| t.0), r.2)).collect();
+    assert_eq!(
+        answers,
+        vec![
+            (0, Some(1), 11),
+            (0, Some(2), 12),
+            (0, Some(3), 13),
+            (1, Some(1), 21),
+            (1, Some(2), 22),
+            (1, Some(3), 23),
+            (2, Some(1), 31),
+            (2, Some(2), 32),
+            (2, Some(3), 33),
+        ]
+    );
+}
+
+#[test]
+fn a_frame_the_layout_does_not_fit_or_the_gpu_refuses_fails_every_cavity_and_nothing_crashes() {
+    let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(8, 8);
+    cavity_frame(&mut producer, 0, &[11, 12, 13]);
+    // Another size than the layout's first frame (a camera reconfigured).
+    cavity_frame(&mut producer, 1, &[21, 22]);
+    // The GPU refuses the frame at its first crop.
+    cavity_frame(&mut producer, 2, &[0xDD, 32, 33]);
+    cavity_frame(&mut producer, 3, &[41, 42, 43]);
+    producer.push(CaptureEvent::End(EndOfStream::Finished));
+    let handle = std::thread::spawn(move || {
+        let mut path = FakeDevicePath::batching(2, 3);
+        let end = run_stage_with(
+            stage,
+            &mut path,
+            2,
+            batches_of(3),
+            crops_of(row_layout(3, &[])),
+        );
+        (end, path.parts, path.batch_sizes)
+    });
+    let seen = records_until_the_end(&out_rx, &free_tx);
+    let (end, parts, batch_sizes) = handle.join().unwrap();
+    assert_eq!(end, EndOfStream::Finished);
+    assert_eq!(seen.len(), 12, "one record per cavity of every frame");
+    for (i, r) in seen.iter().enumerate() {
+        let (seq, cavity) = (i as u64 / 3, (i % 3) as u16);
+        assert_eq!(
+            (r.0, r.1),
+            (seq, Some((cavity + 1, cavity, 3))),
+            "tagged in order"
+        );
+        let error = r.3.as_deref().unwrap_or("");
+        match seq {
+            0 | 3 => assert_eq!((r.2, error), (10 * (seq + 1) + u64::from(cavity) + 1, "")),
+            1 => assert!(
+                error.contains("the frame is 4x1") && error.contains("set for 6x1"),
+                "{error}"
+            ),
+            _ => assert!(error.contains("a frame refused at staging"), "{error}"),
+        }
+    }
+    assert_eq!(
+        parts,
+        vec![
+            crop(0, true),
+            crop(2, false),
+            crop(4, false),
+            crop(0, true),
+            crop(0, true),
+            crop(2, false),
+            crop(4, false),
+        ],
+        "nothing of the misfit frame is staged; the refused frame only its first crop"
+    );
+    assert_eq!(batch_sizes, vec![3, 3]);
+}
+
+#[test]
+fn models_with_a_smaller_batch_than_a_cycle_split_it_over_batches_in_order() {
+    // A batch of 2 (models swapped for smaller ones) and cycles of 3.
+    let (mut producer, stage, free_tx, out_rx, _swaps) = stage_over_ring(4, 8);
+    cavity_frame(&mut producer, 0, &[11, 12, 13]);
+    cavity_frame(&mut producer, 1, &[21, 22, 23]);
+    producer.push(CaptureEvent::End(EndOfStream::Finished));
+    let handle = std::thread::spawn(move || {
+        let mut path = FakeDevicePath::batching(2, 2);
+        let end = run_stage_with(
+            stage,
+            &mut path,
+            2,
+            batches_of(3),
+            crops_of(row_layout(3, &[])),
+        );
+        (end, path.batch_sizes, path.staged)
+    });
+    let seen = records_until_the_end(&out_rx, &free_tx);
+    let (end, batch_sizes, staged) = handle.join().unwrap();
+    assert_eq!(end, EndOfStream::Finished);
+    assert_eq!(batch_sizes, vec![2, 1, 2, 1]);
+    assert_eq!(staged, 2, "each frame still went to the GPU once");
+    let answers: Vec<_> = seen
+        .iter()
+        .map(|r| (r.0, r.1, r.2, r.3.is_some()))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            (0, Some((1, 0, 3)), 11, false),
+            (0, Some((2, 1, 3)), 12, false),
+            (0, Some((3, 2, 3)), 13, false),
+            (1, Some((1, 0, 3)), 21, false),
+            (1, Some((2, 1, 3)), 22, false),
+            (1, Some((3, 2, 3)), 23, false),
+        ]
     );
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::frame::TensorGeometry;
+use crate::frame::{PixelLayout, TensorGeometry};
 use crate::gpu::{
     DeviceBuffer, DeviceTap, DeviceTensor, DeviceValue, Event, GpuContext, GpuError, PinnedBuffer,
     Stream, TensorElement,
@@ -195,4 +195,22 @@ pub(super) fn check_len(buffer: &'static str, len: usize, expected: usize) -> Re
             expected,
         })
     }
+}
+
+/// The frame staged last, which further crops read where it is on the GPU
+/// (`enqueue_staged_crop_at`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StagedFrame {
+    /// Its staging slot (events, device copy).
+    pub(super) slot: usize,
+    /// The device address the frame kernel reads its first pixel at.
+    pub(super) frame_ptr: u64,
+    pub(super) width: usize,
+    pub(super) height: usize,
+    pub(super) stride: usize,
+    pub(super) layout: PixelLayout,
+    /// Its staging number.
+    pub(super) number: u64,
+    /// The GPU reads the caller's own bytes (`Some(number)` was returned).
+    pub(super) in_place: bool,
 }

@@ -15,12 +15,30 @@
 //! The caller's frame is read until `uploaded[j]` (copy) or `consumed[j]`
 //! (mapped) completes: `enqueue_frame_at` returns its staging number and
 //! `reads_done` says when the GPU is past it.
+//!
+//! A multi-cavity frame (`[source.layout]`) goes to the GPU once and is cut
+//! there: `enqueue_frame_crop_at` transfers the whole frame as above and runs
+//! the frame kernel on the first cavity's crop only (the frame's address
+//! moved to the crop's first pixel, the crop's width and height, the frame's
+//! stride: exactly what the CPU path's `ImageView::crop` hands its
+//! preprocessor); `enqueue_staged_crop_at` runs the kernel on another crop
+//! of that same frame where it already is on the device (or, mapped, where
+//! it is in host memory), into its own batch index, with no transfer. Each
+//! crop kernel records `consumed[j]` again, so the staging slot (and a
+//! mapped frame) counts as read only once the last crop kernel is done.
+//!
+//! ```text
+//! upload stream:  H2D whole frame -> device[j] -> uploaded[j]        (once per frame)
+//! compute stream: wait uploaded[j] -> kernel(crop 1) -> consumed[j]
+//!                                  -> kernel(crop 2) -> consumed[j] -> .. (one per cavity)
+//! ```
 
-use super::buffers::{PendingRead, TensorBuffer, check_len};
+use super::buffers::{PendingRead, StagedFrame, TensorBuffer, check_len};
 use super::options::FrameTransfer;
 use super::preprocessor::GpuPreprocessor;
 use super::tables::ChannelAffine;
-use crate::frame::ImageView;
+use crate::config::CavityRect;
+use crate::frame::{ImageView, PixelLayout};
 use crate::frame_bytes::HostPlacement;
 use crate::gpu::kernels::{self, FrameParams, Kernel, ResizeTarget};
 use crate::gpu::{DeviceBuffer, GpuError, PinnedBuffer};
@@ -53,17 +71,80 @@ impl GpuPreprocessor {
         placement: HostPlacement,
         k: usize,
     ) -> Result<Option<u64>, FramePreprocessError> {
+        self.enqueue_frame_part(frame, placement, None, k)
+    }
+
+    /// Device mode: as `enqueue_frame_at`, with the frame kernel reading
+    /// only `crop` of the frame (a cavity's crop, inside the frame) into
+    /// batch frame `k`. The whole frame goes to the GPU (once: further crops
+    /// of it with `enqueue_staged_crop_at`), and the crop is resized exactly
+    /// as the CPU preprocessor resizes `frame.crop(..)` of it. Returns as
+    /// `enqueue_frame_at`: the frame's staging number while the GPU reads
+    /// its bytes in place.
+    pub fn enqueue_frame_crop_at(
+        &mut self,
+        frame: ImageView<'_>,
+        placement: HostPlacement,
+        crop: CavityRect,
+        k: usize,
+    ) -> Result<Option<u64>, FramePreprocessError> {
+        self.enqueue_frame_part(frame, placement, Some(crop), k)
+    }
+
+    /// Device mode: the frame kernel on `crop` of the frame staged last
+    /// (`enqueue_frame_crop_at` or `enqueue_frame_at`), where it already is
+    /// on the GPU (its device copy, or its mapped bytes), into batch frame
+    /// `k`: nothing is transferred. The staging slot and the frame's bytes
+    /// count as read only once this kernel is done too (`reads_done`), so
+    /// stage every crop of a frame before handing the frame back. Returns
+    /// what staging that frame returned (its number while the GPU reads the
+    /// caller's bytes in place). `NoFrameToCrop` when no frame is staged
+    /// (its staging failed).
+    pub fn enqueue_staged_crop_at(
+        &mut self,
+        crop: CavityRect,
+        k: usize,
+    ) -> Result<Option<u64>, FramePreprocessError> {
         self.gpu.bind()?;
-        let batch = self.options.batch_frames.max(1);
-        if k >= batch {
-            return Err(GpuError::BufferLength {
-                buffer: "batch frame index",
-                len: k,
-                expected: batch,
-            }
-            .into());
+        let staged = self.last_frame.ok_or(GpuError::NoFrameToCrop)?;
+        self.check_batch_index(k)?;
+        let params = self.crop_params(&staged, crop, k)?;
+        if let Err(e) = self.queue_frame_kernel(staged.layout, &params, staged.slot) {
+            // A frame whose crop failed is not cropped again.
+            self.last_frame = None;
+            let _ = self.stream.synchronize();
+            return Err(e);
         }
+        // A read `reads_done` already saw end is pending again until this
+        // kernel is done; it is the newest staged, so the queue stays in
+        // staging order.
+        if self.pending_reads.back().map(|r| r.number) != Some(staged.number) {
+            self.pending_reads.push_back(PendingRead {
+                number: staged.number,
+                slot: staged.slot,
+                by_kernel: true,
+            });
+        }
+        Ok(staged.in_place.then_some(staged.number))
+    }
+
+    /// The whole frame's transfer, then the frame kernel on `crop` of it
+    /// (`None`: all of it) into batch frame `k`.
+    fn enqueue_frame_part(
+        &mut self,
+        frame: ImageView<'_>,
+        placement: HostPlacement,
+        crop: Option<CavityRect>,
+        k: usize,
+    ) -> Result<Option<u64>, FramePreprocessError> {
+        self.gpu.bind()?;
+        // Whatever happens below, an earlier frame is not cropped again.
+        self.last_frame = None;
+        self.check_batch_index(k)?;
         let bytes = checked_frame_bytes(&frame)?;
+        if let Some(crop) = crop {
+            check_crop(crop, frame.width, frame.height)?;
+        }
         let index = self.next_slot;
         self.next_slot = (self.next_slot + 1) % self.slots.len();
         self.wait_slot_reads(index)?;
@@ -76,8 +157,32 @@ impl GpuPreprocessor {
             (placement, mapped),
             (HostPlacement::Mapped { .. }, _) | (HostPlacement::Pinned, false)
         );
-        match self.queue_frame(frame, placement, (index, bytes, k), in_place) {
-            Ok(()) => {}
+        let queued = self
+            .queue_transfer(frame, placement, (index, bytes), in_place)
+            .and_then(|frame_ptr| {
+                let staged = StagedFrame {
+                    slot: index,
+                    frame_ptr,
+                    width: frame.width,
+                    height: frame.height,
+                    stride: frame.stride,
+                    layout: frame.layout,
+                    number,
+                    in_place,
+                };
+                let whole = CavityRect {
+                    x: 0,
+                    y: 0,
+                    // Both below MAX_FRAME_SIDE = 2^24 (checked).
+                    width: frame.width as u32,
+                    height: frame.height as u32,
+                };
+                let params = self.crop_params(&staged, crop.unwrap_or(whole), k)?;
+                self.queue_frame_kernel(frame.layout, &params, index)?;
+                Ok(staged)
+            });
+        match queued {
+            Ok(staged) => self.last_frame = Some(staged),
             Err(e) => {
                 // Whatever was queued may still read the frame: let it end,
                 // so nothing is pending for a frame that failed.
@@ -92,6 +197,19 @@ impl GpuPreprocessor {
             by_kernel: mapped,
         });
         Ok(in_place.then_some(number))
+    }
+
+    /// `k` is a frame of the batch the tensors hold.
+    fn check_batch_index(&self, k: usize) -> Result<(), GpuError> {
+        let batch = self.options.batch_frames.max(1);
+        if k >= batch {
+            return Err(GpuError::BufferLength {
+                buffer: "batch frame index",
+                len: k,
+                expected: batch,
+            });
+        }
+        Ok(())
     }
 
     /// How many frames of those staged so far the GPU has finished reading
@@ -137,16 +255,18 @@ impl GpuPreprocessor {
         Ok(())
     }
 
-    /// Queues staging slot `index`'s transfer of `frame` (`bytes` long) and
-    /// the frame kernel writing batch frame `k`. `in_place`: the GPU reads
-    /// `frame`'s own (page-locked) bytes, else a staging copy.
-    fn queue_frame(
+    /// Queues staging slot `index`'s transfer of `frame` (`bytes` long):
+    /// its upload (copy mode), or nothing but a staging copy where the
+    /// kernel reads it in place (mapped). `in_place`: the GPU reads
+    /// `frame`'s own (page-locked) bytes, else a staging copy. Returns the
+    /// device address the frame kernel reads the frame at.
+    fn queue_transfer(
         &mut self,
         frame: ImageView<'_>,
         placement: HostPlacement,
-        (index, bytes, k): (usize, usize, usize),
+        (index, bytes): (usize, usize),
         in_place: bool,
-    ) -> Result<(), FramePreprocessError> {
+    ) -> Result<u64, FramePreprocessError> {
         let mapped = self.options.frame_transfer == FrameTransfer::Mapped;
         if !in_place {
             let slot = &mut self.slots[index];
@@ -158,23 +278,40 @@ impl GpuPreprocessor {
                 staging.as_mut_slice()[..bytes].copy_from_slice(&frame.data[..bytes]);
             }
         }
-        let frame_ptr = if mapped {
+        if mapped {
             match (in_place, placement, &self.slots[index].staging) {
-                (true, HostPlacement::Mapped { device_ptr }, _) => device_ptr,
+                (true, HostPlacement::Mapped { device_ptr }, _) => Ok(device_ptr),
                 (false, _, Some(staging)) => {
-                    staging.mapped_device_ptr().ok_or(GpuError::Unmapped)?
+                    Ok(staging.mapped_device_ptr().ok_or(GpuError::Unmapped)?)
                 }
-                _ => return Err(GpuError::Unmapped.into()),
+                _ => Err(GpuError::Unmapped.into()),
             }
         } else {
-            self.queue_upload(frame, index, bytes, in_place)?
-        };
-        let params = FrameParams {
+            Ok(self.queue_upload(frame, index, bytes, in_place)?)
+        }
+    }
+
+    /// The frame kernel's parameters for `crop` (inside the frame: checked
+    /// again here) of the staged frame, written as batch frame `k`
+    /// (`check_batch_index`).
+    fn crop_params(
+        &self,
+        staged: &StagedFrame,
+        crop: CavityRect,
+        k: usize,
+    ) -> Result<FrameParams, GpuError> {
+        check_crop(crop, staged.width, staged.height)?;
+        // Inside the frame: the crop's first byte and every row of it lie
+        // within the frame's bytes (`ImageView::crop`'s offset).
+        let offset =
+            crop.y as usize * staged.stride + crop.x as usize * staged.layout.bytes_per_pixel();
+        let frame_ptr = staged.frame_ptr + offset as u64;
+        Ok(FrameParams {
             frame: frame_ptr,
-            stride: frame.stride as u64,
-            // Both sides are below MAX_FRAME_SIDE = 2^24 (checked).
-            in_w: frame.width as u32,
-            in_h: frame.height as u32,
+            stride: staged.stride as u64,
+            // At most the frame's sides, below MAX_FRAME_SIDE = 2^24 (checked).
+            in_w: crop.width,
+            in_h: crop.height,
             seg: resize_target(
                 &self.seg_input,
                 k * self.geometry.seg_input_len(),
@@ -187,22 +324,37 @@ impl GpuPreprocessor {
                 self.geometry.cls_hw,
                 &self.cls_affine,
             ),
-            aligned4: u32::from(frame_ptr.is_multiple_of(4) && frame.stride.is_multiple_of(4)),
+            aligned4: u32::from(frame_ptr.is_multiple_of(4) && staged.stride.is_multiple_of(4)),
             reserved: 0,
-        };
-        let kernel = Kernel::FrameToTensors(frame.layout, self.options.input_element);
+        })
+    }
+
+    /// Queues the frame kernel with `params` (from `crop_params`, over the
+    /// frame staged in staging slot `index`) on the compute stream, then
+    /// records that slot's `consumed`.
+    fn queue_frame_kernel(
+        &mut self,
+        layout: PixelLayout,
+        params: &FrameParams,
+        index: usize,
+    ) -> Result<(), FramePreprocessError> {
+        let kernel = Kernel::FrameToTensors(layout, self.options.input_element);
         let grid = kernels::frame_grid(self.geometry.seg_hw, self.geometry.cls_hw);
-        // SAFETY: the frame the kernel reads holds `bytes` = stride*(h-1) +
-        // row bytes, all it reads for a frame of in_w x in_h (the device
-        // copy, the staging copy, or the caller's mapped bytes, which the
-        // caller keeps until `reads_done` passes this frame, recorded by
-        // `consumed` below); the outputs start at frame k < batch_frames
-        // (checked) of tensors holding batch_frames frames of the geometry
-        // the grid is made of; all are owned by `self`, whose Drop
-        // synchronizes both streams.
+        // SAFETY: `params` comes from `crop_params` over the frame staged in
+        // slot `index`: its crop lies inside that frame (checked), so the
+        // kernel reads (in_h - 1) rows of `stride` plus one row of in_w
+        // pixels from the crop's first byte, all within the frame's bytes
+        // (`checked_frame_bytes`): the device copy, the staging copy, or the
+        // caller's mapped bytes, which the caller keeps until `reads_done`
+        // passes this frame, recorded by `consumed` below (re-recorded by
+        // each later crop kernel of the same frame; the slot's device buffer
+        // is reallocated or rewritten only after `consumed` completes). The
+        // outputs start at frame k < batch_frames (checked) of tensors
+        // holding batch_frames frames of the geometry the grid is made of;
+        // all are owned by `self`, whose Drop synchronizes both streams.
         unsafe {
             self.kernels
-                .launch(kernel, grid, kernels::FRAME_BLOCK, &self.stream, &params)?
+                .launch(kernel, grid, kernels::FRAME_BLOCK, &self.stream, params)?
         };
         Ok(self.slots[index].consumed.record(&self.stream)?)
     }
@@ -321,6 +473,23 @@ impl GpuPreprocessor {
         self.frame_done.synchronize()?;
         Ok(self.host_count.as_slice()[0])
     }
+}
+
+/// `crop` lies inside a `width` x `height` frame and is not empty.
+fn check_crop(crop: CavityRect, width: usize, height: usize) -> Result<(), GpuError> {
+    let (x, y) = (crop.x as usize, crop.y as usize);
+    let (w, h) = (crop.width as usize, crop.height as usize);
+    if w == 0 || h == 0 || x + w > width || y + h > height {
+        return Err(GpuError::CropOutside {
+            x: crop.x,
+            y: crop.y,
+            width: crop.width,
+            height: crop.height,
+            frame_width: width,
+            frame_height: height,
+        });
+    }
+    Ok(())
 }
 
 /// The kernel's target: `out` from element `at` (a frame of a batch).

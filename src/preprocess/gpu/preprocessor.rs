@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use std::collections::VecDeque;
 
-use super::buffers::{HostStaging, PendingRead, ResizeTables, StagingSlot, TensorBuffer};
+use super::buffers::{
+    HostStaging, PendingRead, ResizeTables, StagedFrame, StagingSlot, TensorBuffer,
+};
 use super::options::{FrameTransfer, GpuOptions, MAX_TENSOR_SIDE};
 use super::tables::{self, ChannelAffine, MaskAffine};
 use crate::config::{Config, Normalization};
@@ -25,6 +27,9 @@ use crate::gpu::{
 /// mask counts) holds B frames back to back: `enqueue_frame_at(frame, k)`
 /// writes frame k's inputs, the engine judges frames 0..n in one run, and
 /// `enqueue_masks_to(n, ..)` makes their masks. Host mode uses frame 0.
+/// With a cavity layout each frame k of a batch is one cavity's crop
+/// (`enqueue_frame_crop_at`, then `enqueue_staged_crop_at` for the frame's
+/// other cavities, which reads it where it already is on the GPU).
 pub struct GpuPreprocessor {
     pub(super) gpu: Arc<GpuContext>,
     pub(super) kernels: KernelSet,
@@ -49,6 +54,9 @@ pub struct GpuPreprocessor {
     pub(super) staged: u64,
     /// Staged frames whose host bytes the GPU may still read, oldest first.
     pub(super) pending_reads: VecDeque<PendingRead>,
+    /// The frame staged last, while its crops may still be queued
+    /// (`enqueue_staged_crop_at`); `None` after a failed staging.
+    pub(super) last_frame: Option<StagedFrame>,
 
     pub(super) seg_input: TensorBuffer,
     pub(super) cls_input: TensorBuffer,
@@ -140,6 +148,7 @@ impl GpuPreprocessor {
             mask_affine: MaskAffine::new(mask_mean, mask_std),
             mask_tables: ResizeTables::new(gpu, geometry.cls_hw)?,
             pending_reads: VecDeque::with_capacity(slots.len()),
+            last_frame: None,
             slots,
             next_slot: 0,
             staged: 0,
