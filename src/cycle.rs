@@ -188,18 +188,9 @@ impl Serialize for JsonRejects<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::CavityRect;
 
     fn layout(cavities: u32, disabled: &[u16]) -> CavityLayout {
-        let rects = (0..cavities)
-            .map(|i| CavityRect {
-                x: i * 10,
-                y: 0,
-                width: 10,
-                height: 10,
-            })
-            .collect();
-        CavityLayout::new(rects, disabled, 0, None).unwrap()
+        CavityLayout::in_a_row(cavities, disabled)
     }
 
     fn judged(reason: Reason, defect_prob: f64) -> Decision {

@@ -201,6 +201,21 @@ impl CavityLayout {
         }
     }
 
+    /// A test layout: `cavities` 10x10 cavities side by side in one row,
+    /// `disabled` left out, no margin.
+    #[cfg(test)]
+    pub(crate) fn in_a_row(cavities: u32, disabled: &[u16]) -> CavityLayout {
+        let rects = (0..cavities)
+            .map(|i| CavityRect {
+                x: i * 10,
+                y: 0,
+                width: 10,
+                height: 10,
+            })
+            .collect();
+        CavityLayout::new(rects, disabled, 0, None).expect("a row of cavities is a layout")
+    }
+
     /// Cavities of the tool, disabled ones included.
     pub fn count(&self) -> u16 {
         self.cavities.len() as u16

@@ -288,19 +288,11 @@ fn for_bits(mut mask: u64, mut f: impl FnMut(usize)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{CavityLayout, CavityRect};
+    use crate::config::CavityLayout;
     use crate::decision::Decision;
 
     fn layout(cavities: u32, disabled: &[u16]) -> CavityLayout {
-        let rects = (0..cavities)
-            .map(|i| CavityRect {
-                x: i * 10,
-                y: 0,
-                width: 10,
-                height: 10,
-            })
-            .collect();
-        CavityLayout::new(rects, disabled, 0, None).unwrap()
+        CavityLayout::in_a_row(cavities, disabled)
     }
 
     fn decision(reason: Reason) -> Decision {
