@@ -116,6 +116,8 @@ fn check_layout(path: &Path, camera: &config::CameraConfig) -> Result<Option<Str
         table: table.clone(),
         message,
     };
+    // The size the config fixes (`test`, `csi`) was checked against the
+    // layout when the file was read; an image sequence's is its first image's.
     let size = match &camera.source.kind {
         config::SourceKind::Images { location, .. } => {
             let first = config::image_file(location, 0);
@@ -125,19 +127,18 @@ fn check_layout(path: &Path, camera: &config::CameraConfig) -> Result<Option<Str
                     first.display()
                 ))
             })?;
-            Some((size.width as u32, size.height as u32))
-        }
-        kind => kind.frame_size(),
-    };
-    let frame = match size {
-        Some((width, height)) => {
+            let (width, height) = (size.width as u32, size.height as u32);
             layout
                 .check_frame(width, height)
                 .map_err(|m| failed(m.to_string()))?;
-            format!("{width}x{height} frames")
+            Some((width, height))
         }
-        None => "frames the camera sets (checked on its first frame)".to_string(),
+        kind => kind.frame_size(),
     };
+    let frame = size.map_or_else(
+        || "frames the camera sets (checked on its first frame)".to_string(),
+        |(width, height)| format!("{width}x{height} frames"),
+    );
     let disabled = layout.count() - layout.enabled_count();
     let seam = layout.margin_reaches_a_neighbour().map_or(String::new(), |(a, b)| {
         format!(

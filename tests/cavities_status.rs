@@ -20,7 +20,7 @@
 use crate::common;
 
 use common::http::get;
-use common::status_page::{chromium, start, status_json, wait_until};
+use common::status_page::{chromium, looping_sample, start, status_json, wait_until};
 use common::{Sealcheck, repo};
 
 use std::collections::BTreeMap;
@@ -44,22 +44,15 @@ const SCREENS: [(u32, u32, f64, bool); 3] = [
     (1920, 1080, 1.0, false),
 ];
 
-/// The demo cavity clip looped at one cycle a second, like a machine's camera.
+/// The demo cavity clip (80 cycles) looped at one cycle a second, like a
+/// machine's camera, with `layout` after its `[source]` lines.
 fn looping_cavity_clip(layout: &str) -> String {
-    let clip = repo().join("samples/demo_cavities/frame_%05d.jpg");
-    format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=149 caps=image/jpeg,framerate=1/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"\n{layout}",
-        clip.display()
-    )
+    format!("{}\n{layout}", looping_sample("demo_cavities", 80, 1))
 }
 
 /// The demo clip's single seals looped at one frame a second.
 fn looping_seal_clip() -> String {
-    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
-    format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=1/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
-        clip.display()
-    )
+    looping_sample("demo_clip", 60, 1)
 }
 
 /// A config in `dir` with `cameras` (`[source]` or `[cameras.*]` tables),

@@ -180,10 +180,12 @@ PY
                 echo "$name: $(grep -c 'level=warn' "$OUT/$name.log") warnings, $(grep -c 'level=error' "$OUT/$name.log") errors in the log"
             done
             [ -f "$work/l_${layout}_device.jsonl" ] && [ -f "$work/l_${layout}_host.jsonl" ] || continue
-            python3 - "$work/l_${layout}_device.jsonl" "$work/l_${layout}_host.jsonl" "$layout" <<'PY'
+            case $layout in 23) dir=$repo/samples/demo_cavities ;; *) dir=$CLIP36 ;; esac
+            python3 - "$work/l_${layout}_device.jsonl" "$work/l_${layout}_host.jsonl" "$layout" \
+                "$(ls "$dir"/frame_*.jpg | wc -l)" <<'PY'
 import json, sys
-dev_path, host_path, layout = sys.argv[1:]
-clip = 150 if layout == "23" else 50
+dev_path, host_path, layout, clip = sys.argv[1:]
+clip = int(clip)  # the looped clip's frames: a cycle's seq modulo this is its frame
 def load(path):
     out = {}
     for line in open(path):

@@ -114,10 +114,17 @@ pub fn browse(chromium: &Path, url: &str, extra: &[&str]) -> String {
 /// The demo clip's 60 frames over and over, paced at 5 frames/s like a
 /// camera: a live source with seals, good and defective, that never ends.
 pub fn looping_demo_clip() -> String {
-    let clip = repo().join("samples/demo_clip/frame_%05d.jpg");
+    looping_sample("demo_clip", 60, 5)
+}
+
+/// The first `frames` frames of `samples/<sample>/` over and over, paced
+/// at `fps` like a camera: `[source]` lines of a live source.
+pub fn looping_sample(sample: &str, frames: usize, fps: u32) -> String {
+    let clip = repo().join("samples").join(sample).join("frame_%05d.jpg");
     format!(
-        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index=59 caps=image/jpeg,framerate=5/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
-        clip.display()
+        "kind = \"pipeline\"\npipeline = \"multifilesrc location={} loop=true stop-index={} caps=image/jpeg,framerate={fps}/1 ! jpegdec ! videoconvert ! video/x-raw,format=RGB ! identity sync=true ! appsink name=sink\"\noverflow = \"drop\"",
+        clip.display(),
+        frames - 1
     )
 }
 
