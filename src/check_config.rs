@@ -275,6 +275,9 @@ fn triggers(cfg: &Config) -> String {
             if let Some(modbus) = &cfg.modbus {
                 ways.push(format!("Modbus TCP on {}", modbus.listen));
             }
+            if let Some(opcua) = &cfg.opcua {
+                ways.push(format!("OPC UA StartSingleJob on opc.tcp://{}/", opcua.listen));
+            }
             if cfg.trigger.http
                 && let Some(status) = &cfg.status
             {

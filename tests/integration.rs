@@ -42,6 +42,7 @@ mod install;
 mod journal_stream;
 mod model_swap;
 mod mqtt;
+mod opcua;
 mod parts;
 mod pipeline;
 mod plc;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::config::{Config, TriggerMode};
 use crate::frame::CameraIndex;
 use crate::line::LineOutput;
+use crate::opcua::{Camera, NoRecipes, OpcUaError, OpcUaServer};
 use crate::plc::Station;
 use crate::status::{Telemetry, TriggerApi};
 use crate::trigger::{PartWaiters, TriggerDesk};
@@ -68,11 +69,12 @@ pub(super) fn modbus_stations(config: &Config, desks: &[Arc<TriggerDesk>]) -> Ve
     }
 }
 
-/// Each camera's line outputs besides MQTT: its Modbus station and its
-/// HTTP trigger's waiters, where on.
+/// Each camera's line outputs besides MQTT: its Modbus station, its OPC
+/// UA output and its HTTP trigger's waiters, where on.
 pub(super) fn line_outputs(
     cameras: usize,
     stations: &[Arc<Station>],
+    opcua: &[Arc<dyn LineOutput>],
     waiters: &[Arc<PartWaiters>],
 ) -> Vec<Vec<Arc<dyn LineOutput>>> {
     (0..cameras)
@@ -80,6 +82,9 @@ pub(super) fn line_outputs(
             let mut outputs: Vec<Arc<dyn LineOutput>> = Vec::new();
             if let Some(station) = stations.get(index) {
                 outputs.push(Arc::clone(station) as Arc<dyn LineOutput>);
+            }
+            if let Some(output) = opcua.get(index) {
+                outputs.push(Arc::clone(output));
             }
             if let Some(w) = waiters.get(index) {
                 outputs.push(Arc::clone(w) as Arc<dyn LineOutput>);
@@ -152,4 +157,41 @@ pub(super) fn fire_software_triggers(
             }
         });
     }
+}
+
+/// `[opcua]`: the OPC UA server, one VisionSystem per camera (StartSingleJob
+/// triggers through the camera's desk in `plc` mode), with each camera's
+/// line output; none without the section. Started before the lines are
+/// made (its outputs are theirs); Online to clients once the desks are ready.
+pub(super) fn opcua_server(
+    config: &Config,
+    desks: &[Arc<TriggerDesk>],
+) -> Result<Option<(OpcUaServer, Vec<Arc<dyn LineOutput>>)>, OpcUaError> {
+    let Some(opcua) = &config.opcua else {
+        return Ok(None);
+    };
+    let matched = matched_desks(config, desks);
+    let cameras = config
+        .cameras
+        .iter()
+        .enumerate()
+        .map(|(index, camera)| Camera {
+            name: camera.name.clone().unwrap_or_else(|| "camera".to_string()),
+            desk: matched.get(index).cloned(),
+        })
+        .collect();
+    // The server's certificate store: the state directory under systemd,
+    // else beside the config file.
+    let pki = std::env::var_os("STATE_DIRECTORY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            config
+                .path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default()
+        })
+        .join("opcua-pki");
+    // TODO(recipes): hand the recipe store here instead of `NoRecipes`.
+    OpcUaServer::start(opcua, cameras, Arc::new(NoRecipes), pki).map(Some)
 }
