@@ -184,14 +184,20 @@ fn twenty_subscribed_clients_each_get_every_event() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let service = start(&write_config(dir.path(), port, ""), port);
+    let ready = dir.path().join("subscribed");
     let watchers: Vec<_> = (0..20)
         .map(|_| {
             let url = url(port);
-            thread::spawn(move || client(&["watch", &url, "60", "20"]))
+            let ready = ready.display().to_string();
+            thread::spawn(move || client(&["watch", &url, "90", "20", &ready]))
         })
         .collect();
-    // Give the twenty time to subscribe before the jobs start.
-    thread::sleep(Duration::from_secs(8));
+    // The jobs start once the twenty are subscribed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&ready).map_or(0, |t| t.lines().count()) < 20 {
+        assert!(Instant::now() < deadline, "not every watcher subscribed");
+        thread::sleep(Duration::from_millis(100));
+    }
     let answer = client(&["jobs", &url(port), "20", "100"]);
     assert_eq!(answer["events"].as_array().unwrap().len(), 20);
     for watcher in watchers {

@@ -228,14 +228,19 @@ impl Serving {
             gate,
             pump,
         } = started;
-        let run = tokio::spawn(server);
         let gate = tokio::spawn(gate);
         let pump = tokio::spawn(pump.run(results));
-        let _ = stop.await;
-        gate.abort();
+        // The server runs in this task (its future need not be Send).
+        let mut server = server;
+        tokio::select! {
+            _ = &mut server => {}
+            _ = stop => {
+                gate.abort();
+                handle.cancel();
+                let _ = tokio::time::timeout(STOP_WAIT, &mut server).await;
+            }
+        }
         pump.abort();
-        handle.cancel();
-        let _ = tokio::time::timeout(STOP_WAIT, run).await;
     }
 
     async fn build(
@@ -330,7 +335,7 @@ impl Serving {
 type Task = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 struct Started {
-    server: Task,
+    server: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
     handle: ServerHandle,
     gate: Task,
     pump: Pump,

@@ -4,7 +4,7 @@ Python asyncua 2.1.0 (scripts/requirements.txt). Every wait is bounded.
 
   client.py browse URL                 the VisionSystems, every method's InputArguments
   client.py jobs URL N FIRST [QUEUE]   subscribe (default filter), N StartSingleJob, the events
-  client.py watch URL SECONDS COUNT    subscribe, print events until COUNT came or SECONDS passed
+  client.py watch URL SECONDS COUNT READY  subscribe (then a line to READY), events until COUNT or SECONDS
   client.py read URL                   connect, read the server's state, print the seconds it took
 
 Prints one JSON object on stdout; exit 1 with the reason on stderr.
@@ -70,12 +70,19 @@ class Collector:
             value = fields.get(key)
             value = value.Value if value is not None else None
             return getattr(value, "Id", value)
+        content = text("ResultContent")
+        part = text("PartId")
+        if not isinstance(part, (str, type(None))):
+            # Without the server's data types (watch): the part id from the content.
+            part = str(json.loads(content[0])["part_id"])
+            content = None
+        job = text("JobId")
         self.events.append({
-            "job": text("JobId"),
-            "part": text("PartId"),
+            "job": job if isinstance(job, (str, type(None))) else None,
+            "part": part,
             "state": text("ResultState"),
-            "result": text("ResultId"),
-            "content": text("ResultContent"),
+
+            "content": content,
             "type": str(fields["EventType"].Value),
         })
 
@@ -130,12 +137,12 @@ async def jobs(url, count, first, queue):
                           "plain": {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in plain.items()}}))
 
 
-async def watch(url, seconds, count):
-    async with Client(url, timeout=10) as client:
-        await client.load_data_type_definitions()
+async def watch(url, seconds, count, ready):
+    async with Client(url, timeout=30) as client:
         system = (await vision_systems(client))[0]
         collector, _sub, _handle = await subscribe(client, system, 1000)
-        print("subscribed", file=sys.stderr, flush=True)
+        with open(ready, "a") as f:
+            f.write("subscribed\n")
         await wait_for(collector, count, seconds)
         print(json.dumps({"events": collector.events}))
 
@@ -155,7 +162,7 @@ def main():
         queue = int(sys.argv[5]) if len(sys.argv) > 5 else 1000
         coroutine = jobs(url, int(sys.argv[3]), int(sys.argv[4]), queue)
     elif command == "watch":
-        coroutine = watch(url, float(sys.argv[3]), int(sys.argv[4]))
+        coroutine = watch(url, float(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif command == "read":
         coroutine = read(url)
     else:
