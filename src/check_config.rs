@@ -276,7 +276,10 @@ fn triggers(cfg: &Config) -> String {
                 ways.push(format!("Modbus TCP on {}", modbus.listen));
             }
             if let Some(opcua) = &cfg.opcua {
-                ways.push(format!("OPC UA StartSingleJob on opc.tcp://{}/", opcua.listen));
+                ways.push(format!(
+                    "OPC UA StartSingleJob on opc.tcp://{}/",
+                    opcua.listen
+                ));
             }
             if cfg.trigger.http
                 && let Some(status) = &cfg.status

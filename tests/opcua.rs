@@ -64,12 +64,23 @@ fn start(config: &Path, port: u16) -> Sealcheck {
     let mut service = Sealcheck::spawn(cmd);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !service.stderr().contains("pipeline running") {
-        assert!(service.is_running(), "sealcheck exited:\n{}", service.stderr());
-        assert!(Instant::now() < deadline, "never running:\n{}", service.stderr());
+        assert!(
+            service.is_running(),
+            "sealcheck exited:\n{}",
+            service.stderr()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "never running:\n{}",
+            service.stderr()
+        );
         thread::sleep(Duration::from_millis(50));
     }
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(TcpStream::connect(addr).is_ok(), "nothing listens on {addr}");
+    assert!(
+        TcpStream::connect(addr).is_ok(),
+        "nothing listens on {addr}"
+    );
     service
 }
 
@@ -126,9 +137,14 @@ fn a_client_browses_the_machine_vision_namespace_and_reads_every_methods_argumen
     }
     // The arguments the NodeSet declares with ValueRank 1 and no
     // ArrayDimensions read back (async-opcua 0.19 failed to encode them).
-    let inputs = methods["StartSingleJob"]["InputArguments"].as_array().unwrap();
+    let inputs = methods["StartSingleJob"]["InputArguments"]
+        .as_array()
+        .unwrap();
     let names: Vec<&str> = inputs.iter().map(|a| a[0].as_str().unwrap()).collect();
-    assert_eq!(names, ["MeasId", "PartId", "RecipeId", "ProductId", "Parameters"]);
+    assert_eq!(
+        names,
+        ["MeasId", "PartId", "RecipeId", "ProductId", "Parameters"]
+    );
     assert_eq!(inputs[4][1], 1);
     assert_eq!(inputs[4][2], serde_json::json!([0]));
     assert!(methods["StartContinuous"]["InputArguments"].is_array());
@@ -150,7 +166,10 @@ fn a_hundred_single_jobs_give_a_hundred_events_in_order_with_the_results_files_v
         .map(|e| e["part"].as_str().unwrap_or("?").to_string())
         .collect();
     let expected: Vec<String> = (4711..4811).map(|id: u32| id.to_string()).collect();
-    assert_eq!(parts, expected, "one event per part, in order, with its PartId");
+    assert_eq!(
+        parts, expected,
+        "one event per part, in order, with its PartId"
+    );
     for (event, job) in events.iter().zip(jobs) {
         assert_eq!(&event["job"], job, "the event's JobId is StartSingleJob's");
         assert!(event["type"].as_str().unwrap().contains("1024"), "{event}");
@@ -224,7 +243,9 @@ fn random_bytes_and_truncated_messages_leave_the_server_serving_others() {
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for round in 0..40 {
         let mut stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let bytes: Vec<u8> = match round % 4 {
             // A Hello cut short after its header.
             0 => b"HELF\x38\x00\x00\x00\x00\x00".to_vec(),
@@ -247,7 +268,10 @@ fn random_bytes_and_truncated_messages_leave_the_server_serving_others() {
     }
     assert!(service.is_running(), "{}", service.stderr());
     let answer = client(&["read", &url(port)]);
-    assert!(answer["state"].as_str().unwrap().contains("Running"), "{answer}");
+    assert!(
+        answer["state"].as_str().unwrap().contains("Running"),
+        "{answer}"
+    );
 }
 
 #[test]
@@ -255,7 +279,10 @@ fn sixty_four_silent_connections_do_not_keep_a_client_out() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let service = start(&write_config(dir.path(), port, "max_connections = 16"), port);
+    let service = start(
+        &write_config(dir.path(), port, "max_connections = 16"),
+        port,
+    );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let silent: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(addr).unwrap()).collect();
     thread::sleep(Duration::from_millis(300));

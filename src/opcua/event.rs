@@ -181,7 +181,8 @@ impl EventField for ResultReadyEvent {
         {
             return self.own_field(field.name.as_ref());
         }
-        self.base.get_value(attribute_id, index_range, remaining_path)
+        self.base
+            .get_value(attribute_id, index_range, remaining_path)
     }
 }
 
@@ -299,7 +300,10 @@ mod tests {
         let Variant::ExtensionObject(part) = &fields[1] else {
             panic!("{:?}", fields[1]);
         };
-        assert_eq!(part.inner_as::<PartIdDataType>().unwrap().id.as_ref(), "4711");
+        assert_eq!(
+            part.inner_as::<PartIdDataType>().unwrap().id.as_ref(),
+            "4711"
+        );
         assert_eq!(fields[2], Variant::from(2i32), "NOK");
         // And a filter for another type still keeps it out.
         let other = default_filter(&[NodeId::new(0, 2041u32 + 1000)]);

@@ -16,10 +16,8 @@ pub const AUTOMATIC_MODE_STATE_MACHINE_TYPE: u32 = 1021;
 pub const RESULT_READY_EVENT_TYPE: u32 = 1024;
 
 /// The type's methods: (name, method id, input arguments, output arguments).
-pub const VISION_STATE_METHODS: [(&str, u32, u32, u32); 2] = [
-    ("Halt", 7094, 6254, 6255),
-    ("Reset", 7093, 6256, 6257),
-];
+pub const VISION_STATE_METHODS: [(&str, u32, u32, u32); 2] =
+    [("Halt", 7094, 6254, 6255), ("Reset", 7093, 6256, 6257)];
 pub const AUTOMATIC_MODE_METHODS: [(&str, u32, u32, u32); 4] = [
     ("StartSingleJob", 7098, 6281, 6282),
     ("StartContinuous", 7009, 6086, 6087),

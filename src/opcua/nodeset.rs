@@ -13,8 +13,8 @@
 //! gives each such argument `[0; rank]` (0: length unknown, as OPC UA Part 3
 //! says) while the NodeSet is imported.
 
-use async_opcua::nodes::{ImportedItem, NodeSetImport, NodeSetNamespaceMapper, NodeType};
 use async_opcua::nodes::NodeSet2Import;
+use async_opcua::nodes::{ImportedItem, NodeSetImport, NodeSetNamespaceMapper, NodeType};
 use async_opcua::types::{
     Argument, DataEncoding, DataTypeId, ExtensionObject, NumericRange, TimestampsToReturn, Variant,
 };
@@ -92,7 +92,9 @@ pub fn fix_arguments(values: &mut [Variant]) -> bool {
 
 /// The argument with dimensions that match its rank, if it needs them.
 fn fixed_argument(argument: &Argument) -> Option<Argument> {
-    let rank = usize::try_from(argument.value_rank).ok().filter(|r| *r > 0)?;
+    let rank = usize::try_from(argument.value_rank)
+        .ok()
+        .filter(|r| *r > 0)?;
     if argument
         .array_dimensions
         .as_ref()

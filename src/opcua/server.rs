@@ -72,8 +72,11 @@ impl OpcUaServer {
         pki_dir: PathBuf,
     ) -> Result<(OpcUaServer, Vec<Arc<dyn LineOutput>>), OpcUaError> {
         let listen = config.listen;
-        let public = std::net::TcpListener::bind(listen).map_err(|e| OpcUaError::bind(listen, e))?;
-        let addr = public.local_addr().map_err(|e| OpcUaError::bind(listen, e))?;
+        let public =
+            std::net::TcpListener::bind(listen).map_err(|e| OpcUaError::bind(listen, e))?;
+        let addr = public
+            .local_addr()
+            .map_err(|e| OpcUaError::bind(listen, e))?;
         public
             .set_nonblocking(true)
             .map_err(|source| OpcUaError::Listen { addr, source })?;
@@ -124,7 +127,9 @@ impl OpcUaServer {
                         max_connections,
                         pki_dir,
                     };
-                    serving.run(public, gate_counters, results, stop_rx, up_tx).await;
+                    serving
+                        .run(public, gate_counters, results, stop_rx, up_tx)
+                        .await;
                 });
                 // Ends every connection task (their sockets close).
                 drop(runtime);
@@ -283,7 +288,10 @@ impl Serving {
                 },
                 "sealcheck",
             ));
-        builder.limits_mut().subscriptions.max_monitored_item_queue_size = MAX_ITEM_QUEUE;
+        builder
+            .limits_mut()
+            .subscriptions
+            .max_monitored_item_queue_size = MAX_ITEM_QUEUE;
         let (server, handle) = builder.build()?;
         let ns = Namespaces {
             mv: handle
@@ -381,12 +389,21 @@ impl Pump {
         let updates: Vec<(&NodeId, Variant)> = vec![
             (nodes.plain("ResultCount"), self.counts[camera].into()),
             (nodes.plain("LastJobId"), record.job_id().into()),
-            (nodes.plain("LastPartId"), record.part_id.unwrap_or(record.number).into()),
+            (
+                nodes.plain("LastPartId"),
+                record.part_id.unwrap_or(record.number).into(),
+            ),
             (nodes.plain("LastPass"), record.pass.into()),
             (nodes.plain("LastVerdict"), record.verdict().into()),
             (nodes.plain("LastReason"), record.reason.into()),
-            (nodes.plain("LastDefectProb"), record.defect_prob.unwrap_or(f64::NAN).into()),
-            (nodes.plain("LastSealArea"), record.seal_area.unwrap_or(f64::NAN).into()),
+            (
+                nodes.plain("LastDefectProb"),
+                record.defect_prob.unwrap_or(f64::NAN).into(),
+            ),
+            (
+                nodes.plain("LastSealArea"),
+                record.seal_area.unwrap_or(f64::NAN).into(),
+            ),
             (nodes.plain("LastResultTime"), now.into()),
             (nodes.plain("ActiveRecipe"), record.recipe.as_str().into()),
         ];
@@ -411,14 +428,25 @@ impl Pump {
             self.shown[index] = states;
             let nodes = &self.nodes[index];
             let updates = [
-                (&nodes.vision_state, Variant::from(LocalizedText::new("", states.vision.name()))),
-                (&nodes.auto_state, Variant::from(LocalizedText::new("", states.auto.name()))),
+                (
+                    &nodes.vision_state,
+                    Variant::from(LocalizedText::new("", states.vision.name())),
+                ),
+                (
+                    &nodes.auto_state,
+                    Variant::from(LocalizedText::new("", states.auto.name())),
+                ),
                 (nodes.plain("State"), Variant::from(states.vision.name())),
-                (nodes.plain("AutomaticMode"), Variant::from(states.auto.name())),
+                (
+                    nodes.plain("AutomaticMode"),
+                    Variant::from(states.auto.name()),
+                ),
             ];
             let _ = self.manager.set_values(
                 self.handle.subscriptions(),
-                updates.into_iter().map(|(id, v)| (id, None, DataValue::new_now(v))),
+                updates
+                    .into_iter()
+                    .map(|(id, v)| (id, None, DataValue::new_now(v))),
             );
         }
     }

@@ -23,13 +23,14 @@ use async_opcua::server::node_manager::memory::SimpleNodeManager;
 use async_opcua::types::{
     Argument, DataEncoding, DataTypeId, ExtensionObject, LocalizedText, NodeId, NumericRange,
     ObjectId, ObjectTypeId, QualifiedName, ReferenceTypeId, StatusCode, TimestampsToReturn,
-    Variant, VariableTypeId,
+    VariableTypeId, Variant,
 };
 
 use super::event::result_data;
 use super::ids::{
-    AUTOMATIC_MODE_METHODS, AUTOMATIC_MODE_STATE_MACHINE_TYPE, Namespaces, RESULT_MANAGEMENT_METHODS,
-    RESULT_MANAGEMENT_TYPE, VISION_STATE_MACHINE_TYPE, VISION_STATE_METHODS, VISION_SYSTEM_TYPE,
+    AUTOMATIC_MODE_METHODS, AUTOMATIC_MODE_STATE_MACHINE_TYPE, Namespaces,
+    RESULT_MANAGEMENT_METHODS, RESULT_MANAGEMENT_TYPE, VISION_STATE_MACHINE_TYPE,
+    VISION_STATE_METHODS, VISION_SYSTEM_TYPE,
 };
 use super::station::{Answer, VisionStation, text_of};
 
@@ -140,16 +141,34 @@ pub fn add_camera(
             .has_type_definition(ns.mv(RESULT_MANAGEMENT_TYPE))
             .component_of(system.clone())
             .insert(&mut *space);
-        ObjectBuilder::new(&folder, QualifiedName::new(ns.ours, "Sealcheck"), "Sealcheck")
-            .has_type_definition(ObjectTypeId::FolderType)
-            .component_of(system.clone())
-            .insert(&mut *space);
+        ObjectBuilder::new(
+            &folder,
+            QualifiedName::new(ns.ours, "Sealcheck"),
+            "Sealcheck",
+        )
+        .has_type_definition(ObjectTypeId::FolderType)
+        .component_of(system.clone())
+        .insert(&mut *space);
         let states = station.states();
-        let vision_state = current_state(&mut space, &vision, &id("VisionStateMachine/CurrentState"), states.vision.name());
-        let auto_state = current_state(&mut space, &auto, &id("AutomaticModeStateMachine/CurrentState"), states.auto.name());
+        let vision_state = current_state(
+            &mut space,
+            &vision,
+            &id("VisionStateMachine/CurrentState"),
+            states.vision.name(),
+        );
+        let auto_state = current_state(
+            &mut space,
+            &auto,
+            &id("AutomaticModeStateMachine/CurrentState"),
+            states.auto.name(),
+        );
         for (parent, parent_path, list) in [
             (&vision, "VisionStateMachine", &VISION_STATE_METHODS[..]),
-            (&auto, "AutomaticModeStateMachine", &AUTOMATIC_MODE_METHODS[..]),
+            (
+                &auto,
+                "AutomaticModeStateMachine",
+                &AUTOMATIC_MODE_METHODS[..],
+            ),
             (&results, "ResultManagement", &RESULT_MANAGEMENT_METHODS[..]),
         ] {
             for (method, _, inputs, outputs) in list {

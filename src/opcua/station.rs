@@ -268,7 +268,9 @@ impl VisionStation {
 }
 
 fn job_id(id: &str) -> Variant {
-    Variant::from(ExtensionObject::from_message(JobIdDataType { id: id.into() }))
+    Variant::from(ExtensionObject::from_message(JobIdDataType {
+        id: id.into(),
+    }))
 }
 
 fn refused_code(refused: &RecipeRefused) -> i32 {

@@ -72,7 +72,9 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stations = parts::modbus_stations(&config, &desks);
     // Clients may connect from now on: StartSingleJob is refused until READY=1.
     let opcua = parts::opcua_server(&config, &desks)?;
-    let opcua_outputs = opcua.as_ref().map_or(&[][..], |(_, outputs)| outputs.as_slice());
+    let opcua_outputs = opcua
+        .as_ref()
+        .map_or(&[][..], |(_, outputs)| outputs.as_slice());
     let outputs = parts::line_outputs(config.cameras.len(), &stations, opcua_outputs, &waiters);
     let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &outputs);
     parts::serve_http_trigger(&config, operators.as_ref(), &desks, &waiters);
