@@ -75,10 +75,6 @@ impl ResultReadyEvent {
             content: record.content_json(),
         }
     }
-
-    pub fn result(&self) -> &ResultDataType {
-        &self.result
-    }
 }
 
 /// 100-ns ticks from 1601-01-01 (OPC UA's epoch) to 1970-01-01.

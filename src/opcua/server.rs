@@ -13,8 +13,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use async_opcua::nodes::Event;
+use async_opcua::server::diagnostics::NamespaceMetadata;
 use async_opcua::server::node_manager::memory::{
-    NamespaceMetadata, SimpleNodeManager, simple_node_manager, simple_node_manager_imports,
+    SimpleNodeManager, simple_node_manager, simple_node_manager_imports,
 };
 use async_opcua::server::{ANONYMOUS_USER_TOKEN_ID, ServerBuilder, ServerEndpoint, ServerHandle};
 use async_opcua::types::{DataValue, LocalizedText, NodeId, Variant};

@@ -137,10 +137,6 @@ impl VisionStation {
         }
     }
 
-    pub fn camera(&self) -> usize {
-        self.camera
-    }
-
     pub fn states(&self) -> States {
         self.lock().states
     }

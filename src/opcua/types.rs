@@ -15,6 +15,8 @@ use std::io::Read;
 use std::sync::{Arc, LazyLock};
 
 use async_opcua as opcua;
+// Derived one by one: `#[ua_encodable]` gates its XML traits on *our*
+// crate's `xml` feature, and async-opcua's `DynEncodable` needs them.
 use opcua::types::{
     ByteString, Context, DateTime, DynEncodable, EncodingResult, ExpandedNodeId, LocalizedText,
     NodeId, TypeLoader, TypeLoaderInstance, UAString, binary_decode_to_enc,
@@ -50,24 +52,45 @@ macro_rules! mv_type {
 }
 
 /// `ResultIdDataType`: a result's id (this server: the camera's part number).
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct ResultIdDataType {
     pub id: UAString,
 }
 mv_type!(ResultIdDataType, RESULT_ID);
 
 /// `JobIdDataType`: what `StartSingleJob` returns (the part number).
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct JobIdDataType {
     pub id: UAString,
 }
 mv_type!(JobIdDataType, JOB_ID);
 
 /// `MeasIdDataType`: the client's name for a measurement.
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct MeasIdDataType {
     pub id: UAString,
     #[opcua(optional)]
@@ -76,8 +99,15 @@ pub struct MeasIdDataType {
 mv_type!(MeasIdDataType, MEAS_ID);
 
 /// `PartIdDataType`: the part (this server: a decimal part id, as Modbus's).
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct PartIdDataType {
     pub id: UAString,
     #[opcua(optional)]
@@ -86,8 +116,15 @@ pub struct PartIdDataType {
 mv_type!(PartIdDataType, PART_ID);
 
 /// `ProductIdDataType`: the product the client names with a job.
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct ProductIdDataType {
     pub id: UAString,
     #[opcua(optional)]
@@ -99,8 +136,15 @@ mv_type!(ProductIdDataType, PRODUCT_ID);
 macro_rules! binary_id {
     ($(#[$doc:meta])* $ty:ident, $ids:expr) => {
         $(#[$doc])*
-        #[opcua::types::ua_encodable]
         #[derive(Debug, Clone, PartialEq, Default)]
+        #[derive(
+            opcua::types::BinaryEncodable,
+            opcua::types::BinaryDecodable,
+            opcua::types::XmlEncodable,
+            opcua::types::XmlDecodable,
+            opcua::types::XmlType,
+            opcua::types::UaNullable
+        )]
         pub struct $ty {
             pub id: UAString,
             #[opcua(optional)]
@@ -133,8 +177,15 @@ binary_id!(
 );
 
 /// `ProcessingTimesDataType`: trigger (or capture) to verdict.
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct ProcessingTimesDataType {
     pub start_time: DateTime,
     pub end_time: DateTime,
@@ -149,8 +200,15 @@ mv_type!(ProcessingTimesDataType, PROCESSING_TIMES);
 /// `ResultContent` is never set here (its bit stays 0): the result's
 /// content travels in the ResultReadyEvent's `ResultContent` and the plain
 /// variables; its field is typed only to keep the encoding mask's order.
-#[opcua::types::ua_encodable]
 #[derive(Debug, Clone, PartialEq, Default)]
+#[derive(
+    opcua::types::BinaryEncodable,
+    opcua::types::BinaryDecodable,
+    opcua::types::XmlEncodable,
+    opcua::types::XmlDecodable,
+    opcua::types::XmlType,
+    opcua::types::UaNullable
+)]
 pub struct ResultDataType {
     pub result_id: ResultIdDataType,
     #[opcua(optional)]
