@@ -306,7 +306,7 @@ mod tests {
         let context = context.context();
         let part = PartIdDataType {
             id: "4711".into(),
-            description: Some(LocalizedText::new("", "lid")),
+            description: Some(LocalizedText::new("en", "lid")),
         };
         let mut bytes = Vec::new();
         part.encode(&mut bytes, &context).unwrap();
