@@ -114,11 +114,11 @@ async def jobs(url, count, first, queue):
         start = await machine.get_child(f"{mv}:StartSingleJob")
         job_ids = []
         for k in range(count):
-            part = ua.PartIdDataType(Id=str(first + k))
+            # PartId as a plain String (sealcheck takes it, as PLC blocks send it).
             result = await machine.call_method(
                 start,
                 ua.Variant(None, ua.VariantType.ExtensionObject),
-                ua.Variant(part, ua.VariantType.ExtensionObject),
+                ua.Variant(str(first + k), ua.VariantType.String),
                 ua.Variant(None, ua.VariantType.ExtensionObject),
                 ua.Variant(None, ua.VariantType.ExtensionObject),
                 ua.Variant([], ua.VariantType.ExtensionObject),
