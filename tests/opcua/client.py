@@ -105,7 +105,9 @@ async def wait_for(collector, count, seconds):
 
 async def jobs(url, count, first, queue):
     async with Client(url, timeout=10) as client:
-        await client.load_data_type_definitions()
+        # No load_data_type_definitions(): asyncua 2.1.0 cannot build the
+        # NodeSet's structures (their TrimmedString fields); the part id comes
+        # from ResultContent (the event's JSON), the JobId from the call.
         system = (await vision_systems(client))[0]
         collector, _sub, _handle = await subscribe(client, system, queue)
         machine = await system.get_child([f"{await client.get_namespace_index(MV)}:VisionStateMachine",
