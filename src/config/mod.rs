@@ -10,6 +10,7 @@
 //! - `camera_name`: the rule for `[cameras.NAME]`;
 //! - `model_files`: the FP16 and INT8 files beside a model;
 //! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
+//! - `recipes`: `[recipes.NAME]`, the products a line switches between;
 //! - `layout`: a camera's cavities (`[source.layout]`) and the rules on them;
 //! - `image_sequence`: the numbered files of an image-sequence source;
 //! - `suggest`: "did you mean" for a misspelt key, section or value.
@@ -38,6 +39,7 @@ mod layout;
 mod model_files;
 mod parts;
 mod raw;
+mod recipes;
 mod suggest;
 mod types;
 mod validate;
@@ -50,6 +52,7 @@ pub use genicam::{CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger
 pub use image_sequence::image_file;
 pub use layout::{CavityLayout, CavityRect, LayoutMisfit, MAX_CAVITIES};
 pub use model_files::{fp16_sibling, int8_sibling};
+pub use recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 pub use parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
 pub use types::{
     ArchiveConfig, ArchiveKeep, ArenaExtend, BackendChoice, CameraConfig, ClassifierModel,

@@ -46,6 +46,9 @@ pub struct Config {
     pub trigger: super::TriggerConfig,
     /// `[modbus]`: the PLC's Modbus TCP server; `None` = off.
     pub modbus: Option<super::ModbusConfig>,
+    /// `[recipes.NAME]` and `[recipe] start`: the products the line switches
+    /// between; `None` = no recipes (the config's models and thresholds).
+    pub recipes: Option<super::Recipes>,
 }
 
 /// `[shadow]`: what judges beside production. Every key left out is

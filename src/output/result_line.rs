@@ -220,6 +220,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "aaaaaaaaaaaa".into(),
             classifier: "bbbbbbbbbbbb".into(),
+            recipe: None,
         };
         format_output_line(
             &mut line,
@@ -296,6 +297,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "unreadable".into(),
+            recipe: None,
         };
         let mut line = String::new();
         format_output_line(

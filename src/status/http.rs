@@ -562,6 +562,7 @@ mod tests {
         let ids = crate::model_id::ModelIds {
             segmentation: "aaaa".into(),
             classifier: "bbbb".into(),
+            recipe: None,
         };
         agreement.set_running("tract", ids, 2);
         let judged = |verdict, reason, p| crate::decision::Decision {

@@ -24,6 +24,7 @@ use super::models::{precision_files, read_acceptance_images, read_classifier, re
 use super::mqtt::read_mqtt;
 use super::outputs::{read_archive, read_output, read_status};
 use super::parts::read_parts;
+use super::recipes::read_recipes;
 use super::service::{read_logging, read_service};
 use super::shadow::read_shadow;
 use crate::config::error::ConfigError;
@@ -88,6 +89,7 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
     let archive = root.optional("archive", |s| read_archive(s, files));
     let shadow = root.optional("shadow", |s| read_shadow(s, files, inference.as_ref()));
     let (trigger, modbus) = read_parts(root);
+    let recipes = read_recipes(root, files, cameras.as_deref());
     // Rules between sections: the batch follows the cameras, the precision picks the files.
     let inference = inference.map(|i| with_default_batch(i, cameras.as_ref().map(Vec::len)));
     let (segmentation, classifier) =
@@ -111,5 +113,6 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
         shadow: shadow?,
         trigger: trigger?,
         modbus: modbus?,
+        recipes: recipes?,
     })
 }

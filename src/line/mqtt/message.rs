@@ -103,6 +103,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "ba9876543210".into(),
+            recipe: None,
         };
         let mut s = String::new();
         format_verdict(&mut s, &v, &models);
@@ -128,6 +129,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "ba9876543210".into(),
+            recipe: None,
         };
         let late = LineVerdict {
             seq: 41,
