@@ -54,7 +54,7 @@ fn start(config: &ModbusConfig, cameras: u16) -> (ModbusServer, Vec<Arc<Station>
         .map(|camera| {
             let desk = Arc::new(TriggerDesk::new(camera, Duration::ZERO));
             desk.set_ready(true);
-            Arc::new(Station::new(camera as u8 + 1, desk, config))
+            Arc::new(Station::new(camera as u8 + 1, desk, config, None))
         })
         .collect();
     let server = ModbusServer::start(config, stations.clone()).unwrap();
@@ -555,6 +555,7 @@ fn a_taken_port_is_refused_with_what_to_do() {
         1,
         Arc::new(TriggerDesk::new(0, Duration::ZERO)),
         &cfg,
+        None,
     ))];
     let error = ModbusServer::start(&cfg, stations)
         .err()

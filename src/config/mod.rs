@@ -52,8 +52,8 @@ pub use genicam::{CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger
 pub use image_sequence::image_file;
 pub use layout::{CavityLayout, CavityRect, LayoutMisfit, MAX_CAVITIES};
 pub use model_files::{fp16_sibling, int8_sibling};
-pub use recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 pub use parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
+pub use recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 pub use types::{
     ArchiveConfig, ArchiveKeep, ArenaExtend, BackendChoice, CameraConfig, ClassifierModel,
     ClientCertificate, ComputeDevice, Config, ConvAlgoSearch, DEFAULT_BATCH_CAP, DecisionConfig,

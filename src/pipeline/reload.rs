@@ -14,8 +14,8 @@ use crate::infer::ModelSwap;
 use crate::infer::device_stage::{DeviceModelsOpener, DeviceSwap};
 use crate::model_id::ModelIds;
 use crate::model_swap::{self, RunningEngine, SwapRefused};
-use crate::recipe::RecipeSwap;
 use crate::output::LiveSettings;
+use crate::recipe::RecipeSwap;
 use crate::shadow::ShadowControl;
 use crate::status::RunReport;
 

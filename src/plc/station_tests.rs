@@ -21,7 +21,7 @@ fn config(buffer: usize, handshake: bool) -> ModbusConfig {
 fn station(buffer: usize, handshake: bool, ready: bool) -> Station {
     let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
     desk.set_ready(ready);
-    Station::new(1, desk, &config(buffer, handshake))
+    Station::new(1, desk, &config(buffer, handshake), None)
 }
 
 fn verdict(number: u64, id: u64, reason: Reason) -> LineVerdict {

@@ -96,7 +96,9 @@ fn read_recipe(
     files: &Files,
     cameras: Option<&[CameraConfig]>,
 ) -> Option<Recipe> {
-    let name_ok = name_problem(name).map(|p| tables.problem(name, p)).is_none();
+    let name_ok = name_problem(name)
+        .map(|p| tables.problem(name, p))
+        .is_none();
     let s = tables.section(name);
     let id = s.int_in("id", 1..=i64::from(u16::MAX), None);
     let model = |key, what| {
