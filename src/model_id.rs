@@ -107,6 +107,7 @@ mod tests {
         let ids = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "unreadable".into(),
+            recipe: None,
         };
         let s = serde_json::to_string(&ids).unwrap();
         assert_eq!(
