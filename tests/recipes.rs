@@ -67,7 +67,8 @@ classifier = "{copies}/broken.onnx"
 
 fn write_config(dir: &Path, modbus_port: u16) -> PathBuf {
     let text = format!(
-        r#"{camera}
+        r#"[source]
+{camera}
 
 [inference]
 backend = "{backend}"
