@@ -614,9 +614,9 @@ mod fuzz {
     /// `address` should get: `None` = a normal answer, else the exception.
     fn expected(function: u8, address: u16, quantity: u16) -> Option<u8> {
         let (size, max) = match function {
-            0x01 => (4, 2000),
-            0x02 => (7, 2000),
-            0x03 => (2, 125),
+            0x01 => (5, 2000),
+            0x02 => (10, 2000),
+            0x03 => (3, 125),
             0x04 => (17, 125),
             _ => return Some(0x01),
         };
@@ -656,7 +656,7 @@ mod fuzz {
                         let legal_value = quantity == 0 || quantity == 0xFF00;
                         let want = if !legal_value {
                             Some(0x03)
-                        } else if address >= 4 {
+                        } else if address >= 5 {
                             Some(0x02)
                         } else {
                             None
@@ -670,7 +670,7 @@ mod fuzz {
                     (0x06, _) => check(
                         &answer,
                         function,
-                        if address >= 2 { Some(0x02) } else { None },
+                        if address >= 3 { Some(0x02) } else { None },
                     )?,
                     (_, want) => check(&answer, function, want)?,
                 }
