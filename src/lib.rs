@@ -99,6 +99,7 @@ pub mod pipeline;
 // The Modbus TCP server a PLC triggers parts through and reads verdicts from.
 pub mod plc;
 pub mod preprocess;
+pub mod recipe;
 pub mod ring;
 pub mod service;
 pub mod shadow;

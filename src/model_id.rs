@@ -4,20 +4,28 @@
 //! prints for an ONNX digest).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::config::Config;
+use crate::config::{Config, Recipe};
 
 /// Hex digits kept of each digest.
 pub const ID_LEN: usize = 12;
 
 /// Serialized as `{"segmentation":"…","classifier":"…"}`, in that order.
+/// The recipe rides along unserialized: the output stage writes its name
+/// as a key of its own (`"recipe"`), and decides with its thresholds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModelIds {
     pub segmentation: String,
     pub classifier: String,
+    /// The recipe these models were taken for (`[recipes.NAME]`); `None`
+    /// without recipes. Set where the models are taken, so every frame
+    /// they judge names it.
+    #[serde(skip)]
+    pub recipe: Option<Arc<Recipe>>,
 }
 
 impl ModelIds {
@@ -27,7 +35,18 @@ impl ModelIds {
         ModelIds {
             segmentation: id_or_unreadable(&config.segmentation.path),
             classifier: id_or_unreadable(&config.classifier.path),
+            recipe: None,
         }
+    }
+
+    /// These ids, taken for `recipe`.
+    pub fn for_recipe(self, recipe: Option<Arc<Recipe>>) -> ModelIds {
+        ModelIds { recipe, ..self }
+    }
+
+    /// The recipe's name, if these models were taken for one.
+    pub fn recipe_name(&self) -> Option<&str> {
+        self.recipe.as_deref().map(|r| &*r.name)
     }
 }
 
@@ -88,6 +107,7 @@ mod tests {
         let ids = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "unreadable".into(),
+            recipe: None,
         };
         let s = serde_json::to_string(&ids).unwrap();
         assert_eq!(

@@ -106,7 +106,11 @@ pub fn prepare(
             .map(|selection| selection.backend)
             .map_err(|e| e.to_string())
     })?;
-    Ok(ModelSwap { backend, models })
+    Ok(ModelSwap {
+        backend: Some(backend),
+        models,
+        on_swapped: None,
+    })
 }
 
 /// As `prepare`, for the GPU device path: `opener` is the running path's,
@@ -122,7 +126,7 @@ pub fn prepare_device(
         opener.open(config).map_err(|e| e.to_string())
     })?;
     Ok(DeviceSwap {
-        engine: candidate,
+        engine: Some(candidate),
         models,
         on_swapped: None,
     })

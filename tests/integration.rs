@@ -48,6 +48,7 @@ mod pipeline;
 mod plc;
 mod plc_server;
 mod preprocess;
+mod recipes;
 mod recovery;
 mod service;
 mod shadow;

@@ -54,7 +54,7 @@ fn start(config: &ModbusConfig, cameras: u16) -> (ModbusServer, Vec<Arc<Station>
         .map(|camera| {
             let desk = Arc::new(TriggerDesk::new(camera, Duration::ZERO));
             desk.set_ready(true);
-            Arc::new(Station::new(camera as u8 + 1, desk, config))
+            Arc::new(Station::new(camera as u8 + 1, desk, config, None))
         })
         .collect();
     let server = ModbusServer::start(config, stations.clone()).unwrap();
@@ -555,6 +555,7 @@ fn a_taken_port_is_refused_with_what_to_do() {
         1,
         Arc::new(TriggerDesk::new(0, Duration::ZERO)),
         &cfg,
+        None,
     ))];
     let error = ModbusServer::start(&cfg, stations)
         .err()
@@ -613,9 +614,9 @@ mod fuzz {
     /// `address` should get: `None` = a normal answer, else the exception.
     fn expected(function: u8, address: u16, quantity: u16) -> Option<u8> {
         let (size, max) = match function {
-            0x01 => (4, 2000),
-            0x02 => (7, 2000),
-            0x03 => (2, 125),
+            0x01 => (5, 2000),
+            0x02 => (10, 2000),
+            0x03 => (3, 125),
             0x04 => (17, 125),
             _ => return Some(0x01),
         };
@@ -655,7 +656,7 @@ mod fuzz {
                         let legal_value = quantity == 0 || quantity == 0xFF00;
                         let want = if !legal_value {
                             Some(0x03)
-                        } else if address >= 4 {
+                        } else if address >= 5 {
                             Some(0x02)
                         } else {
                             None
@@ -669,7 +670,7 @@ mod fuzz {
                     (0x06, _) => check(
                         &answer,
                         function,
-                        if address >= 2 { Some(0x02) } else { None },
+                        if address >= 3 { Some(0x02) } else { None },
                     )?,
                     (_, want) => check(&answer, function, want)?,
                 }

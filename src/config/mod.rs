@@ -11,6 +11,7 @@
 //! - `model_files`: the FP16 and INT8 files beside a model;
 //! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
 //! - `opcua`: `[opcua]` (the OPC UA server, Machine Vision companion specification);
+//! - `recipes`: `[recipes.NAME]`, the products a line switches between;
 //! - `layout`: a camera's cavities (`[source.layout]`) and the rules on them;
 //! - `image_sequence`: the numbered files of an image-sequence source;
 //! - `suggest`: "did you mean" for a misspelt key, section or value.
@@ -40,6 +41,7 @@ mod model_files;
 mod opcua;
 mod parts;
 mod raw;
+mod recipes;
 mod suggest;
 mod types;
 mod validate;
@@ -54,6 +56,7 @@ pub use layout::{CavityLayout, CavityRect, LayoutMisfit, MAX_CAVITIES};
 pub use model_files::{fp16_sibling, int8_sibling};
 pub use opcua::OpcUaConfig;
 pub use parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
+pub use recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 pub use types::{
     ArchiveConfig, ArchiveKeep, ArenaExtend, BackendChoice, CameraConfig, ClassifierModel,
     ClientCertificate, ComputeDevice, Config, ConvAlgoSearch, DEFAULT_BATCH_CAP, DecisionConfig,

@@ -48,6 +48,9 @@ pub struct Config {
     pub modbus: Option<super::ModbusConfig>,
     /// `[opcua]`: the OPC UA server (Machine Vision); `None` = off.
     pub opcua: Option<super::OpcUaConfig>,
+    /// `[recipes.NAME]` and `[recipe] start`: the products the line switches
+    /// between; `None` = no recipes (the config's models and thresholds).
+    pub recipes: Option<super::Recipes>,
 }
 
 /// `[shadow]`: what judges beside production. Every key left out is

@@ -21,10 +21,16 @@ use crate::model_id::ModelIds;
 use crate::preprocess::Preprocessor;
 
 /// New models for the infer thread, opened, checked and warmed up beside the
-/// running ones (`crate::model_swap`); taken between two frames.
+/// running ones (`crate::model_swap`); taken between two parts (never
+/// between two cavities of one cycle).
 pub struct ModelSwap {
-    pub backend: Box<dyn InferenceBackend>,
+    /// The new engine; `None`: the running one goes on (a recipe switch
+    /// that changes only thresholds: `models` names the new recipe).
+    pub backend: Option<Box<dyn InferenceBackend>>,
     pub models: Arc<ModelIds>,
+    /// Called on the infer thread once the swap is taken: the frames after
+    /// it are judged by `models` (a recipe switch is done then).
+    pub on_swapped: Option<Box<dyn FnOnce() + Send>>,
 }
 
 pub struct InferStage {
@@ -107,20 +113,31 @@ impl BatchPath<Receiver<StageMessage>> for HostBatches {
     type End = ();
 
     /// Swaps in new models before the batch of frame `first` when a swap is
-    /// waiting; the old engine is dropped here, after its last frame. Any
-    /// batch size: `infer_batch` splits a larger batch into engine runs
-    /// itself.
+    /// waiting and `first` starts a part (a whole frame, or a cycle's first
+    /// cavity: a cycle is judged by one set of models); the old engine is
+    /// dropped here, after its last frame. Any batch size: `infer_batch`
+    /// splits a larger batch into engine runs itself.
     fn begin(&mut self, first: &Box<FrameWork>) -> ControlFlow<(), usize> {
         let takes = usize::MAX;
-        let Some(swap) = self.swaps.try_iter().last() else {
+        if first.cavity.is_some_and(|c| c.index != 0) {
             return ControlFlow::Continue(takes);
-        };
-        log::info!(target: "sealcheck::infer", first_seq = first.meta.seq,
-            segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
-            previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str();
-            "models swapped: frames from first_seq on are judged by the new models");
-        self.backend = swap.backend;
-        self.models = swap.models;
+        }
+        // One switch waits at a time (`crate::recipe`); of several reloads
+        // the last one wins.
+        for swap in self.swaps.try_iter() {
+            log::info!(target: "sealcheck::infer", first_seq = first.meta.seq,
+                segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
+                previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str(),
+                recipe = swap.models.recipe_name().unwrap_or_default(), engine_changed = swap.backend.is_some();
+                "models swapped: frames from first_seq on are judged by the new models");
+            if let Some(backend) = swap.backend {
+                self.backend = backend;
+            }
+            self.models = swap.models;
+            if let Some(swapped) = swap.on_swapped {
+                swapped();
+            }
+        }
         ControlFlow::Continue(takes)
     }
 
@@ -230,6 +247,7 @@ mod tests {
             models: Arc::new(ModelIds {
                 segmentation: "seg".to_string(),
                 classifier: "cls".to_string(),
+                recipe: None,
             }),
             swaps: swap_rx,
             preprocessor: plain_preprocessor(),

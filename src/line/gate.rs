@@ -36,6 +36,9 @@ pub struct Line {
     stats: Arc<LineStats>,
     /// The camera's cavity layout: a `late` fail fails each judged cavity.
     layout: Option<Arc<CavityLayout>>,
+    /// The models (and recipe) judging now: the last verdict's, or a recipe
+    /// switch's; a `late` fail names them. `None` until either.
+    judging: Mutex<Option<Arc<ModelIds>>>,
 }
 
 impl Line {
@@ -58,6 +61,7 @@ impl Line {
             deadline_ns: AtomicU64::new(0),
             stats,
             layout: None,
+            judging: Mutex::new(None),
         };
         line.set_deadline(deadline);
         line
@@ -89,6 +93,19 @@ impl Line {
         self.deadline_ns.store(ns, Ordering::Relaxed);
     }
 
+    /// The models judging from now on (a recipe switch): the `late` fails
+    /// until the next verdict name them and their recipe.
+    pub fn set_judging(&self, models: Arc<ModelIds>) {
+        *self.judging.lock().unwrap_or_else(PoisonError::into_inner) = Some(models);
+    }
+
+    fn judging(&self) -> Option<Arc<ModelIds>> {
+        self.judging
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Whether the line already got a verdict for part `number` (`Part::number`).
     pub fn is_claimed(&self, number: u64) -> bool {
         *self.lock() > number
@@ -106,6 +123,9 @@ impl Line {
     ) -> Delivery {
         let deadline = self.deadline().map(|d| PartDeadline::of(meta, d));
         let number = meta.part.number;
+        if let Some(models) = models {
+            self.set_judging(Arc::clone(models));
+        }
         let mut next = self.lock();
         if *next > number {
             return Delivery::Late;
@@ -174,7 +194,7 @@ impl Line {
             decision: Decision::late(),
             latency_ms: meta.started_instant().elapsed().as_secs_f64() * 1e3,
             deadline: deadline.map(PartDeadline::for_late_fail),
-            models: None,
+            models: self.judging(),
             camera: self.camera.clone(),
             cavities: self.layout.as_deref().map(|layout| {
                 let mut late = CycleVerdicts::with_capacity(usize::from(layout.enabled_count()));

@@ -23,8 +23,9 @@ pub struct LineVerdict {
     /// Capture (in `plc` mode: trigger) to verdict.
     pub latency_ms: f64,
     pub deadline: Option<PartDeadline>,
-    /// The models that judged the part; `None`: the models the line output
-    /// started with (a `late` fail, which no model judged).
+    /// The models that judged the part (a `late` fail, which no model
+    /// judged: those judging then); `None`: the models the line output
+    /// started with (a `late` fail before any verdict).
     pub models: Option<Arc<ModelIds>>,
     /// The camera's name with `[cameras.NAME]` (MQTT publishes to
     /// `<topic>/<camera>/verdict`); `None` with one `[source]`.

@@ -102,6 +102,13 @@ impl CycleGather {
 
     /// The gathered records, to be sent back once the cycle is written;
     /// `give_back` returns the emptied list (its room is kept).
+    /// The records gathered of the cycle so far, in cavity order.
+    // The records travel boxed between the stages; this only lends them.
+    #[allow(clippy::borrowed_box)]
+    pub fn records(&self) -> &[Box<FrameWork>] {
+        &self.records
+    }
+
     pub fn take_records(&mut self) -> Vec<Box<FrameWork>> {
         std::mem::take(&mut self.records)
     }

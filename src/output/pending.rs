@@ -142,6 +142,7 @@ mod tests {
             models: Arc::new(ModelIds {
                 segmentation: "s".into(),
                 classifier: "c".into(),
+                recipe: None,
             }),
         }
     }

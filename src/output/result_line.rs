@@ -31,7 +31,8 @@ pub fn format_result(
 
 /// Formats the output stage's result line into `line` (cleared first):
 /// `format_result`'s line with `"late"` (the line got a `late` fail for this
-/// part instead of this result) and `"models"` (the model ids) after it.
+/// part instead of this result), `"models"` (the model ids) and, with
+/// recipes, `"recipe"` (its name) after it.
 #[allow(clippy::too_many_arguments)]
 pub fn format_output_line(
     line: &mut String,
@@ -51,6 +52,7 @@ pub fn format_output_line(
             result,
             late,
             models,
+            recipe: models.and_then(ModelIds::recipe_name),
         },
     );
 }
@@ -172,6 +174,10 @@ struct OutputLine<'a> {
     late: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     models: Option<&'a ModelIds>,
+    /// With `[recipes.NAME]`: the recipe that judged the part (a part no
+    /// model judged: the recipe active then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -220,6 +226,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "aaaaaaaaaaaa".into(),
             classifier: "bbbbbbbbbbbb".into(),
+            recipe: None,
         };
         format_output_line(
             &mut line,
@@ -296,6 +303,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "unreadable".into(),
+            recipe: None,
         };
         let mut line = String::new();
         format_output_line(

@@ -86,6 +86,21 @@ impl LiveSettings {
             .get(usize::from(camera))
             .unwrap_or(&self.decisions[0])
     }
+
+    /// The thresholds `camera`'s frame is decided with: the camera's own,
+    /// under the recipe the frame's models were taken for (`models`), so
+    /// thresholds change with the models, at the same part.
+    pub fn thresholds(
+        &self,
+        camera: crate::frame::CameraIndex,
+        models: Option<&ModelIds>,
+    ) -> DecisionConfig {
+        let own = self.decision_of(camera);
+        match models.and_then(|m| m.recipe.as_deref()) {
+            Some(recipe) => recipe.decision(own),
+            None => *own,
+        }
+    }
 }
 
 impl OutputStage {
@@ -145,8 +160,10 @@ impl OutputStage {
                         self.gather_cavity(work, &mut line, &mut pending, &mut frame_spans)?;
                 }
                 StageMessage::Inspect(mut work) => {
-                    let thresholds = self.settings.decision_of(work.meta.camera);
-                    let decision = decision::decide(&work, self.defect_class, thresholds);
+                    let thresholds = self
+                        .settings
+                        .thresholds(work.meta.camera, work.models.as_deref());
+                    let decision = decision::decide(&work, self.defect_class, &thresholds);
                     let t = &work.timings;
                     let now = Instant::now();
                     let total = now.duration_since(work.meta.captured_instant).as_secs_f64() * 1e3;
@@ -305,7 +322,10 @@ impl OutputStage {
         else {
             unreachable!("cavity records come only from cameras with a layout");
         };
-        let thresholds = *self.settings.decision_of(meta.camera);
+        // A cycle is judged by one recipe (the model thread switches only
+        // between parts): its first cavity's.
+        let models = self.cycles.records().first().and_then(|w| w.models.clone());
+        let thresholds = self.settings.thresholds(meta.camera, models.as_deref());
         let (verdicts, timings) = self.cycles.decide(&layout, self.defect_class, &thresholds);
         let overall = verdicts.overall();
         let mut records = self.cycles.take_records();
@@ -425,7 +445,8 @@ impl OutputStage {
         // shadow judges whole frames: a cycle's cavities are not offered.
         let shadowed = match (&self.shadow, work.as_deref_mut()) {
             (Some(shadow), Some(w)) if cycle.is_none() => {
-                shadow.offer(w, d, self.settings.decision_of(meta.camera), line)
+                let thresholds = self.settings.thresholds(meta.camera, w.models.as_deref());
+                shadow.offer(w, d, &thresholds, line)
             }
             _ => false,
         };
@@ -447,6 +468,10 @@ impl OutputStage {
             }
         }
         self.counters.record(d.reason);
+        self.counters.record_recipe(
+            self.models.as_deref().and_then(ModelIds::recipe_name),
+            d.reason,
+        );
         self.taps.record(meta, d, latencies, line, work, cycle);
         if self.settings.output.log_verdicts {
             let (defect_prob, seal_area) = (
@@ -508,11 +533,15 @@ impl OutputStage {
                 continue;
             };
             let name = camera.name.as_deref().unwrap_or_default();
-            if new.deadline != old.deadline
+            // Under a recipe with a deadline of its own, the recipe's stays.
+            let recipe = self.models.as_ref().and_then(|m| m.recipe.as_deref());
+            let deadline =
+                |d: &DecisionConfig| recipe.map_or(d.deadline, |r| r.decision(d).deadline);
+            if deadline(new) != deadline(old)
                 && let Some(line) = &camera.line
             {
-                line.set_deadline(new.deadline);
-                log::info!(target: "sealcheck::decision", camera = name, deadline_ms = new.deadline.map_or(0, |d| d.as_millis() as u64);
+                line.set_deadline(deadline(new));
+                log::info!(target: "sealcheck::decision", camera = name, deadline_ms = deadline(new).map_or(0, |d| d.as_millis() as u64);
                     "per-part deadline changed by reload; it applies to frames captured from now on");
             }
             if new != old {

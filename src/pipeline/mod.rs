@@ -47,7 +47,8 @@
 //! `stages` starts every stage thread in order (the device thread too) and
 //! `frame_path` is the one that reads the rings (device thread, or the host
 //! engine opened); `sources` runs every camera's source; `parts` makes the trigger desks;
-//! `reload` applies a reloaded config; `status_text` is STATUS=, `run_info`
+//! `reload` applies a reloaded config; `recipes` wires `[recipes.NAME]`
+//! (the desk, the start recipe's models, the worker); `status_text` is STATUS=, `run_info`
 //! what the page says of the run, `summary` what it did; `context` is what
 //! a run is given, `error` what stops it.
 
@@ -55,6 +56,7 @@ mod context;
 mod error;
 mod frame_path;
 mod parts;
+mod recipes;
 mod reload;
 mod run;
 mod run_info;

@@ -12,6 +12,7 @@ use crate::frame::CameraIndex;
 use crate::line::LineOutput;
 use crate::opcua::{Camera, NoRecipes, OpcUaError, OpcUaServer};
 use crate::plc::Station;
+use crate::recipe::RecipeDesk;
 use crate::status::{Telemetry, TriggerApi};
 use crate::trigger::{PartWaiters, TriggerDesk};
 
@@ -62,9 +63,13 @@ pub(super) fn set_ready(desks: &[Arc<TriggerDesk>], ready: bool) {
 /// `[modbus]`: one station per camera (unit id 1 is the first camera), a
 /// line output each (`line_outputs`); none without the section. The way
 /// from a PLC's trigger to its ResultsValid is drawn in `plc`'s module doc.
-pub(super) fn modbus_stations(config: &Config, desks: &[Arc<TriggerDesk>]) -> Vec<Arc<Station>> {
+pub(super) fn modbus_stations(
+    config: &Config,
+    desks: &[Arc<TriggerDesk>],
+    recipes: Option<&Arc<RecipeDesk>>,
+) -> Vec<Arc<Station>> {
     match &config.modbus {
-        Some(modbus) => Station::for_desks(desks, modbus),
+        Some(modbus) => Station::for_desks(desks, modbus, recipes),
         None => Vec::new(),
     }
 }

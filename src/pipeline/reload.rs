@@ -4,19 +4,22 @@
 //! and every other change logged as needing a restart.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
 use super::run_info::model_info;
-use crate::config::{self, Config};
+use crate::config::{self, Config, Recipe};
 use crate::infer::ModelSwap;
 use crate::infer::device_stage::{DeviceModelsOpener, DeviceSwap};
-use crate::model_swap::{self, RunningEngine};
+use crate::model_id::ModelIds;
+use crate::model_swap::{self, RunningEngine, SwapRefused};
 use crate::output::LiveSettings;
+use crate::recipe::RecipeSwap;
 use crate::shadow::ShadowControl;
 use crate::status::RunReport;
 
+#[derive(Clone)]
 pub(super) struct ModelSwapTarget {
     pub(super) sink: SwapSink,
     pub(super) running: RunningEngine,
@@ -26,6 +29,7 @@ pub(super) struct ModelSwapTarget {
 }
 
 /// The thread that takes new models, and what it takes.
+#[derive(Clone)]
 pub(super) enum SwapSink {
     /// The infer thread: a whole engine.
     Host(Sender<ModelSwap>),
@@ -79,7 +83,10 @@ pub(super) fn reload(
     current.output = new.output.clone();
     current.acceptance_images = new.acceptance_images.clone();
     current.archive = new.archive.clone();
+    // With recipes, the recipes name the models: a changed file needs a
+    // restart (restart_sections said so).
     if let Some(target) = model_swap
+        && current.recipes.is_none()
         && model_swap::paths_changed(current, &new)
         && model_swap::only_paths_changed(current, &new)
     {
@@ -140,6 +147,73 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
     }
 }
 
+/// How long the model thread's queue may stay full before a recipe is
+/// refused at step `hand-over` (it takes its queue before every part).
+const HAND_OVER_WAIT: Duration = Duration::from_secs(10);
+
+/// A recipe switch (`crate::recipe`): prepared here as a reload's model
+/// swap is (other models: opened, checked, gated, warmed up), or only the
+/// recipe's ids when the models stay; then queued for the model thread.
+impl RecipeSwap for ModelSwapTarget {
+    fn hand_over(
+        &mut self,
+        base: &Config,
+        judged: &Config,
+        recipe: &Arc<Recipe>,
+        same_models: bool,
+    ) -> Result<(), SwapRefused> {
+        let tagged = |ids: &ModelIds| Arc::new(ids.clone().for_recipe(Some(Arc::clone(recipe))));
+        let (models, sent) = match &self.sink {
+            SwapSink::Host(swaps) => {
+                let swap = if same_models {
+                    ModelSwap {
+                        backend: None,
+                        models: tagged(&ModelIds::of(judged)),
+                        on_swapped: None,
+                    }
+                } else {
+                    let swap = model_swap::prepare(base, judged, self.running)?;
+                    ModelSwap {
+                        models: tagged(&swap.models),
+                        ..swap
+                    }
+                };
+                let models = Arc::clone(&swap.models);
+                (models, swaps.send_timeout(swap, HAND_OVER_WAIT).is_ok())
+            }
+            SwapSink::Device { swaps, opener } => {
+                let swap = if same_models {
+                    DeviceSwap {
+                        engine: None,
+                        models: tagged(&ModelIds::of(judged)),
+                        on_swapped: None,
+                    }
+                } else {
+                    let swap =
+                        model_swap::prepare_device(base, judged, self.running, opener.as_ref())?;
+                    DeviceSwap {
+                        models: tagged(&swap.models),
+                        ..swap
+                    }
+                };
+                let models = Arc::clone(&swap.models);
+                (models, swaps.send_timeout(swap, HAND_OVER_WAIT).is_ok())
+            }
+        };
+        if !sent {
+            return Err(SwapRefused {
+                step: "hand-over",
+                detail: format!(
+                    "the model thread did not take the recipe within {} s (it is stopping, or stuck)",
+                    HAND_OVER_WAIT.as_secs()
+                ),
+            });
+        }
+        self.report.set_models(model_info(judged, &models));
+        Ok(())
+    }
+}
+
 /// Whether both configs name the same cameras in the same order.
 fn same_camera_names(old: &Config, new: &Config) -> bool {
     old.cameras.len() == new.cameras.len()
@@ -166,7 +240,8 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
     if old.inference != new.inference {
         changed.push("inference");
     }
-    let swappable = models_swap && model_swap::only_paths_changed(old, new);
+    let swappable =
+        models_swap && old.recipes.is_none() && model_swap::only_paths_changed(old, new);
     if (old.segmentation != new.segmentation || old.classifier != new.classifier) && !swappable {
         changed.push("models");
     }
@@ -187,6 +262,9 @@ fn restart_sections(old: &Config, new: &Config, models_swap: bool) -> Vec<&'stat
     }
     if old.modbus != new.modbus {
         changed.push("modbus");
+    }
+    if old.recipes != new.recipes {
+        changed.push("recipes");
     }
     changed
 }

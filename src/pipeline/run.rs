@@ -11,6 +11,7 @@ use crossbeam_channel::{Sender, bounded, select};
 use super::context::RunContext;
 use super::error::PipelineError;
 use super::parts;
+use super::recipes;
 use super::reload::reload;
 use super::run_info::run_info;
 use super::stages::{Stages, start_stages};
@@ -50,8 +51,16 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         Some(t) => Box::new(ServerFeed::new(Arc::clone(t))),
         None => Box::new(NoStatus),
     };
+    // With [recipes.NAME]: the desk every interface asks to switch.
+    let recipe_desk = recipes::recipe_desk(&config);
+    let recipe_counts = recipe_desk.as_deref().map(recipes::recipe_counts);
     // Every result is counted once, here: /metrics, the page and the summary read it.
-    let results = status_feed.result_counters();
+    let results = match &recipe_counts {
+        Some(counts) => status_feed
+            .result_counters()
+            .with_recipes(Arc::clone(counts)),
+        None => status_feed.result_counters(),
+    };
     // The shadow's agreement, counted by its thread (`/metrics` has the counters).
     let shadow_agreement = Arc::new(ShadowAgreement::new(status_feed.shadow_counters()));
     if config.shadow.is_none() {
@@ -61,7 +70,10 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let stats = Arc::new(Mutex::new(RunStats::new(results.clone())));
     let liveness = Liveness::new();
     let (reload_tx, reload_rx) = bounded::<LiveSettings>(4);
-    let models = Arc::new(ModelIds::of(&config));
+    // The models are the start recipe's (the config's without recipes).
+    let judged = recipes::start_models(&config, recipe_desk.as_ref());
+    let models =
+        Arc::new(ModelIds::of(&judged).for_recipe(recipe_desk.as_ref().map(|d| d.active())));
     let mqtt = config
         .mqtt
         .as_ref()
@@ -69,7 +81,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     // `plc` mode: each camera's triggers (the frame path pairs them with frames).
     let desks = parts::trigger_desks(&config);
     let waiters = parts::http_waiters(&config, &desks);
-    let stations = parts::modbus_stations(&config, &desks);
+    let stations = parts::modbus_stations(&config, &desks, recipe_desk.as_ref());
     // Clients may connect from now on: StartSingleJob is refused until READY=1.
     let opcua = parts::opcua_server(&config, &desks)?;
     let opcua_outputs = opcua
@@ -91,7 +103,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     };
     report.set_liveness(liveness.clone());
     let (mut stages, engine) = start_stages(
-        &config,
+        &judged,
         &context,
         (&stats, &results, &shadow_agreement),
         &liveness,
@@ -108,7 +120,21 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
         (status_feed, &report),
         Arc::clone(&pixel_demand),
     )?;
-    report.set_info(run_info(&config, &models, &engine.name));
+    report.set_info(run_info(&judged, &models, &engine.name));
+    let _recipe_worker = match (&recipe_desk, recipe_counts) {
+        (Some(desk), Some(counts)) => Some(
+            recipes::start_recipes(
+                &config,
+                desk,
+                counts,
+                stages.model_swap.as_ref(),
+                &lines,
+                operators.as_ref(),
+            )
+            .map_err(|e| PipelineError::Spawn("recipe", e))?,
+        ),
+        _ => None,
+    };
     for (desk, probe) in desks.iter().zip(stages.capture.camera_streaming_probes()) {
         desk.set_streaming_probe(probe);
     }
@@ -143,6 +169,11 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     crate::fault::maybe_hang_after_stop(stopped_by_signal);
     // No trigger is taken once stopping: a refused trigger is owed nothing.
     parts::set_ready(&desks, false);
+    // Nor a recipe switch: the worker ends after the one it is on (not
+    // waited for: preparing models may take long; nothing waits on it).
+    if let Some(desk) = &recipe_desk {
+        desk.detach();
+    }
     if drain_deadline.is_none() {
         context.notifier.stopping();
     }

@@ -46,6 +46,11 @@ use crate::stats::{ResultCounters, RunStats};
 use crate::status::{OperatorTaps, RunReport, StatusFeed};
 use crate::trigger::{PartRings, TriggerDesk, UnjudgedFrames};
 
+/// Model swaps (a reload's, a recipe switch's) that may wait for the model
+/// thread at once: it takes them all, in order, before the next part. More
+/// than one waits when switches come while no part is judged.
+const SWAPS_WAITING: usize = 4;
+
 /// The started stages of one run.
 pub(super) struct Stages {
     pub(super) capture: sources::StationSources,
@@ -252,7 +257,7 @@ pub(super) fn start_stages(
             backend,
             frame_preprocessor,
         } => {
-            let (swaps, swap_rx) = bounded::<ModelSwap>(1);
+            let (swaps, swap_rx) = bounded::<ModelSwap>(SWAPS_WAITING);
             model_swap = Some(ModelSwapTarget {
                 sink: SwapSink::Host(swaps),
                 running: RunningEngine {
@@ -333,7 +338,7 @@ fn open_frame_path(
     let Some(plan) = infer::device_stage::device_plan(config) else {
         return open_host_path(config, consumer, free_rx);
     };
-    let (swaps, swap_rx) = bounded::<DeviceSwap>(1);
+    let (swaps, swap_rx) = bounded::<DeviceSwap>(SWAPS_WAITING);
     let stage = DeviceStage {
         input: consumer,
         output: to_output,

@@ -12,7 +12,9 @@ pub const COIL_TRIGGER_ENABLE: u16 = 0;
 pub const COIL_TRIGGER: u16 = 1;
 pub const COIL_RESULTS_ACK: u16 = 2;
 pub const COIL_CLEAR_ERROR: u16 = 3;
-pub const COILS: u16 = 4;
+/// Rising edge: switch to the recipe in holding register 2 (`crate::recipe`).
+pub const COIL_RECIPE_REQUEST: u16 = 4;
+pub const COILS: u16 = 5;
 
 /// Discrete inputs (the PLC reads them).
 pub const DI_ONLINE: u16 = 0;
@@ -22,11 +24,21 @@ pub const DI_RESULTS_VALID: u16 = 3;
 pub const DI_PASS: u16 = 4;
 pub const DI_LATE: u16 = 5;
 pub const DI_ERROR: u16 = 6;
-pub const DISCRETE_INPUTS: u16 = 7;
+/// A recipe switch is under way (any interface's).
+pub const DI_RECIPE_BUSY: u16 = 7;
+/// This unit's RecipeRequest was done: the recipe is active; high until
+/// RecipeRequest goes low.
+pub const DI_RECIPE_DONE: u16 = 8;
+/// This unit's RecipeRequest was refused (ErrorCode 6, 7 or 8 says why);
+/// high until RecipeRequest goes low. The active recipe stays.
+pub const DI_RECIPE_FAILED: u16 = 9;
+pub const DISCRETE_INPUTS: u16 = 10;
 
-/// Holding registers (the PLC writes them): the next trigger's part id.
+/// Holding registers (the PLC writes them): the next trigger's part id,
+/// and the recipe the next RecipeRequest asks for.
 pub const HR_PART_ID: u16 = 0;
-pub const HOLDING_REGISTERS: u16 = 2;
+pub const HR_RECIPE_ID: u16 = 2;
+pub const HOLDING_REGISTERS: u16 = 3;
 
 /// Input registers (the PLC reads them).
 pub const IR_HEARTBEAT: u16 = 0;
@@ -38,7 +50,7 @@ pub const IR_RESULTS_BUFFERED: u16 = 6;
 pub const IR_ERROR_CODE: u16 = 7;
 pub const IR_TRIGGER_TO_RESULT_MS: u16 = 8;
 pub const IR_RESULT_SEQ: u16 = 9;
-/// The active recipe's id (issue 39's recipes; 0 until they exist).
+/// The active recipe's id (`[recipes.NAME] id`); 0 without recipes.
 pub const IR_ACTIVE_RECIPE: u16 = 11;
 /// The presented result's reject mask, 64 bits in four registers, high
 /// word first: register 12 holds bits 63..48, register 15 bits 15..0; bit
@@ -59,8 +71,9 @@ pub const DEFECT_PROB_NONE: u16 = 0xFFFF;
 pub const RESULT_SEQ_NO_FRAME: u32 = 0xFFFF_FFFF;
 
 /// ErrorCode (input register 7); the Error bit is high while it is not `None`.
-/// A later error replaces an earlier one, except that a refused trigger
-/// never hides `BufferFull` (results were not presented: parts to reject).
+/// A later error replaces an earlier one, except that a refused trigger or
+/// recipe request never hides `BufferFull` (results were not presented:
+/// parts to reject).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
 pub enum ErrorCode {
@@ -79,6 +92,14 @@ pub enum ErrorCode {
     /// A Trigger rising edge in `[trigger] mode = "camera"`, where the
     /// camera's input line triggers each part: refused.
     TriggerByCamera = 5,
+    /// RecipeRequest named no recipe of the config (or it has none).
+    RecipeUnknown = 6,
+    /// The recipe's models were refused (open, contract, acceptance gate,
+    /// warm-up): the active recipe stays.
+    RecipeRefused = 7,
+    /// RecipeRequest while another switch was under way (or while the
+    /// service starts or stops): refused, ask again once RecipeBusy is low.
+    RecipeBusy = 8,
 }
 
 impl ErrorCode {

@@ -18,13 +18,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::map::{
-    COIL_CLEAR_ERROR, COIL_RESULTS_ACK, COIL_TRIGGER, COIL_TRIGGER_ENABLE, COILS, DISCRETE_INPUTS,
-    ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, INPUT_REGISTERS, PlcResult, from_words,
-    quad_words, words,
+    COIL_CLEAR_ERROR, COIL_RECIPE_REQUEST, COIL_RESULTS_ACK, COIL_TRIGGER, COIL_TRIGGER_ENABLE,
+    COILS, DISCRETE_INPUTS, ErrorCode, HEARTBEAT_PERIOD, HOLDING_REGISTERS, HR_RECIPE_ID,
+    INPUT_REGISTERS, PlcResult, from_words, quad_words, words,
 };
 use crate::config::ModbusConfig;
 use crate::frame::TriggeredBy;
 use crate::line::{LineOutput, LineVerdict};
+use crate::recipe::{RecipeDesk, Selector, SwitchError, Ticket};
 use crate::service::{Admission, RateLimiter};
 use crate::trigger::{Refused, TriggerDesk};
 
@@ -36,6 +37,8 @@ const NOT_PRESENTED_LOG_EVERY: Duration = Duration::from_secs(1);
 pub struct Station {
     unit: u8,
     desk: Arc<TriggerDesk>,
+    /// `[recipes.NAME]`: every unit's RecipeRequest goes to this one desk.
+    recipes: Option<Arc<RecipeDesk>>,
     handshake: bool,
     buffer: usize,
     started: Instant,
@@ -44,7 +47,10 @@ pub struct Station {
 
 struct State {
     coils: [bool; COILS as usize],
-    part_id: [u16; HOLDING_REGISTERS as usize],
+    /// PartId (0-1) and RecipeId (2).
+    holding: [u16; HOLDING_REGISTERS as usize],
+    /// This unit's last RecipeRequest, until RecipeRequest goes low.
+    recipe: Option<RecipeRequest>,
     trigger_ack: bool,
     /// Results owed to the PLC, oldest first; with the handshake the front
     /// one is presented while `results_valid`.
@@ -57,6 +63,15 @@ struct State {
     not_presented: u64,
     /// Lets one warning about them out per `NOT_PRESENTED_LOG_EVERY`.
     not_presented_log: RateLimiter,
+}
+
+/// A RecipeRequest as this unit made it.
+#[derive(Debug, Clone, Copy)]
+enum RecipeRequest {
+    /// Taken by the recipe desk; its outcome is asked for when the PLC reads.
+    Taken { ticket: Ticket, reported: bool },
+    /// Refused at once; ErrorCode was raised.
+    Refused,
 }
 
 /// What a trigger's rising edge turned into (for tests: the Modbus answer
@@ -74,16 +89,23 @@ pub enum TriggerOutcome {
 impl Station {
     /// The station of camera `desk` with unit id `unit` (1 = the first
     /// camera in config order; `ModbusServer::start` checks the order).
-    pub fn new(unit: u8, desk: Arc<TriggerDesk>, config: &ModbusConfig) -> Station {
+    pub fn new(
+        unit: u8,
+        desk: Arc<TriggerDesk>,
+        config: &ModbusConfig,
+        recipes: Option<Arc<RecipeDesk>>,
+    ) -> Station {
         Station {
             unit,
             desk,
+            recipes,
             handshake: config.handshake,
             buffer: config.buffer.max(1),
             started: Instant::now(),
             state: Mutex::new(State {
                 coils: [false; COILS as usize],
-                part_id: [0; HOLDING_REGISTERS as usize],
+                holding: [0; HOLDING_REGISTERS as usize],
+                recipe: None,
                 trigger_ack: false,
                 queue: VecDeque::with_capacity(config.buffer.max(1)),
                 shown: None,
@@ -100,11 +122,22 @@ impl Station {
     /// start (`pipeline::parts::modbus_stations`), before the cameras'
     /// lines are made: each station is also its camera's `LineOutput`, the
     /// way its verdicts come back to ResultsValid (the module doc of `plc`).
-    pub fn for_desks(desks: &[Arc<TriggerDesk>], config: &ModbusConfig) -> Vec<Arc<Station>> {
+    pub fn for_desks(
+        desks: &[Arc<TriggerDesk>],
+        config: &ModbusConfig,
+        recipes: Option<&Arc<RecipeDesk>>,
+    ) -> Vec<Arc<Station>> {
         desks
             .iter()
             .enumerate()
-            .map(|(index, desk)| Arc::new(Station::new(index as u8 + 1, Arc::clone(desk), config)))
+            .map(|(index, desk)| {
+                Arc::new(Station::new(
+                    index as u8 + 1,
+                    Arc::clone(desk),
+                    config,
+                    recipes.cloned(),
+                ))
+            })
             .collect()
     }
 
@@ -127,9 +160,9 @@ impl Station {
         self.lock().coils
     }
 
-    /// The holding registers (PartId, high word first).
+    /// The holding registers (PartId, high word first; RecipeId).
     pub fn holding_registers(&self) -> [u16; HOLDING_REGISTERS as usize] {
-        self.lock().part_id
+        self.lock().holding
     }
 
     /// The discrete inputs, in map order.
@@ -137,7 +170,12 @@ impl Station {
         // The desk's lock is taken apart from the station's.
         let online = self.desk.online();
         let desk_ready = online && self.desk.can_take();
-        let state = self.lock();
+        let busy = self
+            .recipes
+            .as_ref()
+            .is_some_and(|r| r.preparing().is_some());
+        let mut state = self.lock();
+        let (done, failed) = self.recipe_outcome(&mut state);
         let shown = state.shown;
         [
             online,
@@ -147,6 +185,9 @@ impl Station {
             shown.is_some_and(|r| r.pass),
             shown.is_some_and(|r| r.late),
             state.error != ErrorCode::None,
+            busy,
+            done,
+            failed,
         ]
     }
 
@@ -154,7 +195,10 @@ impl Station {
     pub fn input_registers(&self) -> [u16; INPUT_REGISTERS as usize] {
         let heartbeat = (self.started.elapsed().as_millis() / HEARTBEAT_PERIOD.as_millis()) as u16;
         let acquisitions = self.desk.accepted() as u16;
-        let state = self.lock();
+        let active_recipe = self.recipes.as_ref().map_or(0, |r| r.active().id);
+        let mut state = self.lock();
+        // A refusal found now raises its ErrorCode before it is read.
+        self.recipe_outcome(&mut state);
         let shown = state.shown.unwrap_or(PlcResult {
             part_id: 0,
             pass: false,
@@ -187,8 +231,7 @@ impl Station {
             shown.trigger_to_result,
             seq_high,
             seq_low,
-            // ActiveRecipe: no recipes yet.
-            0,
+            active_recipe,
             mask_3,
             mask_2,
             mask_1,
@@ -202,7 +245,7 @@ impl Station {
     pub fn write_registers(&self, address: u16, values: &[u16]) {
         let mut state = self.lock();
         for (i, value) in values.iter().enumerate() {
-            state.part_id[usize::from(address) + i] = *value;
+            state.holding[usize::from(address) + i] = *value;
         }
     }
 
@@ -229,7 +272,7 @@ impl Station {
                         "trigger refused: TriggerEnable is off");
                     return Some(TriggerOutcome::Disabled);
                 }
-                let id = from_words(state.part_id[0], state.part_id[1]);
+                let id = from_words(state.holding[0], state.holding[1]);
                 // The desk's lock is never taken under the station's.
                 drop(state);
                 return Some(self.trigger(id));
@@ -245,9 +288,71 @@ impl Station {
             }
             COIL_RESULTS_ACK if falling => self.present_next(&mut state),
             COIL_CLEAR_ERROR if rising => state.error = ErrorCode::None,
+            COIL_RECIPE_REQUEST if rising => {
+                let id = state.holding[usize::from(HR_RECIPE_ID)];
+                // The recipe desk's lock is never taken under the station's.
+                drop(state);
+                self.request_recipe(id);
+            }
+            COIL_RECIPE_REQUEST if falling => state.recipe = None,
             _ => {}
         }
         None
+    }
+
+    /// RecipeRequest's rising edge: the recipe of `id` asked for. Refused
+    /// at once (RecipeFailed, ErrorCode 6 or 8) or taken (RecipeBusy until
+    /// it is done or refused).
+    fn request_recipe(&self, id: u16) {
+        let outcome = match &self.recipes {
+            Some(recipes) => recipes.request(&Selector::Id(id)),
+            None => Err(SwitchError::Unknown {
+                asked: format!("id {id}"),
+                known: "none (the config has no [recipes.NAME])".into(),
+            }),
+        };
+        let mut state = self.lock();
+        match outcome {
+            Ok(ticket) => {
+                state.recipe = Some(RecipeRequest::Taken {
+                    ticket,
+                    reported: false,
+                })
+            }
+            Err(error) => {
+                state.raise(recipe_error_code(&error));
+                state.recipe = Some(RecipeRequest::Refused);
+                drop(state);
+                log::debug!(target: "sealcheck::plc", unit = self.unit, recipe_id = id;
+                    "recipe request refused: {error}");
+            }
+        }
+    }
+
+    /// RecipeDone and RecipeFailed of this unit's request; a refusal the
+    /// desk reported since the last read raises its ErrorCode (once).
+    fn recipe_outcome(&self, state: &mut State) -> (bool, bool) {
+        match state.recipe {
+            None => (false, false),
+            Some(RecipeRequest::Refused) => (false, true),
+            Some(RecipeRequest::Taken { ticket, reported }) => {
+                let outcome = self.recipes.as_ref().and_then(|r| r.outcome(ticket));
+                match outcome {
+                    None => (false, false),
+                    Some(Ok(_)) => (true, false),
+                    Some(Err(error)) => {
+                        if !reported {
+                            state.raise(recipe_error_code(&error));
+                            state.recipe = Some(RecipeRequest::Taken {
+                                ticket,
+                                reported: true,
+                            });
+                        }
+                        (false, true)
+                    }
+                }
+            }
+        }
     }
 
     fn trigger(&self, id: u32) -> TriggerOutcome {
@@ -331,6 +436,15 @@ impl Station {
     }
 }
 
+/// The ErrorCode a refused recipe switch raises.
+fn recipe_error_code(error: &SwitchError) -> ErrorCode {
+    match error {
+        SwitchError::Unknown { .. } => ErrorCode::RecipeUnknown,
+        SwitchError::Refused { .. } => ErrorCode::RecipeRefused,
+        SwitchError::Busy { .. } | SwitchError::NotRunning { .. } => ErrorCode::RecipeBusy,
+    }
+}
+
 impl State {
     fn raise(&mut self, code: ErrorCode) {
         let refusal = matches!(
@@ -339,6 +453,9 @@ impl State {
                 | ErrorCode::TriggerOffline
                 | ErrorCode::TriggerBacklog
                 | ErrorCode::TriggerByCamera
+                | ErrorCode::RecipeUnknown
+                | ErrorCode::RecipeRefused
+                | ErrorCode::RecipeBusy
         );
         if !(refusal && self.error == ErrorCode::BufferFull) {
             self.error = code;

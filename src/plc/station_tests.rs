@@ -21,7 +21,7 @@ fn config(buffer: usize, handshake: bool) -> ModbusConfig {
 fn station(buffer: usize, handshake: bool, ready: bool) -> Station {
     let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
     desk.set_ready(ready);
-    Station::new(1, desk, &config(buffer, handshake))
+    Station::new(1, desk, &config(buffer, handshake), None)
 }
 
 fn verdict(number: u64, id: u64, reason: Reason) -> LineVerdict {
@@ -289,4 +289,114 @@ fn a_part_triggered_over_http_never_fills_the_plcs_result_buffer() {
     s.send(&by(2, TriggeredBy::Camera));
     assert!(valid(&s));
     assert_eq!((shown_id(&s), buffered(&s)), (101, 2));
+}
+
+/// A recipe switch's hand-over as a test double: done at once, or refused
+/// at the acceptance gate.
+struct HandOver {
+    refuse: bool,
+}
+
+impl crate::recipe::RecipeSwap for HandOver {
+    fn hand_over(
+        &mut self,
+        _base: &crate::config::Config,
+        _judged: &crate::config::Config,
+        _recipe: &Arc<crate::config::Recipe>,
+        _same_models: bool,
+    ) -> Result<(), crate::model_swap::SwapRefused> {
+        if self.refuse {
+            return Err(crate::model_swap::SwapRefused {
+                step: "acceptance",
+                detail: "accuracy below the floor".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A station with recipes 1 and 2 (1 active) and a worker whose hand-over
+/// succeeds or is refused.
+fn station_with_recipes(refuse: bool) -> Station {
+    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/models");
+    let text = format!(
+        "[source]\nkind = \"test\"\n[models.segmentation]\npath = \"{models}/seg.onnx\"\n\
+         [models.classifier]\npath = \"{models}/cls.onnx\"\n[output]\nresults = \"r.jsonl\"\n\
+         [recipes.a]\nid = 1\n[recipes.b]\nid = 2\ndefect_threshold = 0.2\n"
+    );
+    let base = crate::config::parse(&text, std::path::Path::new("/tmp/sealcheck.toml")).unwrap();
+    let recipes = RecipeDesk::new(base.recipes.clone().unwrap());
+    crate::recipe::start_worker(
+        &recipes,
+        base,
+        Box::new(HandOver { refuse }),
+        Box::new(|_, _| {}),
+    )
+    .unwrap();
+    let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
+    Station::new(1, desk, &config(8, true), Some(recipes))
+}
+
+/// Polls the discrete inputs until `bit` is high (at most 5 s).
+fn wait_for_bit(station: &Station, bit: u16) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if station.discrete_inputs()[usize::from(bit)] {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+#[test]
+fn a_recipe_request_switches_and_done_stays_high_until_the_request_goes_low() {
+    let station = station_with_recipes(false);
+    assert_eq!(station.input_registers()[IR_ACTIVE_RECIPE as usize], 1);
+    station.write_registers(HR_RECIPE_ID, &[2]);
+    station.write_coil(COIL_RECIPE_REQUEST, true);
+    assert!(wait_for_bit(&station, DI_RECIPE_DONE));
+    let di = station.discrete_inputs();
+    assert!(
+        !di[DI_RECIPE_FAILED as usize] && !di[DI_RECIPE_BUSY as usize] && !di[DI_ERROR as usize]
+    );
+    assert_eq!(station.input_registers()[IR_ACTIVE_RECIPE as usize], 2);
+    station.write_coil(COIL_RECIPE_REQUEST, false);
+    assert!(!station.discrete_inputs()[DI_RECIPE_DONE as usize]);
+    // An unknown id: refused at once, ErrorCode 6, the recipe stays.
+    station.write_registers(HR_RECIPE_ID, &[9]);
+    station.write_coil(COIL_RECIPE_REQUEST, true);
+    let di = station.discrete_inputs();
+    assert!(di[DI_RECIPE_FAILED as usize] && di[DI_ERROR as usize] && !di[DI_RECIPE_DONE as usize]);
+    let ir = station.input_registers();
+    assert_eq!(
+        (ir[IR_ERROR_CODE as usize], ir[IR_ACTIVE_RECIPE as usize]),
+        (6, 2)
+    );
+    station.write_coil(COIL_RECIPE_REQUEST, false);
+    assert!(!station.discrete_inputs()[DI_RECIPE_FAILED as usize]);
+}
+
+#[test]
+fn a_recipe_whose_models_are_refused_fails_with_error_code_7_and_the_active_one_stays() {
+    let station = station_with_recipes(true);
+    station.write_registers(HR_RECIPE_ID, &[2]);
+    station.write_coil(COIL_RECIPE_REQUEST, true);
+    assert!(wait_for_bit(&station, DI_RECIPE_FAILED));
+    let ir = station.input_registers();
+    assert_eq!(
+        (ir[IR_ERROR_CODE as usize], ir[IR_ACTIVE_RECIPE as usize]),
+        (7, 1)
+    );
+    // Without recipes a request is refused as unknown.
+    let plain = station_without_recipes();
+    plain.write_registers(HR_RECIPE_ID, &[1]);
+    plain.write_coil(COIL_RECIPE_REQUEST, true);
+    assert!(plain.discrete_inputs()[DI_RECIPE_FAILED as usize]);
+    assert_eq!(plain.input_registers()[IR_ERROR_CODE as usize], 6);
+    assert_eq!(plain.input_registers()[IR_ACTIVE_RECIPE as usize], 0);
+}
+
+fn station_without_recipes() -> Station {
+    station(8, true, true)
 }

@@ -290,6 +290,7 @@ impl ShadowJudge {
                     Arc::new(ModelIds {
                         segmentation: "unknown".to_string(),
                         classifier: "unknown".to_string(),
+                        recipe: None,
                     })
                 });
                 (BatchRuns::default(), models)
@@ -566,6 +567,7 @@ mod tests {
             models: Arc::new(ModelIds {
                 segmentation: "s".into(),
                 classifier: "c".into(),
+                recipe: None,
             }),
             shadow: config.shadow.clone().unwrap(),
             preprocessor: cpu_preprocessor(&config, GEOMETRY),

@@ -8,7 +8,7 @@ mod percentile;
 mod run_stats;
 mod spans;
 
-pub use counters::{ResultCounters, ResultCounts};
+pub use counters::{RecipeCounts, ResultCounters, ResultCounts};
 pub use percentile::{bin_of_rank, nearest_rank, percentile_of_sorted};
 pub use run_stats::{LatencyHistogram, RunStats, STAGES};
 pub use spans::SpanHistogram;

@@ -141,7 +141,7 @@ impl Drop for StatusServer {
 }
 
 fn router(telemetry: Arc<Telemetry>) -> Router {
-    Router::new()
+    let answered_at_once = Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -153,13 +153,23 @@ fn router(telemetry: Arc<Telemetry>) -> Router {
             axum::routing::post(super::trigger_api::trigger),
         )
         .fallback(not_found)
-        .with_state(telemetry)
-        .layer(axum::middleware::from_fn(guard))
-        .layer(RequestBodyLimitLayer::new(MAX_BODY))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
-        ))
+        ));
+    // A recipe switch answers once it is done: its models opened, gated
+    // and warmed up, which can take longer than any other answer.
+    let recipe_switch = Router::new()
+        .route("/api/recipe", axum::routing::post(super::recipes::switch))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            super::recipes::SWITCH_WAIT + REQUEST_TIMEOUT,
+        ));
+    answered_at_once
+        .merge(recipe_switch)
+        .with_state(telemetry)
+        .layer(axum::middleware::from_fn(guard))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY))
         .layer(ConcurrencyLimitLayer::new(MAX_CONCURRENT))
 }
 
@@ -226,7 +236,15 @@ async fn healthz(State(t): State<Arc<Telemetry>>) -> Response {
 }
 
 async fn api_status(State(t): State<Arc<Telemetry>>) -> Response {
-    let value = tokio::task::spawn_blocking(move || status_json(&t)).await;
+    let value = tokio::task::spawn_blocking(move || {
+        let mut value = status_json(&t);
+        // With recipes only: without, the answer is as it always was.
+        if let (Some(api), Some(object)) = (t.recipes(), value.as_object_mut()) {
+            object.insert("recipe".into(), super::recipes::status_json(api));
+        }
+        value
+    })
+    .await;
     match value {
         Ok(v) => axum::Json(v).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "status unavailable\n").into_response(),
@@ -562,6 +580,7 @@ mod tests {
         let ids = crate::model_id::ModelIds {
             segmentation: "aaaa".into(),
             classifier: "bbbb".into(),
+            recipe: None,
         };
         agreement.set_running("tract", ids, 2);
         let judged = |verdict, reason, p| crate::decision::Decision {

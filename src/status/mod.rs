@@ -25,9 +25,10 @@
 //!
 //! Nothing here is on the frame path: the output thread touches atomics and,
 //! a few times a second, a `try_lock` that never waits; encoding, JSON and
-//! sockets happen on the HTTP and archive threads. No endpoint changes the
-//! service; one takes triggers when asked to (`POST /api/trigger`, only
-//! with `[trigger] http = true`: `trigger_api`).
+//! sockets happen on the HTTP and archive threads. Two endpoints act on the
+//! service when asked to: `POST /api/trigger` takes triggers (only with
+//! `[trigger] http = true`: `trigger_api`), `POST /api/recipe` switches
+//! recipes (only with `[recipes.NAME]`: `recipes`).
 
 mod board;
 mod camera_tally;
@@ -39,6 +40,7 @@ mod figures;
 mod http;
 mod live;
 pub mod metrics;
+mod recipes;
 mod run_report;
 mod serve;
 mod taps;
@@ -53,6 +55,7 @@ pub use external::{CameraSource, ExternalStats};
 pub use http::{StatusError, StatusServer};
 pub use live::{LiveJpeg, LiveView};
 pub use metrics::LineMetrics;
+pub use recipes::{RecipeApi, SWITCH_WAIT};
 pub use run_report::{RunFacts, RunInfo, RunReport, RunState};
 pub use taps::{NoStatus, OperatorTaps, ServerFeed, StatusFeed};
 pub use telemetry::{CavityLayouts, Telemetry};

@@ -14,6 +14,7 @@ use super::cavities;
 use super::external;
 use super::live::LiveView;
 use super::metrics::LineMetrics;
+use super::recipes;
 use super::run_report::{RunFacts, RunInfo, RunState};
 use crate::config::{ArchiveConfig, CameraConfig, CavityLayout};
 use crate::frame::PixelDemand;
@@ -39,6 +40,8 @@ pub struct Telemetry {
     /// Each camera's cavity layout, by `FrameMeta::camera` (`None`: no
     /// layout), as the config gave them at start (`set_cameras`).
     layouts: std::sync::OnceLock<CavityLayouts>,
+    /// `[recipes.NAME]`: the desk and counts (`set_recipes`, at start).
+    recipes: Arc<std::sync::OnceLock<super::RecipeApi>>,
 }
 
 /// The cameras' cavity layouts, by camera index.
@@ -81,6 +84,10 @@ impl Telemetry {
             .register_collector(Box::new(cavities::CavityCollector(Arc::new(move || {
                 (reported.borrow().clone(), tallies.read())
             }))));
+        let recipes = Arc::new(std::sync::OnceLock::new());
+        metrics
+            .registry()
+            .register_collector(Box::new(recipes::RecipeCollector(Arc::clone(&recipes))));
         Arc::new(Telemetry {
             metrics,
             board,
@@ -95,6 +102,7 @@ impl Telemetry {
             archive: Mutex::new(archive),
             triggers: std::sync::OnceLock::new(),
             layouts: std::sync::OnceLock::new(),
+            recipes,
             started: Instant::now(),
         })
     }
@@ -119,6 +127,17 @@ impl Telemetry {
     /// Turns `POST /api/trigger` on (once, at start).
     pub fn set_triggers(&self, api: super::TriggerApi) {
         let _ = self.triggers.set(api);
+    }
+
+    /// Turns `POST /api/recipe`, `/api/status`'s recipe and the recipe
+    /// metrics on (once, at start, with `[recipes.NAME]`).
+    pub fn set_recipes(&self, api: super::RecipeApi) {
+        let _ = self.recipes.set(api);
+    }
+
+    /// The recipes, when the config has them.
+    pub fn recipes(&self) -> Option<&super::RecipeApi> {
+        self.recipes.get()
     }
 
     /// The HTTP trigger's desks and waiters, once it is on.

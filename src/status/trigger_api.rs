@@ -106,6 +106,7 @@ pub(super) async fn trigger(
         defect_prob: d.defect_prob,
         seal_area: d.seal_area,
         latency_ms: v.latency_ms,
+        recipe: v.models.as_deref().and_then(|m| m.recipe_name()),
     })
     .into_response()
 }
@@ -125,6 +126,9 @@ struct TriggerAnswer<'a> {
     seal_area: Option<f64>,
     #[serde(serialize_with = "crate::json_line::three_decimals")]
     latency_ms: f64,
+    /// With `[recipes.NAME]`: the recipe that judged the part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -142,6 +146,7 @@ mod tests {
             defect_prob: Some(0.000_041),
             seal_area: Some(2.44140625e-6),
             latency_ms: 37.038830000000004,
+            recipe: None,
         };
         assert_eq!(
             serde_json::to_string(&answer).unwrap(),

@@ -27,7 +27,19 @@ pub mod map {
     pub const TRIGGER: u16 = 1;
     pub const RESULTS_ACK: u16 = 2;
     pub const CLEAR_ERROR: u16 = 3;
+    pub const RECIPE_REQUEST: u16 = 4;
     pub const PART_ID: u16 = 0;
+    pub const RECIPE_ID: u16 = 2;
+    /// Discrete inputs 7 to 9: RecipeBusy, RecipeDone, RecipeFailed.
+    pub const RECIPE_BUSY: u16 = 7;
+}
+
+/// The recipe bits (discrete inputs 7 to 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecipeBits {
+    pub busy: bool,
+    pub done: bool,
+    pub failed: bool,
 }
 
 /// The discrete inputs.
@@ -164,6 +176,38 @@ impl Plc {
             reject_mask: u64_at(12),
             cavities: r[16],
         }
+    }
+
+    pub fn recipe_bits(&mut self) -> RecipeBits {
+        let result = self.ctx.read_discrete_inputs(map::RECIPE_BUSY, 3);
+        let b = Plc::ok("read the recipe bits", result);
+        RecipeBits {
+            busy: b[0],
+            done: b[1],
+            failed: b[2],
+        }
+    }
+
+    /// A recipe switch as a PLC runs it: RecipeId, RecipeRequest high, wait
+    /// (at most `within`) for RecipeDone or RecipeFailed, RecipeRequest low.
+    /// `Err(ErrorCode)` when refused; `Err(0)` when neither came in time.
+    pub fn switch_recipe(&mut self, id: u16, within: Duration) -> Result<(), u16> {
+        let result = self.ctx.write_single_register(map::RECIPE_ID, id);
+        Plc::ok("write RecipeId", result);
+        self.write_coil(map::RECIPE_REQUEST, true);
+        let mut last = None;
+        self.wait(within, |plc| {
+            let bits = plc.recipe_bits();
+            last = Some(bits);
+            bits.done || bits.failed
+        });
+        let outcome = match last {
+            Some(bits) if bits.done => Ok(()),
+            Some(bits) if bits.failed => Err(self.registers().error_code),
+            _ => Err(0),
+        };
+        self.write_coil(map::RECIPE_REQUEST, false);
+        outcome
     }
 
     /// One trigger of part `id`: PartId, Trigger high, wait TriggerAck (at

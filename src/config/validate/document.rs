@@ -24,6 +24,7 @@ use super::models::{precision_files, read_acceptance_images, read_classifier, re
 use super::mqtt::read_mqtt;
 use super::outputs::{read_archive, read_output, read_status};
 use super::parts::read_parts;
+use super::recipes::read_recipes;
 use super::service::{read_logging, read_service};
 use super::shadow::read_shadow;
 use crate::config::error::ConfigError;
@@ -89,6 +90,7 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
     let shadow = root.optional("shadow", |s| read_shadow(s, files, inference.as_ref()));
     let (trigger, modbus) = read_parts(root);
     let opcua = root.optional("opcua", super::opcua::read_opcua);
+    let recipes = read_recipes(root, files, cameras.as_deref());
     // Rules between sections: the batch follows the cameras, the precision picks the files.
     let inference = inference.map(|i| with_default_batch(i, cameras.as_ref().map(Vec::len)));
     let (segmentation, classifier) =
@@ -113,5 +115,6 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
         trigger: trigger?,
         modbus: modbus?,
         opcua: opcua?,
+        recipes: recipes?,
     })
 }

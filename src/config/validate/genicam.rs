@@ -9,9 +9,9 @@ use crate::config::{
 };
 
 /// Widest exposure any camera offers (µs): 100 s.
-const EXPOSURE_MAX_US: f64 = 100_000_000.0;
+pub(super) const EXPOSURE_MAX_US: f64 = 100_000_000.0;
 /// Gain in dB; cameras offer 0 to a few tens.
-const GAIN_MAX_DB: f64 = 100.0;
+pub(super) const GAIN_MAX_DB: f64 = 100.0;
 
 pub(super) fn read_genicam(s: &Section) -> Option<SourceKind> {
     let camera = s.opt_str("camera").filter(|c| !c.trim().is_empty());

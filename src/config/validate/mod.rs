@@ -9,8 +9,8 @@
 //! readers, by section:
 //! `cameras` (`[source]`, `[cameras.NAME]`), `decision`, `inference`,
 //! `models`, `evaluate`, `outputs` (`[output]`, `[status]`, `[archive]`),
-//! `service` (`[logging]`, `[service]`), `parts` (`[trigger]`, `[modbus]`), `opcua`, `mqtt` (with `url` and `host`) and
-//! `shadow`; `files` resolves paths.
+//! `service` (`[logging]`, `[service]`), `parts` (`[trigger]`, `[modbus]`), `opcua`, `mqtt` (with `url` and `host`),
+//! `shadow` and `recipes` (`[recipes.NAME]`, `[recipe]`); `files` resolves paths.
 
 mod cameras;
 mod decision;
@@ -26,6 +26,7 @@ mod mqtt;
 mod opcua;
 mod outputs;
 mod parts;
+mod recipes;
 mod service;
 mod shadow;
 mod url;

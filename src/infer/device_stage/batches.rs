@@ -338,19 +338,39 @@ impl DeviceBatches<'_> {
     /// lost or judged twice; frames from `seq` on carry the new ids. `false`
     /// when the output stage is gone.
     fn take_swap(&mut self, seq: u64) -> bool {
-        let Some(swap) = self.swaps.try_iter().last() else {
+        for swap in self.swaps.try_iter().collect::<Vec<_>>() {
+            if !self.take_one_swap(seq, swap) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `take_swap` for one swap (one waits at a time but for reloads in a
+    /// row, which are taken in order).
+    fn take_one_swap(&mut self, seq: u64, swap: DeviceSwap) -> bool {
+        let Some(engine) = swap.engine else {
+            // The same engine: the frames from `seq` on name the new recipe.
+            log::info!(target: "sealcheck::infer", first_seq = seq,
+                recipe = swap.models.recipe_name().unwrap_or_default();
+                "recipe switched on the device path (same models): frames from first_seq on are judged by it");
+            self.models = swap.models;
+            if let Some(swapped) = swap.on_swapped {
+                swapped();
+            }
             return true;
         };
         let paused = Instant::now();
         if !self.finish_all() {
             return false;
         }
-        match self.path.swap_engine(swap.engine) {
+        match self.path.swap_engine(engine) {
             Ok(max_batch) => {
                 self.path_max_batch = max_batch;
                 log::info!(target: "sealcheck::infer", first_seq = seq,
                     segmentation = swap.models.segmentation.as_str(), classifier = swap.models.classifier.as_str(),
                     previous_segmentation = self.models.segmentation.as_str(), previous_classifier = self.models.classifier.as_str(),
+                    recipe = swap.models.recipe_name().unwrap_or_default(),
                     pause_ms = paused.elapsed().as_secs_f64() * 1e3;
                     "models swapped on the device path: frames from first_seq on are judged by the new models");
                 self.models = swap.models;

@@ -318,6 +318,7 @@ pub(super) fn ids(segmentation: &str, classifier: &str) -> Arc<ModelIds> {
     Arc::new(ModelIds {
         segmentation: segmentation.to_string(),
         classifier: classifier.to_string(),
+        recipe: None,
     })
 }
 

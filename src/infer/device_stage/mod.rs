@@ -95,8 +95,10 @@ pub use start::{DeviceStartFailed, DeviceStarted, StartWait, WARM_UP_ROUNDS, war
 /// the running ones (`crate::model_swap::prepare_device`); taken between two
 /// frames with nothing in flight.
 pub struct DeviceSwap {
-    /// Opened by the running path's `PathInfo::swap_opener`, and warmed up.
-    pub engine: Box<dyn DeviceCandidate>,
+    /// Opened by the running path's `PathInfo::swap_opener`, and warmed up;
+    /// `None`: the running engine goes on (a recipe switch that changes
+    /// only thresholds: `models` names the new recipe).
+    pub engine: Option<Box<dyn DeviceCandidate>>,
     pub models: Arc<ModelIds>,
     /// Called on the device thread once the new engine judges (the status
     /// server's `model_info`); not called when binding it fails.

@@ -133,10 +133,10 @@ mod tests {
             13,
             swap_tx,
             DeviceSwap {
-                engine: Box::new(FakeCandidate {
+                engine: Some(Box::new(FakeCandidate {
                     generation: 1,
                     bound: generation,
-                }),
+                })),
                 models: ids("new-seg", "new-cls"),
                 on_swapped: None,
             },

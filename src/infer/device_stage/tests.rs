@@ -207,10 +207,10 @@ fn a_swap_waits_for_the_frames_on_the_gpu_and_names_the_new_models_from_the_next
         (path, generation)
     };
     let swap = DeviceSwap {
-        engine: Box::new(FakeCandidate {
+        engine: Some(Box::new(FakeCandidate {
             generation: 1,
             bound: generation,
-        }),
+        })),
         models: ids("new-seg", "new-cls"),
         on_swapped: Some(Box::new(on_swapped)),
     };

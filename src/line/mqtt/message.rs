@@ -10,7 +10,8 @@ use crate::json_line::{self, write_json};
 use crate::line::verdict::LineVerdict;
 use crate::model_id::ModelIds;
 
-/// Formats `v` into `out` (cleared first), in its capacity.
+/// Formats `v` into `out` (cleared first), in its capacity; `models` are
+/// `v`'s (else the line output's first), with their recipe.
 pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
     let d = &v.decision;
     let trigger = v.part.trigger;
@@ -30,6 +31,7 @@ pub fn format_verdict(out: &mut String, v: &LineVerdict, models: &ModelIds) {
         deadline: v.deadline.map(|d| d.at),
         expires: v.deadline.map(|d| d.expires_at),
         models,
+        recipe: models.recipe_name(),
         cycle: v.cavities.as_deref().map(CycleVerdicts::json),
     };
     write_json(out, &message);
@@ -71,6 +73,10 @@ struct VerdictMessage<'a> {
     #[serde(serialize_with = "json_line::rfc3339_or_null")]
     expires: Option<SystemTime>,
     models: &'a ModelIds,
+    /// With `[recipes.NAME]`: the recipe that judged the part (a `late`
+    /// fail: the one active then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe: Option<&'a str>,
     /// With a cavity layout: `cavities`, `reject`, `reject_mask`.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     cycle: Option<JsonCycle<'a>>,
@@ -103,6 +109,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "ba9876543210".into(),
+            recipe: None,
         };
         let mut s = String::new();
         format_verdict(&mut s, &v, &models);
@@ -128,6 +135,7 @@ mod tests {
         let models = ModelIds {
             segmentation: "0123456789ab".into(),
             classifier: "ba9876543210".into(),
+            recipe: None,
         };
         let late = LineVerdict {
             seq: 41,
