@@ -11,6 +11,7 @@ Prints one JSON object on stdout; exit 1 with the reason on stderr.
 """
 import asyncio
 import json
+import struct
 import sys
 import time
 
@@ -18,6 +19,41 @@ from asyncua import Client, ua
 
 MV = "http://opcfoundation.org/UA/MachineVision"
 OURS = "urn:sealcheck:opcua"
+
+
+# The Machine Vision id structures' default binary encodings (NodeIds.csv):
+# those whose only field is Id, and those with optional fields after it
+# (their body starts with the UInt32 encoding mask).
+ID_ONLY = {5008: "JobIdDataType", 5274: "ResultIdDataType"}
+MASK_THEN_ID = {5006: "MeasIdDataType", 5013: "PartIdDataType", 5224: "ProductIdDataType",
+                5002: "RecipeIdExternalDataType", 5268: "RecipeIdInternalDataType",
+                5090: "ConfigurationIdDataType"}
+
+
+def id_of(value):
+    """The Id of a Machine Vision id structure, decoded by hand.
+
+    asyncua 2.1.0 cannot build the NodeSet's structures (its
+    load_data_type_definitions fails on their fields of the NodeSet's own
+    String subtype TrimmedString), so they arrive as ExtensionObjects with
+    their binary body undecoded. The body (OPC UA Part 6, 5.2.7): the UInt32
+    encoding mask where the type has optional fields, then Id as a String
+    (Int32 length, UTF-8). Anything else is returned as it came (a plain
+    String stays a String)."""
+    if isinstance(value, ua.ExtensionObject) and value.Body is not None:
+        number = value.TypeId.Identifier
+        body = bytes(value.Body)
+        if number in ID_ONLY:
+            offset = 0
+        elif number in MASK_THEN_ID:
+            offset = 4
+        else:
+            raise SystemExit(f"an ExtensionObject of an unexpected type {value.TypeId}")
+        (length,) = struct.unpack_from("<i", body, offset)
+        if length < 0:
+            return None
+        return body[offset + 4:offset + 4 + length].decode("utf-8")
+    return getattr(value, "Id", value)
 
 
 async def vision_systems(client):
@@ -66,24 +102,16 @@ class Collector:
 
     def event_notification(self, event):
         fields = event.get_event_props_as_fields_dict()
-        def text(key):
-            value = fields.get(key)
-            value = value.Value if value is not None else None
-            return getattr(value, "Id", value)
-        content = text("ResultContent")
-        part = text("PartId")
-        if not isinstance(part, (str, type(None))):
-            # Without the server's data types (watch): the part id from the content.
-            part = str(json.loads(content[0])["part_id"])
-            content = None
-        job = text("JobId")
+        def value(key):
+            field = fields.get(key)
+            return field.Value if field is not None else None
         self.events.append({
-            "job": job if isinstance(job, (str, type(None))) else None,
-            "part": part,
-            "state": text("ResultState"),
-
-            "content": content,
-            "type": str(fields["EventType"].Value),
+            "job": id_of(value("JobId")),
+            "part": id_of(value("PartId")),
+            "recipe": id_of(value("InternalRecipeId")),
+            "state": value("ResultState"),
+            "content": value("ResultContent"),
+            "type": str(value("EventType")),
         })
 
 
@@ -106,8 +134,7 @@ async def wait_for(collector, count, seconds):
 async def jobs(url, count, first, queue):
     async with Client(url, timeout=10) as client:
         # No load_data_type_definitions(): asyncua 2.1.0 cannot build the
-        # NodeSet's structures (their TrimmedString fields); the part id comes
-        # from ResultContent (the event's JSON), the JobId from the call.
+        # NodeSet's structures (`id_of` says why); their ids are decoded by hand.
         system = (await vision_systems(client))[0]
         collector, _sub, _handle = await subscribe(client, system, queue)
         machine = await system.get_child([f"{await client.get_namespace_index(MV)}:VisionStateMachine",
@@ -126,7 +153,7 @@ async def jobs(url, count, first, queue):
                 ua.Variant([], ua.VariantType.ExtensionObject),
             )
             job, error = result
-            job_ids.append(job.Id)
+            job_ids.append(id_of(job))
             if error != 0:
                 raise SystemExit(f"StartSingleJob part {first + k}: Error {error}")
             await asyncio.sleep(0.03)
@@ -153,7 +180,8 @@ async def read(url):
     start = time.monotonic()
     async with Client(url, timeout=5) as client:
         state = await client.nodes.server_state.read_value()
-    print(json.dumps({"seconds": time.monotonic() - start, "state": str(state)}))
+    # ServerState is an enumeration: asyncua reads it as its Int32 (0 = Running).
+    print(json.dumps({"seconds": time.monotonic() - start, "state": ua.ServerState(int(state)).name}))
 
 
 def main():
