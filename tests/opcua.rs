@@ -202,7 +202,10 @@ fn twenty_subscribed_clients_each_get_every_event() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let service = start(&write_config(dir.path(), port, "max_connections = 32"), port);
+    let service = start(
+        &write_config(dir.path(), port, "max_connections = 32"),
+        port,
+    );
     let ready = dir.path().join("subscribed");
     let watchers: Vec<_> = (0..20)
         .map(|_| {

@@ -52,14 +52,17 @@ macro_rules! mv_type {
 }
 
 /// `ResultIdDataType`: a result's id (this server: the camera's part number).
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct ResultIdDataType {
     pub id: UAString,
@@ -67,14 +70,17 @@ pub struct ResultIdDataType {
 mv_type!(ResultIdDataType, RESULT_ID);
 
 /// `JobIdDataType`: what `StartSingleJob` returns (the part number).
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct JobIdDataType {
     pub id: UAString,
@@ -82,14 +88,17 @@ pub struct JobIdDataType {
 mv_type!(JobIdDataType, JOB_ID);
 
 /// `MeasIdDataType`: the client's name for a measurement.
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct MeasIdDataType {
     pub id: UAString,
@@ -99,14 +108,17 @@ pub struct MeasIdDataType {
 mv_type!(MeasIdDataType, MEAS_ID);
 
 /// `PartIdDataType`: the part (this server: a decimal part id, as Modbus's).
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct PartIdDataType {
     pub id: UAString,
@@ -116,14 +128,17 @@ pub struct PartIdDataType {
 mv_type!(PartIdDataType, PART_ID);
 
 /// `ProductIdDataType`: the product the client names with a job.
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct ProductIdDataType {
     pub id: UAString,
@@ -177,14 +192,17 @@ binary_id!(
 );
 
 /// `ProcessingTimesDataType`: trigger (or capture) to verdict.
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct ProcessingTimesDataType {
     pub start_time: DateTime,
@@ -200,14 +218,17 @@ mv_type!(ProcessingTimesDataType, PROCESSING_TIMES);
 /// `ResultContent` is never set here (its bit stays 0): the result's
 /// content travels in the ResultReadyEvent's `ResultContent` and the plain
 /// variables; its field is typed only to keep the encoding mask's order.
-#[derive(Debug, Clone, PartialEq, Default)]
 #[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Default,
     opcua::types::BinaryEncodable,
     opcua::types::BinaryDecodable,
     opcua::types::XmlEncodable,
     opcua::types::XmlDecodable,
     opcua::types::XmlType,
-    opcua::types::UaNullable
+    opcua::types::UaNullable,
 )]
 pub struct ResultDataType {
     pub result_id: ResultIdDataType,
