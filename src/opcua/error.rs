@@ -2,6 +2,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::users::UsersError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpcUaError {
@@ -39,6 +42,22 @@ pub enum OpcUaError {
     Build(String),
     #[error("OPC UA server on {addr}: it stopped while starting: {why}")]
     Start { addr: SocketAddr, why: String },
+    #[error(
+        "[opcua] pki_dir = \"{}\": cannot make or read the server's application certificate: \
+         {why}; make the folder writable by the service (systemd: StateDirectory=), or set \
+         pki_dir to one that is",
+        dir.display()
+    )]
+    Certificate { dir: PathBuf, why: String },
+    #[error(
+        "OPC UA: {} is there but {} is not: restore it, or remove both to have a new \
+         certificate made at start (clients that trusted the old one must trust the new one)",
+        there.display(),
+        missing.display()
+    )]
+    HalfCertificate { there: PathBuf, missing: PathBuf },
+    #[error(transparent)]
+    Users(#[from] UsersError),
 }
 
 impl OpcUaError {

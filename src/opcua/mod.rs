@@ -31,6 +31,7 @@
 //! seam for recipes), `space` (nodes), `output` (the line output), `gate`
 //! (accept, cap, eviction), `server` (`OpcUaServer`, the pump), `error`.
 
+mod access;
 mod error;
 mod event;
 mod gate;
@@ -39,10 +40,12 @@ mod nodeset;
 mod output;
 mod recipe;
 mod record;
+mod security;
 mod server;
 mod space;
 mod station;
 mod types;
+mod users;
 
 pub use error::OpcUaError;
 pub use gate::GateCounters;
@@ -51,3 +54,4 @@ pub use nodeset::MACHINE_VISION_NODESET;
 pub use recipe::{DEFAULT_RECIPE, NoRecipes, RecipeBook, RecipeRefused};
 pub use server::{Camera, OpcUaServer, STOP_WAIT};
 pub use station::{AutoMode, VisionState};
+pub use users::{Users, UsersError};

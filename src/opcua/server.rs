@@ -17,11 +17,12 @@ use async_opcua::server::diagnostics::NamespaceMetadata;
 use async_opcua::server::node_manager::memory::{
     SimpleNodeManager, simple_node_manager, simple_node_manager_imports,
 };
-use async_opcua::server::{ANONYMOUS_USER_TOKEN_ID, ServerBuilder, ServerEndpoint, ServerHandle};
+use async_opcua::server::{ServerBuilder, ServerHandle};
 use async_opcua::types::{DataValue, LocalizedText, NodeId, Variant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc as channel, oneshot};
 
+use super::access::Access;
 use super::error::OpcUaError;
 use super::event::{ResultReadyEvent, opc_time};
 use super::gate::{Gate, GateCounters};
@@ -30,9 +31,11 @@ use super::nodeset::machine_vision;
 use super::output::{OpcUaOutput, QUEUE};
 use super::recipe::RecipeBook;
 use super::record::ResultRecord;
+use super::security::{self, APPLICATION_URI};
 use super::space::{CameraNodes, add_camera};
 use super::station::{States, VisionStation};
 use super::types::MachineVisionTypes;
+use super::users::Users;
 use crate::config::OpcUaConfig;
 use crate::line::LineOutput;
 use crate::trigger::TriggerDesk;
@@ -58,6 +61,7 @@ pub struct OpcUaServer {
     addr: SocketAddr,
     counters: Arc<GateCounters>,
     dropped: Arc<AtomicU64>,
+    access: Arc<Access>,
     stop: Option<oneshot::Sender<()>>,
     done: mpsc::Receiver<()>,
     thread: Option<JoinHandle<()>>,
@@ -66,6 +70,8 @@ pub struct OpcUaServer {
 impl OpcUaServer {
     /// Listens on `config.listen` and serves one VisionSystem per camera;
     /// returns once the server is up, with each camera's line output.
+    /// `pki_dir` is the certificate store (`[opcua] pki_dir` or its default):
+    /// the server's certificate is made there on first start.
     pub fn start(
         config: &OpcUaConfig,
         cameras: Vec<Camera>,
@@ -73,6 +79,13 @@ impl OpcUaServer {
         pki_dir: PathBuf,
     ) -> Result<(OpcUaServer, Vec<Arc<dyn LineOutput>>), OpcUaError> {
         let listen = config.listen;
+        let users = match &config.users_file {
+            Some(path) => Users::read(path)?,
+            None => Users::default(),
+        };
+        let thumbprint = security::ensure_certificate(&pki_dir, listen.ip())?;
+        security::adopt_trusted(&pki_dir);
+        let access = Arc::new(Access::new(config.loopback(), users.clone()));
         let public =
             std::net::TcpListener::bind(listen).map_err(|e| OpcUaError::bind(listen, e))?;
         let addr = public
@@ -114,6 +127,7 @@ impl OpcUaServer {
         let gate_counters = Arc::clone(&counters);
         let names: Vec<String> = cameras.into_iter().map(|c| c.name).collect();
         let max_connections = config.max_connections;
+        let server_access = Arc::clone(&access);
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done) = mpsc::channel();
         let (up_tx, up_rx) = mpsc::channel::<Result<(), String>>();
@@ -127,6 +141,7 @@ impl OpcUaServer {
                         stations,
                         max_connections,
                         pki_dir,
+                        access: server_access,
                     };
                     serving
                         .run(public, gate_counters, results, stop_rx, up_tx)
@@ -147,12 +162,19 @@ impl OpcUaServer {
                 });
             }
         }
-        log::info!(target: "sealcheck::opcua", addr:% = addr;
-            "OPC UA server listening on opc.tcp://{addr}/ (Machine Vision, OPC 40100-1)");
+        let open = if config.loopback() {
+            "SecurityPolicy None and anonymous clients (loopback), and "
+        } else {
+            "no SecurityPolicy None nor anonymous clients (off loopback); "
+        };
+        log::info!(target: "sealcheck::opcua", addr:% = addr, certificate = thumbprint.as_str();
+            "OPC UA server listening on opc.tcp://{addr}/ (Machine Vision, OPC 40100-1): {open}Basic256Sha256 and Aes256Sha256RsaPss (Sign, SignAndEncrypt) with {} user(s) of [opcua] users_file; certificate thumbprint {thumbprint}",
+            users.len());
         let server = OpcUaServer {
             addr,
             counters,
             dropped,
+            access,
             stop: Some(stop_tx),
             done,
             thread: Some(thread),
@@ -167,6 +189,11 @@ impl OpcUaServer {
 
     pub fn counters(&self) -> &Arc<GateCounters> {
         &self.counters
+    }
+
+    /// Logins refused since start (anonymous off loopback, a wrong password).
+    pub fn logins_refused(&self) -> u64 {
+        self.access.refused()
     }
 
     /// Results not published because the server's queue was full.
@@ -209,6 +236,7 @@ struct Serving {
     stations: Vec<Arc<VisionStation>>,
     max_connections: usize,
     pki_dir: PathBuf,
+    access: Arc<Access>,
 }
 
 impl Serving {
@@ -262,17 +290,17 @@ impl Serving {
         let import = machine_vision().map_err(|e| e.to_string())?;
         let mut builder = ServerBuilder::new()
             .application_name("sealcheck")
-            .application_uri("urn:sealcheck")
-            .product_uri("urn:sealcheck")
-            .host(self.addr.ip().to_string())
+            .application_uri(APPLICATION_URI)
+            .product_uri(APPLICATION_URI)
+            .host(security::endpoint_host(self.addr.ip()))
             .port(self.addr.port())
+            // The certificate is made before (`security::ensure_certificate`);
+            // client certificates are trusted only from pki_dir/trusted.
             .pki_dir(self.pki_dir.clone())
             .create_sample_keypair(false)
-            .add_endpoint(
-                "none",
-                ServerEndpoint::new_none("/", &[ANONYMOUS_USER_TOKEN_ID.to_string()]),
-            )
-            .discovery_urls(vec!["/".to_owned()])
+            .trust_client_certs(false)
+            .with_authenticator(self.access.clone())
+            .discovery_urls(vec![security::PATH.to_owned()])
             // Sessions cannot be closed from outside (the gate's module
             // doc): room for every connection's and the abandoned ones'.
             .max_sessions(self.max_connections * 4 + 16)
@@ -289,6 +317,9 @@ impl Serving {
                 },
                 "sealcheck",
             ));
+        for (id, endpoint) in security::endpoints(self.addr.ip().is_loopback()) {
+            builder = builder.add_endpoint(id, endpoint);
+        }
         builder
             .limits_mut()
             .subscriptions

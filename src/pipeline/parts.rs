@@ -164,6 +164,9 @@ pub(super) fn fire_software_triggers(
     }
 }
 
+/// The OPC UA server and each camera's line output to it.
+pub(super) type OpcUaParts = (OpcUaServer, Vec<Arc<dyn LineOutput>>);
+
 /// `[opcua]`: the OPC UA server, one VisionSystem per camera (StartSingleJob
 /// triggers through the camera's desk in `plc` mode), with each camera's
 /// line output; none without the section. Started before the lines are
@@ -171,7 +174,7 @@ pub(super) fn fire_software_triggers(
 pub(super) fn opcua_server(
     config: &Config,
     desks: &[Arc<TriggerDesk>],
-) -> Result<Option<(OpcUaServer, Vec<Arc<dyn LineOutput>>)>, OpcUaError> {
+) -> Result<Option<OpcUaParts>, OpcUaError> {
     let Some(opcua) = &config.opcua else {
         return Ok(None);
     };
@@ -185,18 +188,23 @@ pub(super) fn opcua_server(
             desk: matched.get(index).cloned(),
         })
         .collect();
-    // The server's certificate store: the state directory under systemd,
-    // else beside the config file.
-    let pki = std::env::var_os("STATE_DIRECTORY")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            config
-                .path
-                .parent()
-                .map(std::path::Path::to_path_buf)
-                .unwrap_or_default()
-        })
-        .join("opcua-pki");
+    // The server's certificate store: `pki_dir`, else the state directory
+    // under systemd (the first of a colon-separated list), else beside the
+    // config file.
+    let pki = opcua.pki_dir.clone().unwrap_or_else(|| {
+        std::env::var("STATE_DIRECTORY")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|state| std::path::PathBuf::from(state.split(':').next().unwrap_or(&state)))
+            .unwrap_or_else(|| {
+                config
+                    .path
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default()
+            })
+            .join("opcua-pki")
+    });
     // TODO(recipes): hand the recipe store here instead of `NoRecipes`.
     OpcUaServer::start(opcua, cameras, Arc::new(NoRecipes), pki).map(Some)
 }
