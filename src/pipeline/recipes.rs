@@ -57,17 +57,12 @@ pub(super) fn start_recipes(
         });
     }
     set_deadlines(config, lines, &desk.active());
-    let swap: Box<dyn RecipeSwap> = match model_swap {
-        Some(target) => Box::new(target.clone()),
-        None => Box::new(NoSwap),
-    };
     let (base, lines) = (config.clone(), lines.to_vec());
-    start_worker(
-        desk,
-        config.clone(),
-        swap,
-        Box::new(move |_judged, recipe| set_deadlines(&base, &lines, recipe)),
-    )
+    let on_switched = Box::new(move |recipe: &Arc<Recipe>| set_deadlines(&base, &lines, recipe));
+    match model_swap {
+        Some(target) => start_worker(desk, config.clone(), target.clone(), on_switched),
+        None => start_worker(desk, config.clone(), NoSwap, on_switched),
+    }
 }
 
 /// Each camera's deadline under `recipe` (its own, else the camera's).
@@ -82,16 +77,32 @@ fn set_deadlines(config: &Config, lines: &[Arc<Line>], recipe: &Recipe) {
 struct NoSwap;
 
 impl RecipeSwap for NoSwap {
-    fn hand_over(
+    type Prepared = ();
+
+    fn prepare(
         &mut self,
         _base: &Config,
         _judged: &Config,
         _recipe: &Arc<Recipe>,
-        _same_models: bool,
     ) -> Result<(), SwapRefused> {
-        Err(SwapRefused {
+        Err(Self::refusal())
+    }
+
+    fn hand_over(
+        &mut self,
+        _judged: &Config,
+        _recipe: &Arc<Recipe>,
+        _prepared: Option<()>,
+    ) -> Result<(), SwapRefused> {
+        Err(Self::refusal())
+    }
+}
+
+impl NoSwap {
+    fn refusal() -> SwapRefused {
+        SwapRefused {
             step: "open",
             detail: "this engine cannot take other models while it runs; recipes need the host path or a GPU engine that swaps models (docs/OPERATIONS.md, \"Models\")".into(),
-        })
+        }
     }
 }
