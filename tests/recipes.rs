@@ -222,6 +222,14 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
     assert_eq!(series(r#"sealcheck_recipe_active{recipe="strict"}"#), 0.0);
     assert_eq!(series("sealcheck_recipe_switches_total"), 2.0);
     assert_eq!(series("sealcheck_recipe_refusals_total"), 2.0);
+    // The page at the line says which product it judges.
+    if let Some(chromium) = common::status_page::chromium() {
+        let dom =
+            common::status_page::browse(chromium, &format!("http://{status}/"), &["--dump-dom"]);
+        let (tag, text) = common::status_page::element(&dom, "recipe");
+        assert_eq!(text, "recipe copy (3)", "{tag}");
+        assert!(!tag.contains("hidden"), "{tag}");
+    }
 
     assert!(service.terminate(Duration::from_secs(30)).success());
     let lines = result_lines(&dir.path().join("results.jsonl"));
