@@ -1,6 +1,7 @@
 //! Recipes on the status server (`[recipes.NAME]`, `crate::recipe`):
 //! `POST /api/recipe?name=NAME` (or `id=N`) switches and answers once the
-//! switch is done; `/api/status` and the page show the active recipe;
+//! switch is done (`&prepare=true`: prepares it and keeps it ready, the
+//! active recipe running on); `/api/status` and the page show the active recipe;
 //! `/metrics` counts results by recipe.
 //!
 //! Answers of `POST /api/recipe`: 200 with the active recipe (also when it
@@ -44,6 +45,9 @@ pub struct RecipeApi {
 pub(super) struct RecipeQuery {
     name: Option<String>,
     id: Option<String>,
+    /// `true`: prepare the recipe and keep it ready, the active one running
+    /// on (a later switch to it only hands it over).
+    prepare: Option<String>,
 }
 
 pub(super) async fn switch(
@@ -73,7 +77,21 @@ pub(super) async fn switch(
             );
         }
     };
-    let ticket = match api.desk.request(&selector) {
+    let prepare = match query.prepare.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return bad_request(
+                "prepare is true or false, e.g. /api/recipe?name=cup200&prepare=true",
+            );
+        }
+    };
+    let asked = if prepare {
+        api.desk.prepare(&selector)
+    } else {
+        api.desk.request(&selector)
+    };
+    let ticket = match asked {
         Ok(ticket) => ticket,
         Err(error) => return refusal(&error),
     };
@@ -83,6 +101,11 @@ pub(super) async fn switch(
         .ok()
         .flatten();
     match outcome {
+        Some(Ok(recipe)) if prepare => axum::Json(json!({
+            "prepared": recipe_json(&recipe),
+            "active": recipe_json(&api.desk.active()),
+        }))
+        .into_response(),
         Some(Ok(recipe)) => axum::Json(json!({ "active": recipe_json(&recipe) })).into_response(),
         Some(Err(error)) => refusal(&error),
         None => (
@@ -122,6 +145,7 @@ pub(super) fn status_json(api: &RecipeApi) -> Value {
     json!({
         "active": recipe_json(&desk.active()),
         "preparing": desk.preparing().map(|r| recipe_json(&r)),
+        "prepared": desk.prepared().iter().map(|r| recipe_json(r)).collect::<Vec<_>>(),
         "recipes": desk.recipes().list.iter().map(|r| recipe_json(r)).collect::<Vec<_>>(),
     })
 }
