@@ -496,6 +496,59 @@ fn exposure_and_gain_from_the_config_are_read_back_from_the_camera() {
     assert_eq!(ns.feature("GainRaw"), "3");
 }
 
+/// A recipe's exposure and gain (`[recipes.NAME]`) are set on the running
+/// camera when the recipe is switched to over HTTP, and read back.
+#[test]
+fn a_recipe_switch_sets_the_running_cameras_exposure_and_gain() {
+    let Some(ns) = Netns::new("recipe") else {
+        return;
+    };
+    let _camera = ns.simulator(0);
+    let dir = tempfile::tempdir().unwrap();
+    let source = genicam_source("exposure_us = 2500\ngain_db = 3\n");
+    let config = write_config(dir.path(), &source);
+    // The namespace has its own loopback: any port is free there.
+    let port = 19750;
+    let mut text = fs::read_to_string(&config).unwrap();
+    text += &format!(
+        "\n[status]\nlisten = \"127.0.0.1:{port}\"\n\n[recipes.day]\nid = 1\n\n\
+         [recipes.night]\nid = 2\nexposure_us = 4000\ngain_db = 5\n"
+    );
+    fs::write(&config, text).unwrap();
+    let results = dir.path().join("results.jsonl");
+    let mut service = start(&ns, &config);
+    wait_for_results(&results, 1, START_TIMEOUT, &mut service);
+    let post = format!(
+        "import urllib.request as u; r = u.urlopen(u.Request('http://127.0.0.1:{port}/api/recipe?name=night', method='POST'), timeout=60); print(r.status, r.read().decode())"
+    );
+    let out = ns.command("python3").args(["-c", &post]).output().unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.starts_with("200") && answer.contains("\"night\""),
+        "{answer}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        service.stderr()
+    );
+    assert!(
+        service.wait_for_log("camera set for recipe", Duration::from_secs(10)),
+        "{}",
+        service.stderr()
+    );
+    let stderr = service.stderr();
+    assert!(
+        stderr.contains("exposure_us=4000 gain_db=5"),
+        "sealcheck logs the values it read back:\n{stderr}"
+    );
+    let n = result_lines(&results).len();
+    wait_for_results(&results, n + 2, START_TIMEOUT, &mut service);
+    assert!(service.terminate(Duration::from_secs(30)).success());
+    let lines = result_lines(&results);
+    assert_eq!(lines.last().unwrap()["recipe"], "night");
+    // The camera keeps its registers after sealcheck let go: read them ourselves.
+    assert_eq!(ns.feature("ExposureTimeAbs"), "4000");
+    assert_eq!(ns.feature("GainRaw"), "5");
+}
+
 #[test]
 fn camera_lost_for_3_s_is_reopened_in_process_and_seq_goes_on() {
     let Some(ns) = Netns::new("camera loss") else {

@@ -201,10 +201,24 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
     assert_eq!(status_json()["recipe"]["active"]["name"], "strict");
     assert_eq!(trigger(status, 9)["recipe"], "strict");
 
-    // Other model files: opened, checked and warmed up beside the running ones.
+    // Other model files: opened, checked and warmed up beside the running
+    // ones, and kept ready; the switch then only hands them over.
+    let (code, text) = post(status, "/api/recipe?name=copy&prepare=true");
+    assert_eq!(code, 200, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["prepared"]["name"], "copy", "{answer}");
+    assert_eq!(answer["active"]["name"], "strict", "{answer}");
+    assert_eq!(status_json()["recipe"]["prepared"][0]["name"], "copy");
+    assert_eq!(trigger(status, 10)["recipe"], "strict");
     let (code, text) = post(status, "/api/recipe?id=3");
     assert_eq!(code, 200, "{text}");
-    for id in 10..=12 {
+    assert!(
+        status_json()["recipe"]["prepared"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    for id in 11..=13 {
         let answer = trigger(status, id);
         assert_eq!(answer["recipe"], "copy", "{answer}");
         assert_ne!(answer["reason"], "seal_area", "{answer}");
@@ -216,12 +230,20 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
         series(
             r#"sealcheck_recipe_results_total{recipe="strict",verdict="fail",reason="seal_area"}"#
         ),
-        5.0
+        6.0
     );
     assert_eq!(series(r#"sealcheck_recipe_active{recipe="copy"}"#), 1.0);
     assert_eq!(series(r#"sealcheck_recipe_active{recipe="strict"}"#), 0.0);
     assert_eq!(series("sealcheck_recipe_switches_total"), 2.0);
     assert_eq!(series("sealcheck_recipe_refusals_total"), 2.0);
+    // The page at the line says which product it judges.
+    if let Some(chromium) = common::status_page::chromium() {
+        let dom =
+            common::status_page::browse(chromium, &format!("http://{status}/"), &["--dump-dom"]);
+        let (tag, text) = common::status_page::element(&dom, "recipe");
+        assert_eq!(text, "recipe copy (3)", "{tag}");
+        assert!(!tag.contains("hidden"), "{tag}");
+    }
 
     assert!(service.terminate(Duration::from_secs(30)).success());
     let lines = result_lines(&dir.path().join("results.jsonl"));
@@ -229,12 +251,12 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
         .iter()
         .map(|l| l["part_id"].as_u64().unwrap())
         .collect();
-    assert_eq!(ids, (1..=12).collect::<Vec<_>>(), "one result per part");
+    assert_eq!(ids, (1..=13).collect::<Vec<_>>(), "one result per part");
     let named: Vec<&str> = lines
         .iter()
         .map(|l| l["recipe"].as_str().unwrap())
         .collect();
-    let expected: Vec<&str> = [["lenient"; 4].as_slice(), &["strict"; 5], &["copy"; 3]].concat();
+    let expected: Vec<&str> = [["lenient"; 4].as_slice(), &["strict"; 6], &["copy"; 3]].concat();
     assert_eq!(named, expected);
     assert!(lines.iter().all(decided_by_the_named_recipe), "{lines:#?}");
 }

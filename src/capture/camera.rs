@@ -12,7 +12,7 @@ use gstreamer::prelude::*;
 
 use super::bus;
 use super::error::{CaptureError, EndOfStream};
-use super::genicam::{GenicamCounters, GenicamLink, SoftwareTrigger};
+use super::genicam::{CameraSettingsHandle, GenicamCounters, GenicamLink, SoftwareTrigger};
 use super::launch;
 use super::open::{self, START_POLL, join_feeder};
 use super::recover;
@@ -268,6 +268,16 @@ impl Capture {
             .genicam
             .as_ref()
             .and_then(|link| SoftwareTrigger::new(Arc::clone(link)))
+    }
+
+    /// A `kind = "genicam"` camera's exposure and gain, set at run time (a
+    /// recipe switch); `None` for other sources.
+    pub fn camera_settings(&self) -> Option<CameraSettingsHandle> {
+        self.probe
+            .shared
+            .genicam
+            .as_ref()
+            .map(|link| CameraSettingsHandle::new(Arc::clone(link)))
     }
 
     /// A `kind = "genicam"` camera's frame counts; `None` for other sources.

@@ -45,8 +45,8 @@ pub use decode::decode_image_file;
 pub use device_list::{CameraList, V4l2Device, list_cameras};
 pub use error::{CaptureError, EndOfStream};
 pub use genicam::{
-    GenicamCameraInfo, GenicamCounters, GenicamSettings, SoftwareTrigger, TriggerError,
-    list_genicam_cameras,
+    CameraSettingsHandle, GenicamCameraInfo, GenicamCounters, GenicamSettings, SoftwareTrigger,
+    TriggerError, list_genicam_cameras,
 };
 pub use library::gstreamer_version;
 pub use replay::{Replay, load_frames};

@@ -152,6 +152,7 @@ fn set_up_camera(
     let camera = genicam::prepare(config, pipeline, camera, &shared.origin)?;
     if let Some(link) = &shared.genicam {
         link.check_socket_buffer(&camera);
+        link.reapply_settings(&camera);
         link.set_camera(Some(camera));
         link.watch(&src);
     }

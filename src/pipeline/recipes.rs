@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use super::reload::ModelSwapTarget;
+use crate::capture::CameraSettingsHandle;
 use crate::config::{Config, Recipe};
 use crate::line::Line;
 use crate::model_swap::SwapRefused;
@@ -48,6 +49,7 @@ pub(super) fn start_recipes(
     counts: Arc<RecipeCounts>,
     model_swap: Option<&ModelSwapTarget>,
     lines: &[Arc<Line>],
+    cameras: Vec<Option<CameraSettingsHandle>>,
     telemetry: Option<&Arc<Telemetry>>,
 ) -> std::io::Result<JoinHandle<()>> {
     if let Some(telemetry) = telemetry {
@@ -56,18 +58,41 @@ pub(super) fn start_recipes(
             counts,
         });
     }
-    set_deadlines(config, lines, &desk.active());
-    let swap: Box<dyn RecipeSwap> = match model_swap {
-        Some(target) => Box::new(target.clone()),
-        None => Box::new(NoSwap),
-    };
+    let start = desk.active();
+    set_deadlines(config, lines, &start);
+    set_cameras(&start, &cameras);
     let (base, lines) = (config.clone(), lines.to_vec());
-    start_worker(
-        desk,
-        config.clone(),
-        swap,
-        Box::new(move |_judged, recipe| set_deadlines(&base, &lines, recipe)),
-    )
+    let on_switched = Box::new(move |recipe: &Arc<Recipe>| {
+        set_deadlines(&base, &lines, recipe);
+        set_cameras(recipe, &cameras);
+    });
+    match model_swap {
+        Some(target) => start_worker(desk, config.clone(), target.clone(), on_switched),
+        None => start_worker(desk, config.clone(), NoSwap, on_switched),
+    }
+}
+
+/// Each GenICam camera's exposure and gain under `recipe`, where it sets
+/// them. Set as the recipe is handed over: frames already captured are
+/// judged with the settings they were taken with. A camera that refuses a
+/// value keeps its own, logged (the recipe is active: its models judge).
+fn set_cameras(recipe: &Recipe, cameras: &[Option<CameraSettingsHandle>]) {
+    for (index, camera) in cameras.iter().enumerate() {
+        let (Some(camera), Some(settings)) = (camera, recipe.camera(index)) else {
+            continue;
+        };
+        match camera.apply(settings.exposure_us, settings.gain_db) {
+            Ok((exposure_us, gain_db)) => {
+                log::info!(target: "sealcheck::recipe", recipe = &*recipe.name, origin = camera.origin(),
+                    exposure_us = exposure_us.unwrap_or(f64::NAN), gain_db = gain_db.unwrap_or(f64::NAN);
+                    "camera set for recipe \"{}\" (exposure and gain as read back from the camera)", recipe.name)
+            }
+            Err(e) => {
+                log::error!(target: "sealcheck::recipe", recipe = &*recipe.name, origin = camera.origin(), error = e.as_str();
+                    "the camera refused recipe \"{}\"'s settings: {e}; it keeps its own (fix the recipe's exposure_us or gain_db)", recipe.name)
+            }
+        }
+    }
 }
 
 /// Each camera's deadline under `recipe` (its own, else the camera's).
@@ -82,16 +107,32 @@ fn set_deadlines(config: &Config, lines: &[Arc<Line>], recipe: &Recipe) {
 struct NoSwap;
 
 impl RecipeSwap for NoSwap {
-    fn hand_over(
+    type Prepared = ();
+
+    fn prepare(
         &mut self,
         _base: &Config,
         _judged: &Config,
         _recipe: &Arc<Recipe>,
-        _same_models: bool,
     ) -> Result<(), SwapRefused> {
-        Err(SwapRefused {
+        Err(Self::refusal())
+    }
+
+    fn hand_over(
+        &mut self,
+        _judged: &Config,
+        _recipe: &Arc<Recipe>,
+        _prepared: Option<()>,
+    ) -> Result<(), SwapRefused> {
+        Err(Self::refusal())
+    }
+}
+
+impl NoSwap {
+    fn refusal() -> SwapRefused {
+        SwapRefused {
             step: "open",
             detail: "this engine cannot take other models while it runs; recipes need the host path or a GPU engine that swaps models (docs/OPERATIONS.md, \"Models\")".into(),
-        })
+        }
     }
 }

@@ -151,50 +151,72 @@ fn swap_models(current: &mut Config, new: &Config, target: &ModelSwapTarget) {
 /// refused at step `hand-over` (it takes its queue before every part).
 const HAND_OVER_WAIT: Duration = Duration::from_secs(10);
 
-/// A recipe switch (`crate::recipe`): prepared here as a reload's model
-/// swap is (other models: opened, checked, gated, warmed up), or only the
-/// recipe's ids when the models stay; then queued for the model thread.
+/// A recipe's models prepared for one of the two model threads.
+pub(super) enum PreparedModels {
+    Host(ModelSwap),
+    Device(DeviceSwap),
+}
+
+/// A recipe switch (`crate::recipe`): its models prepared here as a
+/// reload's model swap is (opened, checked, gated, warmed up), then queued
+/// for the model thread with the recipe in their ids; or only the recipe's
+/// ids, when the running models stay.
 impl RecipeSwap for ModelSwapTarget {
-    fn hand_over(
+    type Prepared = PreparedModels;
+
+    fn prepare(
         &mut self,
         base: &Config,
         judged: &Config,
+        _recipe: &Arc<Recipe>,
+    ) -> Result<PreparedModels, SwapRefused> {
+        Ok(match &self.sink {
+            SwapSink::Host(_) => {
+                PreparedModels::Host(model_swap::prepare(base, judged, self.running)?)
+            }
+            SwapSink::Device { opener, .. } => PreparedModels::Device(model_swap::prepare_device(
+                base,
+                judged,
+                self.running,
+                opener.as_ref(),
+            )?),
+        })
+    }
+
+    fn hand_over(
+        &mut self,
+        judged: &Config,
         recipe: &Arc<Recipe>,
-        same_models: bool,
+        prepared: Option<PreparedModels>,
     ) -> Result<(), SwapRefused> {
         let tagged = |ids: &ModelIds| Arc::new(ids.clone().for_recipe(Some(Arc::clone(recipe))));
-        let (models, sent) = match &self.sink {
-            SwapSink::Host(swaps) => {
-                let swap = if same_models {
-                    ModelSwap {
+        let (models, sent) = match (&self.sink, prepared) {
+            (SwapSink::Host(swaps), prepared) => {
+                let swap = match prepared {
+                    Some(PreparedModels::Host(swap)) => ModelSwap {
+                        models: tagged(&swap.models),
+                        ..swap
+                    },
+                    _ => ModelSwap {
                         backend: None,
                         models: tagged(&ModelIds::of(judged)),
                         on_swapped: None,
-                    }
-                } else {
-                    let swap = model_swap::prepare(base, judged, self.running)?;
-                    ModelSwap {
-                        models: tagged(&swap.models),
-                        ..swap
-                    }
+                    },
                 };
                 let models = Arc::clone(&swap.models);
                 (models, swaps.send_timeout(swap, HAND_OVER_WAIT).is_ok())
             }
-            SwapSink::Device { swaps, opener } => {
-                let swap = if same_models {
-                    DeviceSwap {
+            (SwapSink::Device { swaps, .. }, prepared) => {
+                let swap = match prepared {
+                    Some(PreparedModels::Device(swap)) => DeviceSwap {
+                        models: tagged(&swap.models),
+                        ..swap
+                    },
+                    _ => DeviceSwap {
                         engine: None,
                         models: tagged(&ModelIds::of(judged)),
                         on_swapped: None,
-                    }
-                } else {
-                    let swap =
-                        model_swap::prepare_device(base, judged, self.running, opener.as_ref())?;
-                    DeviceSwap {
-                        models: tagged(&swap.models),
-                        ..swap
-                    }
+                    },
                 };
                 let models = Arc::clone(&swap.models);
                 (models, swaps.send_timeout(swap, HAND_OVER_WAIT).is_ok())

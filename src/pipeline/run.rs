@@ -129,6 +129,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
                 counts,
                 stages.model_swap.as_ref(),
                 &lines,
+                stages.capture.camera_settings(),
                 operators.as_ref(),
             )
             .map_err(|e| PipelineError::Spawn("recipe", e))?,

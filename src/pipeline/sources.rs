@@ -249,6 +249,18 @@ impl StationSources {
             .collect()
     }
 
+    /// Each camera's exposure and gain handle (a GenICam camera's; `None`
+    /// for others), in camera order: what a recipe switch sets.
+    pub(super) fn camera_settings(&self) -> Vec<Option<crate::capture::CameraSettingsHandle>> {
+        self.cameras
+            .iter()
+            .map(|camera| match &camera.source {
+                FrameSource::Capture(c) => c.camera_settings(),
+                FrameSource::Replay(_) => None,
+            })
+            .collect()
+    }
+
     pub(super) fn shutdown(self) {
         for camera in self.cameras {
             match camera.source {

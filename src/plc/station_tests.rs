@@ -298,12 +298,22 @@ struct HandOver {
 }
 
 impl crate::recipe::RecipeSwap for HandOver {
-    fn hand_over(
+    type Prepared = ();
+
+    fn prepare(
         &mut self,
         _base: &crate::config::Config,
         _judged: &crate::config::Config,
         _recipe: &Arc<crate::config::Recipe>,
-        _same_models: bool,
+    ) -> Result<(), crate::model_swap::SwapRefused> {
+        Ok(())
+    }
+
+    fn hand_over(
+        &mut self,
+        _judged: &crate::config::Config,
+        _recipe: &Arc<crate::config::Recipe>,
+        _prepared: Option<()>,
     ) -> Result<(), crate::model_swap::SwapRefused> {
         if self.refuse {
             return Err(crate::model_swap::SwapRefused {
@@ -326,13 +336,7 @@ fn station_with_recipes(refuse: bool) -> Station {
     );
     let base = crate::config::parse(&text, std::path::Path::new("/tmp/sealcheck.toml")).unwrap();
     let recipes = RecipeDesk::new(base.recipes.clone().unwrap());
-    crate::recipe::start_worker(
-        &recipes,
-        base,
-        Box::new(HandOver { refuse }),
-        Box::new(|_, _| {}),
-    )
-    .unwrap();
+    crate::recipe::start_worker(&recipes, base, HandOver { refuse }, Box::new(|_| {})).unwrap();
     let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
     Station::new(1, desk, &config(8, true), Some(recipes))
 }

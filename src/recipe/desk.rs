@@ -61,10 +61,21 @@ pub enum SwitchError {
 /// Outcomes kept for tickets not yet asked about (a PLC reads one at a time).
 const OUTCOMES_KEPT: usize = 64;
 
-/// What a worker is asked to do: make `recipe` the active one.
+/// What a worker is asked to do with `recipe`.
 pub(super) struct Job {
     pub ticket: Ticket,
     pub recipe: Arc<Recipe>,
+    pub kind: JobKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum JobKind {
+    /// Prepare it (if not prepared) and make it the active one.
+    Switch,
+    /// Prepare it and keep it ready; the active recipe stays.
+    Prepare,
+    /// Let go of what was prepared for it.
+    Unprepare,
 }
 
 /// The recipes' state, shared by every interface and the worker.
@@ -76,8 +87,10 @@ pub struct RecipeDesk {
 
 struct State {
     active: Arc<Recipe>,
-    /// The switch under way, if any.
+    /// The switch (or preparation) under way, if any.
     busy: Option<(Ticket, Arc<Recipe>)>,
+    /// Recipes prepared and kept ready (`prepare`), in the order prepared.
+    prepared: Vec<Arc<Recipe>>,
     outcomes: VecDeque<(Ticket, Result<Arc<Recipe>, SwitchError>)>,
     next: u64,
     /// The worker's queue, while it runs (`attach` .. `detach`).
@@ -94,6 +107,7 @@ impl RecipeDesk {
             state: Mutex::new(State {
                 active: Arc::clone(recipes.start()),
                 busy: None,
+                prepared: Vec::new(),
                 outcomes: VecDeque::with_capacity(OUTCOMES_KEPT),
                 next: 1,
                 worker: None,
@@ -140,12 +154,61 @@ impl RecipeDesk {
     /// Asks for `selector`'s recipe to become the active one. Refused at
     /// once (nothing changes) for an unknown recipe, while another switch
     /// is under way, or before the models run; otherwise the worker
-    /// prepares it, and `outcome(ticket)` says when it is done. The active
-    /// recipe asked again is done at once.
+    /// prepares it (unless prepared: `prepare`) and hands it over, and
+    /// `outcome(ticket)` says when it is done. The active recipe asked
+    /// again is done at once.
     pub fn request(&self, selector: &Selector) -> Result<Ticket, SwitchError> {
+        self.submit(selector, JobKind::Switch)
+    }
+
+    /// Asks for `selector`'s recipe to be prepared (its models opened,
+    /// checked, gated and warmed up) and kept ready, the active recipe
+    /// running on: a later `request` for it then only hands it over.
+    /// Refused as `request` is; `outcome(ticket)` is the recipe once it is
+    /// ready. The active recipe, or one prepared already, is ready at once.
+    pub fn prepare(&self, selector: &Selector) -> Result<Ticket, SwitchError> {
+        self.submit(selector, JobKind::Prepare)
+    }
+
+    /// Lets go of what was prepared for `selector`'s recipe (its models
+    /// are freed). Refused for an unknown recipe and while it is being
+    /// prepared; a recipe not prepared is no error.
+    pub fn unprepare(&self, selector: &Selector) -> Result<(), SwitchError> {
+        let recipe = self.find(selector)?;
+        let mut state = self.lock();
+        if let Some((_, busy)) = &state.busy
+            && **busy == *recipe
+        {
+            return Err(SwitchError::Busy {
+                preparing: Arc::clone(&busy.name),
+            });
+        }
+        let Some(index) = state.prepared.iter().position(|r| **r == *recipe) else {
+            return Ok(());
+        };
+        state.prepared.remove(index);
+        let ticket = Ticket(state.next);
+        state.next += 1;
+        if let Some(worker) = &state.worker {
+            // The queue holds one job: the worker is idle (nothing is busy).
+            let _ = worker.try_send(Job {
+                ticket,
+                recipe,
+                kind: JobKind::Unprepare,
+            });
+        }
+        Ok(())
+    }
+
+    /// The recipes prepared and kept ready, in the order prepared.
+    pub fn prepared(&self) -> Vec<Arc<Recipe>> {
+        self.lock().prepared.clone()
+    }
+
+    fn submit(&self, selector: &Selector, kind: JobKind) -> Result<Ticket, SwitchError> {
         let refused = |state: &mut State, error: SwitchError| {
             state.refusals += 1;
-            log::warn!(target: "sealcheck::recipe", asked:% = selector, error:% = error; "recipe switch refused: {error}");
+            log::warn!(target: "sealcheck::recipe", asked:% = selector, error:% = error; "recipe request refused: {error}");
             Err(error)
         };
         let recipe = self.find(selector);
@@ -162,7 +225,14 @@ impl RecipeDesk {
         }
         let ticket = Ticket(state.next);
         state.next += 1;
-        if *recipe == *state.active {
+        let ready = match kind {
+            JobKind::Switch => *recipe == *state.active,
+            JobKind::Prepare => {
+                *recipe == *state.active || state.prepared.iter().any(|r| **r == *recipe)
+            }
+            JobKind::Unprepare => false,
+        };
+        if ready {
             state.record(ticket, Ok(recipe));
             return Ok(ticket);
         }
@@ -173,10 +243,17 @@ impl RecipeDesk {
             return refused(&mut state, error);
         };
         state.busy = Some((ticket, Arc::clone(&recipe)));
-        log::info!(target: "sealcheck::recipe", recipe = &*recipe.name, id = recipe.id, active = &*state.active.name;
-            "recipe switch requested: preparing recipe \"{}\"", recipe.name);
+        log::info!(target: "sealcheck::recipe", recipe = &*recipe.name, id = recipe.id, active = &*state.active.name, switch = kind == JobKind::Switch;
+            "recipe {} requested: preparing recipe \"{}\"", if kind == JobKind::Switch { "switch" } else { "preparation" }, recipe.name);
         drop(state);
-        if worker.send(Job { ticket, recipe }).is_err() {
+        if worker
+            .send(Job {
+                ticket,
+                recipe,
+                kind,
+            })
+            .is_err()
+        {
             let error = SwitchError::NotRunning {
                 why: "the service is stopping",
             };
@@ -231,7 +308,7 @@ impl RecipeDesk {
         self.lock().worker = None;
     }
 
-    /// The worker's word on `ticket`: the recipe now active, or why not.
+    /// The worker's word on a switch's `ticket`: the recipe now active, or why not.
     pub(super) fn finish(&self, ticket: Ticket, outcome: Result<Arc<Recipe>, SwitchError>) {
         let mut state = self.lock();
         if state.busy.as_ref().is_some_and(|(t, _)| *t == ticket) {
@@ -240,6 +317,7 @@ impl RecipeDesk {
         match &outcome {
             Ok(recipe) => {
                 state.active = Arc::clone(recipe);
+                state.prepared.retain(|r| **r != **recipe);
                 state.switches += 1;
             }
             Err(_) => state.refusals += 1,
@@ -252,6 +330,27 @@ impl RecipeDesk {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Each statement leaves the state whole: a panic elsewhere leaves it usable.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl RecipeDesk {
+    /// The worker's word on a preparation's `ticket`: the recipe ready, or why not.
+    pub(super) fn finish_prepare(&self, ticket: Ticket, outcome: Result<Arc<Recipe>, SwitchError>) {
+        let mut state = self.lock();
+        if state.busy.as_ref().is_some_and(|(t, _)| *t == ticket) {
+            state.busy = None;
+        }
+        match &outcome {
+            Ok(recipe) => {
+                if !state.prepared.iter().any(|r| **r == **recipe) {
+                    state.prepared.push(Arc::clone(recipe));
+                }
+            }
+            Err(_) => state.refusals += 1,
+        }
+        state.record(ticket, outcome);
+        drop(state);
+        self.finished.notify_all();
     }
 }
 

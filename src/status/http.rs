@@ -160,7 +160,10 @@ fn router(telemetry: Arc<Telemetry>) -> Router {
     // A recipe switch answers once it is done: its models opened, gated
     // and warmed up, which can take longer than any other answer.
     let recipe_switch = Router::new()
-        .route("/api/recipe", axum::routing::post(super::recipes::switch))
+        .route(
+            "/api/recipe",
+            axum::routing::post(super::recipe_switch::switch),
+        )
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             super::recipes::SWITCH_WAIT + REQUEST_TIMEOUT,

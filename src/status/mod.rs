@@ -28,7 +28,7 @@
 //! sockets happen on the HTTP and archive threads. Two endpoints act on the
 //! service when asked to: `POST /api/trigger` takes triggers (only with
 //! `[trigger] http = true`: `trigger_api`), `POST /api/recipe` switches
-//! recipes (only with `[recipes.NAME]`: `recipes`).
+//! recipes (only with `[recipes.NAME]`: `recipe_switch`).
 
 mod board;
 mod camera_tally;
@@ -40,6 +40,7 @@ mod figures;
 mod http;
 mod live;
 pub mod metrics;
+mod recipe_switch;
 mod recipes;
 mod run_report;
 mod serve;

@@ -1,22 +1,10 @@
-//! Recipes on the status server (`[recipes.NAME]`, `crate::recipe`):
-//! `POST /api/recipe?name=NAME` (or `id=N`) switches and answers once the
-//! switch is done; `/api/status` and the page show the active recipe;
-//! `/metrics` counts results by recipe.
-//!
-//! Answers of `POST /api/recipe`: 200 with the active recipe (also when it
-//! was active already); 400 without `name` or `id`; 404 for an unknown
-//! recipe (or without recipes); 409 when the recipe's models are refused
-//! (the step and rule in the text); 503 while another switch is under way
-//! or the service is starting or stopping; 504 when it was not done within
-//! `SWITCH_WAIT` (it goes on; `/api/status` shows when it is active). In
-//! every case but 200 the active recipe keeps running.
+//! Recipes on the status server (`[recipes.NAME]`, `crate::recipe`): what
+//! `/api/status` and the page show of them, and the recipe series of
+//! `/metrics` (`RecipeCollector`). `POST /api/recipe` is `recipe_switch`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -24,10 +12,9 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
-use super::telemetry::Telemetry;
 use crate::config::Recipe;
 use crate::decision::Reason;
-use crate::recipe::{RecipeDesk, Selector, SwitchError};
+use crate::recipe::RecipeDesk;
 use crate::stats::RecipeCounts;
 
 /// The longest `POST /api/recipe` waits for a switch to be done (opening
@@ -40,78 +27,7 @@ pub struct RecipeApi {
     pub counts: Arc<RecipeCounts>,
 }
 
-#[derive(serde::Deserialize)]
-pub(super) struct RecipeQuery {
-    name: Option<String>,
-    id: Option<String>,
-}
-
-pub(super) async fn switch(
-    State(t): State<Arc<Telemetry>>,
-    Query(query): Query<RecipeQuery>,
-) -> Response {
-    let Some(api) = t.recipes() else {
-        return (
-            StatusCode::NOT_FOUND,
-            "the config has no recipes: add [recipes.NAME] tables (docs/INTEGRATION.md, \"Recipes\")\n",
-        )
-            .into_response();
-    };
-    let selector = match (&query.name, &query.id) {
-        (Some(name), None) => Selector::Name(name.clone()),
-        (None, Some(id)) => match id.parse::<u16>() {
-            Ok(id) if id > 0 => Selector::Id(id),
-            _ => {
-                return bad_request(
-                    "id must be a whole number from 1 to 65535, e.g. /api/recipe?id=2",
-                );
-            }
-        },
-        _ => {
-            return bad_request(
-                "name the recipe with name or id (one of them), e.g. /api/recipe?name=cup125 or /api/recipe?id=2",
-            );
-        }
-    };
-    let ticket = match api.desk.request(&selector) {
-        Ok(ticket) => ticket,
-        Err(error) => return refusal(&error),
-    };
-    let desk = Arc::clone(&api.desk);
-    let outcome = tokio::task::spawn_blocking(move || desk.wait(ticket, SWITCH_WAIT))
-        .await
-        .ok()
-        .flatten();
-    match outcome {
-        Some(Ok(recipe)) => axum::Json(json!({ "active": recipe_json(&recipe) })).into_response(),
-        Some(Err(error)) => refusal(&error),
-        None => (
-            StatusCode::GATEWAY_TIMEOUT,
-            format!(
-                "recipe {selector} is still being prepared after {} s; GET /api/status shows when it is active\n",
-                SWITCH_WAIT.as_secs()
-            ),
-        )
-            .into_response(),
-    }
-}
-
-fn bad_request(text: &str) -> Response {
-    (StatusCode::BAD_REQUEST, format!("{text}\n")).into_response()
-}
-
-fn refusal(error: &SwitchError) -> Response {
-    let status = match error {
-        SwitchError::Unknown { .. } => StatusCode::NOT_FOUND,
-        SwitchError::Refused { .. } => StatusCode::CONFLICT,
-        SwitchError::Busy { .. } | SwitchError::NotRunning { .. } => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-    };
-    (status, format!("{error}\n")).into_response()
-}
-
-fn recipe_json(recipe: &Recipe) -> Value {
+pub(super) fn recipe_json(recipe: &Recipe) -> Value {
     json!({"id": recipe.id, "name": &*recipe.name})
 }
 
@@ -122,6 +38,7 @@ pub(super) fn status_json(api: &RecipeApi) -> Value {
     json!({
         "active": recipe_json(&desk.active()),
         "preparing": desk.preparing().map(|r| recipe_json(&r)),
+        "prepared": desk.prepared().iter().map(|r| recipe_json(r)).collect::<Vec<_>>(),
         "recipes": desk.recipes().list.iter().map(|r| recipe_json(r)).collect::<Vec<_>>(),
     })
 }

@@ -29,6 +29,9 @@ pub(crate) struct GenicamLink {
     pub(crate) fired: AtomicU64,
     /// The frame was compared with the stream's socket buffer (once a process).
     buffer_checked: AtomicBool,
+    /// Exposure (µs) and gain (dB) a recipe set (`CameraSettings`), applied
+    /// again to each camera a reopen brings; `None`: the config's.
+    settings: Mutex<(Option<f64>, Option<f64>)>,
 }
 
 impl GenicamLink {
@@ -41,7 +44,39 @@ impl GenicamLink {
             incomplete: AtomicU64::new(0),
             fired: AtomicU64::new(0),
             buffer_checked: AtomicBool::new(false),
+            settings: Mutex::new((None, None)),
         })
+    }
+
+    /// A recipe's exposure and gain (`None`: left as they are): applied to
+    /// the open camera now, and to each one a reopen brings. Returns the
+    /// values read back; `Ok((None, None))` while no camera is open (the
+    /// reopen applies them).
+    pub(crate) fn set_settings(
+        &self,
+        exposure_us: Option<f64>,
+        gain_db: Option<f64>,
+    ) -> Result<(Option<f64>, Option<f64>), String> {
+        {
+            let mut kept = self.settings.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.0 = exposure_us.or(kept.0);
+            kept.1 = gain_db.or(kept.1);
+        }
+        self.with_camera(|camera| super::setup::apply_settings(camera, exposure_us, gain_db))
+            .unwrap_or(Ok((None, None)))
+    }
+
+    /// A reopen set the camera up from the config: a recipe's settings
+    /// again over it. A refusal is logged (the camera streams on).
+    pub(crate) fn reapply_settings(&self, camera: &Camera) {
+        let (exposure_us, gain_db) = *self.settings.lock().unwrap_or_else(PoisonError::into_inner);
+        if exposure_us.is_none() && gain_db.is_none() {
+            return;
+        }
+        if let Err(e) = super::setup::apply_settings(camera, exposure_us, gain_db) {
+            log::error!(target: "sealcheck::capture", origin = self.origin.as_str(), error = e.as_str();
+                "the reopened camera refused the recipe's settings: {e}; it runs with the config's");
+        }
     }
 
     /// Runs `call` on the camera of the pipeline now running, under the lock

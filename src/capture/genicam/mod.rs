@@ -54,4 +54,4 @@ pub(crate) use link::GenicamLink;
 pub use list::{GenicamCameraInfo, GenicamSettings, list_genicam_cameras};
 pub(crate) use setup::prepare;
 pub(crate) use sys::{Camera, LIBRARY, available};
-pub use trigger::{GenicamCounters, SoftwareTrigger, TriggerError};
+pub use trigger::{CameraSettingsHandle, GenicamCounters, SoftwareTrigger, TriggerError};

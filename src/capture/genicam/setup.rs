@@ -199,6 +199,33 @@ enum Setting {
     Gain,
 }
 
+/// A recipe's exposure (µs) and gain (dB) on the open `camera`, each
+/// checked against the camera's range; the values read back after. The
+/// message of a refusal names the setting, its value and what the camera
+/// accepts.
+pub(crate) fn apply_settings(
+    camera: &Camera,
+    exposure_us: Option<f64>,
+    gain_db: Option<f64>,
+) -> Result<(Option<f64>, Option<f64>), String> {
+    let apply =
+        |value: Option<f64>, setting, key: &str| match value {
+            None => Ok(None),
+            Some(wanted) => apply_value(camera, &CameraValue::Fixed(wanted), setting).map_err(
+                |(value, failure)| match failure {
+                    Failure::Refused(reason, accepts) => format!(
+                        "{key} = {value} refused: {reason}{}",
+                        accepts.map_or(String::new(), |a| format!(" (it accepts {a})"))
+                    ),
+                    Failure::Io(reason) => format!("{key} = {value} not set: {reason}"),
+                },
+            ),
+        };
+    let exposure = apply(exposure_us, Setting::Exposure, "exposure_us")?;
+    let gain = apply(gain_db, Setting::Gain, "gain_db")?;
+    Ok((exposure, gain))
+}
+
 /// Sets exposure or gain; returns the value the camera reports afterwards.
 fn apply_value(
     camera: &Camera,

@@ -26,6 +26,38 @@ pub enum TriggerError {
     Refused { origin: String, reason: String },
 }
 
+/// Sets a GenICam camera's exposure and gain at run time (a recipe
+/// switch, `crate::recipe`), through the camera object of the `aravissrc`
+/// now running; kept for every reopen. Cheap to clone; `Send + Sync`.
+/// Obtained from `Capture::camera_settings()` for a `kind = "genicam"` camera.
+#[derive(Debug, Clone)]
+pub struct CameraSettingsHandle {
+    link: Arc<GenicamLink>,
+}
+
+impl CameraSettingsHandle {
+    pub(crate) fn new(link: Arc<GenicamLink>) -> CameraSettingsHandle {
+        CameraSettingsHandle { link }
+    }
+
+    /// Whose camera this is (its source's name).
+    pub fn origin(&self) -> &str {
+        &self.link.origin
+    }
+
+    /// Applies exposure (µs) and gain (dB), each `None` left as it is;
+    /// returns the values the camera reads back (`None` while it is not
+    /// open: the reopen applies them). A refusal names the value and the
+    /// camera's range.
+    pub fn apply(
+        &self,
+        exposure_us: Option<f64>,
+        gain_db: Option<f64>,
+    ) -> Result<(Option<f64>, Option<f64>), String> {
+        self.link.set_settings(exposure_us, gain_db)
+    }
+}
+
 /// Fires one camera's software trigger. Cheap to clone; `Send + Sync`: any
 /// thread may fire, e.g. the PLC trigger's. Obtained from
 /// `Capture::software_trigger()` for a `trigger = "software"` camera.

@@ -295,24 +295,6 @@ fn camera_settings(
             settings.push((index, merged));
         }
     }
-    if ok && !settings.is_empty() {
-        // Read and checked above, so that the message names the right thing;
-        // refused until a switch applies them to the running camera.
-        let key = if per_camera.is_empty() {
-            if every.exposure_us.is_some() {
-                "exposure_us"
-            } else {
-                "gain_db"
-            }
-        } else {
-            "cameras"
-        };
-        s.problem(
-            key,
-            "a recipe's camera settings are not applied by this version yet (a switch would leave the camera as it runs): set exposure_us and gain_db in the camera's own table, and leave them out of [recipes.NAME]",
-        );
-        return None;
-    }
     ok.then_some(settings)
 }
 
