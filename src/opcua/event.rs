@@ -21,8 +21,8 @@ use super::ids::{Namespaces, RESULT_READY_EVENT_TYPE};
 use super::record::ResultRecord;
 use super::types::{
     ConfigurationIdDataType, JobIdDataType, MeasIdDataType, PartIdDataType,
-    ProcessingTimesDataType, ProductIdDataType, RecipeIdInternalDataType, ResultDataType,
-    ResultIdDataType,
+    ProcessingTimesDataType, ProductIdDataType, RecipeIdExternalDataType, RecipeIdInternalDataType,
+    ResultDataType, ResultIdDataType,
 };
 
 /// One result as an event.
@@ -110,7 +110,10 @@ pub fn result_data(record: &ResultRecord) -> ResultDataType {
             id: id.to_string().into(),
             description: None,
         }),
-        external_recipe_id: None,
+        external_recipe_id: tagged(&record.tags.recipe_id).map(|id| RecipeIdExternalDataType {
+            id,
+            ..Default::default()
+        }),
         internal_recipe_id: RecipeIdInternalDataType {
             id: record.recipe.as_str().into(),
             ..Default::default()
@@ -158,6 +161,7 @@ impl ResultReadyEvent {
             "ProductId" => r.product_id.clone().map_or(Variant::Empty, object),
             "MeasId" => r.meas_id.clone().map_or(Variant::Empty, object),
             "ProcessingTimes" => r.processing_times.clone().map_or(Variant::Empty, object),
+            "ExternalRecipeId" => r.external_recipe_id.clone().map_or(Variant::Empty, object),
             "ResultContent" => Variant::from(vec![UAString::from(self.content.as_str())]),
             _ => Variant::Empty,
         }
@@ -237,6 +241,7 @@ mod tests {
             tags: JobTags {
                 meas_id: None,
                 product_id: Some("cup-200".into()),
+                recipe_id: None,
             },
         }
     }

@@ -10,9 +10,11 @@ pub const MV_URI: &str = "http://opcfoundation.org/UA/MachineVision";
 pub const OUR_URI: &str = "urn:sealcheck:opcua";
 
 pub const VISION_SYSTEM_TYPE: u32 = 1003;
+pub const RECIPE_MANAGEMENT_TYPE: u32 = 1004;
 pub const RESULT_MANAGEMENT_TYPE: u32 = 1007;
 pub const VISION_STATE_MACHINE_TYPE: u32 = 1017;
 pub const AUTOMATIC_MODE_STATE_MACHINE_TYPE: u32 = 1021;
+pub const RECIPE_PREPARED_EVENT_TYPE: u32 = 1022;
 pub const RESULT_READY_EVENT_TYPE: u32 = 1024;
 
 /// The type's methods: (name, method id, input arguments, output arguments).
@@ -23,6 +25,11 @@ pub const AUTOMATIC_MODE_METHODS: [(&str, u32, u32, u32); 4] = [
     ("StartContinuous", 7009, 6086, 6087),
     ("Stop", 7096, 6287, 6288),
     ("Abort", 7097, 6285, 6286),
+];
+pub const RECIPE_MANAGEMENT_METHODS: [(&str, u32, u32, u32); 3] = [
+    ("PrepareRecipe", 7015, 6148, 6149),
+    ("UnprepareRecipe", 7055, 6152, 6153),
+    ("GetRecipeListFiltered", 7014, 6156, 6157),
 ];
 pub const RESULT_MANAGEMENT_METHODS: [(&str, u32, u32, u32); 2] = [
     ("GetResultById", 7026, 6209, 6210),

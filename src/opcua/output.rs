@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::recipe::RecipeBook;
 use super::record::ResultRecord;
 use crate::line::{LineOutput, LineVerdict};
 use crate::service::RateLimiter;
@@ -23,7 +22,6 @@ pub const QUEUE: usize = 4096;
 pub struct OpcUaOutput {
     camera: usize,
     queue: mpsc::Sender<(usize, ResultRecord)>,
-    recipes: Arc<dyn RecipeBook>,
     dropped: Arc<AtomicU64>,
     log: std::sync::Mutex<RateLimiter>,
 }
@@ -32,13 +30,11 @@ impl OpcUaOutput {
     pub fn new(
         camera: usize,
         queue: mpsc::Sender<(usize, ResultRecord)>,
-        recipes: Arc<dyn RecipeBook>,
         dropped: Arc<AtomicU64>,
     ) -> OpcUaOutput {
         OpcUaOutput {
             camera,
             queue,
-            recipes,
             dropped,
             log: std::sync::Mutex::new(RateLimiter::new(Duration::from_secs(10))),
         }
@@ -47,7 +43,7 @@ impl OpcUaOutput {
 
 impl LineOutput for OpcUaOutput {
     fn send(&self, verdict: &LineVerdict) {
-        let record = ResultRecord::of(verdict, self.recipes.active(self.camera));
+        let record = ResultRecord::of(verdict);
         if self.queue.try_send((self.camera, record)).is_err() {
             let total = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             let due = self

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::time::SystemTime;
 
+use super::recipe::DEFAULT_RECIPE;
 use crate::decision::Verdict;
 use crate::line::LineVerdict;
 
@@ -13,6 +14,8 @@ use crate::line::LineVerdict;
 pub struct JobTags {
     pub meas_id: Option<String>,
     pub product_id: Option<String>,
+    /// StartSingleJob's RecipeId as the client gave it (the ExternalRecipeId).
+    pub recipe_id: Option<String>,
 }
 
 /// One camera's result, as the server publishes it.
@@ -37,15 +40,22 @@ pub struct ResultRecord {
     pub camera: Option<String>,
     /// The models that judged, `"seg=..,cls=.."`; empty for a late fail.
     pub models: String,
-    /// The recipe that judged (`recipe::RecipeBook::active`).
+    /// The recipe that judged: the one the verdict's models were taken
+    /// for (`ModelIds::recipe_name`), "default" without recipes.
     pub recipe: String,
     /// Filled by the server from the job that asked for the part.
     pub tags: JobTags,
 }
 
 impl ResultRecord {
-    pub fn of(verdict: &LineVerdict, recipe: String) -> ResultRecord {
+    pub fn of(verdict: &LineVerdict) -> ResultRecord {
         let part = &verdict.part;
+        let recipe = verdict
+            .models
+            .as_ref()
+            .and_then(|m| m.recipe_name())
+            .unwrap_or(DEFAULT_RECIPE)
+            .to_string();
         let started = part.trigger.map_or(verdict.captured_at, |t| t.at);
         ResultRecord {
             number: part.number,

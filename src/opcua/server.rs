@@ -12,28 +12,26 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use async_opcua::nodes::Event;
 use async_opcua::server::diagnostics::NamespaceMetadata;
 use async_opcua::server::node_manager::memory::{
     SimpleNodeManager, simple_node_manager, simple_node_manager_imports,
 };
 use async_opcua::server::{ServerBuilder, ServerHandle};
-use async_opcua::types::{DataValue, LocalizedText, NodeId, Variant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc as channel, oneshot};
 
 use super::access::Access;
 use super::error::OpcUaError;
-use super::event::{ResultReadyEvent, opc_time};
 use super::gate::{Gate, GateCounters};
 use super::ids::{MV_URI, Namespaces, OUR_URI};
 use super::nodeset::machine_vision;
 use super::output::{OpcUaOutput, QUEUE};
+use super::pump::Pump;
 use super::recipe::RecipeBook;
 use super::record::ResultRecord;
 use super::security::{self, APPLICATION_URI};
 use super::space::{CameraNodes, add_camera};
-use super::station::{States, VisionStation};
+use super::station::VisionStation;
 use super::types::MachineVisionTypes;
 use super::users::Users;
 use crate::config::OpcUaConfig;
@@ -43,8 +41,6 @@ use crate::trigger::TriggerDesk;
 /// How long `stop` waits for the server's thread; past it the thread is
 /// left behind (logged), so the service never hangs on stop.
 pub const STOP_WAIT: Duration = Duration::from_secs(2);
-/// How often the state variables are compared with the stations' states.
-const STATE_POLL: Duration = Duration::from_millis(50);
 /// Events queued per monitored item at most (a client asks with QueueSize).
 const MAX_ITEM_QUEUE: usize = 10_000;
 
@@ -75,7 +71,7 @@ impl OpcUaServer {
     pub fn start(
         config: &OpcUaConfig,
         cameras: Vec<Camera>,
-        recipes: Arc<dyn RecipeBook>,
+        recipes: RecipeBook,
         pki_dir: PathBuf,
     ) -> Result<(OpcUaServer, Vec<Arc<dyn LineOutput>>), OpcUaError> {
         let listen = config.listen;
@@ -108,19 +104,15 @@ impl OpcUaServer {
                 Arc::new(VisionStation::new(
                     index,
                     camera.desk.clone(),
-                    Arc::clone(&recipes),
+                    recipes.clone(),
                     config.results_kept,
                 ))
             })
             .collect();
         let outputs = (0..cameras.len())
             .map(|index| {
-                Arc::new(OpcUaOutput::new(
-                    index,
-                    queue.clone(),
-                    Arc::clone(&recipes),
-                    Arc::clone(&dropped),
-                )) as Arc<dyn LineOutput>
+                Arc::new(OpcUaOutput::new(index, queue.clone(), Arc::clone(&dropped)))
+                    as Arc<dyn LineOutput>
             })
             .collect();
         let counters = Arc::new(GateCounters::default());
@@ -142,6 +134,7 @@ impl OpcUaServer {
                         max_connections,
                         pki_dir,
                         access: server_access,
+                        recipes,
                     };
                     serving
                         .run(public, gate_counters, results, stop_rx, up_tx)
@@ -237,6 +230,7 @@ struct Serving {
     max_connections: usize,
     pki_dir: PathBuf,
     access: Arc<Access>,
+    recipes: RecipeBook,
 }
 
 impl Serving {
@@ -349,15 +343,7 @@ impl Serving {
                 .collect()
         };
         let gate = Gate::new(upstream, self.max_connections, counters).run(public);
-        let pump = Pump {
-            ns,
-            handle: handle.clone(),
-            manager: ours,
-            shown: self.stations.iter().map(|s| s.states()).collect(),
-            stations: self.stations,
-            nodes,
-            counts: vec![0; self.names.len()],
-        };
+        let pump = Pump::new(ns, handle.clone(), ours, self.stations, nodes, self.recipes);
         let server = async move {
             if let Err(why) = server.run_with(inner).await {
                 log::error!(target: "sealcheck::opcua", "OPC UA server stopped: {why}");
@@ -379,107 +365,4 @@ struct Started {
     handle: ServerHandle,
     gate: Task,
     pump: Pump,
-}
-
-/// Results in, events and variables out; the state variables kept current.
-struct Pump {
-    ns: Namespaces,
-    handle: ServerHandle,
-    manager: Arc<SimpleNodeManager>,
-    stations: Vec<Arc<VisionStation>>,
-    nodes: Vec<CameraNodes>,
-    /// The states the variables show.
-    shown: Vec<States>,
-    counts: Vec<u64>,
-}
-
-impl Pump {
-    async fn run(mut self, mut results: channel::Receiver<(usize, ResultRecord)>) {
-        let mut poll = tokio::time::interval(STATE_POLL);
-        loop {
-            tokio::select! {
-                next = results.recv() => match next {
-                    Some((camera, record)) => self.publish(camera, record),
-                    None => return,
-                },
-                _ = poll.tick() => self.refresh_states(),
-            }
-        }
-    }
-
-    /// One result: its job's tags, the event, the plain variables.
-    fn publish(&mut self, camera: usize, record: ResultRecord) {
-        let (Some(station), Some(nodes)) = (self.stations.get(camera), self.nodes.get(camera))
-        else {
-            return;
-        };
-        let record = station.take(record);
-        self.counts[camera] += 1;
-        let event = ResultReadyEvent::new(self.ns, &record, nodes.system.clone(), &nodes.name);
-        let now = opc_time(record.created);
-        let value = |v: Variant| DataValue::new_at(v, now);
-        let updates: Vec<(&NodeId, Variant)> = vec![
-            (nodes.plain("ResultCount"), self.counts[camera].into()),
-            (nodes.plain("LastJobId"), record.job_id().into()),
-            (
-                nodes.plain("LastPartId"),
-                record.part_id.unwrap_or(record.number).into(),
-            ),
-            (nodes.plain("LastPass"), record.pass.into()),
-            (nodes.plain("LastVerdict"), record.verdict().into()),
-            (nodes.plain("LastReason"), record.reason.into()),
-            (
-                nodes.plain("LastDefectProb"),
-                record.defect_prob.unwrap_or(f64::NAN).into(),
-            ),
-            (
-                nodes.plain("LastSealArea"),
-                record.seal_area.unwrap_or(f64::NAN).into(),
-            ),
-            (nodes.plain("LastResultTime"), now.into()),
-            (nodes.plain("ActiveRecipe"), record.recipe.as_str().into()),
-        ];
-        let subscriptions = self.handle.subscriptions();
-        // The variables first: a client that reads them on the event sees this result.
-        let _ = self.manager.set_values(
-            subscriptions,
-            updates.into_iter().map(|(id, v)| (id, None, value(v))),
-        );
-        subscriptions.notify_events([(&event as &dyn Event, &nodes.system)].into_iter());
-        self.refresh_states();
-    }
-
-    /// The state machines' CurrentState and the plain State variables,
-    /// where a method changed them.
-    fn refresh_states(&mut self) {
-        for (index, station) in self.stations.iter().enumerate() {
-            let states = station.states();
-            if states == self.shown[index] {
-                continue;
-            }
-            self.shown[index] = states;
-            let nodes = &self.nodes[index];
-            let updates = [
-                (
-                    &nodes.vision_state,
-                    Variant::from(LocalizedText::new("", states.vision.name())),
-                ),
-                (
-                    &nodes.auto_state,
-                    Variant::from(LocalizedText::new("", states.auto.name())),
-                ),
-                (nodes.plain("State"), Variant::from(states.vision.name())),
-                (
-                    nodes.plain("AutomaticMode"),
-                    Variant::from(states.auto.name()),
-                ),
-            ];
-            let _ = self.manager.set_values(
-                self.handle.subscriptions(),
-                updates
-                    .into_iter()
-                    .map(|(id, v)| (id, None, DataValue::new_now(v))),
-            );
-        }
-    }
 }

@@ -1,7 +1,8 @@
 //! The address space of sealcheck's namespace: one VisionSystem per camera
 //! (instances of the NodeSet's types, built by hand: async-opcua does not
 //! instantiate types), its methods wired to the camera's `VisionStation`,
-//! and the plain variables. Node ids are strings, `<camera>/<path>`:
+//! and the plain variables; the methods' work is `methods`'. Node ids are
+//! strings, `<camera>/<path>`:
 //!
 //! ```text
 //! Objects/
@@ -9,10 +10,13 @@
 //!     VisionStateMachine                         (VisionStateMachineType) CurrentState, Halt, Reset
 //!       AutomaticModeStateMachine                (VisionAutomaticModeStateMachineType)
 //!                                                CurrentState, StartSingleJob, StartContinuous, Stop, Abort
+//!     RecipeManagement                           (RecipeManagementType) PrepareRecipe, UnprepareRecipe,
+//!                                                GetRecipeListFiltered
 //!     ResultManagement                           (ResultManagementType) GetResultById, GetResultListFiltered
 //!     Sealcheck                                  plain variables: State, AutomaticMode, ResultCount,
 //!                                                LastJobId, LastPartId, LastPass, LastVerdict, LastReason,
-//!                                                LastDefectProb, LastSealArea, LastResultTime, ActiveRecipe
+//!                                                LastDefectProb, LastSealArea, LastResultTime, LastRecipe,
+//!                                                ActiveRecipe, PreparedRecipes, PreparingRecipe, RecipeError
 //! ```
 
 use std::sync::Arc;
@@ -21,21 +25,20 @@ use async_opcua::nodes::{MethodBuilder, NodeType, ObjectBuilder, VariableBuilder
 use async_opcua::server::address_space::AddressSpace;
 use async_opcua::server::node_manager::memory::SimpleNodeManager;
 use async_opcua::types::{
-    Argument, DataEncoding, DataTypeId, ExtensionObject, LocalizedText, NodeId, NumericRange,
-    ObjectId, ObjectTypeId, QualifiedName, ReferenceTypeId, StatusCode, TimestampsToReturn,
-    VariableTypeId, Variant,
+    Argument, DataEncoding, DataTypeId, LocalizedText, NodeId, NumericRange, ObjectId,
+    ObjectTypeId, QualifiedName, ReferenceTypeId, TimestampsToReturn, VariableTypeId, Variant,
 };
 
-use super::event::result_data;
 use super::ids::{
     AUTOMATIC_MODE_METHODS, AUTOMATIC_MODE_STATE_MACHINE_TYPE, Namespaces,
-    RESULT_MANAGEMENT_METHODS, RESULT_MANAGEMENT_TYPE, VISION_STATE_MACHINE_TYPE,
-    VISION_STATE_METHODS, VISION_SYSTEM_TYPE,
+    RECIPE_MANAGEMENT_METHODS, RECIPE_MANAGEMENT_TYPE, RESULT_MANAGEMENT_METHODS,
+    RESULT_MANAGEMENT_TYPE, VISION_STATE_MACHINE_TYPE, VISION_STATE_METHODS, VISION_SYSTEM_TYPE,
 };
-use super::station::{Answer, VisionStation, text_of};
+use super::methods::call;
+use super::station::VisionStation;
 
 /// The plain variables of a camera, in `Sealcheck/`: (name, data type).
-pub const PLAIN_VARIABLES: [(&str, DataTypeId); 12] = [
+pub const PLAIN_VARIABLES: [(&str, DataTypeId); 16] = [
     ("State", DataTypeId::String),
     ("AutomaticMode", DataTypeId::String),
     ("ResultCount", DataTypeId::UInt64),
@@ -47,7 +50,16 @@ pub const PLAIN_VARIABLES: [(&str, DataTypeId); 12] = [
     ("LastDefectProb", DataTypeId::Double),
     ("LastSealArea", DataTypeId::Double),
     ("LastResultTime", DataTypeId::DateTime),
+    // The recipe that judged the last result (its verdict's models').
+    ("LastRecipe", DataTypeId::String),
+    // The recipe judging from the next part on.
     ("ActiveRecipe", DataTypeId::String),
+    // Kept ready besides the active one, comma-separated.
+    ("PreparedRecipes", DataTypeId::String),
+    // Being prepared now ("" for none).
+    ("PreparingRecipe", DataTypeId::String),
+    // Why the last preparation or switch asked over OPC UA failed ("" after one that did not).
+    ("RecipeError", DataTypeId::String),
 ];
 
 /// One camera's nodes, as the server thread updates them.
@@ -111,6 +123,7 @@ pub fn add_camera(
     let vision = id("VisionStateMachine");
     let auto = id("AutomaticModeStateMachine");
     let results = id("ResultManagement");
+    let recipes = id("RecipeManagement");
     let folder = id("Sealcheck");
     let mut methods: Vec<(NodeId, &'static str)> = Vec::new();
     let nodes = {
@@ -137,6 +150,10 @@ pub fn add_camera(
         .has_type_definition(ns.mv(AUTOMATIC_MODE_STATE_MACHINE_TYPE))
         .component_of(vision.clone())
         .insert(&mut *space);
+        ObjectBuilder::new(&recipes, mv_name("RecipeManagement"), "RecipeManagement")
+            .has_type_definition(ns.mv(RECIPE_MANAGEMENT_TYPE))
+            .component_of(system.clone())
+            .insert(&mut *space);
         ObjectBuilder::new(&results, mv_name("ResultManagement"), "ResultManagement")
             .has_type_definition(ns.mv(RESULT_MANAGEMENT_TYPE))
             .component_of(system.clone())
@@ -169,6 +186,7 @@ pub fn add_camera(
                 "AutomaticModeStateMachine",
                 &AUTOMATIC_MODE_METHODS[..],
             ),
+            (&recipes, "RecipeManagement", &RECIPE_MANAGEMENT_METHODS[..]),
             (&results, "ResultManagement", &RESULT_MANAGEMENT_METHODS[..]),
         ] {
             for (method, _, inputs, outputs) in list {
@@ -197,7 +215,7 @@ pub fn add_camera(
                 let node = id(&format!("Sealcheck/{variable}"));
                 VariableBuilder::new(&node, QualifiedName::new(ns.ours, *variable), *variable)
                     .data_type(*data_type)
-                    .value(initial(*variable, station))
+                    .value(initial(variable, station))
                     .has_type_definition(VariableTypeId::BaseDataVariableType)
                     .component_of(folder.clone())
                     .insert(&mut *space);
@@ -240,86 +258,9 @@ fn initial(variable: &str, station: &VisionStation) -> Variant {
         "LastPass" => false.into(),
         "LastDefectProb" | "LastSealArea" => f64::NAN.into(),
         "LastResultTime" => async_opcua::types::DateTime::null().into(),
-        "ActiveRecipe" => station.active_recipe().into(),
+        "ActiveRecipe" => station.recipes().active().into(),
+        "PreparedRecipes" => station.recipes().prepared_names().into(),
+        "PreparingRecipe" => station.recipes().preparing().into(),
         _ => "".into(),
     }
-}
-
-/// A method call on camera `station`.
-fn call(station: &VisionStation, method: &str, args: &[Variant]) -> Answer {
-    match method {
-        "StartSingleJob" => station.start_single_job(args),
-        "StartContinuous" => station.start_continuous(),
-        "Stop" | "Abort" => station.stop(),
-        "Halt" => station.halt(),
-        "Reset" => station.reset(),
-        "GetResultById" => get_result_by_id(station, args),
-        "GetResultListFiltered" => get_result_list(station, args),
-        _ => Err(StatusCode::BadMethodInvalid),
-    }
-}
-
-/// `GetResultById(ResultId, Timeout) -> (ResultHandle, Result, Error)`.
-fn get_result_by_id(station: &VisionStation, args: &[Variant]) -> Answer {
-    let id = args.first().and_then(text_of).unwrap_or_default();
-    let found = station.with_results(|log| log.by_id(&id).map(result_data));
-    Ok(match found {
-        Some(result) => vec![
-            0u32.into(),
-            ExtensionObject::from_message(result).into(),
-            0i32.into(),
-        ],
-        // Error 1: no such result among those kept.
-        None => vec![0u32.into(), Variant::Empty, 1i32.into()],
-    })
-}
-
-/// `GetResultListFiltered(ResultState, MeasId, PartId, ExternalRecipeId,
-/// InternalRecipeId, ExternalConfigurationId, InternalConfigurationId,
-/// ProductId, JobId, MaxResults, StartIndex, Timeout) -> (IsComplete,
-/// ResultCount, ResultHandle, ResultList, Error)`. Filters on ResultState
-/// (0 = any), PartId, JobId and the internal recipe (empty = any).
-fn get_result_list(station: &VisionStation, args: &[Variant]) -> Answer {
-    let text = |i: usize| args.get(i).and_then(text_of).filter(|s| !s.is_empty());
-    let state = match args.first() {
-        Some(Variant::Int32(s)) => *s,
-        _ => 0,
-    };
-    let part = text(2);
-    let recipe = text(4);
-    let job = text(8);
-    let max = match args.get(9) {
-        Some(Variant::UInt32(n)) => *n as usize,
-        _ => 0,
-    };
-    let start = match args.get(10) {
-        Some(Variant::UInt32(n)) => *n as usize,
-        _ => 0,
-    };
-    let (list, complete) = station.with_results(|log| {
-        let (page, complete) = log.filtered(
-            |r| {
-                (state == 0 || r.result_state() == state)
-                    && part
-                        .as_ref()
-                        .is_none_or(|p| r.part_id.is_some_and(|id| id.to_string() == *p))
-                    && job.as_ref().is_none_or(|j| r.job_id() == *j)
-                    && recipe.as_ref().is_none_or(|name| r.recipe == *name)
-            },
-            start,
-            max,
-        );
-        let list: Vec<ExtensionObject> = page
-            .into_iter()
-            .map(|r| ExtensionObject::from_message(result_data(r)))
-            .collect();
-        (list, complete)
-    });
-    Ok(vec![
-        complete.into(),
-        (list.len() as u32).into(),
-        0u32.into(),
-        list.into(),
-        0i32.into(),
-    ])
 }

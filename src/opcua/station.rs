@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_opcua::types::{ExtensionObject, StatusCode, Variant};
 
-use super::recipe::{RecipeBook, RecipeRefused};
+use super::recipe::RecipeBook;
 use super::record::{JobTags, ResultLog, ResultRecord};
 use super::types::{
     JobIdDataType, MeasIdDataType, PartIdDataType, ProductIdDataType, RecipeIdExternalDataType,
+    RecipeIdInternalDataType,
 };
 use crate::frame::TriggeredBy;
 use crate::trigger::{Refused, TriggerDesk};
@@ -97,7 +98,7 @@ pub struct VisionStation {
     camera: usize,
     /// `plc` mode's desk; `None` in free mode (every frame is a part).
     desk: Option<Arc<TriggerDesk>>,
-    recipes: Arc<dyn RecipeBook>,
+    recipes: RecipeBook,
     state: Mutex<State>,
 }
 
@@ -108,13 +109,24 @@ struct State {
     log: ResultLog,
 }
 
+impl State {
+    /// Operational, and Ready or running single jobs.
+    fn takes_jobs(&self) -> bool {
+        self.states.vision == VisionState::Operational
+            && matches!(
+                self.states.auto,
+                AutoMode::Ready | AutoMode::SingleExecution
+            )
+    }
+}
+
 impl VisionStation {
     /// Camera `camera`'s station; `desk` in `plc` mode (StartSingleJob
     /// triggers), `None` in free mode (ContinuousExecution from the start).
     pub fn new(
         camera: usize,
         desk: Option<Arc<TriggerDesk>>,
-        recipes: Arc<dyn RecipeBook>,
+        recipes: RecipeBook,
         results_kept: usize,
     ) -> VisionStation {
         let auto = if desk.is_some() {
@@ -141,8 +153,13 @@ impl VisionStation {
         self.lock().states
     }
 
-    pub fn active_recipe(&self) -> String {
-        self.recipes.active(self.camera)
+    /// The camera's index (config order).
+    pub fn camera(&self) -> usize {
+        self.camera
+    }
+
+    pub fn recipes(&self) -> &RecipeBook {
+        &self.recipes
     }
 
     /// A result for this camera: tied to its job (MeasId, ProductId), kept
@@ -161,7 +178,10 @@ impl VisionStation {
     }
 
     /// `StartSingleJob(MeasId, PartId, RecipeId, ProductId, Parameters)
-    /// -> (JobId, Error)`.
+    /// -> (JobId, Error)`. A RecipeId other than the active recipe's (empty
+    /// or "0": the active one) must name a prepared recipe: it is switched
+    /// to before the trigger, so it judges the part (`RecipeBook::for_job`);
+    /// a refused one answers Error 6 to 9 and triggers nothing.
     pub fn start_single_job(&self, args: &[Variant]) -> Answer {
         let Some(desk) = &self.desk else {
             // Free mode: every frame is judged already.
@@ -175,21 +195,23 @@ impl VisionStation {
             .trim()
             .parse()
             .map_err(|_| StatusCode::BadInvalidArgument)?;
+        if !self.takes_jobs() {
+            return Err(StatusCode::BadInvalidState);
+        }
         let recipe = args.get(2).and_then(text_of).unwrap_or_default();
-        if let Err(refused) = self.recipes.for_job(self.camera, &recipe) {
-            return Ok(vec![job_id(""), Variant::from(refused_code(&refused))]);
+        // Before the station's lock: a switch waits for the recipe thread.
+        if let Err(refused) = self.recipes.for_job(&recipe) {
+            log::warn!(target: "sealcheck::opcua", part_id = part_id, recipe = recipe.as_str();
+                "OPC UA StartSingleJob for part {part_id} refused (Error {}): {refused}", refused.code());
+            return Ok(vec![job_id(""), Variant::from(refused.code())]);
         }
         let tags = JobTags {
-            meas_id: args.get(0).and_then(text_of).filter(|s| !s.is_empty()),
+            meas_id: args.first().and_then(text_of).filter(|s| !s.is_empty()),
             product_id: args.get(3).and_then(text_of).filter(|s| !s.is_empty()),
+            recipe_id: Some(recipe).filter(|s| !s.is_empty()),
         };
         let mut state = self.lock();
-        if state.states.vision != VisionState::Operational
-            || !matches!(
-                state.states.auto,
-                AutoMode::Ready | AutoMode::SingleExecution
-            )
-        {
+        if !state.takes_jobs() {
             return Err(StatusCode::BadInvalidState);
         }
         // The desk's lock is taken under the station's, never the other way.
@@ -203,6 +225,10 @@ impl VisionStation {
             Err(Refused::Offline) => Err(StatusCode::BadInvalidState),
             Err(Refused::ByCamera) => Err(StatusCode::BadNotSupported),
         }
+    }
+
+    fn takes_jobs(&self) -> bool {
+        self.lock().takes_jobs()
     }
 
     /// `StartContinuous`: free mode only (the config's `[trigger] mode`).
@@ -269,10 +295,6 @@ fn job_id(id: &str) -> Variant {
     }))
 }
 
-fn refused_code(refused: &RecipeRefused) -> i32 {
-    refused.code()
-}
-
 /// The text of an id argument: the structure's `Id` (PartIdDataType and
 /// the like), or a plain String or number from a client that cannot send
 /// structures (a PLC's method call block).
@@ -297,6 +319,9 @@ pub fn text_of(value: &Variant) -> Option<String> {
             if let Some(v) = o.inner_as::<RecipeIdExternalDataType>() {
                 return Some(v.id.as_ref().to_string());
             }
+            if let Some(v) = o.inner_as::<RecipeIdInternalDataType>() {
+                return Some(v.id.as_ref().to_string());
+            }
             o.inner_as::<JobIdDataType>()
                 .map(|v| v.id.as_ref().to_string())
         }
@@ -309,13 +334,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::opcua::recipe::NoRecipes;
 
     fn plc_station() -> (VisionStation, Arc<TriggerDesk>) {
         let desk = Arc::new(TriggerDesk::new(0, Duration::ZERO));
         desk.set_ready(true);
         (
-            VisionStation::new(0, Some(Arc::clone(&desk)), Arc::new(NoRecipes), 10),
+            VisionStation::new(0, Some(Arc::clone(&desk)), RecipeBook::new(None), 10),
             desk,
         )
     }
@@ -370,7 +394,7 @@ mod tests {
 
     #[test]
     fn free_mode_has_no_single_jobs() {
-        let station = VisionStation::new(0, None, Arc::new(NoRecipes), 10);
+        let station = VisionStation::new(0, None, RecipeBook::new(None), 10);
         assert_eq!(station.states().auto, AutoMode::ContinuousExecution);
         assert_eq!(
             station.start_single_job(&[Variant::Empty, part("1")]),

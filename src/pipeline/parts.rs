@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::config::{Config, TriggerMode};
 use crate::frame::CameraIndex;
 use crate::line::LineOutput;
-use crate::opcua::{Camera, NoRecipes, OpcUaError, OpcUaServer};
+use crate::opcua::{Camera, OpcUaError, OpcUaServer, RecipeBook};
 use crate::plc::Station;
 use crate::recipe::RecipeDesk;
 use crate::status::{Telemetry, TriggerApi};
@@ -168,12 +168,14 @@ pub(super) fn fire_software_triggers(
 pub(super) type OpcUaParts = (OpcUaServer, Vec<Arc<dyn LineOutput>>);
 
 /// `[opcua]`: the OPC UA server, one VisionSystem per camera (StartSingleJob
-/// triggers through the camera's desk in `plc` mode), with each camera's
+/// triggers through the camera's desk in `plc` mode; RecipeManagement and
+/// StartSingleJob's RecipeId ask the recipe desk), with each camera's
 /// line output; none without the section. Started before the lines are
 /// made (its outputs are theirs); Online to clients once the desks are ready.
 pub(super) fn opcua_server(
     config: &Config,
     desks: &[Arc<TriggerDesk>],
+    recipes: Option<&Arc<RecipeDesk>>,
 ) -> Result<Option<OpcUaParts>, OpcUaError> {
     let Some(opcua) = &config.opcua else {
         return Ok(None);
@@ -205,6 +207,6 @@ pub(super) fn opcua_server(
             })
             .join("opcua-pki")
     });
-    // TODO(recipes): hand the recipe store here instead of `NoRecipes`.
-    OpcUaServer::start(opcua, cameras, Arc::new(NoRecipes), pki).map(Some)
+    let recipes = RecipeBook::new(recipes.cloned());
+    OpcUaServer::start(opcua, cameras, recipes, pki).map(Some)
 }

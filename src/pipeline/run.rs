@@ -83,7 +83,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let waiters = parts::http_waiters(&config, &desks);
     let stations = parts::modbus_stations(&config, &desks, recipe_desk.as_ref());
     // Clients may connect from now on: StartSingleJob is refused until READY=1.
-    let opcua = parts::opcua_server(&config, &desks)?;
+    let opcua = parts::opcua_server(&config, &desks, recipe_desk.as_ref())?;
     let opcua_outputs = opcua
         .as_ref()
         .map_or(&[][..], |(_, outputs)| outputs.as_slice());
