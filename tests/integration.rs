@@ -43,6 +43,8 @@ mod journal_stream;
 mod model_swap;
 mod mqtt;
 mod opcua;
+mod opcua_recipes;
+mod opcua_security;
 mod parts;
 mod pipeline;
 mod plc;

@@ -20,8 +20,19 @@ use std::time::{Duration, Instant};
 
 use common::{Sealcheck, free_port, repo, result_lines};
 
-/// A config in `dir`: a live camera, plc mode, `[opcua]` on `port` with `opcua` keys.
+/// A config in `dir`: a live camera, plc mode, `[opcua]` on loopback `port` with `opcua` keys.
 fn write_config(dir: &Path, port: u16, opcua: &str) -> PathBuf {
+    let listen: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    write_config_on(dir, listen, opcua, "")
+}
+
+/// As `write_config`, listening on `listen`, with more `tables` after `[opcua]`.
+pub(crate) fn write_config_on(
+    dir: &Path,
+    listen: SocketAddr,
+    opcua: &str,
+    tables: &str,
+) -> PathBuf {
     let text = format!(
         r#"[source]
 {camera}
@@ -45,9 +56,9 @@ log_verdicts = false
 mode = "plc"
 
 [opcua]
-listen = "127.0.0.1:{port}"
+listen = "{listen}"
 {opcua}
-"#,
+{tables}"#,
         camera = common::test_camera("ball", 30),
         backend = common::backend(),
         models = repo().join("models").display(),
@@ -57,10 +68,20 @@ listen = "127.0.0.1:{port}"
     path
 }
 
-/// Starts sealcheck and waits until the OPC UA server answers a client.
+/// Starts sealcheck and waits until the OPC UA server on loopback `port` takes a connection.
 fn start(config: &Path, port: u16) -> Sealcheck {
+    start_on(config, format!("127.0.0.1:{port}").parse().unwrap())
+}
+
+/// Starts sealcheck (RUST_LOG=info) and waits until `addr` takes a connection.
+pub(crate) fn start_on(config: &Path, addr: SocketAddr) -> Sealcheck {
+    start_logging(config, addr, "info")
+}
+
+/// `start_on` with `RUST_LOG=filter`.
+pub(crate) fn start_logging(config: &Path, addr: SocketAddr, filter: &str) -> Sealcheck {
     let mut cmd = Sealcheck::command(config);
-    cmd.env("RUST_LOG", "info");
+    cmd.env("RUST_LOG", filter);
     let mut service = Sealcheck::spawn(cmd);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !service.stderr().contains("pipeline running") {
@@ -76,7 +97,6 @@ fn start(config: &Path, port: u16) -> Sealcheck {
         );
         thread::sleep(Duration::from_millis(50));
     }
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     assert!(
         TcpStream::connect(addr).is_ok(),
         "nothing listens on {addr}"
@@ -84,12 +104,12 @@ fn start(config: &Path, port: u16) -> Sealcheck {
     service
 }
 
-fn url(port: u16) -> String {
+pub(crate) fn url(port: u16) -> String {
     format!("opc.tcp://127.0.0.1:{port}/")
 }
 
 /// Runs tests/opcua/client.py `args`; its JSON answer (stderr in the panic).
-fn client(args: &[&str]) -> serde_json::Value {
+pub(crate) fn client(args: &[&str]) -> serde_json::Value {
     let output = Command::new("python3")
         .arg(repo().join("tests/opcua/client.py"))
         .args(args)
@@ -132,6 +152,9 @@ fn a_client_browses_the_machine_vision_namespace_and_reads_every_methods_argumen
         "Abort",
         "GetResultById",
         "GetResultListFiltered",
+        "PrepareRecipe",
+        "UnprepareRecipe",
+        "GetRecipeListFiltered",
     ] {
         assert!(methods[name].is_object(), "{name} missing: {report}");
     }

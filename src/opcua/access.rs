@@ -8,14 +8,15 @@
 //! any other        the secure ones only (`security::endpoints`)          refused     yes
 //! ```
 //!
-//! A refused login is counted and logged (at most every `REFUSAL_LOG_EVERY`)
-//! with the user name it gave, never the password (`users` keeps only
-//! digests; async-opcua hands the password over in a `Password` whose
-//! `Debug` hides it).
+//! A refused login is counted and logged (the first `REFUSALS_LOGGED` of
+//! each `REFUSAL_WINDOW`, then a count: a password guesser does not flood
+//! the journal) with the user name it gave, never the password (`users`
+//! keeps only digests; async-opcua hands the password over in a `Password`
+//! whose `Debug` hides it).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_opcua::crypto::SecurityPolicy;
 use async_opcua::server::ServerEndpoint;
@@ -25,13 +26,13 @@ use async_opcua::server::authenticator::{
 use async_opcua::types::{Error, StatusCode, UAString, UserTokenPolicy, UserTokenType};
 
 use super::users::Users;
-use crate::service::RateLimiter;
 
 /// The anonymous token policy's id; async-opcua checks the client's token
 /// against its own constant of this value (`identity_token.rs`, private).
 const POLICY_ID_ANONYMOUS: &str = "anonymous";
-/// Refused logins are logged at most this often (each is counted).
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Refused logins logged per window; the rest are counted.
+const REFUSALS_LOGGED: u32 = 10;
+const REFUSAL_WINDOW: Duration = Duration::from_secs(60);
 /// A user name is logged at most this long (a client chooses it).
 const NAME_LOGGED: usize = 64;
 
@@ -41,7 +42,25 @@ pub struct Access {
     anonymous: bool,
     users: Users,
     refused: AtomicU64,
-    log: Mutex<RateLimiter>,
+    log: Mutex<Burst>,
+}
+
+/// The refusals logged in the current window.
+struct Burst {
+    since: Instant,
+    logged: u32,
+}
+
+impl Burst {
+    /// Whether a refusal now is logged.
+    fn admit(&mut self) -> bool {
+        if self.since.elapsed() >= REFUSAL_WINDOW {
+            self.since = Instant::now();
+            self.logged = 0;
+        }
+        self.logged += 1;
+        self.logged <= REFUSALS_LOGGED
+    }
 }
 
 impl Access {
@@ -50,7 +69,10 @@ impl Access {
             anonymous: loopback,
             users,
             refused: AtomicU64::new(0),
-            log: Mutex::new(RateLimiter::new(REFUSAL_LOG_EVERY)),
+            log: Mutex::new(Burst {
+                since: Instant::now(),
+                logged: 0,
+            }),
         }
     }
 
@@ -61,15 +83,10 @@ impl Access {
 
     fn refuse(&self, who: &str, why: &'static str, code: StatusCode) -> Error {
         let total = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        let due = self
-            .log
-            .lock()
-            .map(|mut l| l.admit().is_log())
-            .unwrap_or(true);
+        let due = self.log.lock().map(|mut l| l.admit()).unwrap_or(true);
         if due {
             log::warn!(target: "sealcheck::opcua", who = who, refused = total;
-                "OPC UA login refused ({who}): {why} ({total} refused since start; logged at most every {} s)",
-                REFUSAL_LOG_EVERY.as_secs());
+                "OPC UA login refused ({who}): {why} ({total} refused since start; the first {REFUSALS_LOGGED} a minute are logged)");
         }
         Error::new(code, why)
     }
