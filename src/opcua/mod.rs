@@ -1,17 +1,20 @@
 //! The OPC UA server (`[opcua]`) of the Machine Vision companion
 //! specification (OPC 40100-1), its Simple Inline Vision System profile:
 //! one `VisionSystem` per camera, whose `StartSingleJob` triggers a part
-//! and whose `ResultReadyEvent` (and plain variables) carry each result.
-//! docs/INTEGRATION.md ("OPC UA") is the contract: address space, methods,
-//! events, variables, and the S7-1500 and TwinCAT sides.
+//! and whose `ResultReadyEvent` (and plain variables) carry each result;
+//! RecipeManagement over the service's recipe desk. docs/INTEGRATION.md
+//! ("OPC UA") is the contract: address space, methods, events, variables,
+//! security, and the S7-1500 and TwinCAT sides.
 //!
 //! ```text
 //! client ──TCP──▶ gate (thread "opcua", current-thread tokio runtime; cap, evicts the idlest)
-//!                  └─pipe─▶ async-opcua server (loopback port) ─▶ space: method call
-//!                                                                  ─▶ VisionStation::start_single_job
-//!                                                                  ─▶ TriggerDesk::trigger(PartId)
+//!                  └─pipe─▶ async-opcua server (loopback port; endpoints `security`, logins `access`)
+//!                             ─▶ space: method call ─▶ methods ─▶ VisionStation::start_single_job
+//!                                                                ─▶ [RecipeBook::for_job] ─▶ TriggerDesk::trigger(PartId)
+//!                                                     ─▶ RecipeBook::prepare ─▶ RecipeDesk::prepare
 //! Line ──LineOutput::send──▶ OpcUaOutput ──channel──▶ Pump: VisionStation::take ─▶ ResultReadyEvent,
 //!                                                      plain variables (in part order)
+//!                                     Pump, every 50 ms: RecipeBook::finished ─▶ RecipePrepared
 //! ```
 //!
 //! A StartSingleJob's whole way: the same as a Modbus trigger's (`plc`'s
@@ -27,9 +30,12 @@
 //!
 //! The files: `ids` (NodeSet ids, namespaces), `nodeset` (the NodeSet,
 //! fixed), `types` (data types), `record` (a result, the last N), `event`
-//! (ResultReadyEvent), `station` (state machines, methods), `recipe` (the
-//! seam for recipes), `space` (nodes), `output` (the line output), `gate`
-//! (accept, cap, eviction), `server` (`OpcUaServer`, the pump), `error`.
+//! (ResultReadyEvent), `recipe_event` (RecipePrepared), `station` (state
+//! machines, StartSingleJob), `recipe` (recipes as OPC UA sees them),
+//! `methods` (what each method does), `space` (nodes), `output` (the line
+//! output), `pump` (results and recipes to events and variables), `gate`
+//! (accept, cap, eviction), `security` (endpoints, certificates), `users`
+//! and `access` (who logs in), `server` (`OpcUaServer`), `error`.
 
 mod access;
 mod error;
