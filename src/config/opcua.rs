@@ -25,6 +25,11 @@ pub struct OpcUaConfig {
     /// `$STATE_DIRECTORY/opcua-pki` under systemd, else `opcua-pki/` beside
     /// the config file.
     pub pki_dir: Option<PathBuf>,
+    /// How often the server publishes what its subscriptions hold (its
+    /// subscription tick), and the least publishing interval a client gets:
+    /// a ResultReadyEvent reaches a subscriber up to about twice this after
+    /// the result. Lower costs the server's thread a wake-up per tick.
+    pub publish_interval_ms: u64,
     /// The users who may log in, one `NAME:PASSWORD` a line; `None`: nobody
     /// (anonymous clients only, on a loopback address). Read at start, never logged.
     pub users_file: Option<PathBuf>,

@@ -119,6 +119,7 @@ impl OpcUaServer {
         let gate_counters = Arc::clone(&counters);
         let names: Vec<String> = cameras.into_iter().map(|c| c.name).collect();
         let max_connections = config.max_connections;
+        let publish_interval_ms = config.publish_interval_ms;
         let server_access = Arc::clone(&access);
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done) = mpsc::channel();
@@ -135,6 +136,7 @@ impl OpcUaServer {
                         pki_dir,
                         access: server_access,
                         recipes,
+                        publish_interval_ms,
                     };
                     serving
                         .run(public, gate_counters, results, stop_rx, up_tx)
@@ -231,6 +233,7 @@ struct Serving {
     pki_dir: PathBuf,
     access: Arc<Access>,
     recipes: RecipeBook,
+    publish_interval_ms: u64,
 }
 
 impl Serving {
@@ -314,10 +317,12 @@ impl Serving {
         for (id, endpoint) in security::endpoints(self.addr.ip().is_loopback()) {
             builder = builder.add_endpoint(id, endpoint);
         }
-        builder
-            .limits_mut()
-            .subscriptions
-            .max_monitored_item_queue_size = MAX_ITEM_QUEUE;
+        // async-opcua publishes on a timer only (100 ms by default, its
+        // least publishing interval too): `[opcua] publish_interval_ms`.
+        builder = builder.subscription_poll_interval_ms(self.publish_interval_ms);
+        let subscriptions = &mut builder.limits_mut().subscriptions;
+        subscriptions.max_monitored_item_queue_size = MAX_ITEM_QUEUE;
+        subscriptions.min_publishing_interval_ms = self.publish_interval_ms as f64;
         let (server, handle) = builder.build()?;
         let ns = Namespaces {
             mv: handle

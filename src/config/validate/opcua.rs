@@ -9,6 +9,7 @@ pub(super) fn read_opcua(s: &Section, files: &Files) -> Option<OpcUaConfig> {
     let listen = s.str_or("listen", OpcUaConfig::DEFAULT_LISTEN);
     let max_connections = s.int_in("max_connections", 1..=256, Some(16));
     let results_kept = s.int_in("results_kept", 1..=10_000, Some(100));
+    let publish_interval_ms = s.int_in("publish_interval_ms", 1..=1000, Some(10));
     let pki_dir = s.opt_str("pki_dir").map(|d| files.resolve(&d));
     let users_file = if s.given("users_file") {
         Some(files.existing(s, "users_file", "a file of NAME:PASSWORD lines"))
@@ -48,6 +49,7 @@ pub(super) fn read_opcua(s: &Section, files: &Files) -> Option<OpcUaConfig> {
         listen: listen?,
         max_connections: max_connections? as usize,
         results_kept: results_kept? as usize,
+        publish_interval_ms: publish_interval_ms? as u64,
         pki_dir,
         users_file: users_file.flatten(),
     })
