@@ -42,6 +42,12 @@ pub enum CheckError {
         #[source]
         error: ShadowRefused,
     },
+    #[error("config file {}", path.display())]
+    OpcUaUsers {
+        path: PathBuf,
+        #[source]
+        error: crate::opcua::UsersError,
+    },
     #[error("config file {}: [{table}]: {message}", path.display())]
     Layout {
         path: PathBuf,
@@ -71,6 +77,18 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
         if let Some(line) = check_layout(path, camera)? {
             lines.push(format!("{shown}: {line}"));
         }
+    }
+    // `run` reads the OPC UA users at start: a bad line stops it there.
+    if let Some(users_file) = cfg.opcua.as_ref().and_then(|o| o.users_file.as_ref()) {
+        let users =
+            crate::opcua::Users::read(users_file).map_err(|error| CheckError::OpcUaUsers {
+                path: path.to_path_buf(),
+                error,
+            })?;
+        lines.push(format!(
+            "{shown}: [opcua] users_file: {} user(s)",
+            users.len()
+        ));
     }
     lines.push(format!("{shown}: {}", check_models(&cfg)?));
     lines.push(format!("{shown}: {}", triggers(&cfg)));
