@@ -81,6 +81,17 @@ enum Command {
         #[arg(long)]
         gate: bool,
     },
+    /// Write the OPC UA server's NodeSet for a client's offline import (TIA
+    /// Portal's OPC UA client interface): DIR/sealcheck.NodeSet2.xml (one
+    /// VisionSystem per camera of the config, as the server serves them) and
+    /// DIR/Opc.Ua.MachineVision.NodeSet2.xml (the types it needs).
+    OpcuaNodeset {
+        #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
+        config: PathBuf,
+        /// The folder to write into (made if missing).
+        #[arg(value_name = "DIR", default_value = "opcua-nodeset")]
+        dir: PathBuf,
+    },
     /// Build (or check the cache of) the TensorRT engines for the config's models.
     BuildEngine {
         #[arg(long, value_name = "FILE", help = CONFIG_HELP)]
@@ -269,6 +280,20 @@ fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     "sealcheck: evaluate --gate: a candidate broke a rule, or the reference itself is outside a floor against the labels (named above); it must not go on the line"
                 );
                 return Ok(ExitCode::from(1));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::OpcuaNodeset { config: path, dir } => {
+            let cfg = config::load(&path)?;
+            // async-opcua's builder warns of the certificate store and
+            // endpoint it has no use for here.
+            service::init_logging(
+                cfg.logging.format,
+                "warn,opcua_server=error,opcua_crypto=off",
+            );
+            let cameras = sealcheck::opcua::camera_names(&cfg);
+            for file in sealcheck::opcua::write_nodeset(&dir, &cameras)? {
+                println!("{}", file.display());
             }
             Ok(ExitCode::SUCCESS)
         }

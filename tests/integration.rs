@@ -43,6 +43,7 @@ mod journal_stream;
 mod model_swap;
 mod mqtt;
 mod opcua;
+mod opcua_nodeset;
 mod opcua_recipes;
 mod opcua_security;
 mod parts;

@@ -58,6 +58,8 @@ pub enum OpcUaError {
     HalfCertificate { there: PathBuf, missing: PathBuf },
     #[error(transparent)]
     Users(#[from] UsersError),
+    #[error("opcua-nodeset: cannot write {}: {why}", path.display())]
+    Export { path: PathBuf, why: String },
 }
 
 impl OpcUaError {

@@ -35,11 +35,13 @@
 //! `methods` (what each method does), `space` (nodes), `output` (the line
 //! output), `pump` (results and recipes to events and variables), `gate`
 //! (accept, cap, eviction), `security` (endpoints, certificates), `users`
-//! and `access` (who logs in), `server` (`OpcUaServer`), `error`.
+//! and `access` (who logs in), `server` (`OpcUaServer`), `export` (`sealcheck
+//! opcua-nodeset`), `error`.
 
 mod access;
 mod error;
 mod event;
+mod export;
 mod gate;
 mod ids;
 mod methods;
@@ -57,6 +59,9 @@ mod types;
 mod users;
 
 pub use error::OpcUaError;
+pub use export::{
+    INSTANCES_FILE, TYPES_FILE, camera_names, instance_nodeset, write as write_nodeset,
+};
 pub use gate::GateCounters;
 pub use ids::{MV_URI, OUR_URI};
 pub use nodeset::MACHINE_VISION_NODESET;

@@ -27,9 +27,41 @@ pub const MACHINE_VISION_NODESET: &str =
 
 /// The Machine Vision NodeSet ready to import, its arguments fixed.
 pub fn machine_vision() -> Result<FixedArguments, OpcUaError> {
-    let import = NodeSet2Import::new_str("en", MACHINE_VISION_NODESET, Vec::new())
+    let text = unwrapped_byte_strings(MACHINE_VISION_NODESET);
+    let import = NodeSet2Import::new_str("en", &text, Vec::new())
         .map_err(|e| OpcUaError::NodeSet(e.to_string()))?;
     Ok(FixedArguments(import))
+}
+
+const BYTE_STRING_OPEN: &str = "<uax:ByteString";
+const BYTE_STRING_CLOSE: &str = "</uax:ByteString>";
+
+/// The NodeSet with the whitespace inside its `<uax:ByteString>` values
+/// taken out. Its two (the type dictionaries) are base64 wrapped over lines,
+/// as XML allows; async-opcua 0.19's reader refuses whitespace in base64,
+/// leaves the value empty and logs all of it (4 kB) as a warning at every start.
+fn unwrapped_byte_strings(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find(BYTE_STRING_OPEN) {
+        let Some(tag_end) = rest[open..].find('>').map(|i| open + i + 1) else {
+            break;
+        };
+        let Some(close) = rest[tag_end..].find(BYTE_STRING_CLOSE).map(|i| tag_end + i) else {
+            break;
+        };
+        out.push_str(&rest[..tag_end]);
+        out.extend(
+            rest[tag_end..close]
+                .chars()
+                .filter(|c| !c.is_ascii_whitespace()),
+        );
+        rest = &rest[close..];
+        out.push_str(&rest[..BYTE_STRING_CLOSE.len()]);
+        rest = &rest[BYTE_STRING_CLOSE.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A NodeSet import whose method arguments encode (the module doc says why).
@@ -162,6 +194,31 @@ mod tests {
         // A scalar argument is left as it was.
         assert_eq!(fixed[1].array_dimensions, None);
         assert!(!fix_arguments(&mut values), "a second pass changes nothing");
+    }
+
+    #[test]
+    fn base64_wrapped_over_lines_is_unwrapped_and_nothing_else_changes() {
+        let text = "<a> x y </a><uax:ByteString xmlns:uax=\"u\">AB\n   CD==</uax:ByteString> z ";
+        assert_eq!(
+            unwrapped_byte_strings(text),
+            "<a> x y </a><uax:ByteString xmlns:uax=\"u\">ABCD==</uax:ByteString> z "
+        );
+        let unwrapped = unwrapped_byte_strings(MACHINE_VISION_NODESET);
+        assert_eq!(unwrapped.matches(BYTE_STRING_CLOSE).count(), 2);
+        assert!(unwrapped.len() < MACHINE_VISION_NODESET.len());
+        let squeezed = |t: &str| -> String { t.chars().filter(|c| !c.is_whitespace()).collect() };
+        assert_eq!(
+            squeezed(&unwrapped),
+            squeezed(MACHINE_VISION_NODESET),
+            "only whitespace is taken out"
+        );
+        // Outside the two values every line is as published.
+        let tags = |t: &str| {
+            t.lines()
+                .filter(|l| l.trim_start().starts_with('<'))
+                .count()
+        };
+        assert_eq!(tags(&unwrapped), tags(MACHINE_VISION_NODESET));
     }
 
     #[test]

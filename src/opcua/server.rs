@@ -284,7 +284,6 @@ impl Serving {
             .await
             .map_err(|e| e.to_string())?;
         let upstream = inner.local_addr().map_err(|e| e.to_string())?;
-        let import = machine_vision().map_err(|e| e.to_string())?;
         let mut builder = ServerBuilder::new()
             .application_name("sealcheck")
             .application_uri(APPLICATION_URI)
@@ -301,19 +300,8 @@ impl Serving {
             // Sessions cannot be closed from outside (the gate's module
             // doc): room for every connection's and the abandoned ones'.
             .max_sessions(self.max_connections * 4 + 16)
-            .max_session_timeout_ms(60_000)
-            .with_type_loader(MachineVisionTypes::loader())
-            .with_node_manager(simple_node_manager_imports(
-                vec![Box::new(import)],
-                "machine-vision",
-            ))
-            .with_node_manager(simple_node_manager(
-                NamespaceMetadata {
-                    namespace_uri: OUR_URI.to_owned(),
-                    ..Default::default()
-                },
-                "sealcheck",
-            ));
+            .max_session_timeout_ms(60_000);
+        builder = with_node_managers(builder).map_err(|e| e.to_string())?;
         for (id, endpoint) in security::endpoints(self.addr.ip().is_loopback()) {
             builder = builder.add_endpoint(id, endpoint);
         }
@@ -324,21 +312,7 @@ impl Serving {
         subscriptions.max_monitored_item_queue_size = MAX_ITEM_QUEUE;
         subscriptions.min_publishing_interval_ms = self.publish_interval_ms as f64;
         let (server, handle) = builder.build()?;
-        let ns = Namespaces {
-            mv: handle
-                .get_namespace_index(MV_URI)
-                .ok_or("the Machine Vision namespace is missing")?,
-            ours: handle
-                .get_namespace_index(OUR_URI)
-                .ok_or("sealcheck's namespace is missing")?,
-        };
-        let managers = handle.node_managers();
-        let mv = managers
-            .get_by_name::<SimpleNodeManager>("machine-vision")
-            .ok_or("no Machine Vision node manager")?;
-        let ours = managers
-            .get_by_name::<SimpleNodeManager>("sealcheck")
-            .ok_or("no sealcheck node manager")?;
+        let Managers { ns, mv, ours } = managers(&handle)?;
         let nodes: Vec<CameraNodes> = {
             let mv_space = mv.address_space().read();
             self.names
@@ -361,6 +335,51 @@ impl Serving {
             pump,
         })
     }
+}
+
+/// `builder` with the address space's node managers (the Machine Vision
+/// NodeSet's, sealcheck's namespace) and the data types' loader.
+pub(super) fn with_node_managers(builder: ServerBuilder) -> Result<ServerBuilder, OpcUaError> {
+    let import = machine_vision()?;
+    Ok(builder
+        .with_type_loader(MachineVisionTypes::loader())
+        .with_node_manager(simple_node_manager_imports(
+            vec![Box::new(import)],
+            "machine-vision",
+        ))
+        .with_node_manager(simple_node_manager(
+            NamespaceMetadata {
+                namespace_uri: OUR_URI.to_owned(),
+                ..Default::default()
+            },
+            "sealcheck",
+        )))
+}
+
+/// A built server's namespaces and its two node managers.
+pub(super) struct Managers {
+    pub ns: Namespaces,
+    pub mv: Arc<SimpleNodeManager>,
+    pub ours: Arc<SimpleNodeManager>,
+}
+
+pub(super) fn managers(handle: &ServerHandle) -> Result<Managers, String> {
+    let ns = Namespaces {
+        mv: handle
+            .get_namespace_index(MV_URI)
+            .ok_or("the Machine Vision namespace is missing")?,
+        ours: handle
+            .get_namespace_index(OUR_URI)
+            .ok_or("sealcheck's namespace is missing")?,
+    };
+    let node_managers = handle.node_managers();
+    let mv = node_managers
+        .get_by_name::<SimpleNodeManager>("machine-vision")
+        .ok_or("no Machine Vision node manager")?;
+    let ours = node_managers
+        .get_by_name::<SimpleNodeManager>("sealcheck")
+        .ok_or("no sealcheck node manager")?;
+    Ok(Managers { ns, mv, ours })
 }
 
 type Task = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;

@@ -181,12 +181,11 @@ pub(super) fn opcua_server(
         return Ok(None);
     };
     let matched = matched_desks(config, desks);
-    let cameras = config
-        .cameras
-        .iter()
+    let cameras = crate::opcua::camera_names(config)
+        .into_iter()
         .enumerate()
-        .map(|(index, camera)| Camera {
-            name: camera.name.clone().unwrap_or_else(|| "camera".to_string()),
+        .map(|(index, name)| Camera {
+            name,
             desk: matched.get(index).cloned(),
         })
         .collect();

@@ -10,6 +10,8 @@ Python asyncua 2.1.0 (scripts/requirements.txt). Every wait is bounded.
                                        GetRecipeListFiltered; PrepareRecipe(NAME), its RecipePrepared;
                                        StartSingleJob(RecipeId UNPREPARED) refused; COUNT jobs with NAME
   client.py cert DIR NAME              a client certificate DIR/NAME.der and its key DIR/NAME.pem
+  client.py import DIR CAMERA...       asyncua's own server imports DIR's two NodeSets (sealcheck
+                                       opcua-nodeset); each camera's type and StartSingleJob's arguments
   client.py connect URL [--policy P --mode M --cert C --key K] [--user U --password PW] [--force]
                                        a session; {"ok": false, "error": ...} when refused. --force
                                        ignores what the server's endpoints offer (a client that does
@@ -278,6 +280,27 @@ async def cert(directory, name):
     print(json.dumps({"cert": str(directory / f"{name}.der"), "key": str(directory / f"{name}.pem")}))
 
 
+async def import_nodesets(directory, cameras):
+    from asyncua import Server
+    server = Server()
+    await server.init()
+    await server.import_xml(str(Path(directory) / "Opc.Ua.MachineVision.NodeSet2.xml"))
+    imported = await server.import_xml(str(Path(directory) / "sealcheck.NodeSet2.xml"))
+    ours = await server.get_namespace_index(OURS)
+    mv = await server.get_namespace_index(MV)
+    report = {"imported": len(imported), "cameras": {}}
+    for camera in cameras:
+        system = server.get_node(ua.NodeId(f"{camera}/VisionSystem", ours))
+        definition = await system.read_type_definition()
+        inputs = server.get_node(ua.NodeId(f"{camera}/AutomaticModeStateMachine/StartSingleJob/InputArguments", ours))
+        report["cameras"][camera] = {
+            "name": (await system.read_browse_name()).Name,
+            "vision_system_type": definition == ua.NodeId(1003, mv),
+            "start_single_job": [a.Name for a in await inputs.read_value()],
+        }
+    print(json.dumps(report))
+
+
 def force_anonymous_and_none(client):
     """Makes `client` send what it is told whatever the server's endpoints
     offer: an endpoint of its own security when none matches, and the
@@ -355,6 +378,8 @@ def main():
         coroutine = recipe(url, sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     elif command == "cert":
         coroutine = cert(sys.argv[2], sys.argv[3])
+    elif command == "import":
+        coroutine = import_nodesets(sys.argv[2], sys.argv[3:])
     else:
         raise SystemExit(f"unknown command {command}")
     asyncio.run(asyncio.wait_for(coroutine, 120))

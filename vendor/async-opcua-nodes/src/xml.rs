@@ -586,7 +586,10 @@ impl NodeSetImport for NodeSet2Import {
             let resolved_ns_index = namespaces
                 .get_index(index_in_node_set)
                 .expect("index in nodeset not in mapper");
-            println!("Adding new namespace: {resolved_ns_index} {ns}");
+            // sealcheck's patch (vendor/README.md): a debug record, not a line
+            // on the process's stdout (sealcheck's output: the run summary, the
+            // files `opcua-nodeset` wrote).
+            tracing::debug!("Adding new namespace: {resolved_ns_index} {ns}");
         }
     }
 
