@@ -224,7 +224,24 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
         assert_ne!(answer["reason"], "seal_area", "{answer}");
     }
     assert_eq!(Plc::connect(modbus, 1).registers().active_recipe, 3);
+    // Four connections that send nothing (max_connections' default) and a
+    // fifth: the PLC is still served, and /metrics counts the eviction.
+    let idle: Vec<std::net::TcpStream> = (0..5)
+        .map(|_| std::net::TcpStream::connect(modbus).unwrap())
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(Plc::connect(modbus, 1).registers().active_recipe, 3);
+    drop(idle);
     let metrics = get(status, "/metrics").text();
+    assert!(
+        sample(
+            &metrics,
+            r#"sealcheck_modbus_connections_total{outcome="evicted_idle"}"#
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+    assert!(sample(&metrics, "sealcheck_modbus_requests_total").is_some_and(|n| n >= 5.0));
     let series = |s: &str| sample(&metrics, s).unwrap_or_else(|| panic!("{s} in\n{metrics}"));
     assert_eq!(
         series(
