@@ -1171,3 +1171,57 @@ classifier = "missing.onnx"
             .any(|p| p.key == "recipe" && p.message.contains("no [recipes.NAME]"))
     );
 }
+
+#[test]
+fn check_config_opens_each_recipes_models_and_names_the_recipe_that_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    std::fs::write(dir.path().join("broken.onnx"), b"not a model").unwrap();
+    let body = format!(
+        "{VALID}\n[recipes.a]\nid = 1\n[recipes.b]\nid = 2\nclassifier = \"{}\"\n",
+        models.join("cls.onnx").display()
+    );
+    let config = write_config(dir.path(), &body);
+    // The demo models stand in for VALID's: copy them where it names them.
+    for name in ["seg.onnx", "cls.onnx"] {
+        std::fs::copy(models.join(name), dir.path().join(name)).unwrap();
+    }
+    let out = Command::new(crate::common::sealcheck_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("recipe a (id 1, the start recipe): the models of [models.*]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("recipe b (id 2): models opened with"),
+        "{stdout}"
+    );
+
+    let broken = format!(
+        "{VALID}\n[recipes.a]\nid = 1\n[recipes.b]\nid = 2\nclassifier = \"broken.onnx\"\n"
+    );
+    let config = write_config(dir.path(), &broken);
+    for name in ["seg.onnx", "cls.onnx"] {
+        std::fs::copy(models.join(name), dir.path().join(name)).unwrap();
+    }
+    let out = Command::new(crate::common::sealcheck_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("[recipes.b]: its models do not open"),
+        "{stderr}"
+    );
+}
