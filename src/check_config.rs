@@ -51,6 +51,12 @@ pub enum CheckError {
         recipe: String,
         message: String,
     },
+    #[error("config file {}", path.display())]
+    OpcUaUsers {
+        path: PathBuf,
+        #[source]
+        error: crate::opcua::UsersError,
+    },
     #[error("config file {}: [{table}]: {message}", path.display())]
     Layout {
         path: PathBuf,
@@ -80,6 +86,18 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
         if let Some(line) = check_layout(path, camera)? {
             lines.push(format!("{shown}: {line}"));
         }
+    }
+    // `run` reads the OPC UA users at start: a bad line stops it there.
+    if let Some(users_file) = cfg.opcua.as_ref().and_then(|o| o.users_file.as_ref()) {
+        let users =
+            crate::opcua::Users::read(users_file).map_err(|error| CheckError::OpcUaUsers {
+                path: path.to_path_buf(),
+                error,
+            })?;
+        lines.push(format!(
+            "{shown}: [opcua] users_file: {} user(s)",
+            users.len()
+        ));
     }
     let (models, geometry) = check_models(&cfg)?;
     lines.push(format!("{shown}: {models}"));
@@ -335,6 +353,12 @@ fn triggers(cfg: &Config) -> String {
             let mut ways = Vec::new();
             if let Some(modbus) = &cfg.modbus {
                 ways.push(format!("Modbus TCP on {}", modbus.listen));
+            }
+            if let Some(opcua) = &cfg.opcua {
+                ways.push(format!(
+                    "OPC UA StartSingleJob on opc.tcp://{}/",
+                    opcua.listen
+                ));
             }
             if cfg.trigger.http
                 && let Some(status) = &cfg.status

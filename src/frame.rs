@@ -57,6 +57,8 @@ pub enum TriggeredBy {
     Http,
     /// The camera's input line (`camera` mode).
     Camera,
+    /// An OPC UA client's `StartSingleJob` (`crate::opcua`).
+    OpcUa,
 }
 
 impl TriggerTime {

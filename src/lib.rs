@@ -57,7 +57,9 @@
 //!
 //! `plc` (the Modbus TCP server) sits above `trigger` and `line`: a
 //! `plc::Station` triggers through a camera's `trigger::TriggerDesk` and is a
-//! `line::LineOutput`; nothing below it imports it.
+//! `line::LineOutput`; nothing below it imports it. `opcua` (the OPC UA
+//! server) sits beside it, the same way: `opcua::VisionStation` triggers
+//! through the desk, `opcua::OpcUaOutput` is a line output.
 //! A trigger's way, from the PLC's Trigger coil through `TriggerDesk`,
 //! `PartRings`, the judged frame and `line::Line` back to the PLC's
 //! ResultsValid, is drawn in `plc`'s module doc, with where each hand-over
@@ -90,6 +92,8 @@ pub mod line;
 pub mod model_id;
 pub mod model_swap;
 pub mod npy;
+// The OPC UA server of the Machine Vision companion specification (OPC 40100-1).
+pub mod opcua;
 pub mod output;
 pub mod pipeline;
 // The Modbus TCP server a PLC triggers parts through and reads verdicts from.

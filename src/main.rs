@@ -167,6 +167,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
                             sealcheck::capture::CaptureError::CameraRefused { .. }
                                 | sealcheck::capture::CaptureError::PixelFormatUnread { .. }
                         )
+                        // OPC UA: the users file or the certificate store must change.
+                        | PipelineError::OpcUa(
+                            sealcheck::opcua::OpcUaError::Users(_)
+                                | sealcheck::opcua::OpcUaError::Certificate { .. }
+                                | sealcheck::opcua::OpcUaError::HalfCertificate { .. }
+                        )
                 )
             )
             || c.downcast_ref::<sealcheck::infer::InferError>().is_some()

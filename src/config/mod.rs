@@ -10,6 +10,7 @@
 //! - `camera_name`: the rule for `[cameras.NAME]`;
 //! - `model_files`: the FP16 and INT8 files beside a model;
 //! - `parts`: `[trigger]` (what a part is) and `[modbus]` (the PLC's server);
+//! - `opcua`: `[opcua]` (the OPC UA server, Machine Vision companion specification);
 //! - `recipes`: `[recipes.NAME]`, the products a line switches between;
 //! - `layout`: a camera's cavities (`[source.layout]`) and the rules on them;
 //! - `image_sequence`: the numbered files of an image-sequence source;
@@ -37,6 +38,7 @@ mod genicam;
 mod image_sequence;
 mod layout;
 mod model_files;
+mod opcua;
 mod parts;
 mod raw;
 mod recipes;
@@ -52,6 +54,7 @@ pub use genicam::{CameraValue, GenicamPixelFormat, GenicamSource, GenicamTrigger
 pub use image_sequence::image_file;
 pub use layout::{CavityLayout, CavityRect, LayoutMisfit, MAX_CAVITIES};
 pub use model_files::{fp16_sibling, int8_sibling};
+pub use opcua::OpcUaConfig;
 pub use parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
 pub use recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 pub use types::{

@@ -46,6 +46,8 @@ pub struct Config {
     pub trigger: super::TriggerConfig,
     /// `[modbus]`: the PLC's Modbus TCP server; `None` = off.
     pub modbus: Option<super::ModbusConfig>,
+    /// `[opcua]`: the OPC UA server (Machine Vision); `None` = off.
+    pub opcua: Option<super::OpcUaConfig>,
     /// `[recipes.NAME]` and `[recipe] start`: the products the line switches
     /// between; `None` = no recipes (the config's models and thresholds).
     pub recipes: Option<super::Recipes>,

@@ -31,4 +31,6 @@ pub enum PipelineError {
     /// The PLC's Modbus TCP server (`[modbus]`) could not start.
     #[error(transparent)]
     Plc(#[from] crate::plc::PlcError),
+    #[error(transparent)]
+    OpcUa(#[from] crate::opcua::OpcUaError),
 }

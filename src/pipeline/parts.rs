@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::config::{Config, TriggerMode};
 use crate::frame::CameraIndex;
 use crate::line::LineOutput;
+use crate::opcua::{Camera, OpcUaError, OpcUaServer, RecipeBook};
 use crate::plc::Station;
 use crate::recipe::RecipeDesk;
 use crate::status::{Telemetry, TriggerApi};
@@ -73,11 +74,12 @@ pub(super) fn modbus_stations(
     }
 }
 
-/// Each camera's line outputs besides MQTT: its Modbus station and its
-/// HTTP trigger's waiters, where on.
+/// Each camera's line outputs besides MQTT: its Modbus station, its OPC
+/// UA output and its HTTP trigger's waiters, where on.
 pub(super) fn line_outputs(
     cameras: usize,
     stations: &[Arc<Station>],
+    opcua: &[Arc<dyn LineOutput>],
     waiters: &[Arc<PartWaiters>],
 ) -> Vec<Vec<Arc<dyn LineOutput>>> {
     (0..cameras)
@@ -85,6 +87,9 @@ pub(super) fn line_outputs(
             let mut outputs: Vec<Arc<dyn LineOutput>> = Vec::new();
             if let Some(station) = stations.get(index) {
                 outputs.push(Arc::clone(station) as Arc<dyn LineOutput>);
+            }
+            if let Some(output) = opcua.get(index) {
+                outputs.push(Arc::clone(output));
             }
             if let Some(w) = waiters.get(index) {
                 outputs.push(Arc::clone(w) as Arc<dyn LineOutput>);
@@ -157,4 +162,51 @@ pub(super) fn fire_software_triggers(
             }
         });
     }
+}
+
+/// The OPC UA server and each camera's line output to it.
+pub(super) type OpcUaParts = (OpcUaServer, Vec<Arc<dyn LineOutput>>);
+
+/// `[opcua]`: the OPC UA server, one VisionSystem per camera (StartSingleJob
+/// triggers through the camera's desk in `plc` mode; RecipeManagement and
+/// StartSingleJob's RecipeId ask the recipe desk), with each camera's
+/// line output; none without the section. Started before the lines are
+/// made (its outputs are theirs); Online to clients once the desks are ready.
+pub(super) fn opcua_server(
+    config: &Config,
+    desks: &[Arc<TriggerDesk>],
+    recipes: Option<&Arc<RecipeDesk>>,
+) -> Result<Option<OpcUaParts>, OpcUaError> {
+    let Some(opcua) = &config.opcua else {
+        return Ok(None);
+    };
+    let matched = matched_desks(config, desks);
+    let cameras = config
+        .cameras
+        .iter()
+        .enumerate()
+        .map(|(index, camera)| Camera {
+            name: camera.name.clone().unwrap_or_else(|| "camera".to_string()),
+            desk: matched.get(index).cloned(),
+        })
+        .collect();
+    // The server's certificate store: `pki_dir`, else the state directory
+    // under systemd (the first of a colon-separated list), else beside the
+    // config file.
+    let pki = opcua.pki_dir.clone().unwrap_or_else(|| {
+        std::env::var("STATE_DIRECTORY")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|state| std::path::PathBuf::from(state.split(':').next().unwrap_or(&state)))
+            .unwrap_or_else(|| {
+                config
+                    .path
+                    .parent()
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default()
+            })
+            .join("opcua-pki")
+    });
+    let recipes = RecipeBook::new(recipes.cloned());
+    OpcUaServer::start(opcua, cameras, recipes, pki).map(Some)
 }

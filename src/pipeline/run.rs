@@ -82,7 +82,12 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let desks = parts::trigger_desks(&config);
     let waiters = parts::http_waiters(&config, &desks);
     let stations = parts::modbus_stations(&config, &desks, recipe_desk.as_ref());
-    let outputs = parts::line_outputs(config.cameras.len(), &stations, &waiters);
+    // Clients may connect from now on: StartSingleJob is refused until READY=1.
+    let opcua = parts::opcua_server(&config, &desks, recipe_desk.as_ref())?;
+    let opcua_outputs = opcua
+        .as_ref()
+        .map_or(&[][..], |(_, outputs)| outputs.as_slice());
+    let outputs = parts::line_outputs(config.cameras.len(), &stations, opcua_outputs, &waiters);
     let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &outputs);
     parts::serve_http_trigger(&config, operators.as_ref(), &desks, &waiters);
     // The PLC may connect from now on: Online stays low until READY=1.

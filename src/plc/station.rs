@@ -465,13 +465,14 @@ impl State {
 
 impl LineOutput for Station {
     /// Queues the verdict for the PLC under one short lock; never blocks.
-    /// A part triggered over HTTP is not the PLC's: its result goes to
-    /// the results file, MQTT and the HTTP answer, not into the PLC's buffer.
+    /// A part triggered over HTTP or OPC UA is not the Modbus PLC's: its
+    /// result goes to the results file, MQTT and the interface that asked,
+    /// not into the PLC's buffer.
     fn send(&self, verdict: &LineVerdict) {
         if verdict
             .part
             .trigger
-            .is_some_and(|t| t.by == TriggeredBy::Http)
+            .is_some_and(|t| matches!(t.by, TriggeredBy::Http | TriggeredBy::OpcUa))
         {
             return;
         }

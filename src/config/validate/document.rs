@@ -89,6 +89,7 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
     let archive = root.optional("archive", |s| read_archive(s, files));
     let shadow = root.optional("shadow", |s| read_shadow(s, files, inference.as_ref()));
     let (trigger, modbus) = read_parts(root);
+    let opcua = root.optional("opcua", |s| super::opcua::read_opcua(s, files));
     let recipes = read_recipes(root, files, cameras.as_deref());
     // Rules between sections: the batch follows the cameras, the precision picks the files.
     let inference = inference.map(|i| with_default_batch(i, cameras.as_ref().map(Vec::len)));
@@ -113,6 +114,7 @@ fn read_config(root: &Section, files: &Files, path: &Path) -> Option<Config> {
         shadow: shadow?,
         trigger: trigger?,
         modbus: modbus?,
+        opcua: opcua?,
         recipes: recipes?,
     })
 }

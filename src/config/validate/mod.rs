@@ -9,7 +9,7 @@
 //! readers, by section:
 //! `cameras` (`[source]`, `[cameras.NAME]`), `decision`, `inference`,
 //! `models`, `evaluate`, `outputs` (`[output]`, `[status]`, `[archive]`),
-//! `service` (`[logging]`, `[service]`), `parts` (`[trigger]`, `[modbus]`), `mqtt` (with `url` and `host`),
+//! `service` (`[logging]`, `[service]`), `parts` (`[trigger]`, `[modbus]`), `opcua`, `mqtt` (with `url` and `host`),
 //! `shadow` and `recipes` (`[recipes.NAME]`, `[recipe]`); `files` resolves paths.
 
 mod cameras;
@@ -23,6 +23,7 @@ mod inference;
 mod layout;
 mod models;
 mod mqtt;
+mod opcua;
 mod outputs;
 mod parts;
 mod recipes;

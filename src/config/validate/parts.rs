@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::config::parts::{DEFAULT_FRAME_WAIT_MS, ModbusConfig, TriggerConfig, TriggerMode};
 use crate::config::raw::Section;
 
-/// `[trigger]` and `[modbus]`, and the rule between them: a Modbus server
-/// needs a mode that serves a PLC. `None`: a problem was recorded; the
+/// `[trigger]` and `[modbus]`, and the rules between them: a Modbus server
+/// needs a mode that serves a PLC, and `plc` mode needs a way to trigger
+/// (Modbus, OPC UA or the HTTP trigger). `None`: a problem was recorded; the
 /// inner `None` of `[modbus]`: the file has none (off).
 pub(super) fn read_parts(root: &Section) -> (Option<TriggerConfig>, Option<Option<ModbusConfig>>) {
     let trigger_section = root.section("trigger");
@@ -26,6 +27,7 @@ pub(super) fn read_parts(root: &Section) -> (Option<TriggerConfig>, Option<Optio
     // `http = true` is served by the status server: without [status] it is off.
     if let (Some(None), Some(t)) = (&modbus, &trigger)
         && t.mode == TriggerMode::Plc
+        && !root.has("opcua")
         && !(t.http && root.has("status"))
     {
         let (key, why) = if t.http {
@@ -45,7 +47,7 @@ pub(super) fn read_parts(root: &Section) -> (Option<TriggerConfig>, Option<Optio
 }
 
 /// The ways a part can be triggered in `plc` mode, for a config that has none.
-pub(super) const NO_TRIGGER: &str = "add a [modbus] table (the PLC triggers over Modbus TCP, docs/INTEGRATION.md), or set http = true in [trigger] with a [status] table (POST /api/trigger); there is no OPC UA server yet. Or use mode = \"free\" (every frame is a part) or \"camera\" (the camera's input line triggers)";
+pub(super) const NO_TRIGGER: &str = "add a [modbus] table (the PLC triggers over Modbus TCP, docs/INTEGRATION.md), an [opcua] table (StartSingleJob over OPC UA, docs/INTEGRATION.md), or set http = true in [trigger] with a [status] table (POST /api/trigger). Or use mode = \"free\" (every frame is a part) or \"camera\" (the camera's input line triggers)";
 
 /// `[trigger]`; absent = free running. `None`: a problem was recorded.
 fn read_trigger(s: &Section) -> Option<TriggerConfig> {
