@@ -5,7 +5,9 @@
 //! the file (every problem at once, file:line:col) -> the MQTT files
 //!   -> both models opened with the configured backend's loader (or tract, the
 //!      reference, where that engine cannot run here), their IO against the
-//!      contract and [models.*], one warm-up run -> the shadow, as `run` opens it
+//!      contract and [models.*], one warm-up run -> each recipe's other model
+//!      files the same way, with [models.*]'s tensor shapes -> the shadow, as
+//!      `run` opens it
 //! ```
 //!
 //! Each step that fails ends in a typed error whose chain `main` maps to exit 78.
@@ -15,6 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, BackendChoice, ComputeDevice, Config, ConfigError, TriggerMode};
+use crate::frame::TensorGeometry;
 use crate::infer::{self, InferError, InferenceBackend, ModelIo, ModelRole};
 use crate::line::mqtt::MqttFilesError;
 use crate::shadow::ShadowRefused;
@@ -41,6 +44,12 @@ pub enum CheckError {
         path: PathBuf,
         #[source]
         error: ShadowRefused,
+    },
+    #[error("config file {}: [recipes.{recipe}]: {message}", path.display())]
+    Recipe {
+        path: PathBuf,
+        recipe: String,
+        message: String,
     },
     #[error("config file {}", path.display())]
     OpcUaUsers {
@@ -90,7 +99,11 @@ pub fn check(path: &Path) -> Result<Checked, CheckError> {
             users.len()
         ));
     }
-    lines.push(format!("{shown}: {}", check_models(&cfg)?));
+    let (models, geometry) = check_models(&cfg)?;
+    lines.push(format!("{shown}: {models}"));
+    for line in check_recipes(&cfg, geometry)? {
+        lines.push(format!("{shown}: {line}"));
+    }
     lines.push(format!("{shown}: {}", triggers(&cfg)));
     // The shadow is opened as `run` opens it: a model that cannot open,
     // breaks the contract or fails its warm-up is named here.
@@ -197,9 +210,56 @@ fn loader(cfg: &Config) -> (Config, String) {
     (checked, note.to_string())
 }
 
+/// Each recipe's models as a switch to it opens them: other model files
+/// opened, checked and run once like `[models.*]`'s, with the same tensor
+/// shapes (a switch keeps the running buffers). One line per recipe.
+fn check_recipes(cfg: &Config, geometry: TensorGeometry) -> Result<Vec<String>, CheckError> {
+    let Some(recipes) = &cfg.recipes else {
+        return Ok(Vec::new());
+    };
+    let base = (
+        cfg.segmentation.path.as_path(),
+        cfg.classifier.path.as_path(),
+    );
+    let mut lines = Vec::new();
+    for recipe in &recipes.list {
+        let start = if recipe.id == recipes.start().id {
+            ", the start recipe"
+        } else {
+            ""
+        };
+        let what = format!("recipe {} (id {}{start})", recipe.name, recipe.id);
+        if recipe.models(cfg) == base {
+            lines.push(format!("{what}: the models of [models.*]"));
+            continue;
+        }
+        let (models, theirs) = check_models(&recipe.config(cfg)).map_err(|e| match e {
+            CheckError::Models { engine, error, .. } => CheckError::Recipe {
+                path: cfg.path.clone(),
+                recipe: recipe.name.to_string(),
+                message: format!(
+                    "its models do not open with {engine}: {error}; a switch to it would be refused (run keeps running the active recipe)"
+                ),
+            },
+            other => other,
+        })?;
+        if theirs != geometry {
+            return Err(CheckError::Recipe {
+                path: cfg.path.clone(),
+                recipe: recipe.name.to_string(),
+                message: format!(
+                    "its models' tensor shapes {theirs:?} differ from [models.*]'s {geometry:?}: a switch keeps the running buffers, so recipes need models of the same input size and classes"
+                ),
+            });
+        }
+        lines.push(format!("{what}: {models}"));
+    }
+    Ok(lines)
+}
+
 /// Opens both models, checks their IO against the contract and `[models.*]`
-/// and runs them once; the line says what was checked.
-fn check_models(cfg: &Config) -> Result<String, CheckError> {
+/// and runs them once; the line says what was checked, and their shapes.
+fn check_models(cfg: &Config) -> Result<(String, TensorGeometry), CheckError> {
     let (checked, mut note) = loader(cfg);
     let failed = |engine: String, error| CheckError::Models {
         path: cfg.path.clone(),
@@ -228,7 +288,7 @@ fn check_models(cfg: &Config) -> Result<String, CheckError> {
     let geometry = infer::checked_geometry(&checked, backend.as_ref())
         .map_err(|e| failed(engine.to_string(), e))?;
     infer::warm_up(backend.as_mut(), geometry, 1).map_err(|e| failed(engine.to_string(), e))?;
-    Ok(format!(
+    let line = format!(
         "models opened with {engine} ({note}): {}; {}; names, shapes and classes match the contract and [models.*], one run on zeros",
         model_line(
             backend.as_ref(),
@@ -248,7 +308,8 @@ fn check_models(cfg: &Config) -> Result<String, CheckError> {
                 cfg.classifier.defect_class, geometry.cls_classes
             )
         ),
-    ))
+    );
+    Ok((line, geometry))
 }
 
 fn engine_name(cfg: &Config) -> String {

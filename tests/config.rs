@@ -1082,3 +1082,146 @@ fn the_template_names_every_key_the_config_reads_and_no_other() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+#[test]
+fn recipes_are_read_with_every_problem_named_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = VALID.to_string()
+        + r#"
+[decision]
+min_seal_area = 0.02
+
+[recipe]
+start = "cup200"
+
+[recipes.cup125]
+id = 1
+
+[recipes.cup200]
+id = 2
+defect_threshold = 0.3
+deadline_ms = 0
+"#;
+    let cfg = config::load(&write_config(dir.path(), &body)).unwrap();
+    let recipes = cfg.recipes.as_ref().unwrap();
+    assert_eq!(recipes.list.len(), 2);
+    let start = recipes.start();
+    assert_eq!((start.id, &*start.name), (2, "cup200"));
+    let d = start.decision(&cfg.cameras[0].decision);
+    assert_eq!(
+        (d.defect_threshold, d.min_seal_area, d.deadline),
+        (0.3, 0.02, None)
+    );
+    // Without [recipes.*], none; the first recipe starts without [recipe].
+    assert!(
+        config::load(&write_config(dir.path(), VALID))
+            .unwrap()
+            .recipes
+            .is_none()
+    );
+
+    let bad = VALID.to_string()
+        + r#"
+[recipe]
+start = "nope"
+
+[recipes.a]
+id = 1
+min_seal_area = 0.95
+
+[recipes.b]
+id = 1
+exposure_us = 800
+
+[recipes."c d"]
+id = 0
+classifier = "missing.onnx"
+"#;
+    let problems = problems_of(&bad);
+    let at = |key: &str| {
+        problems
+            .iter()
+            .find(|p| p.key == key)
+            .unwrap_or_else(|| panic!("no problem at {key}: {problems:#?}"))
+            .message
+            .clone()
+    };
+    assert!(at("recipes.a.min_seal_area").contains("under this recipe"));
+    assert!(at("recipes.b.exposure_us").contains("only a GenICam camera"));
+    assert!(at("recipes.c d").contains("letters, digits"));
+    assert!(at("recipes.c d.id").contains("out of range"));
+    assert!(at("recipes.c d.classifier").contains("does not exist"));
+
+    let duplicate = VALID.to_string() + "[recipes.a]\nid = 7\n[recipes.b]\nid = 7\n";
+    assert!(
+        problems_of(&duplicate)
+            .iter()
+            .any(|p| p.key == "recipes.b.id" && p.message.contains("also recipe \"a\"'s id"))
+    );
+    let unknown_start = VALID.to_string() + "[recipe]\nstart = \"x\"\n[recipes.a]\nid = 1\n";
+    assert!(
+        problems_of(&unknown_start)
+            .iter()
+            .any(|p| p.key == "recipe.start" && p.message.contains("the recipes are: a"))
+    );
+    let without = VALID.to_string() + "[recipe]\nstart = \"x\"\n";
+    assert!(
+        problems_of(&without)
+            .iter()
+            .any(|p| p.key == "recipe" && p.message.contains("no [recipes.NAME]"))
+    );
+}
+
+#[test]
+fn check_config_opens_each_recipes_models_and_names_the_recipe_that_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = repo().join("models");
+    std::fs::write(dir.path().join("broken.onnx"), b"not a model").unwrap();
+    let body = format!(
+        "{VALID}\n[recipes.a]\nid = 1\n[recipes.b]\nid = 2\nclassifier = \"{}\"\n",
+        models.join("cls.onnx").display()
+    );
+    let config = write_config(dir.path(), &body);
+    // The demo models stand in for VALID's: copy them where it names them.
+    for name in ["seg.onnx", "cls.onnx"] {
+        std::fs::copy(models.join(name), dir.path().join(name)).unwrap();
+    }
+    let out = Command::new(crate::common::sealcheck_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("recipe a (id 1, the start recipe): the models of [models.*]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("recipe b (id 2): models opened with"),
+        "{stdout}"
+    );
+
+    let broken = format!(
+        "{VALID}\n[recipes.a]\nid = 1\n[recipes.b]\nid = 2\nclassifier = \"broken.onnx\"\n"
+    );
+    let config = write_config(dir.path(), &broken);
+    for name in ["seg.onnx", "cls.onnx"] {
+        std::fs::copy(models.join(name), dir.path().join(name)).unwrap();
+    }
+    let out = Command::new(crate::common::sealcheck_bin())
+        .args(["check-config", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("[recipes.b]: its models do not open"),
+        "{stderr}"
+    );
+}

@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::http::{get, request};
+use common::mqtt::{Broker, Subscriber, TOPIC};
 use common::plc::Plc;
 use common::status_page::sample;
 use common::{Sealcheck, free_port, repo, result_lines};
@@ -66,6 +67,11 @@ classifier = "{copies}/broken.onnx"
 }
 
 fn write_config(dir: &Path, modbus_port: u16) -> PathBuf {
+    write_config_with(dir, modbus_port, "")
+}
+
+/// `write_config` with `extra` sections.
+fn write_config_with(dir: &Path, modbus_port: u16, extra: &str) -> PathBuf {
     let text = format!(
         r#"[source]
 {camera}
@@ -94,6 +100,7 @@ listen = "127.0.0.1:{modbus_port}"
 
 [status]
 listen = "127.0.0.1:0"
+{extra}
 {recipes}"#,
         camera = common::test_camera("ball", 30),
         backend = common::backend(),
@@ -224,7 +231,24 @@ fn recipes_switch_over_http_at_the_next_part_and_every_result_names_its_recipe()
         assert_ne!(answer["reason"], "seal_area", "{answer}");
     }
     assert_eq!(Plc::connect(modbus, 1).registers().active_recipe, 3);
+    // Four connections that send nothing (max_connections' default) and a
+    // fifth: the PLC is still served, and /metrics counts the eviction.
+    let idle: Vec<std::net::TcpStream> = (0..5)
+        .map(|_| std::net::TcpStream::connect(modbus).unwrap())
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(Plc::connect(modbus, 1).registers().active_recipe, 3);
+    drop(idle);
     let metrics = get(status, "/metrics").text();
+    assert!(
+        sample(
+            &metrics,
+            r#"sealcheck_modbus_connections_total{outcome="evicted_idle"}"#
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+    assert!(sample(&metrics, "sealcheck_modbus_requests_total").is_some_and(|n| n >= 5.0));
     let series = |s: &str| sample(&metrics, s).unwrap_or_else(|| panic!("{s} in\n{metrics}"));
     assert_eq!(
         series(
@@ -266,7 +290,10 @@ fn a_plc_switches_recipe_mid_run_and_no_part_is_lost_or_judged_by_half_a_recipe(
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let modbus: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = write_config(dir.path(), modbus.port());
+    let broker = Broker::start(dir.path(), "allow_anonymous true");
+    let subscriber = Subscriber::start(broker.port, None);
+    let mqtt = format!("[mqtt]\nurl = \"{}\"\ntopic = \"{TOPIC}\"\n", broker.url());
+    let config = write_config_with(dir.path(), modbus.port(), &mqtt);
     let (mut service, status) = start(&config, modbus);
 
     // The PLC triggers 60 parts at 20 a second on one connection and takes
@@ -339,4 +366,17 @@ fn a_plc_switches_recipe_mid_run_and_no_part_is_lost_or_judged_by_half_a_recipe(
         "{named:?}"
     );
     assert!(lines.iter().all(decided_by_the_named_recipe), "{lines:#?}");
+    // MQTT: each part's message names the recipe its result line names,
+    // and every message keeps docs/verdict.schema.json.
+    assert!(
+        common::mqtt::wait_until(Duration::from_secs(10), || subscriber.verdicts().len()
+            >= lines.len()),
+        "MQTT messages missing"
+    );
+    let verdicts = subscriber.verdicts();
+    for (line, (_, message)) in lines.iter().zip(&verdicts) {
+        assert_eq!(message["part_id"], line["part_id"]);
+        assert_eq!(message["recipe"], line["recipe"], "{message}");
+    }
+    super::mqtt::assert_schema_valid(&verdicts);
 }

@@ -91,7 +91,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let (line_stats, lines) = camera_lines(&config, mqtt.as_ref(), &outputs);
     parts::serve_http_trigger(&config, operators.as_ref(), &desks, &waiters);
     // The PLC may connect from now on: Online stays low until READY=1.
-    let _modbus = match &config.modbus {
+    let modbus_server = match &config.modbus {
         Some(modbus) if !stations.is_empty() => {
             Some(crate::plc::ModbusServer::start(modbus, stations)?)
         }
@@ -100,6 +100,7 @@ pub fn run(config: Config, context: RunContext) -> Result<RunSummary, PipelineEr
     let telemetry = LineTelemetry {
         line: Arc::clone(&line_stats),
         mqtt: mqtt.as_ref().map(MqttLine::stats),
+        modbus: modbus_server.as_ref().map(|m| Arc::clone(m.counters())),
     };
     report.set_liveness(liveness.clone());
     let (mut stages, engine) = start_stages(
@@ -318,6 +319,7 @@ fn announce_running(
         cameras: stages.capture.camera_sources(),
         results_file: Some(stages.results_file.clone()),
         triggers: desks.to_vec(),
+        modbus: telemetry.modbus.clone(),
     });
     report.set_state(RunState::Running);
     log::info!(target: "sealcheck::pipeline", source = config.first_source().kind.name(), cameras = config.cameras.len(), results = config.output.results.display().to_string().as_str(); "pipeline running");

@@ -17,6 +17,8 @@ use crate::output::ResultsFileStatus;
 pub struct LineTelemetry {
     pub line: Arc<LineStats>,
     pub mqtt: Option<Arc<MqttStats>>,
+    /// The Modbus server's connection counters, when it runs.
+    pub modbus: Option<Arc<crate::plc::ModbusCounters>>,
 }
 
 impl LineTelemetry {

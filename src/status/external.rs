@@ -12,7 +12,9 @@
 //! - the results file (`crate::output::ResultsFileStatus`): write-error
 //!   episodes and lost lines;
 //! - triggers (`crate::trigger::TriggerDesk`, `plc` mode): accepted,
-//!   refused, frames no trigger claimed (every camera's, summed).
+//!   refused, frames no trigger claimed (every camera's, summed);
+//! - the Modbus server (`crate::plc::ModbusCounters`): connections by how
+//!   they began and ended (a PLC never locked out: `evicted_idle`), requests.
 //!
 //! A new part adds a field here, its lines in `encode`, and its JSON.
 
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -31,6 +33,7 @@ use crate::capture::{GenicamCounters, SourceStatus};
 use crate::line::LineStats;
 use crate::line::mqtt::{DropReason, MqttStats};
 use crate::output::ResultsFileStatus;
+use crate::plc::ModbusCounters;
 use crate::trigger::TriggerDesk;
 
 /// The other parts' stats, as far as this run has them.
@@ -46,6 +49,13 @@ pub struct ExternalStats {
     pub results_file: Option<ResultsFileStatus>,
     /// `[trigger] mode = "plc"`: every camera's trigger desk; empty otherwise.
     pub triggers: Vec<Arc<TriggerDesk>>,
+    /// `[modbus]`: the server's connection counters.
+    pub modbus: Option<Arc<ModbusCounters>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 /// One camera's source, as the status side shows it.
@@ -159,9 +169,55 @@ fn counter(
     )?)
 }
 
+/// The Modbus server's connections and requests.
+fn encode_modbus(
+    encoder: &mut DescriptorEncoder,
+    m: &ModbusCounters,
+) -> Result<(), std::fmt::Error> {
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    {
+        let mut family = encoder.encode_descriptor(
+            "modbus_connections",
+            "Modbus TCP connections by outcome: accepted; refused_not_allowed (not on allow); \
+             evicted_idle (closed to admit a new one when max_connections were open: the one \
+             silent longest); closed_idle (idle_timeout_s without a request); closed_framing (a \
+             header that cannot be framed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, value) in [
+            ("accepted", load(&m.accepted)),
+            ("refused_not_allowed", load(&m.refused_not_allowed)),
+            ("evicted_idle", load(&m.evicted_idle)),
+            ("closed_idle", load(&m.closed_idle)),
+            ("closed_framing", load(&m.closed_framing)),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&OutcomeLabels { outcome })?)?;
+        }
+    }
+    counter(
+        encoder,
+        "modbus_requests",
+        "Modbus requests answered (a response or an exception)",
+        load(&m.requests),
+    )?;
+    ConstGauge::new(i64::try_from(m.open.load(Ordering::Relaxed)).unwrap_or(i64::MAX)).encode(
+        encoder.encode_descriptor(
+            "modbus_connections_open",
+            "Modbus TCP connections open now",
+            None,
+            MetricType::Gauge,
+        )?,
+    )?;
+    Ok(())
+}
+
 impl Collector for ExternalCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = (self.0)();
+        if let Some(modbus) = &stats.modbus {
+            encode_modbus(&mut encoder, modbus)?;
+        }
         if let Some(source) = &stats.source {
             counter(
                 &mut encoder,

@@ -27,25 +27,33 @@ pub(super) fn read_decision(s: &Section, base: Option<&DecisionConfig>) -> Optio
             ms => Some(Duration::from_millis(ms as u64)),
         },
     };
+    if let Some((key, problem)) = bounds_problem(&d) {
+        s.problem(key, problem);
+        return None;
+    }
+    Some(d)
+}
+
+/// The rule between a decision's area bounds, broken: the key to name and
+/// what is wrong (`[decision]`, a camera's, a recipe's over a camera's).
+pub(super) fn bounds_problem(d: &DecisionConfig) -> Option<(&'static str, String)> {
     if d.no_seal_below > d.min_seal_area {
-        s.problem(
+        return Some((
             "no_seal_below",
             format!(
                 "({}) must not exceed min_seal_area ({})",
                 d.no_seal_below, d.min_seal_area
             ),
-        );
-        return None;
+        ));
     }
     if d.min_seal_area >= d.max_seal_area {
-        s.problem(
+        return Some((
             "min_seal_area",
             format!(
                 "({}) must be below max_seal_area ({})",
                 d.min_seal_area, d.max_seal_area
             ),
-        );
-        return None;
+        ));
     }
-    Some(d)
+    None
 }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::decision::bounds_problem;
 use super::files::Files;
 use super::genicam::{EXPOSURE_MAX_US, GAIN_MAX_DB};
 use crate::config::raw::Section;
@@ -161,24 +162,8 @@ fn read_recipe(
             .name
             .as_deref()
             .map_or(String::new(), |n| format!(" (camera {n})"));
-        if d.no_seal_below > d.min_seal_area {
-            s.problem(
-                "no_seal_below",
-                format!(
-                    "({}) must not exceed min_seal_area ({}) under this recipe{whose}",
-                    d.no_seal_below, d.min_seal_area
-                ),
-            );
-            return None;
-        }
-        if d.min_seal_area >= d.max_seal_area {
-            s.problem(
-                "min_seal_area",
-                format!(
-                    "({}) must be below max_seal_area ({}) under this recipe{whose}",
-                    d.min_seal_area, d.max_seal_area
-                ),
-            );
+        if let Some((key, problem)) = bounds_problem(&d) {
+            s.problem(key, format!("{problem} under this recipe{whose}"));
             return None;
         }
     }
