@@ -37,9 +37,10 @@ fn the_exported_instances_load_back_with_their_types_and_arguments() {
             .unwrap_or_else(|| panic!("{system} exported"));
         assert_eq!(item.node.as_node().browse_name().name.as_ref(), name);
         assert!(
-            item.references.iter().any(|r| r.type_id
-                == NodeId::from(ReferenceTypeId::HasTypeDefinition)
-                && r.target_id == NodeId::new(mv, 1003u32)),
+            item.references
+                .iter()
+                .any(|r| r.type_id == ReferenceTypeId::HasTypeDefinition
+                    && r.target_id == NodeId::new(mv, 1003u32)),
             "a VisionSystemType instance"
         );
     }
