@@ -10,7 +10,7 @@ use super::decision::bounds_problem;
 use super::files::Files;
 use super::genicam::{EXPOSURE_MAX_US, GAIN_MAX_DB};
 use crate::config::raw::Section;
-use crate::config::recipes::{CameraSettings, DecisionOverrides, Recipe, Recipes};
+use crate::config::recipes::{CameraSettings, DecisionOverrides, MAX_RECIPE_ID, Recipe, Recipes};
 use crate::config::types::{CameraConfig, SourceKind};
 
 /// The longest recipe name (it names the recipe in metrics labels and logs).
@@ -101,7 +101,7 @@ fn read_recipe(
         .map(|p| tables.problem(name, p))
         .is_none();
     let s = tables.section(name);
-    let id = s.int_in("id", 1..=i64::from(u16::MAX), None);
+    let id = s.int_in("id", 1..=i64::from(MAX_RECIPE_ID), None);
     let model = |key, what| {
         if s.has(key) {
             files.existing(&s, key, what).map(Some)
